@@ -1,0 +1,2 @@
+//! Static-shape tensor DAGs.
+pub mod philox;
