@@ -1,0 +1,400 @@
+//! The graph fixture format: a small line-oriented text format read through the builder, so every
+//! fixture is checked by the same rules as code-built graphs.
+//!
+//! ```text
+//! # comments start with '#'; blank lines are ignored
+//! input  x   f32 [4096, 8]          # input NAME DTYPE SHAPE
+//! param  w1  f16 [4096, 11008]      # param NAME DTYPE SHAPE (a weight)
+//! h  = mul_mat(w1, x)               # NAME = OP(SOURCES..., key=value...)
+//! y  = scale(h, scale=0.5)
+//! kv = view(cache, ne=[128, 32], nb=[4, 512], offset=0)
+//! output y                          # output NAME[, NAME...]
+//! ```
+//!
+//! Sources are earlier names, given positionally in the order [`crate::Op`] documents; parameters
+//! are `key=value` with numbers (`-inf`, `inf` allowed), words (`neox`, `desc`, `f16`) or lists
+//! (`[1, 2]`). Every error names its 1-based line.
+
+use crate::dtype::DType;
+use crate::error::GraphError;
+use crate::graph::Graph;
+use crate::node::NodeId;
+use crate::op::{BinaryOp, CompareOp, RopeMode, SortOrder, UnaryOp};
+use std::collections::HashMap;
+
+/// Parses a fixture into a graph, naming the line of the first error.
+pub fn parse(text: &str) -> Result<Graph, GraphError> {
+    let mut p = Parser { g: Graph::new(), names: HashMap::new() };
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        p.statement(line).map_err(|e| match e {
+            GraphError::Fixture { msg, .. } => {
+                GraphError::Fixture { line: i + 1, msg: format!("{msg}\n  | {}", raw.trim()) }
+            }
+            other => GraphError::Fixture { line: i + 1, msg: format!("{other}\n  | {}", raw.trim()) },
+        })?;
+    }
+    Ok(p.g)
+}
+
+fn bad(msg: impl Into<String>) -> GraphError {
+    GraphError::Fixture { line: 0, msg: msg.into() }
+}
+
+/// Splits at commas that are not inside brackets or parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' | '(' => depth += 1,
+            ']' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = s[start..].trim();
+    if !last.is_empty() || !out.is_empty() {
+        out.push(last);
+    }
+    out
+}
+
+fn parse_list(s: &str) -> Result<Vec<usize>, GraphError> {
+    let inner = s
+        .trim()
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .ok_or_else(|| bad(format!("expected a list like [4096, 8], got `{s}`")))?;
+    split_top(inner)
+        .into_iter()
+        .map(|x| x.parse::<usize>().map_err(|_| bad(format!("`{x}` in `{s}` is not a non-negative integer"))))
+        .collect()
+}
+
+fn parse_f32(s: &str) -> Result<f32, GraphError> {
+    s.parse::<f32>().map_err(|_| bad(format!("`{s}` is not a number")))
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut cs = s.chars();
+    matches!(cs.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+}
+
+struct Parser {
+    g: Graph,
+    names: HashMap<String, NodeId>,
+}
+
+/// One call's arguments: positional sources and `key=value` parameters (each must be used once).
+struct Args {
+    op: String,
+    srcs: Vec<NodeId>,
+    kv: Vec<(String, String, bool)>,
+}
+
+impl Args {
+    fn take(&mut self, key: &str) -> Option<String> {
+        self.kv.iter_mut().find(|(k, _, used)| k == key && !*used).map(|(_, v, used)| {
+            *used = true;
+            v.clone()
+        })
+    }
+
+    fn req(&mut self, key: &str) -> Result<String, GraphError> {
+        self.take(key).ok_or_else(|| bad(format!("{} needs parameter `{key}=`", self.op)))
+    }
+
+    fn f32_or(&mut self, key: &str, default: f32) -> Result<f32, GraphError> {
+        self.take(key).map_or(Ok(default), |v| parse_f32(&v))
+    }
+
+    fn f32_req(&mut self, key: &str) -> Result<f32, GraphError> {
+        parse_f32(&self.req(key)?)
+    }
+
+    fn usize_req(&mut self, key: &str) -> Result<usize, GraphError> {
+        let v = self.req(key)?;
+        v.parse().map_err(|_| bad(format!("{}: `{key}={v}` is not a non-negative integer", self.op)))
+    }
+
+    fn dtype(&mut self) -> Result<DType, GraphError> {
+        self.req("dtype")?.parse::<DType>().map_err(|e| bad(e.to_string()))
+    }
+
+    fn nsrc(&self, n: std::ops::RangeInclusive<usize>) -> Result<(), GraphError> {
+        if !n.contains(&self.srcs.len()) {
+            let want =
+                if n.start() == n.end() { n.start().to_string() } else { format!("{} to {}", n.start(), n.end()) };
+            return Err(bad(format!("{} takes {want} sources, got {}", self.op, self.srcs.len())));
+        }
+        Ok(())
+    }
+
+    fn done(&self) -> Result<(), GraphError> {
+        if let Some((k, _, _)) = self.kv.iter().find(|(_, _, used)| !used) {
+            return Err(bad(format!("{} has no parameter `{k}`", self.op)));
+        }
+        Ok(())
+    }
+}
+
+impl Parser {
+    fn lookup(&self, name: &str) -> Result<NodeId, GraphError> {
+        self.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| bad(format!("unknown tensor `{name}` (define it on an earlier line)")))
+    }
+
+    fn define(&mut self, name: &str, id: NodeId) -> Result<(), GraphError> {
+        if !is_ident(name) {
+            return Err(bad(format!("`{name}` is not a valid name")));
+        }
+        if self.names.insert(name.to_string(), id).is_some() {
+            return Err(bad(format!("`{name}` is defined twice")));
+        }
+        Ok(())
+    }
+
+    fn statement(&mut self, line: &str) -> Result<(), GraphError> {
+        let first = line.split_whitespace().next().unwrap_or("");
+        match first {
+            "input" | "param" => {
+                let rest = line[first.len()..].trim();
+                let mut parts = rest.splitn(3, char::is_whitespace);
+                let (name, dtype, shape) = match (parts.next(), parts.next(), parts.next()) {
+                    (Some(n), Some(d), Some(s)) => (n, d, s),
+                    _ => return Err(bad(format!("expected `{first} NAME DTYPE [SHAPE]`"))),
+                };
+                let dtype: DType = dtype.parse().map_err(|e: crate::dtype::UnknownDType| bad(e.to_string()))?;
+                let shape = parse_list(shape)?;
+                if self.names.contains_key(name) {
+                    return Err(bad(format!("`{name}` is defined twice")));
+                }
+                let id = if first == "input" {
+                    self.g.input(name, dtype, &shape)?
+                } else {
+                    self.g.param(name, dtype, &shape)?
+                };
+                self.define(name, id)
+            }
+            "output" => {
+                let rest = line["output".len()..].trim();
+                if rest.is_empty() {
+                    return Err(bad("expected `output NAME[, NAME...]`"));
+                }
+                for name in split_top(rest) {
+                    let id = self.lookup(name)?;
+                    self.g.set_output(id);
+                }
+                Ok(())
+            }
+            _ => {
+                let (name, call) = line
+                    .split_once('=')
+                    .ok_or_else(|| bad("expected `input`, `param`, `output` or `NAME = OP(...)`"))?;
+                let name = name.trim();
+                let call = call.trim();
+                let open = call.find('(').ok_or_else(|| bad(format!("expected OP(...) after `{name} =`")))?;
+                let inner = call[open + 1..].strip_suffix(')').ok_or_else(|| bad("missing closing `)`"))?;
+                let op = call[..open].trim().to_string();
+                let mut args = Args { op: op.clone(), srcs: vec![], kv: vec![] };
+                for a in split_top(inner) {
+                    if a.is_empty() {
+                        return Err(bad(format!("{op}: empty argument")));
+                    }
+                    match a.split_once('=') {
+                        Some((k, v)) => args.kv.push((k.trim().to_string(), v.trim().to_string(), false)),
+                        None => {
+                            if !args.kv.is_empty() {
+                                return Err(bad(format!("{op}: source `{a}` after a key=value parameter")));
+                            }
+                            args.srcs.push(self.lookup(a)?);
+                        }
+                    }
+                }
+                if !is_ident(name) {
+                    return Err(bad(format!("`{name}` is not a valid name")));
+                }
+                if self.names.contains_key(name) {
+                    return Err(bad(format!("`{name}` is defined twice")));
+                }
+                self.g.name_next(name);
+                let id = self.call(&mut args);
+                self.g.pending_name = None;
+                let id = id?;
+                args.done()?;
+                self.g.set_name(id, name);
+                self.define(name, id)
+            }
+        }
+    }
+
+    fn call(&mut self, a: &mut Args) -> Result<NodeId, GraphError> {
+        let g = &mut self.g;
+        let s = a.srcs.clone();
+        let unary = UnaryOp::ALL.into_iter().find(|u| u.name() == a.op);
+        let binary = BinaryOp::ALL.into_iter().find(|b| b.name() == a.op);
+        let compare = CompareOp::ALL.into_iter().find(|c| c.name() == a.op);
+        if let Some(u) = unary {
+            a.nsrc(1..=1)?;
+            return g.unary(u, s[0]);
+        }
+        if let Some(b) = binary {
+            a.nsrc(2..=2)?;
+            return g.binary(b, s[0], s[1]);
+        }
+        if let Some(c) = compare {
+            a.nsrc(2..=2)?;
+            return g.compare(c, s[0], s[1]);
+        }
+        match a.op.as_str() {
+            "view" => {
+                a.nsrc(1..=1)?;
+                let ne = parse_list(&a.req("ne")?)?;
+                let nb = parse_list(&a.req("nb")?)?;
+                let offset = a
+                    .take("offset")
+                    .map_or(Ok(0), |v| v.parse().map_err(|_| bad(format!("view: offset `{v}` is not an integer"))))?;
+                g.view(s[0], &ne, &nb, offset)
+            }
+            "reshape" => {
+                a.nsrc(1..=1)?;
+                let ne = parse_list(&a.req("ne")?)?;
+                g.reshape(s[0], &ne)
+            }
+            "permute" => {
+                a.nsrc(1..=1)?;
+                let axes = parse_list(&a.req("axes")?)?;
+                let axes: [usize; 4] = axes
+                    .try_into()
+                    .map_err(|v: Vec<usize>| bad(format!("permute: axes needs 4 entries, got {}", v.len())))?;
+                g.permute(s[0], axes)
+            }
+            "transpose" => {
+                a.nsrc(1..=1)?;
+                g.transpose(s[0])
+            }
+            "cont" => {
+                a.nsrc(1..=1)?;
+                g.cont(s[0])
+            }
+            "cast" => {
+                a.nsrc(1..=1)?;
+                let d = a.dtype()?;
+                g.cast(s[0], d)
+            }
+            "scale" => {
+                a.nsrc(1..=1)?;
+                let (sc, b) = (a.f32_req("scale")?, a.f32_or("bias", 0.0)?);
+                g.scale_bias(s[0], sc, b)
+            }
+            "clamp" => {
+                a.nsrc(1..=1)?;
+                let (lo, hi) = (a.f32_req("min")?, a.f32_req("max")?);
+                g.clamp(s[0], lo, hi)
+            }
+            "where" => {
+                a.nsrc(3..=3)?;
+                g.where_(s[0], s[1], s[2])
+            }
+            "fill" => {
+                a.nsrc(0..=0)?;
+                let d = a.dtype()?;
+                let shape = parse_list(&a.req("shape")?)?;
+                let v = a.f32_req("value")?;
+                g.fill(d, &shape, v)
+            }
+            "arange" => {
+                a.nsrc(0..=0)?;
+                let d = a.dtype()?;
+                let shape = parse_list(&a.req("shape")?)?;
+                let (start, step) = (a.f32_or("start", 0.0)?, a.f32_or("step", 1.0)?);
+                g.arange(d, &shape, start, step)
+            }
+            "get_rows" => {
+                a.nsrc(2..=2)?;
+                g.get_rows(s[0], s[1])
+            }
+            "set_rows" => {
+                a.nsrc(3..=3)?;
+                g.set_rows(s[0], s[1], s[2])
+            }
+            "scatter_add" => {
+                a.nsrc(3..=3)?;
+                g.scatter_add(s[0], s[1], s[2])
+            }
+            "mul_mat" => {
+                a.nsrc(2..=2)?;
+                g.mul_mat(s[0], s[1])
+            }
+            "rms_norm" => {
+                a.nsrc(1..=1)?;
+                let eps = a.f32_req("eps")?;
+                g.rms_norm(s[0], eps)
+            }
+            "rope" => {
+                a.nsrc(2..=2)?;
+                let n_dims = a.usize_req("n_dims")? as u32;
+                let mode = match a.take("mode").as_deref() {
+                    None | Some("normal") => RopeMode::Normal,
+                    Some("neox") => RopeMode::Neox,
+                    Some(m) => return Err(bad(format!("rope: mode `{m}` is not normal or neox"))),
+                };
+                let (base, scale) = (a.f32_or("freq_base", 10000.0)?, a.f32_or("freq_scale", 1.0)?);
+                g.rope(s[0], s[1], n_dims, mode, base, scale)
+            }
+            "soft_max" => {
+                a.nsrc(1..=2)?;
+                let scale = a.f32_or("scale", 1.0)?;
+                g.soft_max(s[0], s.get(1).copied(), scale)
+            }
+            "sum_rows" => {
+                a.nsrc(1..=1)?;
+                g.sum_rows(s[0])
+            }
+            "max_rows" => {
+                a.nsrc(1..=1)?;
+                g.max_rows(s[0])
+            }
+            "argmax" => {
+                a.nsrc(1..=1)?;
+                g.argmax(s[0])
+            }
+            "cumsum" => {
+                a.nsrc(1..=1)?;
+                g.cumsum(s[0])
+            }
+            "argsort" => {
+                a.nsrc(1..=1)?;
+                let order = match a.take("order").as_deref() {
+                    None | Some("asc") => SortOrder::Asc,
+                    Some("desc") => SortOrder::Desc,
+                    Some(o) => return Err(bad(format!("argsort: order `{o}` is not asc or desc"))),
+                };
+                g.argsort(s[0], order)
+            }
+            "top_k" => {
+                a.nsrc(1..=1)?;
+                let k = a.usize_req("k")?;
+                g.top_k(s[0], k)
+            }
+            "random_uniform" => {
+                a.nsrc(1..=1)?;
+                let n = a.usize_req("n")?;
+                let stream = a.take("stream").map_or(Ok(0), |v| {
+                    v.parse::<u32>().map_err(|_| bad(format!("random_uniform: stream `{v}` is not a u32")))
+                })?;
+                g.random_uniform(s[0], n, stream)
+            }
+            other => Err(bad(format!("unknown op `{other}`"))),
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! The closed set of operations a node can compute, with their typed parameters and exact semantics.
+//!
+//! Every backend implements these semantics; the builder (`build.rs`) checks shapes and dtypes. All
+//! row-wise operations work along `ne[0]`. "Float" inputs may be f32, f16 or bf16 and are computed in
+//! f32. Broadcasting follows ggml's repeat rule: a source `b` broadcasts to `a` when every `b.ne[i]`
+//! divides `a.ne[i]`, element `i` of `a` pairing with element `i % b.ne` of `b`.
+
+use std::fmt;
+
+/// Element-wise operations of one float source; output has the source's shape and dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `-x`
+    Neg,
+    /// `e^x`
+    Exp,
+    /// natural logarithm (`log(0) = -inf`, negative gives NaN)
+    Log,
+    /// `x^2`
+    Sqr,
+    /// `sqrt(x)`
+    Sqrt,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// GELU, tanh approximation (as ggml): `0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))`
+    Gelu,
+}
+
+impl UnaryOp {
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 7] =
+        [UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqr, UnaryOp::Sqrt, UnaryOp::Silu, UnaryOp::Gelu];
+
+    /// Name in dumps and fixtures.
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqr => "sqr",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Gelu => "gelu",
+        }
+    }
+}
+
+/// Element-wise arithmetic of `a` with `b` broadcast to `a`; output has `a`'s shape and dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (IEEE: division by zero gives ±inf or NaN)
+    Div,
+}
+
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 4] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div];
+
+    /// Name in dumps and fixtures.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+        }
+    }
+}
+
+/// Comparisons of `a` with `b` broadcast to `a`, producing an f32 mask of 1.0 (true) and 0.0 (false).
+/// NaN compares false (IEEE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `a >= b`
+    Ge,
+    /// `a > b`
+    Gt,
+    /// `a == b`
+    Eq,
+}
+
+impl CompareOp {
+    /// Every comparison.
+    pub const ALL: [CompareOp; 3] = [CompareOp::Ge, CompareOp::Gt, CompareOp::Eq];
+
+    /// Name in dumps and fixtures.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CompareOp::Ge => "ge",
+            CompareOp::Gt => "gt",
+            CompareOp::Eq => "eq",
+        }
+    }
+}
+
+/// Sort direction of `argsort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SortOrder {
+    /// Smallest first.
+    Asc,
+    /// Largest first.
+    Desc,
+}
+
+impl SortOrder {
+    /// Name in dumps and fixtures.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SortOrder::Asc => "asc",
+            SortOrder::Desc => "desc",
+        }
+    }
+}
+
+/// Rotary embedding variant, as ggml's `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// GPT-J / LLaMA style: rotates adjacent pairs `(x[2i], x[2i+1])` (ggml mode 0).
+    Normal,
+    /// GPT-NeoX style: rotates `(x[i], x[i + n_dims/2])` (ggml mode 2).
+    Neox,
+}
+
+impl RopeMode {
+    /// Name in dumps and fixtures.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RopeMode::Normal => "normal",
+            RopeMode::Neox => "neox",
+        }
+    }
+}
+
+/// An operation and its parameters. Sources are stored on the node, in the order documented here.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    /// A leaf whose data comes from outside the graph (an input, or a parameter/weight; see the flags).
+    Input,
+
+    // ----- views: no computation, the node's layout addresses its source's storage -----
+    /// `view(src)`: an arbitrary strided window (the node's layout gives ne, nb and byte offset).
+    View,
+    /// `reshape(src)`: same elements, new shape; the source must be contiguous.
+    Reshape,
+    /// `permute(src)`: source dimension `i` becomes dimension `axes[i]` of the result (ggml semantics).
+    Permute {
+        /// Destination axis of each source axis.
+        axes: [u8; 4],
+    },
+    /// `transpose(src)`: swaps dimensions 0 and 1.
+    Transpose,
+
+    // ----- copies and element-wise -----
+    /// `cont(src)`: a contiguous copy, same dtype.
+    Cont,
+    /// `cast(src)`: a contiguous copy converted to the node's dtype (floats round to nearest even;
+    /// float to i32 truncates toward zero, saturating, NaN to 0; i32 to float rounds to nearest).
+    Cast,
+    /// `unary(src)`, see [`UnaryOp`].
+    Unary(UnaryOp),
+    /// `a (op) b`, see [`BinaryOp`].
+    Binary(BinaryOp),
+    /// `src * scale + bias`.
+    Scale {
+        /// Multiplier.
+        scale: f32,
+        /// Added after the multiplication.
+        bias: f32,
+    },
+    /// `min(max(src, min), max)`.
+    Clamp {
+        /// Lower bound.
+        min: f32,
+        /// Upper bound.
+        max: f32,
+    },
+    /// `a (cmp) b` as an f32 mask, see [`CompareOp`].
+    Compare(CompareOp),
+    /// `where(mask, a, b)`: `a` where `mask != 0`, else `b`; `mask` and `b` broadcast to `a`.
+    Where,
+    /// A tensor of the node's dtype and shape with every element `value` (no sources).
+    Fill {
+        /// The value (may be `-inf`).
+        value: f32,
+    },
+    /// `start + step * i0` along `ne[0]`, the same for every row (no sources; f32 or i32).
+    Arange {
+        /// Value at `i0 = 0`.
+        start: f32,
+        /// Increment per element.
+        step: f32,
+    },
+
+    // ----- indexing -----
+    /// `get_rows(a, ids)`: `a [ne0, ne1, ne2, ne3]`, `ids i32 [m, ne2, ne3]` gives `[ne0, m, ne2, ne3]`,
+    /// row `j` being row `ids[j]` of `a` (f32 for float `a`, i32 for i32 `a`). Out-of-range ids are a
+    /// run-time error on the CPU backend.
+    GetRows,
+    /// `set_rows(dst, values, ids)`: writes row `j` of `values [ne0, m, ne2, ne3]` into row `ids[j]`
+    /// of `dst [ne0, ne1, ne2, ne3]` (converting to `dst`'s dtype), in place; the node is a view of
+    /// `dst` that is ordered after the write. `ids i32 [m, ne2, ne3]`.
+    SetRows,
+    /// `scatter_add(base, ids, values)`: `base [n, rows..]` plus, for each `(j, row)`,
+    /// `values[j, row]` added at `[ids[j, row], row]`. `ids i32 [m, rows..]`; `values` f32 of the
+    /// same shape as `ids` or `[1]` (a constant). Ids outside `[0, n)` contribute nothing (-1 is the
+    /// padding value). Used for token counts (penalties).
+    ScatterAdd,
+
+    // ----- linear algebra and normalisation -----
+    /// `mul_mat(a, b)`: `a [k, m, ne2, ne3]` (f32/f16/bf16, usually weights), `b [k, n, ne2', ne3']` f32
+    /// gives f32 `[m, n, ne2', ne3']` with `out[i, j] = sum_k a[k, i] * b[k, j]`; `a` broadcasts over
+    /// the outer dimensions of `b` (ggml's rule: `ne2'` a multiple of `ne2`).
+    MulMat,
+    /// `rms_norm(src)`: `x / sqrt(mean(x^2) + eps)` along `ne[0]`.
+    RmsNorm {
+        /// Added to the mean square.
+        eps: f32,
+    },
+    /// `rope(x, pos)`: rotary position embedding of `x [head_dim, n_head, n_tokens, 1]` (f32) by
+    /// `pos i32 [n_tokens]`, on the first `n_dims` entries of each head (the rest pass through);
+    /// `theta_i = pos * freq_scale * freq_base^(-2i/n_dims)`.
+    Rope {
+        /// Rotated entries per head (even, at most `head_dim`).
+        n_dims: u32,
+        /// Pairing of rotated entries.
+        mode: RopeMode,
+        /// Base of the frequencies (10000 for LLaMA).
+        freq_base: f32,
+        /// Linear position scaling.
+        freq_scale: f32,
+    },
+    /// `soft_max(x [, mask])`: `softmax(x * scale + mask)` along `ne[0]`. The optional f32/f16 mask
+    /// has `ne[0]` equal to x's, at least as many rows (`ne[1]`, extra rows unused, as ggml pads them),
+    /// and broadcasts over `ne[2]`, `ne[3]`. A row that is all `-inf` gives NaN.
+    SoftMax {
+        /// Multiplier applied before the mask is added.
+        scale: f32,
+    },
+
+    // ----- row reductions and orderings (along ne[0]) -----
+    /// Sum of each row: `[1, ne1, ne2, ne3]` f32.
+    SumRows,
+    /// Maximum of each row: `[1, ne1, ne2, ne3]` f32 (NaN propagates).
+    MaxRows,
+    /// Index of the maximum of each row: `[1, ne1, ne2, ne3]` i32; ties pick the lowest index.
+    Argmax,
+    /// Indices that sort each row: i32 of the source's shape; ties keep index order (stable).
+    Argsort {
+        /// Direction.
+        order: SortOrder,
+    },
+    /// Indices of the `k` largest entries of each row, ordered by value descending (ties: lower index
+    /// first): i32 `[k, ne1, ne2, ne3]`.
+    TopK {
+        /// How many; `1 <= k <= ne[0]`.
+        k: u32,
+    },
+    /// Inclusive prefix sum of each row, f32.
+    Cumsum,
+
+    // ----- randomness -----
+    /// `random_uniform(keys)`: f32 `[n, rows..]` of uniforms in `[0, 1)`; element `[i0, row]` is
+    /// `philox::uniform(seed, step, philox::stream::element(stream, i0))` where `keys i32 [4, rows..]`
+    /// holds, per row, the bits of `seed` (low word, high word) and `step` (low, high). See
+    /// [`crate::philox`] for the exact generator.
+    RandomUniform {
+        /// The stream (see [`crate::philox::stream`]).
+        stream: u32,
+    },
+}
+
+impl Op {
+    /// The op's name in dumps and fixtures.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Op::Input => "input",
+            Op::View => "view",
+            Op::Reshape => "reshape",
+            Op::Permute { .. } => "permute",
+            Op::Transpose => "transpose",
+            Op::Cont => "cont",
+            Op::Cast => "cast",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Scale { .. } => "scale",
+            Op::Clamp { .. } => "clamp",
+            Op::Compare(c) => c.name(),
+            Op::Where => "where",
+            Op::Fill { .. } => "fill",
+            Op::Arange { .. } => "arange",
+            Op::GetRows => "get_rows",
+            Op::SetRows => "set_rows",
+            Op::ScatterAdd => "scatter_add",
+            Op::MulMat => "mul_mat",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Rope { .. } => "rope",
+            Op::SoftMax { .. } => "soft_max",
+            Op::SumRows => "sum_rows",
+            Op::MaxRows => "max_rows",
+            Op::Argmax => "argmax",
+            Op::Argsort { .. } => "argsort",
+            Op::TopK { .. } => "top_k",
+            Op::Cumsum => "cumsum",
+            Op::RandomUniform { .. } => "random_uniform",
+        }
+    }
+
+    /// True for ops that compute nothing: their node addresses (part of) a source's storage.
+    pub const fn is_view(&self) -> bool {
+        matches!(self, Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose)
+    }
+
+    /// For ops that write into a source's storage, the index of that source (its storage is the
+    /// node's storage).
+    pub const fn inplace_src(&self) -> Option<usize> {
+        match self {
+            Op::SetRows => Some(0),
+            _ => None,
+        }
+    }
+
+    /// True for ops whose node owns no data of its own (views and in-place ops).
+    pub const fn aliases_src(&self) -> bool {
+        self.is_view() || self.inplace_src().is_some()
+    }
+
+    /// The parameters as `key=value` pairs, in a fixed order (used by dumps and the fixture format).
+    pub fn params(&self) -> Vec<(&'static str, String)> {
+        fn f(x: f32) -> String {
+            format_f32(x)
+        }
+        match *self {
+            Op::Permute { axes } => vec![("axes", format!("[{}, {}, {}, {}]", axes[0], axes[1], axes[2], axes[3]))],
+            Op::Scale { scale, bias } => vec![("scale", f(scale)), ("bias", f(bias))],
+            Op::Clamp { min, max } => vec![("min", f(min)), ("max", f(max))],
+            Op::Fill { value } => vec![("value", f(value))],
+            Op::Arange { start, step } => vec![("start", f(start)), ("step", f(step))],
+            Op::RmsNorm { eps } => vec![("eps", f(eps))],
+            Op::Rope { n_dims, mode, freq_base, freq_scale } => vec![
+                ("n_dims", n_dims.to_string()),
+                ("mode", mode.name().to_string()),
+                ("freq_base", f(freq_base)),
+                ("freq_scale", f(freq_scale)),
+            ],
+            Op::SoftMax { scale } => vec![("scale", f(scale))],
+            Op::Argsort { order } => vec![("order", order.name().to_string())],
+            Op::TopK { k } => vec![("k", k.to_string())],
+            Op::RandomUniform { stream } => vec![("stream", stream.to_string())],
+            Op::Input
+            | Op::View
+            | Op::Reshape
+            | Op::Transpose
+            | Op::Cont
+            | Op::Cast
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Where
+            | Op::GetRows
+            | Op::SetRows
+            | Op::ScatterAdd
+            | Op::MulMat
+            | Op::SumRows
+            | Op::MaxRows
+            | Op::Argmax
+            | Op::Cumsum => vec![],
+        }
+    }
+
+    /// Feeds the op's identity (variant and parameter bits) to a hasher.
+    pub(crate) fn hash_into(&self, h: &mut crate::hash::Fnv64) {
+        h.write_str(self.name());
+        for (k, v) in self.params() {
+            h.write_str(k);
+            h.write_str(&v);
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())?;
+        let params = self.params();
+        if !params.is_empty() {
+            f.write_str("{")?;
+            for (i, (k, v)) in params.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{k}={v}")?;
+            }
+            f.write_str("}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Formats an f32 so that it parses back to the same bits (`inf`, `-inf`, `nan` spelled out).
+pub fn format_f32(x: f32) -> String {
+    if x.is_nan() {
+        "nan".into()
+    } else if x == f32::INFINITY {
+        "inf".into()
+    } else if x == f32::NEG_INFINITY {
+        "-inf".into()
+    } else {
+        // Rust's Display for f32 is the shortest string that round-trips.
+        format!("{x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_includes_params() {
+        assert_eq!(Op::TopK { k: 40 }.to_string(), "top_k{k=40}");
+        assert_eq!(Op::Binary(BinaryOp::Add).to_string(), "add");
+        assert_eq!(Op::Scale { scale: 0.5, bias: f32::NEG_INFINITY }.to_string(), "scale{scale=0.5, bias=-inf}");
+        assert_eq!(format_f32(1e-6), "0.000001");
+        assert_eq!(format_f32(0.1).parse::<f32>().unwrap(), 0.1);
+    }
+
+    #[test]
+    fn view_and_inplace_classification() {
+        assert!(Op::Transpose.is_view() && Op::Reshape.is_view());
+        assert!(!Op::Cont.is_view());
+        assert_eq!(Op::SetRows.inplace_src(), Some(0));
+        assert!(Op::SetRows.aliases_src() && !Op::Cumsum.aliases_src());
+    }
+}
