@@ -1,0 +1,184 @@
+//! The `Backend` trait: what the planner and executor need from a device, ggml-backend style.
+//!
+//! A small required core (name, `supports`, buffers in a memory kind, upload, download, compute a
+//! split, synchronize) and optional hooks with defaults. `supports` is the single truth the planner
+//! uses; the op-conformance suite checks that everything a backend claims to support runs and matches
+//! the oracle.
+//!
+//! Addressing: a backend owns buffers ([`BufferId`]); a tensor's *storage* (the node that owns the
+//! bytes, see `graph::Graph::storage_of`) is placed at a [`TensorLoc`] (buffer + byte offset). A node's
+//! element `idx` lives at `loc(storage).offset + node.layout.byte_offset(idx)` in that buffer, which
+//! covers views and in-place results without extra bookkeeping.
+
+use graph::{Graph, NodeId};
+
+/// Errors from a backend. Each names the backend; compute errors also name the node and op.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// The backend cannot be used on this machine (no loader, no device, ...).
+    #[error("{backend} backend unavailable: {reason}")]
+    Unavailable {
+        /// Backend name.
+        backend: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// An allocation failed.
+    #[error("{backend}: out of memory allocating {bytes} bytes of {kind:?} memory")]
+    OutOfMemory {
+        /// Backend name.
+        backend: String,
+        /// Requested size.
+        bytes: usize,
+        /// Requested memory kind.
+        kind: MemoryKind,
+    },
+    /// A node failed at run time (e.g. an out-of-range row id).
+    #[error("{backend}: node {node} ({op}): {msg}")]
+    Compute {
+        /// Backend name.
+        backend: String,
+        /// The failing node.
+        node: NodeId,
+        /// Its op's name.
+        op: &'static str,
+        /// What went wrong.
+        msg: String,
+    },
+    /// Anything else (bad buffer id, out-of-bounds transfer, device lost, ...).
+    #[error("{backend}: {msg}")]
+    Other {
+        /// Backend name.
+        backend: String,
+        /// What went wrong.
+        msg: String,
+    },
+}
+
+/// Result alias for backend calls.
+pub type BackendResult<T> = Result<T, BackendError>;
+
+/// Where a buffer's memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    /// The backend's fastest memory for compute (device-local on a GPU).
+    Device,
+    /// Host-visible (pinned, host-cached where offered) memory: the CPU reads it without a staging
+    /// copy. Outputs and inputs written every step live here.
+    Host,
+}
+
+/// A backend-local buffer handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u32);
+
+/// Where a tensor's storage starts: a buffer and a byte offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TensorLoc {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// Byte offset of the storage's first byte.
+    pub offset: usize,
+}
+
+/// Storage locations of the tensors one split touches, indexed by `NodeId` (the node's *storage*
+/// location; for a node computed by another backend, the location of its copy on this one).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bindings {
+    locs: Vec<Option<TensorLoc>>,
+}
+
+impl Bindings {
+    /// Empty bindings for a graph of `n` nodes.
+    pub fn new(n: usize) -> Bindings {
+        Bindings { locs: vec![None; n] }
+    }
+
+    /// Binds the storage of `node` (for views: bind the view itself to its storage's location).
+    pub fn bind(&mut self, node: NodeId, loc: TensorLoc) {
+        self.locs[node.index()] = Some(loc);
+    }
+
+    /// The storage location bound for `node`, if any.
+    pub fn get(&self, node: NodeId) -> Option<TensorLoc> {
+        self.locs.get(node.index()).copied().flatten()
+    }
+
+    /// The storage location bound for `node`; panics if the planner failed to bind it (an internal
+    /// invariant of the executor, not a user error).
+    pub fn loc(&self, node: NodeId) -> TensorLoc {
+        self.get(node).unwrap_or_else(|| panic!("no storage bound for node {node}"))
+    }
+}
+
+/// One split handed to a backend: the nodes to compute, in order, and where every tensor they read or
+/// write lives. View nodes may appear in `nodes`; they compute nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct SplitTask<'a> {
+    /// The whole graph (for shapes, params and sources).
+    pub graph: &'a Graph,
+    /// Nodes to compute, in topological order.
+    pub nodes: &'a [NodeId],
+    /// Storage locations for these nodes and all their sources.
+    pub bindings: &'a Bindings,
+}
+
+/// A compute device. Object-safe; the scheduler holds `Box<dyn Backend>`.
+pub trait Backend: Send + std::fmt::Debug {
+    /// Short name used in plans and errors (`cpu`, `vulkan`).
+    fn name(&self) -> &str;
+
+    /// Whether this backend can compute `node` of `graph` (op, dtypes, layouts). The planner's only
+    /// source of truth.
+    fn supports(&self, graph: &Graph, node: NodeId) -> bool;
+
+    /// Allocates a zero-initialised buffer of `bytes` bytes.
+    fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId>;
+
+    /// Frees a buffer.
+    fn free(&mut self, buffer: BufferId) -> BackendResult<()>;
+
+    /// Writes `data` at byte `offset` of `buffer`.
+    fn upload(&mut self, buffer: BufferId, offset: usize, data: &[u8]) -> BackendResult<()>;
+
+    /// Reads `out.len()` bytes at byte `offset` of `buffer` (waits for pending work on it).
+    fn download(&mut self, buffer: BufferId, offset: usize, out: &mut [u8]) -> BackendResult<()>;
+
+    /// Computes a split (may return before the work finishes; see [`Backend::synchronize`]).
+    fn compute(&mut self, task: SplitTask<'_>) -> BackendResult<()>;
+
+    /// Waits until all submitted work has finished.
+    fn synchronize(&mut self) -> BackendResult<()>;
+
+    // ----- optional hooks -----
+
+    /// Zero-copy read access to host-visible bytes (`None` where the memory is not host-visible).
+    /// Callers synchronize first.
+    fn host_slice(&self, _buffer: BufferId, _offset: usize, _len: usize) -> Option<&[u8]> {
+        None
+    }
+
+    /// Copies bytes between two buffers of this backend. The default goes through the host.
+    fn copy_within(
+        &mut self,
+        src: BufferId,
+        src_offset: usize,
+        dst: BufferId,
+        dst_offset: usize,
+        len: usize,
+    ) -> BackendResult<()> {
+        let mut tmp = vec![0u8; len];
+        self.download(src, src_offset, &mut tmp)?;
+        self.upload(dst, dst_offset, &tmp)
+    }
+
+    /// Required alignment of tensor offsets inside a buffer, in bytes.
+    fn alignment(&self) -> usize {
+        64
+    }
+
+    /// Largest single buffer this backend can allocate.
+    fn max_buffer_size(&self) -> usize {
+        usize::MAX
+    }
+}
