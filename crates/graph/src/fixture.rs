@@ -168,11 +168,9 @@ impl Parser {
         match first {
             "input" | "param" => {
                 let rest = line[first.len()..].trim();
-                let mut parts = rest.splitn(3, char::is_whitespace);
-                let (name, dtype, shape) = match (parts.next(), parts.next(), parts.next()) {
-                    (Some(n), Some(d), Some(s)) => (n, d, s),
-                    _ => return Err(bad(format!("expected `{first} NAME DTYPE [SHAPE]`"))),
-                };
+                let usage = || bad(format!("expected `{first} NAME DTYPE [SHAPE]`"));
+                let (name, rest) = rest.split_once(char::is_whitespace).ok_or_else(usage)?;
+                let (dtype, shape) = rest.trim_start().split_once(char::is_whitespace).ok_or_else(usage)?;
                 let dtype: DType = dtype.parse().map_err(|e: crate::dtype::UnknownDType| bad(e.to_string()))?;
                 let shape = parse_list(shape)?;
                 if self.names.contains_key(name) {

@@ -279,7 +279,7 @@ impl Op {
     /// The op's name in dumps and fixtures.
     pub const fn name(&self) -> &'static str {
         match self {
-            Op::Input => "input",
+            Op::Input => "leaf",
             Op::View => "view",
             Op::Reshape => "reshape",
             Op::Permute { .. } => "permute",
