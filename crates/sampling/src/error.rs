@@ -53,7 +53,9 @@ pub enum SamplingError {
         n_vocab: usize,
     },
     /// The chain ran to the end without a selecting stage (greedy, dist, mirostat, ...).
-    #[error("the chain selected no token: end it with a selecting stage (greedy, dist, mirostat, mirostat_v2, adaptive_p)")]
+    #[error(
+        "the chain selected no token: end it with a selecting stage (greedy, dist, mirostat, mirostat_v2, adaptive_p)"
+    )]
     NothingSelected,
     /// A SPEC string that does not parse.
     #[error("SPEC stage {stage_index} (`{stage}`): {message}")]

@@ -1,0 +1,114 @@
+//! The sampler interface (llama.cpp's `llama_sampler_i`): name, accept, apply, reset, clone, plus
+//! the step counter of the random samplers.
+//!
+//! # Randomness: seeds and steps
+//!
+//! Every random sampler draws its uniform numbers from the one counter-based generator,
+//! [`graph::philox`], keyed by `(seed, step, element)`: `dist`, `adaptive_p` and the other final
+//! draws use stream [`graph::philox::stream::DRAW`], XTC's coin stream `XTC`, the mirostat samplers
+//! stream `MIROSTAT`, always element 0 of the stream. Each random sampler keeps a `step: u64`
+//! counter: the k-th draw since construction or [`Sampler::reset`] uses `step = k` (0-based), and
+//! [`Sampler::set_step`] sets the step the next draw uses. A sampler that does not draw in an
+//! `apply` (XTC when disabled or with fewer than two candidates) does not advance its step. So a
+//! given `(seed, step)` selects the same token on every run and on every backend that implements the
+//! same generator.
+//!
+//! A seed is a plain `u64`; there is no "random seed" value (llama.cpp's `LLAMA_DEFAULT_SEED =
+//! 0xFFFFFFFF` means "pick one at random"; here it is just another seed). A SPEC stage without a
+//! `seed=` gets [`DEFAULT_SEED`].
+
+use crate::candidates::Candidates;
+use crate::error::Result;
+use std::fmt;
+
+/// Token id type (index into the vocabulary).
+pub type Token = u32;
+
+/// The seed used by random samplers whose seed is not given: reproducibility matters more than
+/// variety, so it is a fixed value, not llama.cpp's "random".
+pub const DEFAULT_SEED: u64 = 0;
+
+/// A sampler: one stage of a chain, or a chain itself.
+///
+/// Backend stages (graph ops appended after the logits) are a later addition; they will come as a
+/// separate trait reachable from here (e.g. a `backend()` method returning an `Option`), so CPU
+/// samplers stay as they are.
+pub trait Sampler: Send + fmt::Debug {
+    /// Name as used in a SPEC (`top_k`, `dist`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Records the token that was finally chosen (penalties, DRY, adaptive-p history).
+    fn accept(&mut self, _token: Token) {}
+
+    /// Transforms the candidates: filters, rescales, or selects (sets `selected`).
+    fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()>;
+
+    /// Returns the sampler to its freshly constructed state (history cleared, step 0).
+    fn reset(&mut self) {}
+
+    /// A copy including the current state.
+    fn clone_box(&self) -> Box<dyn Sampler>;
+
+    /// Sets the step counter of a random sampler (no-op for deterministic ones).
+    fn set_step(&mut self, _step: u64) {}
+
+    /// The current step counter of a random sampler.
+    fn step(&self) -> Option<u64> {
+        None
+    }
+
+    /// Sets the seed of a random sampler (no-op for deterministic ones).
+    fn set_seed(&mut self, _seed: u64) {}
+}
+
+impl Clone for Box<dyn Sampler> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// The uniform number in `[0, 1)` of a random sampler's stream for `(seed, step)`.
+#[inline]
+pub(crate) fn uniform(seed: u64, step: u64, stream: u64) -> f32 {
+    graph::philox::uniform(seed, step, graph::philox::stream::element(stream, 0))
+}
+
+/// Seed and step state shared by the random samplers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rng {
+    /// The seed.
+    pub seed: u64,
+    /// The step the next draw uses.
+    pub step: u64,
+    stream: u64,
+}
+
+impl Rng {
+    /// A generator for `seed` on `stream`, at step 0.
+    pub fn new(seed: u64, stream: u64) -> Self {
+        Self { seed, step: 0, stream }
+    }
+
+    /// The next uniform number; advances the step.
+    pub fn next_uniform(&mut self) -> f32 {
+        let u = uniform(self.seed, self.step, self.stream);
+        self.step += 1;
+        u
+    }
+}
+
+/// Implements the seed/step part of [`Sampler`] for a struct with an `rng: Rng` field.
+macro_rules! rng_methods {
+    () => {
+        fn set_step(&mut self, step: u64) {
+            self.rng.step = step;
+        }
+        fn step(&self) -> Option<u64> {
+            Some(self.rng.step)
+        }
+        fn set_seed(&mut self, seed: u64) {
+            self.rng.seed = seed;
+        }
+    };
+}
+pub(crate) use rng_methods;

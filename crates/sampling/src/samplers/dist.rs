@@ -1,0 +1,102 @@
+//! `dist`: draws a token from the softmax of the candidates' logits (llama.cpp's
+//! `llama_sampler_init_dist`), with the uniform number from the Philox generator at
+//! `(seed, step, DRAW stream)`.
+//!
+//! On the vocabulary view it never builds a candidate array: one pass computes each 1024-token
+//! block's max and sum of exponentials (online softmax), the uniform number picks the block by its
+//! mass, and only that block is rescanned to find the token. llama.cpp selects the first index
+//! whose running sum reaches `u * sum`; here the first index whose running sum *exceeds* it, so a
+//! zero-probability (masked) token is never drawn even when `u = 0`.
+
+use crate::candidates::{Candidates, check_scan, draw_index};
+use crate::error::Result;
+use crate::kernels::{self, BLOCK, BlockStats};
+use crate::sampler::{Rng, Sampler, rng_methods};
+use graph::philox::stream;
+
+/// Draws from the softmax distribution.
+#[derive(Debug, Clone)]
+pub struct Dist {
+    rng: Rng,
+    stats: BlockStats,
+}
+
+const NAME: &str = "dist";
+
+impl Dist {
+    /// A dist sampler with `seed`, at step 0.
+    pub fn new(seed: u64) -> Self {
+        Self { rng: Rng::new(seed, stream::DRAW), stats: BlockStats::default() }
+    }
+}
+
+/// Draws an index of a raw row (logits `row[i] * s`) with the uniform `u`, using one pass of
+/// block statistics and a rescan of one block.
+pub(crate) fn draw_from_row(stage: &'static str, row: &[f32], s: f32, u: f32, st: &mut BlockStats) -> Result<usize> {
+    kernels::block_stats(row, s, st);
+    check_scan(stage, row, st.bad, st.row_max)?;
+    let (w, total) = st.weights(s);
+    let target = f64::from(u) * total;
+    let mut before = 0.0f64;
+    let mut block = None;
+    let mut last_nonzero = 0;
+    for (b, &wb) in w.iter().enumerate() {
+        if wb > 0.0 {
+            last_nonzero = b;
+            if before + wb > target {
+                block = Some(b);
+                break;
+            }
+            before += wb;
+        }
+    }
+    let b = block.unwrap_or(last_nonzero);
+    let start = b * BLOCK;
+    let end = (start + BLOCK).min(row.len());
+    let mut e = [0.0f32; BLOCK];
+    let e = &mut e[..end - start];
+    kernels::exp_into(&row[start..end], st.row_max, s, e);
+    let rem = target - before;
+    let mut cum = 0.0f64;
+    let mut last = None;
+    for (j, &ej) in e.iter().enumerate() {
+        if ej > 0.0 {
+            cum += f64::from(ej);
+            last = Some(j);
+            if cum > rem {
+                return Ok(start + j);
+            }
+        }
+    }
+    // Rounding left the target just past the block's last token: take it.
+    Ok(start + last.unwrap_or(0))
+}
+
+impl Sampler for Dist {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
+        let u = self.rng.next_uniform();
+        if let Some((row, div)) = cur.vocab_row() {
+            let i = draw_from_row(NAME, row, 1.0 / div, u, &mut self.stats)?;
+            cur.set_selected(Some(i));
+            return Ok(());
+        }
+        cur.softmax(NAME, false)?;
+        let i = draw_index(cur.list(NAME)?, u);
+        cur.set_selected(Some(i));
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.rng.step = 0;
+    }
+
+    fn clone_box(&self) -> Box<dyn Sampler> {
+        Box::new(self.clone())
+    }
+
+    rng_methods!();
+}

@@ -1,0 +1,94 @@
+//! `min_p`: keeps the tokens whose probability is at least `p` times the largest one, i.e. whose
+//! logit is at least `max + ln p`, but at least `min_keep` (llama.cpp's `llama_sampler_init_min_p`).
+//!
+//! Edge values: `p = 0` disables it (llama.cpp: `p <= 0`); `p = 1` keeps the tokens tied with the
+//! max; `p` outside `[0, 1]` or NaN is an error. Like llama.cpp's unsorted path, the kept tokens
+//! stay in their current (vocabulary) order and the array is marked unsorted; when fewer than
+//! `min_keep` pass, the top `min_keep` are kept, sorted (llama.cpp's sorted fallback).
+//!
+//! On the vocabulary view: one pass, block by block, tracks the running max and gathers every
+//! token above `running max + ln p`; the final max then trims the gathered set.
+
+use crate::candidates::{Candidates, TokenData, check_list, check_scan};
+use crate::error::{Result, unit};
+use crate::kernels;
+use crate::sampler::Sampler;
+use crate::samplers::top_k::{top_k_list, top_k_row};
+
+/// Min-p truncation.
+#[derive(Debug, Clone)]
+pub struct MinP {
+    p: f32,
+    min_keep: usize,
+}
+
+const NAME: &str = "min_p";
+
+impl MinP {
+    /// Min-p with `p` in `[0, 1]` and `min_keep`.
+    pub fn new(p: f32, min_keep: usize) -> Result<Self> {
+        unit(NAME, "p", p)?;
+        Ok(Self { p, min_keep })
+    }
+}
+
+impl Sampler for MinP {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
+        if self.p <= 0.0 {
+            return Ok(());
+        }
+        let ln_p = self.p.ln();
+        if cur.vocab_row().is_some() {
+            cur.flush_div();
+            let (row, _) = cur.vocab_row().expect("vocab view");
+            let mut buf = Vec::new();
+            let (max, bad) = kernels::min_p_gather(row, ln_p, &mut buf);
+            check_scan(NAME, row, bad, max)?;
+            let thr = max + ln_p;
+            buf.retain(|&(_, x)| x >= thr);
+            if !buf.is_empty() && buf.len() >= self.min_keep {
+                let list = buf.into_iter().map(|(id, logit)| TokenData { id, logit, p: 0.0 }).collect();
+                cur.set_list(list, false);
+            } else {
+                let list = top_k_row(NAME, row, 1.0, self.min_keep.max(1))?;
+                cur.set_list(list, true);
+            }
+            return Ok(());
+        }
+        let sorted = cur.is_sorted();
+        let min_keep = self.min_keep;
+        let list = cur.list_mut(NAME)?;
+        check_list(NAME, list)?;
+        if !sorted {
+            let max = list.iter().fold(f32::NEG_INFINITY, |m, t| m.max(t.logit));
+            let thr = max + ln_p;
+            let n_pass = list.iter().filter(|t| t.logit >= thr).count();
+            if n_pass > 0 && n_pass >= min_keep {
+                list.retain(|t| t.logit >= thr);
+                cur.set_selected(None);
+                return Ok(());
+            }
+            top_k_list(list, list.len());
+        }
+        let thr = list[0].logit + ln_p;
+        let mut i = 1;
+        while i < list.len() {
+            if list[i].logit < thr && i >= min_keep {
+                break;
+            }
+            i += 1;
+        }
+        list.truncate(i);
+        cur.set_sorted(true);
+        cur.set_selected(None);
+        Ok(())
+    }
+
+    fn clone_box(&self) -> Box<dyn Sampler> {
+        Box::new(self.clone())
+    }
+}

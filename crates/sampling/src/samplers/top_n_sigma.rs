@@ -1,0 +1,65 @@
+//! `top_n_sigma`: keeps the tokens whose logit is at least `max - n * sigma`, where `sigma` is the
+//! standard deviation of the finite logits (llama.cpp's `llama_sampler_init_top_n_sigma`), then
+//! computes the softmax, sorted.
+//!
+//! Edge values (llama.cpp): `n <= 0` disables it, as does a single candidate; NaN: error. Masked
+//! tokens are removed rather than set to `-inf`.
+
+use crate::candidates::{Candidates, check_list};
+use crate::error::{Result, not_nan};
+use crate::sampler::Sampler;
+
+/// Top-n-sigma truncation.
+#[derive(Debug, Clone)]
+pub struct TopNSigma {
+    n: f32,
+}
+
+const NAME: &str = "top_n_sigma";
+
+impl TopNSigma {
+    /// Top-n-sigma with `n` (`n <= 0`: disabled).
+    pub fn new(n: f32) -> Result<Self> {
+        not_nan(NAME, "n", n)?;
+        Ok(Self { n })
+    }
+}
+
+impl Sampler for TopNSigma {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
+        if self.n <= 0.0 || cur.len() <= 1 {
+            return Ok(());
+        }
+        let list = cur.list_mut(NAME)?;
+        check_list(NAME, list)?;
+        let mut max = f32::NEG_INFINITY;
+        let mut sum = 0.0f64;
+        let mut count = 0usize;
+        for t in list.iter().filter(|t| t.logit != f32::NEG_INFINITY) {
+            max = max.max(t.logit);
+            sum += f64::from(t.logit);
+            count += 1;
+        }
+        let mean = sum / count as f64;
+        let var = list
+            .iter()
+            .filter(|t| t.logit != f32::NEG_INFINITY)
+            .map(|t| (f64::from(t.logit) - mean).powi(2))
+            .sum::<f64>()
+            / count as f64;
+        let std = var.sqrt() as f32;
+        let thr = max - self.n * std;
+        list.retain(|t| t.logit >= thr);
+        cur.set_sorted(false);
+        cur.set_selected(None);
+        cur.softmax(NAME, true)
+    }
+
+    fn clone_box(&self) -> Box<dyn Sampler> {
+        Box::new(self.clone())
+    }
+}

@@ -1,0 +1,233 @@
+//! The SPEC string of `cargo xtask sample --chain` (design brief): stages separated by `;`, each
+//! `name` or `name(key=value,...)`, with llama.cpp's sampler names and parameter meanings.
+//!
+//! | stage | parameters (defaults: llama.cpp's `common_params_sampling`) |
+//! |---|---|
+//! | `greedy` | |
+//! | `dist` | `seed` |
+//! | `top_k` | `k=40` |
+//! | `top_p` | `p=0.95`, `min_keep=0` |
+//! | `min_p` | `p=0.05`, `min_keep=0` |
+//! | `typical` | `p=1.0`, `min_keep=0` |
+//! | `temp` | `t=0.8` |
+//! | `temp_ext` | `t=0.8`, `delta=0.0`, `exponent=1.0` |
+//! | `xtc` | `p=0.0`, `t=0.1`, `min_keep=0`, `seed` |
+//! | `top_n_sigma` | `n=-1.0` |
+//! | `mirostat` | `tau=5.0`, `eta=0.1`, `m=100`, `seed` |
+//! | `mirostat_v2` | `tau=5.0`, `eta=0.1`, `seed` |
+//! | `penalties` | `last_n=64`, `repeat=1.0`, `freq=0.0`, `present=0.0` |
+//! | `dry` | `multiplier=0.0`, `base=1.75`, `allowed_length=2`, `last_n=-1`, `n_ctx=4096`, `breakers=` |
+//! | `logit_bias` | `TOKEN=BIAS`, any number (`-inf` bans) |
+//! | `adaptive_p` | `target=-1.0` (disabled), `decay=0.9`, `seed` |
+//!
+//! Names may also be written with `-` (llama.cpp's spelling: `top-k`, `min-p`, ...). A missing
+//! `seed` is the default seed given to [`parse`] ([`crate::DEFAULT_SEED`] unless overridden).
+//! DRY's `breakers` are token sequences separated by `|`, tokens within one by spaces:
+//! `dry(multiplier=0.8,breakers=13|198 271)`. Errors name the stage (index and name) and the
+//! parameter.
+
+use crate::chain::Chain;
+use crate::error::{Result, SamplingError};
+use crate::sampler::Sampler;
+use crate::samplers::*;
+use std::collections::BTreeMap;
+
+struct Stage<'s> {
+    index: usize,
+    name: String,
+    params: BTreeMap<&'s str, &'s str>,
+    order: Vec<(&'s str, &'s str)>,
+}
+
+impl<'s> Stage<'s> {
+    fn err(&self, message: impl Into<String>) -> SamplingError {
+        SamplingError::Spec { stage_index: self.index, stage: self.name.clone(), message: message.into() }
+    }
+
+    fn allow(&self, keys: &[&str]) -> Result<()> {
+        for k in self.params.keys() {
+            if !keys.contains(k) {
+                return Err(self.err(format!(
+                    "unknown parameter `{k}` (expected {})",
+                    if keys.is_empty() { "none".to_string() } else { keys.join(", ") }
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
+        match self.params.get(key) {
+            None => Ok(default),
+            Some(v) => v.parse::<T>().map_err(|_| {
+                self.err(format!("parameter `{key}`: cannot parse `{v}` as {}", std::any::type_name::<T>()))
+            }),
+        }
+    }
+
+    fn wrap<T>(&self, r: Result<T>) -> Result<T> {
+        r.map_err(|e| self.err(e.to_string()))
+    }
+}
+
+fn split_stage(index: usize, text: &str) -> Result<Stage<'_>> {
+    let text = text.trim();
+    let err = |m: String| SamplingError::Spec { stage_index: index, stage: text.to_string(), message: m };
+    let (name, args) = match text.find('(') {
+        None => (text, None),
+        Some(open) => {
+            if !text.ends_with(')') {
+                return Err(err("missing `)` at the end of the stage".into()));
+            }
+            (text[..open].trim(), Some(&text[open + 1..text.len() - 1]))
+        }
+    };
+    if name.is_empty() {
+        return Err(err("empty stage name".into()));
+    }
+    let mut params = BTreeMap::new();
+    let mut order = Vec::new();
+    if let Some(args) = args {
+        for kv in args.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(err(format!("parameter `{kv}` is not `key=value`")));
+            };
+            let (k, v) = (k.trim(), v.trim());
+            if params.insert(k, v).is_some() {
+                return Err(err(format!("parameter `{k}` given twice")));
+            }
+            order.push((k, v));
+        }
+    }
+    Ok(Stage { index, name: name.replace('-', "_"), params, order })
+}
+
+fn parse_f32(st: &Stage<'_>, key: &str, v: &str) -> Result<f32> {
+    match v {
+        "-inf" => Ok(f32::NEG_INFINITY),
+        "inf" | "+inf" => Ok(f32::INFINITY),
+        _ => v.parse::<f32>().map_err(|_| st.err(format!("parameter `{key}`: cannot parse `{v}` as a number"))),
+    }
+}
+
+/// Parses one stage into a sampler.
+fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
+    let seed = || st.get::<u64>("seed", default_seed);
+    let s: Box<dyn Sampler> = match st.name.as_str() {
+        "greedy" => {
+            st.allow(&[])?;
+            Box::new(Greedy::new())
+        }
+        "dist" => {
+            st.allow(&["seed"])?;
+            Box::new(Dist::new(seed()?))
+        }
+        "top_k" => {
+            st.allow(&["k"])?;
+            Box::new(TopK::new(st.get("k", 40)?))
+        }
+        "top_p" => {
+            st.allow(&["p", "min_keep"])?;
+            Box::new(st.wrap(TopP::new(st.get("p", 0.95)?, st.get("min_keep", 0)?))?)
+        }
+        "min_p" => {
+            st.allow(&["p", "min_keep"])?;
+            Box::new(st.wrap(MinP::new(st.get("p", 0.05)?, st.get("min_keep", 0)?))?)
+        }
+        "typical" | "typical_p" => {
+            st.allow(&["p", "min_keep"])?;
+            Box::new(st.wrap(Typical::new(st.get("p", 1.0)?, st.get("min_keep", 0)?))?)
+        }
+        "temp" | "temperature" => {
+            st.allow(&["t"])?;
+            Box::new(st.wrap(Temp::new(st.get("t", 0.8)?))?)
+        }
+        "temp_ext" => {
+            st.allow(&["t", "delta", "exponent"])?;
+            Box::new(st.wrap(TempExt::new(st.get("t", 0.8)?, st.get("delta", 0.0)?, st.get("exponent", 1.0)?))?)
+        }
+        "xtc" => {
+            st.allow(&["p", "t", "min_keep", "seed"])?;
+            Box::new(st.wrap(Xtc::new(st.get("p", 0.0)?, st.get("t", 0.1)?, st.get("min_keep", 0)?, seed()?))?)
+        }
+        "top_n_sigma" => {
+            st.allow(&["n"])?;
+            Box::new(st.wrap(TopNSigma::new(st.get("n", -1.0)?))?)
+        }
+        "mirostat" => {
+            st.allow(&["tau", "eta", "m", "seed"])?;
+            Box::new(st.wrap(Mirostat::new(seed()?, st.get("tau", 5.0)?, st.get("eta", 0.1)?, st.get("m", 100)?))?)
+        }
+        "mirostat_v2" => {
+            st.allow(&["tau", "eta", "seed"])?;
+            Box::new(st.wrap(MirostatV2::new(seed()?, st.get("tau", 5.0)?, st.get("eta", 0.1)?))?)
+        }
+        "penalties" => {
+            st.allow(&["last_n", "repeat", "freq", "present"])?;
+            Box::new(st.wrap(Penalties::new(
+                st.get("last_n", 64)?,
+                st.get("repeat", 1.0)?,
+                st.get("freq", 0.0)?,
+                st.get("present", 0.0)?,
+            ))?)
+        }
+        "dry" => {
+            st.allow(&["multiplier", "base", "allowed_length", "last_n", "n_ctx", "breakers"])?;
+            let mut breakers = Vec::new();
+            if let Some(b) = st.params.get("breakers") {
+                for seq in b.split('|') {
+                    let toks: std::result::Result<Vec<u32>, _> =
+                        seq.split_whitespace().map(str::parse::<u32>).collect();
+                    let toks =
+                        toks.map_err(|_| st.err(format!("parameter `breakers`: `{seq}` is not a list of token ids")))?;
+                    breakers.push(toks);
+                }
+            }
+            Box::new(st.wrap(Dry::new(
+                st.get("multiplier", 0.0)?,
+                st.get("base", 1.75)?,
+                st.get("allowed_length", 2)?,
+                st.get("last_n", -1)?,
+                st.get("n_ctx", 4096)?,
+                breakers,
+            ))?)
+        }
+        "logit_bias" => {
+            let mut biases = Vec::new();
+            for &(k, v) in &st.order {
+                let tok = k
+                    .parse::<u32>()
+                    .map_err(|_| st.err(format!("parameter `{k}`: expected a token id (TOKEN=BIAS)")))?;
+                biases.push((tok, parse_f32(st, k, v)?));
+            }
+            Box::new(st.wrap(LogitBias::new(biases))?)
+        }
+        "adaptive_p" => {
+            st.allow(&["target", "decay", "seed"])?;
+            Box::new(st.wrap(AdaptiveP::new(st.get("target", -1.0)?, st.get("decay", 0.9)?, seed()?))?)
+        }
+        other => {
+            return Err(st.err(format!(
+                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p)"
+            )));
+        }
+    };
+    Ok(s)
+}
+
+/// Parses a SPEC into a chain; random stages without `seed=` get `default_seed`.
+pub fn parse(spec: &str, default_seed: u64) -> Result<Chain> {
+    let mut chain = Chain::new();
+    let parts: Vec<&str> = spec.split(';').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if part.trim().is_empty() {
+            if i + 1 == parts.len() && i > 0 {
+                continue; // trailing `;`
+            }
+            return Err(SamplingError::Spec { stage_index: i, stage: String::new(), message: "empty stage".into() });
+        }
+        let st = split_stage(i, part)?;
+        chain.push(build(&st, default_seed)?);
+    }
+    Ok(chain)
+}
