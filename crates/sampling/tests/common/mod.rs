@@ -1,0 +1,205 @@
+//! Helpers shared by the integration tests: running a chain on both candidate representations,
+//! deterministic test logits, and an independent f64 reference of the truncating samplers.
+#![allow(dead_code)]
+
+use sampling::{Candidates, Chain, SampleOutput, Sampler, TokenData};
+
+/// Runs `spec` on `logits` through the vocabulary view (fast paths).
+pub fn run_view(spec: &str, logits: &[f32]) -> SampleOutput {
+    Chain::parse(spec).unwrap().run(logits).unwrap()
+}
+
+/// Runs `spec` on `logits` given as an explicit list (llama.cpp's starting array: slow paths).
+pub fn run_list(spec: &str, logits: &[f32]) -> SampleOutput {
+    let mut chain = Chain::parse(spec).unwrap();
+    let list = logits.iter().enumerate().map(|(i, &l)| TokenData { id: i as u32, logit: l, p: 0.0 }).collect();
+    let mut cur = Candidates::from_list(list, logits.len()).unwrap();
+    chain.apply(&mut cur).unwrap();
+    cur.output().unwrap()
+}
+
+/// Runs on both representations, checks they agree, returns one.
+pub fn run_both(spec: &str, logits: &[f32]) -> SampleOutput {
+    let a = run_view(spec, logits);
+    let b = run_list(spec, logits);
+    assert_eq!(ids(&a), ids(&b), "view and list paths disagree for `{spec}`");
+    for (x, y) in a.candidates.iter().zip(&b.candidates) {
+        assert!((x.p - y.p).abs() < 1e-5, "p differs for `{spec}`: {x:?} vs {y:?}");
+    }
+    assert_eq!(a.selected, b.selected, "selected differs for `{spec}`");
+    a
+}
+
+/// Surviving ids in output order.
+pub fn ids(o: &SampleOutput) -> Vec<u32> {
+    o.candidates.iter().map(|t| t.id).collect()
+}
+
+/// Surviving ids, sorted.
+pub fn id_set(o: &SampleOutput) -> Vec<u32> {
+    let mut v = ids(o);
+    v.sort_unstable();
+    v
+}
+
+/// Probability of token `id` in the output.
+pub fn p_of(o: &SampleOutput, id: u32) -> f32 {
+    o.candidates.iter().find(|t| t.id == id).map_or(0.0, |t| t.p)
+}
+
+/// Logit of token `id` in the output.
+pub fn logit_of(o: &SampleOutput, id: u32) -> f32 {
+    o.candidates.iter().find(|t| t.id == id).map(|t| t.logit).unwrap()
+}
+
+/// Asserts the output's probabilities, by id, within 1e-5.
+pub fn assert_probs(o: &SampleOutput, want: &[(u32, f64)]) {
+    assert_eq!(o.candidates.len(), want.len(), "survivors: {:?}, want {:?}", ids(o), want);
+    for &(id, p) in want {
+        let got = p_of(o, id);
+        assert!((f64::from(got) - p).abs() < 1e-5, "token {id}: p = {got}, want {p}");
+    }
+}
+
+/// `ln` of each probability: logits whose softmax is exactly `ps` (up to rounding).
+pub fn logits_of(ps: &[f64]) -> Vec<f32> {
+    ps.iter().map(|p| p.ln() as f32).collect()
+}
+
+/// Deterministic pseudo-normal logits (Box-Muller over Philox uniforms) times `scale`.
+pub fn gaussian_logits(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let u1 = graph::philox::uniform(seed, 1, i as u64).max(1e-7);
+            let u2 = graph::philox::uniform(seed, 2, i as u64);
+            scale * (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+        })
+        .collect()
+}
+
+/// A reference candidate: id and logit, probabilities in f64.
+#[derive(Debug, Clone, Copy)]
+pub struct R {
+    pub id: u32,
+    pub logit: f32,
+}
+
+pub fn ref_all(logits: &[f32]) -> Vec<R> {
+    logits.iter().enumerate().map(|(i, &l)| R { id: i as u32, logit: l }).collect()
+}
+
+fn sort_desc(v: &mut [R]) {
+    v.sort_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+}
+
+/// llama.cpp top-k, independently written: sort, truncate.
+pub fn ref_top_k(mut v: Vec<R>, k: i32) -> Vec<R> {
+    if k <= 0 {
+        return v;
+    }
+    sort_desc(&mut v);
+    v.truncate(k as usize);
+    v
+}
+
+/// llama.cpp top-p in f64: sort, softmax over the current set, smallest prefix reaching p.
+pub fn ref_top_p(mut v: Vec<R>, p: f64, min_keep: usize) -> Vec<R> {
+    if p >= 1.0 {
+        return v;
+    }
+    sort_desc(&mut v);
+    let max = f64::from(v[0].logit);
+    let w: Vec<f64> = v.iter().map(|r| (f64::from(r.logit) - max).exp()).collect();
+    let s: f64 = w.iter().sum();
+    let mut cum = 0.0;
+    for (i, wi) in w.iter().enumerate() {
+        cum += wi / s;
+        if cum >= p && i + 1 >= min_keep {
+            v.truncate(i + 1);
+            return v;
+        }
+    }
+    v
+}
+
+/// llama.cpp min-p: keep logit >= max + ln p (threshold in f32 as llama.cpp computes it).
+pub fn ref_min_p(mut v: Vec<R>, p: f32, min_keep: usize) -> Vec<R> {
+    if p <= 0.0 {
+        return v;
+    }
+    let max = v.iter().fold(f32::NEG_INFINITY, |m, r| m.max(r.logit));
+    let thr = max + p.ln();
+    let kept: Vec<R> = v.iter().copied().filter(|r| r.logit >= thr).collect();
+    if !kept.is_empty() && kept.len() >= min_keep {
+        return kept;
+    }
+    sort_desc(&mut v);
+    v.truncate(min_keep.max(kept.len()).max(1));
+    v
+}
+
+pub fn ref_ids(v: &[R]) -> Vec<u32> {
+    let mut ids: Vec<u32> = v.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Exact softmax in f64.
+pub fn softmax64(logits: &[f32]) -> Vec<f64> {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let w: Vec<f64> = logits.iter().map(|&x| (f64::from(x) - f64::from(max)).exp()).collect();
+    let s: f64 = w.iter().sum();
+    w.into_iter().map(|x| x / s).collect()
+}
+
+/// Draws `n` tokens from a freshly parsed chain at steps 0..n (one chain, advancing).
+pub fn draws(spec: &str, logits: &[f32], n: usize) -> Vec<u32> {
+    let mut chain = Chain::parse(spec).unwrap();
+    (0..n)
+        .map(|_| {
+            let mut cur = Candidates::from_row(logits).unwrap();
+            chain.apply(&mut cur).unwrap();
+            cur.selected_token().unwrap()
+        })
+        .collect()
+}
+
+/// Chi-squared statistic and degrees of freedom of `counts` against `probs`, merging the bins
+/// whose expected count is below 5 into one.
+pub fn chi2(counts: &[u64], probs: &[f64]) -> (f64, usize) {
+    let n: u64 = counts.iter().sum();
+    let n = n as f64;
+    let mut stat = 0.0;
+    let mut bins = 0usize;
+    let (mut rest_obs, mut rest_exp) = (0.0, 0.0);
+    for (&c, &p) in counts.iter().zip(probs) {
+        let e = p * n;
+        if e < 5.0 {
+            rest_obs += c as f64;
+            rest_exp += e;
+        } else {
+            stat += (c as f64 - e).powi(2) / e;
+            bins += 1;
+        }
+    }
+    if rest_exp > 0.0 {
+        stat += (rest_obs - rest_exp).powi(2) / rest_exp.max(1e-9);
+        bins += 1;
+    }
+    (stat, bins.saturating_sub(1))
+}
+
+/// Upper 0.1% point of chi-squared with `df` degrees of freedom (Wilson-Hilferty).
+pub fn chi2_crit(df: usize) -> f64 {
+    let k = df as f64;
+    let z = 3.090_2; // 0.999 quantile of N(0, 1)
+    k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
+}
+
+pub fn counts_of(tokens: &[u32], n: usize) -> Vec<u64> {
+    let mut c = vec![0u64; n];
+    for &t in tokens {
+        c[t as usize] += 1;
+    }
+    c
+}

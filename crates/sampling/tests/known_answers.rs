@@ -1,0 +1,486 @@
+//! Known-answer tests for every sampler: small inputs whose expected survivors and probabilities
+//! are derived by hand in the comments, for each parameter regime (disabled, boundary, typical,
+//! invalid). Most cases run on both candidate representations (the vocabulary view with the fast
+//! paths, and llama.cpp's explicit array) and require the two to agree.
+
+mod common;
+use common::*;
+use sampling::samplers::*;
+use sampling::{Candidates, Chain, Sampler, SamplingError};
+
+/// p = [1/2, 1/4, 1/8, 1/8] for ids 0..3: logits ln p, so every softmax below is exact.
+fn quarter() -> Vec<f32> {
+    logits_of(&[0.5, 0.25, 0.125, 0.125])
+}
+
+fn spec_err(spec: &str) -> SamplingError {
+    Chain::parse(spec).unwrap_err()
+}
+
+// ------------------------------------------------------------------ greedy
+
+#[test]
+fn greedy_first_maximum() {
+    // logits [1, 3, 2, 3]: the max 3 occurs at 1 and 3; llama.cpp keeps the first (strict >).
+    let o = run_both("greedy", &[1.0, 3.0, 2.0, 3.0]);
+    assert_eq!(o.selected, Some(1));
+    // Greedy does not truncate: all four survive with their softmax.
+    assert_eq!(o.candidates.len(), 4);
+    // after a pending temperature the choice is unchanged
+    assert_eq!(run_both("temp(t=0.5);greedy", &[1.0, 3.0, 2.0, 3.0]).selected, Some(1));
+    // single token
+    assert_eq!(run_both("greedy", &[-5.0]).selected, Some(0));
+}
+
+// ------------------------------------------------------------------ top_k
+
+#[test]
+fn top_k_regimes() {
+    let l = quarter();
+    // disabled: k <= 0 keeps everything (llama.cpp).
+    assert_eq!(id_set(&run_both("top_k(k=0)", &l)), vec![0, 1, 2, 3]);
+    assert_eq!(id_set(&run_both("top_k(k=-3)", &l)), vec![0, 1, 2, 3]);
+    // k = 1: only the max, p = 1.
+    assert_probs(&run_both("top_k(k=1)", &l), &[(0, 1.0)]);
+    // k = 2: {0, 1}, renormalised 0.5/0.75 = 2/3 and 0.25/0.75 = 1/3.
+    assert_probs(&run_both("top_k(k=2)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // k = 3: the tie at 1/8 between ids 2 and 3 goes to the lower id: {0, 1, 2}, p = 4/7, 2/7, 1/7.
+    assert_probs(&run_both("top_k(k=3)", &l), &[(0, 4.0 / 7.0), (1, 2.0 / 7.0), (2, 1.0 / 7.0)]);
+    // k = n and k > n: everything, the original probabilities.
+    for k in [4, 5, 1000] {
+        assert_probs(&run_both(&format!("top_k(k={k})"), &l), &[(0, 0.5), (1, 0.25), (2, 0.125), (3, 0.125)]);
+    }
+    // invalid: not an integer
+    assert!(matches!(spec_err("top_k(k=1.5)"), SamplingError::Spec { stage_index: 0, .. }));
+}
+
+// ------------------------------------------------------------------ top_p
+
+#[test]
+fn top_p_regimes() {
+    let l = quarter();
+    // disabled: p = 1 keeps all.
+    assert_eq!(id_set(&run_both("top_p(p=1)", &l)), vec![0, 1, 2, 3]);
+    // p = 0: the first token already has cum 0.5 >= 0: keep 1.
+    assert_probs(&run_both("top_p(p=0)", &l), &[(0, 1.0)]);
+    // p = 0.6: cum 0.5 < 0.6, 0.75 >= 0.6: keep {0, 1} -> 2/3, 1/3.
+    assert_probs(&run_both("top_p(p=0.6)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // p = 0.8: cum 0.875 >= 0.8 at the third: {0, 1, 2} -> 4/7, 2/7, 1/7.
+    assert_probs(&run_both("top_p(p=0.8)", &l), &[(0, 4.0 / 7.0), (1, 2.0 / 7.0), (2, 1.0 / 7.0)]);
+    // p = 0.9: needs all four.
+    assert_eq!(id_set(&run_both("top_p(p=0.9)", &l)), vec![0, 1, 2, 3]);
+    // min_keep = 3 with p = 0.6: the prefix must also have >= 3 tokens: {0, 1, 2}.
+    assert_eq!(id_set(&run_both("top_p(p=0.6,min_keep=3)", &l)), vec![0, 1, 2]);
+    // min_keep larger than n: everything.
+    assert_eq!(id_set(&run_both("top_p(p=0.1,min_keep=10)", &l)), vec![0, 1, 2, 3]);
+    // invalid p
+    for bad in ["1.5", "-0.1", "NaN"] {
+        let e = spec_err(&format!("top_p(p={bad})"));
+        assert!(e.to_string().contains("`p`"), "{e}");
+    }
+}
+
+#[test]
+fn top_p_keeps_pre_truncation_probabilities() {
+    // llama.cpp's top-p leaves p as the softmax over the set before truncation.
+    let l = quarter();
+    let mut c = Candidates::from_row(&l).unwrap();
+    TopP::new(0.6, 0).unwrap().apply(&mut c).unwrap();
+    let list = c.list("test").unwrap();
+    assert_eq!(list.len(), 2);
+    assert!((list[0].p - 0.5).abs() < 1e-6 && (list[1].p - 0.25).abs() < 1e-6);
+    assert!(c.is_sorted());
+}
+
+// ------------------------------------------------------------------ min_p
+
+#[test]
+fn min_p_regimes() {
+    let l = quarter();
+    // disabled: p = 0.
+    assert_eq!(id_set(&run_both("min_p(p=0)", &l)), vec![0, 1, 2, 3]);
+    // p = 0.3: keep p_i >= 0.3 * 0.5 = 0.15: {0 (0.5), 1 (0.25)} -> 2/3, 1/3.
+    assert_probs(&run_both("min_p(p=0.3)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // p = 0.2: threshold 0.1 <= 0.125: all four.
+    assert_eq!(id_set(&run_both("min_p(p=0.2)", &l)), vec![0, 1, 2, 3]);
+    // p = 1: only tokens tied with the max.
+    assert_probs(&run_both("min_p(p=1)", &l), &[(0, 1.0)]);
+    assert_eq!(id_set(&run_both("min_p(p=1)", &[2.0, 1.0, 2.0])), vec![0, 2]);
+    // min_keep = 3 with p = 0.3: only 2 pass, so the top 3 are kept (ties: lower id): {0, 1, 2}.
+    assert_eq!(id_set(&run_both("min_p(p=0.3,min_keep=3)", &l)), vec![0, 1, 2]);
+    // unsorted result keeps vocabulary order, like llama.cpp's unsorted path
+    let mut c = Candidates::from_row(&[1.0f32, 5.0, 4.9, 0.0]).unwrap();
+    MinP::new(0.5, 0).unwrap().apply(&mut c).unwrap();
+    assert!(!c.is_sorted());
+    assert_eq!(c.list("t").unwrap().iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2]);
+    for bad in ["1.01", "-1", "nan"] {
+        assert!(spec_err(&format!("min_p(p={bad})")).to_string().contains("min_p"));
+    }
+}
+
+// ------------------------------------------------------------------ typical
+
+#[test]
+fn typical_regimes() {
+    let l = quarter();
+    // H = 0.5 ln2 + 0.25 * 2ln2 + 2 * 0.125 * 3ln2 = 1.75 ln2.
+    // |-ln p - H|: id0 |ln2 - 1.75ln2| = 0.75ln2, id1 0.25ln2, id2 = id3 = 1.25ln2.
+    // Typical order: 1, 0, 2, 3 with p 0.25, 0.5, 0.125, 0.125.
+    // p = 0.5: cum 0.25 (not > 0.5), 0.75 > 0.5: keep {1, 0} -> 1/3, 2/3.
+    assert_probs(&run_both("typical(p=0.5)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // p = 0.2: cum 0.25 > 0.2 at the first: {1} alone.
+    assert_probs(&run_both("typical(p=0.2)", &l), &[(1, 1.0)]);
+    // p = 0: same, one token.
+    assert_probs(&run_both("typical(p=0)", &l), &[(1, 1.0)]);
+    // min_keep = 3: {1, 0, 2} (2 before 3: equal scores keep the logit order, lower id first).
+    assert_eq!(id_set(&run_both("typical(p=0.2,min_keep=3)", &l)), vec![0, 1, 2]);
+    // disabled: p = 1.
+    assert_eq!(id_set(&run_both("typical(p=1)", &l)), vec![0, 1, 2, 3]);
+    assert!(spec_err("typical(p=2)").to_string().contains("`p`"));
+}
+
+// ------------------------------------------------------------------ temp, temp_ext
+
+#[test]
+fn temp_regimes() {
+    // t = 0.5 on [1, 2, 3]: logits [2, 4, 6]; p = e^{2,4,6} / sum.
+    let o = run_both("temp(t=0.5)", &[1.0, 2.0, 3.0]);
+    let z = 2f64.exp() + 4f64.exp() + 6f64.exp();
+    assert_probs(&o, &[(0, 2f64.exp() / z), (1, 4f64.exp() / z), (2, 6f64.exp() / z)]);
+    assert_eq!(logit_of(&o, 2), 6.0);
+    // t = 1: identity.
+    let o = run_both("temp(t=1)", &[1.0, 2.0, 3.0]);
+    assert_eq!(logit_of(&o, 0), 1.0);
+    // t = 0 and t < 0: llama.cpp keeps only the (first) max.
+    assert_probs(&run_both("temp(t=0)", &[3.0, 1.0, 3.0]), &[(0, 1.0)]);
+    assert_probs(&run_both("temp(t=-2)", &[1.0, 3.0, 2.0]), &[(1, 1.0)]);
+    // two temperatures compose: (x / 2) / 0.5 = x.
+    assert_eq!(logit_of(&run_both("temp(t=2);temp(t=0.5)", &[1.0, 2.0, 3.0]), 2), 3.0);
+    assert!(spec_err("temp(t=nan)").to_string().contains("`t`"));
+}
+
+#[test]
+fn temp_ext_regimes() {
+    let l = quarter();
+    // delta = 0: plain temperature.
+    let o = run_both("temp_ext(t=0.5,delta=0)", &l);
+    assert!((logit_of(&o, 0) - 2.0 * 0.5f32.ln()).abs() < 1e-6);
+    // delta = 0.5, t = 1, exponent 1: min_t 0.5, max_t 1.5; H / ln 4 = 1.75 ln2 / 2 ln2 = 0.875;
+    // dyn_t = 0.5 + 1.0 * 0.875 = 1.375; p_i ∝ p^(1/1.375).
+    for (exponent, dyn_t) in [(1.0f64, 1.375f64), (2.0, 0.5 + 0.875f64 * 0.875)] {
+        let o = run_both(&format!("temp_ext(t=1,delta=0.5,exponent={exponent})"), &l);
+        let w: Vec<f64> = [0.5f64, 0.25, 0.125, 0.125].iter().map(|p| p.powf(1.0 / dyn_t)).collect();
+        let s: f64 = w.iter().sum();
+        assert_probs(&o, &[(0, w[0] / s), (1, w[1] / s), (2, w[2] / s), (3, w[3] / s)]);
+    }
+    // t - delta < 0 clamps min_t to 0; a uniform row has H = ln n, so dyn_t = max_t = 1.5.
+    let o = run_both("temp_ext(t=1,delta=0.5)", &[0.0, 0.0]);
+    assert!((logit_of(&o, 0)).abs() < 1e-6);
+    // one candidate: unchanged.
+    assert_probs(&run_both("temp_ext(t=1,delta=0.5)", &[4.0]), &[(0, 1.0)]);
+    assert!(spec_err("temp_ext(delta=inf)").to_string().contains("`delta`"));
+}
+
+// ------------------------------------------------------------------ xtc
+
+#[test]
+fn xtc_regimes() {
+    let l = quarter();
+    // p = 1: always applies (u < 1). t = 0.2: tokens with p >= 0.2 are ids 0, 1; all but the last
+    // of them (id 0) are removed: {1, 2, 3} with 0.25, 0.125, 0.125 -> 0.5, 0.25, 0.25.
+    assert_probs(&run_both("xtc(p=1,t=0.2)", &l), &[(1, 0.5), (2, 0.25), (3, 0.25)]);
+    // t = 0.3: only id 0 is above, nothing removed.
+    assert_eq!(id_set(&run_both("xtc(p=1,t=0.3)", &l)), vec![0, 1, 2, 3]);
+    // min_keep = 4 would leave 3: nothing removed.
+    assert_eq!(id_set(&run_both("xtc(p=1,t=0.2,min_keep=4)", &l)), vec![0, 1, 2, 3]);
+    // disabled: p = 0, or t > 0.5.
+    assert_eq!(id_set(&run_both("xtc(p=0,t=0.2)", &l)), vec![0, 1, 2, 3]);
+    assert_eq!(id_set(&run_both("xtc(p=1,t=0.6)", &l)), vec![0, 1, 2, 3]);
+    // t = 0: every token is above: removes all but the last one, {3}.
+    assert_probs(&run_both("xtc(p=1,t=0)", &l), &[(3, 1.0)]);
+    assert!(spec_err("xtc(p=1.5)").to_string().contains("`p`"));
+    assert!(spec_err("xtc(t=-0.5)").to_string().contains("`t`"));
+}
+
+// ------------------------------------------------------------------ top_n_sigma
+
+#[test]
+fn top_n_sigma_regimes() {
+    let l = [0.0f32, 1.0, 2.0, 3.0, 4.0];
+    // mean 2, population variance (4+1+0+1+4)/5 = 2, sigma = 1.41421.
+    // n = 1: keep logit >= 4 - 1.414 = 2.586: {3, 4}; p = 1/(1+e), e/(1+e).
+    let e = std::f64::consts::E;
+    assert_probs(&run_both("top_n_sigma(n=1)", &l), &[(3, 1.0 / (1.0 + e)), (4, e / (1.0 + e))]);
+    // n = 2: threshold 4 - 2.828 = 1.172: {2, 3, 4}.
+    assert_eq!(id_set(&run_both("top_n_sigma(n=2)", &l)), vec![2, 3, 4]);
+    // large n: all; n <= 0: disabled.
+    assert_eq!(id_set(&run_both("top_n_sigma(n=10)", &l)), vec![0, 1, 2, 3, 4]);
+    assert_eq!(id_set(&run_both("top_n_sigma(n=0)", &l)), vec![0, 1, 2, 3, 4]);
+    assert_eq!(id_set(&run_both("top_n_sigma(n=-1)", &l)), vec![0, 1, 2, 3, 4]);
+    // -inf logits are left out of the statistics: [-inf, 0, 4]: mean 2, sigma 2; n = 1 keeps >= 2.
+    assert_eq!(id_set(&run_both("top_n_sigma(n=1)", &[f32::NEG_INFINITY, 0.0, 4.0])), vec![2]);
+    assert!(spec_err("top_n_sigma(n=nan)").to_string().contains("`n`"));
+}
+
+// ------------------------------------------------------------------ mirostat
+
+#[test]
+fn mirostat_v1_known_k() {
+    // p ∝ 1/(i+1)^2 over n = 4: b_i = ln(p_i/p_{i+1}) = 2 t_i, so s_hat = 2, eps = 1;
+    // tau = 1 -> mu = 2: k = (1 * 2^2 / (1 - 4^-1))^(1/2) = sqrt(16/3) = 2.309 -> 2 tokens,
+    // renormalised 1 : 1/4 -> 0.8, 0.2.
+    let ps: Vec<f64> = (0..4).map(|i| 1.0 / f64::from((i + 1) * (i + 1))).collect();
+    let s: f64 = ps.iter().sum();
+    let l = logits_of(&ps.iter().map(|p| p / s).collect::<Vec<_>>());
+    let o = run_both("mirostat(tau=1,eta=0.1,m=100,seed=3)", &l);
+    assert_probs(&o, &[(0, 0.8), (1, 0.2)]);
+    let sel = o.selected.unwrap();
+    // mu update: mu = 2 - 0.1 * (-log2 p_sel - 1).
+    let mut m = Mirostat::new(3, 1.0, 0.1, 100).unwrap();
+    let mut c = Candidates::from_row(&l).unwrap();
+    m.apply(&mut c).unwrap();
+    assert_eq!(c.selected_token(), Some(sel));
+    let p_sel = if sel == 0 { 0.8f32 } else { 0.2 };
+    assert!((m.mu() - (2.0 - 0.1 * (-p_sel.log2() - 1.0))).abs() < 1e-5);
+    m.reset();
+    assert_eq!(m.mu(), 2.0);
+    // m = 1: no pairs, s_hat = 0/0: k = 1 (as llama.cpp's int(NaN) -> max(.., 1)).
+    assert_probs(&run_both("mirostat(tau=1,m=1)", &l), &[(0, 1.0)]);
+    assert!(spec_err("mirostat(m=0)").to_string().contains("`m`"));
+    assert!(spec_err("mirostat(tau=inf)").to_string().contains("`tau`"));
+}
+
+#[test]
+fn mirostat_v2_truncation_and_mu() {
+    let l = quarter();
+    // surprises -log2 p = 1, 2, 3, 3 bits. tau = 1 -> mu = 2: keep surprise <= 2: {0, 1} -> 2/3, 1/3.
+    let o = run_both("mirostat_v2(tau=1,eta=0.1)", &l);
+    assert_probs(&o, &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // tau = 0.4 -> mu = 0.8 < 1: nothing passes, keep one (id 0), p = 1, surprise 0:
+    // mu = 0.8 - 0.1 * (0 - 0.4) = 0.84.
+    let mut m = MirostatV2::new(0, 0.4, 0.1).unwrap();
+    let mut c = Candidates::from_row(&l).unwrap();
+    m.apply(&mut c).unwrap();
+    assert_eq!(c.selected_token(), Some(0));
+    assert!((m.mu() - 0.84).abs() < 1e-6);
+    m.reset();
+    assert!((m.mu() - 0.8).abs() < 1e-7);
+    assert_eq!(m.step(), Some(0));
+}
+
+// ------------------------------------------------------------------ penalties
+
+#[test]
+fn penalties_regimes() {
+    let l = [2.0f32, -1.0, 0.5, 3.0];
+    let run = |spec: &str, history: &[u32]| {
+        let mut c = Chain::parse(spec).unwrap();
+        for &t in history {
+            c.accept(t);
+        }
+        c.run(&l).unwrap()
+    };
+    // history 0, 0, 1; repeat 2, freq 0.5, present 0.25:
+    // id0: 2 > 0 -> 2 / 2 = 1, minus 2 * 0.5 + 0.25 = -0.25;
+    // id1: -1 <= 0 -> -2, minus 1 * 0.5 + 0.25 = -2.75; ids 2, 3 unchanged.
+    let o = run("penalties(last_n=64,repeat=2,freq=0.5,present=0.25)", &[0, 0, 1]);
+    assert_eq!(logit_of(&o, 0), -0.25);
+    assert_eq!(logit_of(&o, 1), -2.75);
+    assert_eq!(logit_of(&o, 2), 0.5);
+    assert_eq!(logit_of(&o, 3), 3.0);
+    // last_n = 2: the window holds [0, 1]: id0 1 - 0.75 = 0.25, id1 -2.75.
+    let o = run("penalties(last_n=2,repeat=2,freq=0.5,present=0.25)", &[0, 0, 1]);
+    assert_eq!(logit_of(&o, 0), 0.25);
+    // last_n = -1: the whole history.
+    let o = run("penalties(last_n=-1,repeat=2,freq=0.5,present=0.25)", &[0, 0, 1]);
+    assert_eq!(logit_of(&o, 0), -0.25);
+    // disabled: last_n = 0, or neutral values.
+    assert_eq!(logit_of(&run("penalties(last_n=0,repeat=2)", &[0]), 0), 2.0);
+    assert_eq!(logit_of(&run("penalties(repeat=1,freq=0,present=0)", &[0]), 0), 2.0);
+    // the list path agrees
+    let mut c = Chain::parse("top_k(k=4);penalties(last_n=64,repeat=2,freq=0.5,present=0.25)").unwrap();
+    for t in [0, 0, 1] {
+        c.accept(t);
+    }
+    assert_eq!(logit_of(&c.run(&l).unwrap(), 0), -0.25);
+    // reset clears the history
+    let mut p = Penalties::new(64, 2.0, 0.0, 0.0).unwrap();
+    p.accept(0);
+    p.reset();
+    let mut cur = Candidates::from_row(&l).unwrap();
+    p.apply(&mut cur).unwrap();
+    assert_eq!(logit_of(&cur.output().unwrap(), 0), 2.0);
+    for bad in ["repeat=0", "repeat=-1", "last_n=-2", "freq=inf"] {
+        assert!(matches!(spec_err(&format!("penalties({bad})")), SamplingError::Spec { .. }), "{bad}");
+    }
+}
+
+// ------------------------------------------------------------------ dry
+
+#[test]
+fn dry_regimes() {
+    let l = [0.0f32; 6];
+    let run = |spec: &str, history: &[u32]| {
+        let mut c = Chain::parse(spec).unwrap();
+        for &t in history {
+            c.accept(t);
+        }
+        c.run(&l).unwrap()
+    };
+    // history 1 2 3 4 1 2 3: the suffix "1 2 3" occurred before, followed by 4. Emitting 4 would
+    // extend a repeat of length 3: penalty multiplier * base^(3 - allowed_length) = 1 * 2^1 = 2.
+    let h = [1, 2, 3, 4, 1, 2, 3];
+    let o = run("dry(multiplier=1,base=2,allowed_length=2)", &h);
+    assert_eq!(logit_of(&o, 4), -2.0);
+    for t in [0, 1, 2, 3, 5] {
+        assert_eq!(logit_of(&o, t), 0.0, "token {t}");
+    }
+    // allowed_length = 3: 2^0 = 1. allowed_length = 4: 3 < 4, no penalty.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=3)", &h), 4), -1.0);
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=4)", &h), 4), 0.0);
+    // multiplier 0.5: -1.
+    assert_eq!(logit_of(&run("dry(multiplier=0.5,base=2,allowed_length=2)", &h), 4), -1.0);
+    // a breaker at token 2 (one from the end) limits repeats to length 1 < 2: nothing.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,breakers=2)", &h), 4), 0.0);
+    // a two-token breaker "2 3" ending at the end: rep_limit = 0 -> nothing.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,breakers=2 3)", &h), 4), 0.0);
+    // an unrelated breaker changes nothing; a single-token breaker is never penalised itself.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,breakers=5)", &h), 4), -2.0);
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,breakers=5|4)", &h), 4), 0.0);
+    // last_n = 4 keeps "4 1 2 3": no earlier "1 2 3", nothing.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,last_n=4)", &h), 4), 0.0);
+    // disabled: multiplier 0, base < 1, last_n 0.
+    for spec in ["dry(multiplier=0,base=2)", "dry(multiplier=1,base=0.5)", "dry(multiplier=1,base=2,last_n=0)"] {
+        assert_eq!(logit_of(&run(spec, &h), 4), 0.0, "{spec}");
+    }
+    for bad in ["multiplier=-1", "allowed_length=-1", "last_n=-2", "breakers=x", "base=nan"] {
+        assert!(matches!(spec_err(&format!("dry({bad})")), SamplingError::Spec { .. }), "{bad}");
+    }
+}
+
+#[test]
+fn dry_clamps_exponent() {
+    // A long repeat with base 10: exponent clamped to 88.72 / ln 10 = 38, so the penalty is finite.
+    let mut h: Vec<u32> = (0..50).map(|i| i % 5).collect();
+    h.push(0);
+    let mut c = Chain::parse("dry(multiplier=1,base=10,allowed_length=0)").unwrap();
+    for &t in &h {
+        c.accept(t);
+    }
+    let o = c.run(&[0.0f32; 5]).unwrap();
+    assert!(logit_of(&o, 1).is_finite() && logit_of(&o, 1) < -1e30);
+}
+
+// ------------------------------------------------------------------ logit_bias
+
+#[test]
+fn logit_bias_regimes() {
+    // [0, 0, 0, 0] with +1 on 1 and -inf on 3: id 3 is banned; p = e/(e+2), 1/(e+2) for 0 and 2.
+    let e = std::f64::consts::E;
+    let o = run_both("logit_bias(1=1,3=-inf,99=5)", &[0.0; 4]);
+    assert_probs(&o, &[(1, e / (e + 2.0)), (0, 1.0 / (e + 2.0)), (2, 1.0 / (e + 2.0))]);
+    // empty bias list: nothing changes.
+    assert_eq!(id_set(&run_both("logit_bias", &[0.0; 3])), vec![0, 1, 2]);
+    assert!(spec_err("logit_bias(1=nan)").to_string().contains("logit_bias"));
+    assert!(spec_err("logit_bias(1=inf)").to_string().contains("logit_bias"));
+    assert!(spec_err("logit_bias(x=1)").to_string().contains("`x`"));
+}
+
+// ------------------------------------------------------------------ adaptive_p
+
+#[test]
+fn adaptive_p_transform_and_history() {
+    let l = quarter();
+    // target 0.25, decay 0.9: primed weighted_sum = 0.25/0.1 = 2.5, total = 10: average 0.25,
+    // adapted = 2 * 0.25 - 0.25 = 0.25. d = |p - 0.25| / 0.3 = 0.8333, 0, 0.41667, 0.41667;
+    // logit = 5 - 10 d^2 / (1 + d) = 1.21212, 5, 3.77451, 3.77451.
+    let o = run_both("adaptive_p(target=0.25,decay=0.9,seed=1)", &l);
+    let f = |d: f64| 5.0 - 10.0 * d * d / (1.0 + d);
+    for (id, d) in [(0u32, 0.25 / 0.3), (1, 0.0), (2, 0.125 / 0.3), (3, 0.125 / 0.3)] {
+        assert!((f64::from(logit_of(&o, id)) - f(d)).abs() < 1e-4, "token {id}");
+    }
+    // accept updates the average with the selected token's original probability:
+    // (p + 0.9 * 2.5) / (1 + 0.9 * 10).
+    let mut a = AdaptiveP::new(0.25, 0.9, 1).unwrap();
+    let mut c = Candidates::from_row(&l).unwrap();
+    a.apply(&mut c).unwrap();
+    let t = c.selected_token().unwrap();
+    a.accept(t);
+    let p = [0.5f32, 0.25, 0.125, 0.125][t as usize];
+    assert!((a.average() - (p + 2.25) / 10.0).abs() < 1e-6);
+    // accepting a different token than the selected one leaves it unchanged
+    let before = a.average();
+    a.accept(3);
+    assert_eq!(a.average(), before);
+    a.reset();
+    assert!((a.average() - 0.25).abs() < 1e-6);
+    assert!(spec_err("adaptive_p(target=nan)").to_string().contains("`target`"));
+}
+
+// ------------------------------------------------------------------ dist
+
+#[test]
+fn dist_edges() {
+    // a single candidate is always selected, p = 1
+    assert_eq!(run_both("dist(seed=5)", &[3.0]).selected, Some(0));
+    // masked tokens are never drawn
+    let l = [f32::NEG_INFINITY, 0.0, f32::NEG_INFINITY];
+    for t in draws("dist(seed=9)", &l, 200) {
+        assert_eq!(t, 1);
+    }
+    // after top_k(1) the draw is deterministic
+    assert_eq!(run_both("top_k(k=1);dist", &[0.0, 2.0, 1.0]).selected, Some(1));
+    // the same (seed, step) gives the same token; a different step may not
+    let l = gaussian_logits(1000, 3, 2.0);
+    let mut a = Chain::parse("dist(seed=11)").unwrap();
+    let mut b = Chain::parse("dist(seed=11)").unwrap();
+    b.set_step(5);
+    let from_a: Vec<u32> = (0..10).map(|_| a.sample(&l).unwrap()).collect();
+    assert_eq!(b.sample(&l).unwrap(), from_a[5]);
+    // reset returns to step 0; clone carries the step
+    a.reset();
+    assert_eq!(a.sample(&l).unwrap(), from_a[0]);
+    let mut c = a.clone();
+    assert_eq!(c.sample(&l).unwrap(), a.sample(&l).unwrap());
+}
+
+// ------------------------------------------------------------------ mask (external predicate)
+
+#[derive(Debug, Clone)]
+struct EvenOnly;
+impl TokenFilter for EvenOnly {
+    fn allows(&self, token: u32) -> bool {
+        token % 2 == 0
+    }
+    fn clone_box(&self) -> Box<dyn TokenFilter> {
+        Box::new(self.clone())
+    }
+}
+
+#[test]
+fn mask_by_predicate() {
+    let mut chain = Chain::new().with(Mask::new(Box::new(EvenOnly))).with(Greedy::new());
+    assert_eq!(chain.sample(&[0.0, 9.0, 1.0, 8.0]).unwrap(), 2);
+    let mut chain = Chain::new().with(Mask::new(Box::new(EvenOnly)));
+    assert!(matches!(chain.run(&[0.0, f32::NEG_INFINITY - 0.0]).map(|_| ()), Ok(())));
+    assert!(matches!(chain.run(&[f32::NEG_INFINITY, 3.0]), Err(SamplingError::AllMasked { stage: "mask" })));
+}
+
+// ------------------------------------------------------------------ SPEC errors
+
+#[test]
+fn spec_errors_name_stage_and_parameter() {
+    let e = spec_err("top_k(k=40);top_p(q=0.9)");
+    assert_eq!(e.to_string(), "SPEC stage 1 (`top_p`): unknown parameter `q` (expected p, min_keep)");
+    let e = spec_err("top_k(k=40);bogus");
+    assert!(e.to_string().contains("stage 1") && e.to_string().contains("unknown sampler `bogus`"));
+    let e = spec_err("min_p(p=2)");
+    assert!(e.to_string().contains("stage 0") && e.to_string().contains("`p`") && e.to_string().contains("[0, 1]"));
+    assert!(spec_err("top_k(k=40").to_string().contains("missing `)`"));
+    assert!(spec_err("top_k(40)").to_string().contains("key=value"));
+    assert!(spec_err("top_k(k=1,k=2)").to_string().contains("twice"));
+    assert!(spec_err(";greedy").to_string().contains("empty stage"));
+    assert!(spec_err("greedy(x=1)").to_string().contains("expected none"));
+    // llama.cpp spellings and a trailing `;` are accepted
+    assert_eq!(Chain::parse("top-k(k=3);min-p(p=0.1);greedy;").unwrap().stages().len(), 3);
+}
