@@ -115,11 +115,13 @@ impl Graph {
     }
 
     fn leaf(&mut self, name: &str, dtype: DType, shape: &[usize], flags: Flags) -> R {
-        self.pending_name = Some(name.to_string());
-        let ne = self.shape_arg("input", shape)?;
-        let id = self.new_node(Op::Input, &[], dtype, ne);
-        self.nodes[id.index()].flags = flags;
-        Ok(id)
+        let what = if flags.param { "param" } else { "input" };
+        self.named(name, |g| {
+            let ne = g.shape_arg(what, shape)?;
+            let id = g.new_node(Op::Input, &[], dtype, ne);
+            g.nodes[id.index()].flags = flags;
+            Ok(id)
+        })
     }
 
     /// A constant tensor filled with `value`.
@@ -288,7 +290,7 @@ impl Graph {
     fn broadcast_check(&self, op: &'static str, a: NodeId, b: NodeId, role: &str) -> Result<(), GraphError> {
         let (na, nb) = (self.node(a), self.node(b));
         if !na.layout.ne.can_repeat_from(&nb.layout.ne) {
-            let dim = (0..MAX_DIMS).find(|&i| na.layout.ne[i] % nb.layout.ne[i] != 0).unwrap_or(0);
+            let dim = (0..MAX_DIMS).find(|&i| !na.layout.ne[i].is_multiple_of(nb.layout.ne[i])).unwrap_or(0);
             return Err(self.err(
                 op,
                 format!(
@@ -379,8 +381,8 @@ impl Graph {
     pub fn gt(&mut self, a: NodeId, b: NodeId) -> R {
         self.compare(CompareOp::Gt, a, b)
     }
-    /// `a == b` mask.
-    pub fn eq(&mut self, a: NodeId, b: NodeId) -> R {
+    /// `a == b` mask (named `equal` because `eq` is `PartialEq`'s).
+    pub fn equal(&mut self, a: NodeId, b: NodeId) -> R {
         self.compare(CompareOp::Eq, a, b)
     }
 
@@ -526,7 +528,7 @@ impl Graph {
                 ),
             ));
         }
-        if y[2] % x[2] != 0 || y[3] % x[3] != 0 {
+        if !y[2].is_multiple_of(x[2]) || !y[3].is_multiple_of(x[3]) {
             return Err(self.err(
                 OP,
                 format!(
@@ -574,7 +576,7 @@ impl Graph {
                 ),
             ));
         }
-        if n_dims == 0 || n_dims % 2 != 0 || n_dims as usize > nx.layout.ne[0] {
+        if n_dims == 0 || !n_dims.is_multiple_of(2) || n_dims as usize > nx.layout.ne[0] {
             return Err(self
                 .err(OP, format!("n_dims {n_dims} must be even, positive and at most head_dim {}", nx.layout.ne[0])));
         }
@@ -604,7 +606,7 @@ impl Graph {
                 return Err(self.err(OP, format!("mask {} must be f32 or f16", self.describe(m))));
             }
             let mn = nm.layout.ne;
-            if mn[0] != ne[0] || mn[1] < ne[1] || ne[2] % mn[2] != 0 || ne[3] % mn[3] != 0 {
+            if mn[0] != ne[0] || mn[1] < ne[1] || !ne[2].is_multiple_of(mn[2]) || !ne[3].is_multiple_of(mn[3]) {
                 return Err(self.err(
                     OP,
                     format!(

@@ -224,7 +224,7 @@ impl Parser {
                 if self.names.contains_key(name) {
                     return Err(bad(format!("`{name}` is defined twice")));
                 }
-                self.g.name_next(name);
+                self.g.pending_name = Some(name.to_string());
                 let id = self.call(&mut args);
                 self.g.pending_name = None;
                 let id = id?;

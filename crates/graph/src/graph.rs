@@ -55,10 +55,26 @@ impl Graph {
         self.nodes().find(|(_, n)| n.name.as_deref() == Some(name)).map(|(id, _)| id)
     }
 
-    /// Gives the next node created by a builder method this name (also used in its error messages).
-    pub fn name_next(&mut self, name: impl Into<String>) -> &mut Graph {
+    /// Runs `build` with `name` pending: the first node it creates gets the name, and any builder error
+    /// it returns names the node being built. The pending name is cleared afterwards, whatever happens.
+    ///
+    /// ```
+    /// # use graph::{DType, Graph};
+    /// let mut g = Graph::new();
+    /// let x = g.input("x", DType::F32, &[8])?;
+    /// let y = g.named("y", |g| g.exp(x))?;
+    /// assert_eq!(g.node(y).name.as_deref(), Some("y"));
+    /// # Ok::<(), graph::GraphError>(())
+    /// ```
+    pub fn named<T>(
+        &mut self,
+        name: impl Into<String>,
+        build: impl FnOnce(&mut Graph) -> Result<T, GraphError>,
+    ) -> Result<T, GraphError> {
         self.pending_name = Some(name.into());
-        self
+        let result = build(self);
+        self.pending_name = None;
+        result
     }
 
     /// Names node `id` and returns it.

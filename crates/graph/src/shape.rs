@@ -49,7 +49,7 @@ impl Shape {
 
     /// True when `other` can be broadcast (repeated) to this shape: each of its dimensions divides ours.
     pub fn can_repeat_from(&self, other: &Shape) -> bool {
-        (0..MAX_DIMS).all(|i| other.0[i] != 0 && self.0[i] % other.0[i] == 0)
+        (0..MAX_DIMS).all(|i| other.0[i] != 0 && self.0[i].is_multiple_of(other.0[i]))
     }
 }
 
