@@ -1,6 +1,140 @@
 //! `cargo xtask sample`: inspects a sampler chain on a logits file (the design brief's contract).
-use anyhow::{Result, bail};
+//!
+//! ```text
+//! cargo xtask sample --logits FILE.npy --chain SPEC [--backend cpu|vulkan] [--path chain|graph]
+//!                    [--history 1,2,3] [--step N] [--seed S]
+//! ```
+//!
+//! Prints one JSON object per row of the file:
+//! `{"row":0,"selected":17,"candidates":[{"id":17,"logit":3.2,"p":0.41},...]}` with the surviving
+//! candidates sorted by `p` descending, `p` normalised over them, `selected` null when the chain
+//! has no selecting stage. Every row is sampled by its own copy of the chain in the same state:
+//! `--history` tokens accepted in order, then the random stages set to step `--step`. `--seed`
+//! is the seed of every random stage whose SPEC does not give one. Only `--path chain` on the
+//! CPU exists so far; `--path graph` and `--backend vulkan` arrive with backend sampling.
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use sampling::{SampleOutput, Sampler};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
-pub fn run(_args: impl Iterator<Item = String>) -> Result<()> {
-    bail!("sample: not wired yet")
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Cpu,
+    Vulkan,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum PathKind {
+    Chain,
+    Graph,
+}
+
+#[derive(Parser, Debug)]
+#[command(about = "Run a sampler chain on a logits file and print the surviving candidates as JSON lines")]
+struct Args {
+    /// Logits: .npy of f32, f16 or bf16 (void `V2`), shape [n_rows, n_vocab] in C order or 1-D.
+    #[arg(long)]
+    logits: PathBuf,
+    /// Sampler chain SPEC, e.g. "top_k(k=40);top_p(p=0.95);temp(t=0.8);dist(seed=1)".
+    #[arg(long)]
+    chain: String,
+    /// Where the backend prefix runs.
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// `chain`: the CPU sampler chain; `graph`: backend subgraph then CPU (not yet).
+    #[arg(long, value_enum, default_value = "chain")]
+    path: PathKind,
+    /// Tokens accepted before this step, comma separated.
+    #[arg(long, value_delimiter = ',')]
+    history: Vec<u32>,
+    /// Step of the random stages' draws.
+    #[arg(long, default_value_t = 0)]
+    step: u64,
+    /// Seed for random stages without `seed=` in the SPEC.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
+    let args = Args::try_parse_from(args)?;
+    if args.path == PathKind::Graph {
+        bail!("--path graph arrives with backend sampling (a later issue); use --path chain");
+    }
+    if args.backend == Backend::Vulkan {
+        bail!("--backend vulkan arrives with backend sampling (a later issue); use --backend cpu");
+    }
+    let (rows, n_vocab, data) = read_logits(&args.logits)?;
+    let mut chain = sampling::spec::parse(&args.chain, args.seed.unwrap_or(sampling::DEFAULT_SEED))
+        .with_context(|| format!("parsing --chain {:?}", args.chain))?;
+    for &t in &args.history {
+        if t as usize >= n_vocab {
+            bail!("--history token {t} is outside the vocabulary of {n_vocab}");
+        }
+        chain.accept(t);
+    }
+    chain.set_step(args.step);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for r in 0..rows {
+        let row = &data[r * n_vocab..(r + 1) * n_vocab];
+        let o = chain.clone().run(row).with_context(|| format!("row {r}"))?;
+        writeln!(out, "{}", json_line(r, &o))?;
+    }
+    Ok(())
+}
+
+fn f32_json(x: f32) -> String {
+    serde_json::to_string(&x).unwrap_or_else(|_| "null".into())
+}
+
+/// One output line of the contract.
+fn json_line(row: usize, o: &SampleOutput) -> String {
+    let mut s = format!("{{\"row\":{row},\"selected\":");
+    match o.selected {
+        Some(t) => write!(s, "{t}").ok(),
+        None => write!(s, "null").ok(),
+    };
+    s.push_str(",\"candidates\":[");
+    for (i, c) in o.candidates.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        write!(s, "{{\"id\":{},\"logit\":{},\"p\":{}}}", c.id, f32_json(c.logit), f32_json(c.p)).ok();
+    }
+    s.push_str("]}");
+    s
+}
+
+/// Reads an .npy logits file: returns (rows, n_vocab, row-major f32 data).
+pub fn read_logits(path: &Path) -> Result<(usize, usize, Vec<f32>)> {
+    use npyz::{DType, TypeChar};
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{}: not an .npy file", path.display()))?;
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    let (rows, n_vocab) = match shape.as_slice() {
+        [n] => (1, *n),
+        [r, n] => (*r, *n),
+        other => bail!("{}: expected shape [n_rows, n_vocab] or [n_vocab], got {other:?}", path.display()),
+    };
+    if shape.len() == 2 && rows > 1 && npy.order() != npyz::Order::C {
+        bail!("{}: Fortran-order arrays are not supported; save in C order", path.display());
+    }
+    if n_vocab == 0 || rows == 0 {
+        bail!("{}: empty logits array (shape {shape:?})", path.display());
+    }
+    let DType::Plain(ts) = npy.dtype() else { bail!("{}: structured dtypes are not supported", path.display()) };
+    let data: Vec<f32> = match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Float, 4) => npy.into_vec::<f32>()?,
+        (TypeChar::Float, 8) => npy.into_vec::<f64>()?.into_iter().map(|x| x as f32).collect(),
+        (TypeChar::Float, 2) => npy.into_vec::<half::f16>()?.into_iter().map(f32::from).collect(),
+        (TypeChar::RawData, 2) => npy
+            .into_vec::<npyz::FixedSizeBytes<2>>()?
+            .into_iter()
+            .map(|b| half::bf16::from_bits(u16::from_le_bytes(b.0)).to_f32())
+            .collect(),
+        _ => bail!("{}: unsupported dtype {} (expected f32, f16 or bf16 stored as V2)", path.display(), ts),
+    };
+    Ok((rows, n_vocab, data))
 }

@@ -450,7 +450,7 @@ fn dist_edges() {
 struct EvenOnly;
 impl TokenFilter for EvenOnly {
     fn allows(&self, token: u32) -> bool {
-        token % 2 == 0
+        token.is_multiple_of(2)
     }
     fn clone_box(&self) -> Box<dyn TokenFilter> {
         Box::new(self.clone())
