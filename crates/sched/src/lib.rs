@@ -1,6 +1,36 @@
 //! Scheduling graphs onto backends: the [`Backend`] trait, planning as named passes into a printable
-//! `Plan`, and the executor that runs it.
+//! [`Plan`], and the [`Scheduler`] that executes it.
+//!
+//! Planning passes, in order: [`assign`](crate::plan::Cause) (a backend and a recorded cause per
+//! node), splits (maximal runs of consecutive nodes on one backend) with inserted copies, and buffer
+//! allocation (dedicated host-visible regions for inputs and outputs, dedicated params, and a
+//! liveness-shared arena for everything else). The executor replays the plan every step; a graph
+//! with an unchanged topology hash is neither re-planned nor re-allocated.
+//!
+//! ```ignore
+//! let mut sched = sched::Scheduler::new(vec![gpu, cpu])?;   // preference order
+//! sched.plan(&g)?;                                          // once per topology
+//! sched.set_input_f32(w, &weights)?;                        // params: once
+//! for step in 0..n {
+//!     sched.set_input_f32(x, &inputs[step])?;
+//!     sched.compute()?;
+//!     let y = sched.read_f32(out)?;                         // outputs only
+//! }
+//! println!("{}", sched.plan_text());
+//! ```
 
+mod alloc;
+mod arena;
+mod assign;
 pub mod backend;
+pub mod error;
+pub mod plan;
+mod planner;
+pub mod scheduler;
+mod split;
 
 pub use backend::{Backend, BackendError, BackendResult, Bindings, BufferId, MemoryKind, SplitTask, TensorLoc};
+pub use error::SchedError;
+pub use plan::{BufferRole, Cause, NodePlan, Plan, PlanBuffer, Region, Split, TensorCopy};
+pub use planner::plan_graph;
+pub use scheduler::{Scheduler, Stats};

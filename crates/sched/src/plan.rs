@@ -1,0 +1,268 @@
+//! The `Plan` the passes produce and the executor interprets: per-node backend and [`Cause`], the
+//! [`Split`]s with their inserted [`TensorCopy`]s, the [`PlanBuffer`]s and every storage's [`Region`], and
+//! its text form (printed through `graph::dump::node_line`, with backend, cause and buffer columns).
+
+use crate::backend::MemoryKind;
+use graph::{Graph, NodeId};
+use std::fmt::{self, Write};
+
+/// Why a node runs (or a leaf lives) on its backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// Pinned by the user (`Scheduler::pin`).
+    Pinned,
+    /// A supporting backend where this source's storage already lives.
+    FollowsInput(NodeId),
+    /// A weight (param) source lives on a backend that supports the node.
+    Weights(NodeId),
+    /// Only one backend supports the node; `refused_by` is the first preferred backend that refused.
+    OnlySupporter {
+        /// The first backend (in preference order) whose `supports` returned false.
+        refused_by: String,
+    },
+    /// The first backend in preference order, with nothing else deciding.
+    Preferred,
+    /// A later backend because earlier ones refused (several others support it).
+    Fallback {
+        /// The first backend (in preference order) whose `supports` returned false.
+        refused_by: String,
+    },
+    /// A leaf (input or param) placed where its first consumer runs.
+    FirstUse(NodeId),
+    /// A view: it lives with its storage.
+    View(NodeId),
+    /// An in-place op (set_rows): it runs where the storage it writes lives.
+    InPlace(NodeId),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Pinned => f.write_str("pinned by user"),
+            Cause::FollowsInput(s) => write!(f, "follows input {s}"),
+            Cause::Weights(s) => write!(f, "weights {s} live there"),
+            Cause::OnlySupporter { refused_by } => write!(f, "only supporter (unsupported on {refused_by})"),
+            Cause::Preferred => f.write_str("preferred"),
+            Cause::Fallback { refused_by } => write!(f, "fallback (unsupported on {refused_by})"),
+            Cause::FirstUse(c) => write!(f, "first used by {c}"),
+            Cause::View(s) => write!(f, "view of {s}"),
+            Cause::InPlace(s) => write!(f, "in place on {s}"),
+        }
+    }
+}
+
+/// What a plan buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BufferRole {
+    /// Parameters (weights): uploaded once, never reused.
+    Params,
+    /// Inputs and outputs: host-visible, never reused.
+    Io,
+    /// Intermediates and copies, shared by liveness.
+    Arena,
+}
+
+impl BufferRole {
+    /// Name used in plan text.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BufferRole::Params => "params",
+            BufferRole::Io => "io",
+            BufferRole::Arena => "arena",
+        }
+    }
+
+    /// The memory kind buffers of this role are allocated in.
+    pub const fn kind(self) -> MemoryKind {
+        match self {
+            BufferRole::Params | BufferRole::Arena => MemoryKind::Device,
+            BufferRole::Io => MemoryKind::Host,
+        }
+    }
+}
+
+/// One buffer the executor allocates on a backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanBuffer {
+    /// Index of the backend (preference order).
+    pub backend: usize,
+    /// What it holds.
+    pub role: BufferRole,
+    /// Chunk number within (backend, role), when a role needs several buffers.
+    pub chunk: usize,
+    /// Size in bytes.
+    pub size: usize,
+    /// Memory kind.
+    pub kind: MemoryKind,
+    /// `backend.role` or `backend.roleN` for later chunks.
+    pub name: String,
+}
+
+/// Where a storage (or a copy of one) lives: a plan buffer index and a byte range in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Region {
+    /// Index into [`Plan::buffers`].
+    pub buffer: usize,
+    /// Byte offset (a multiple of the backend's alignment).
+    pub offset: usize,
+    /// Bytes reserved (the storage size rounded up to the alignment).
+    pub size: usize,
+}
+
+/// A copy inserted before a split: the whole storage of a tensor that lives on another backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorCopy {
+    /// The storage copied (the owning node, never a view).
+    pub storage: NodeId,
+    /// Backend the storage lives on.
+    pub from: usize,
+    /// Backend of the split that reads it.
+    pub to: usize,
+    /// `<storage-name or #id>@<backend>`.
+    pub name: String,
+    /// Bytes copied.
+    pub bytes: usize,
+    /// Source region (on `from`).
+    pub src: Region,
+    /// Destination region (on `to`).
+    pub dst: Region,
+}
+
+/// A maximal run of consecutive compute nodes on one backend, and the copies it needs first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// Backend index.
+    pub backend: usize,
+    /// Compute nodes (no leaves, no views), in topological order.
+    pub nodes: Vec<NodeId>,
+    /// Copies performed before the split runs, ordered by storage id.
+    pub copies: Vec<TensorCopy>,
+}
+
+/// The plan of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlan {
+    /// Backend index (views and in-place results: their storage's backend).
+    pub backend: usize,
+    /// Why.
+    pub cause: Cause,
+    /// The storage region, for nodes that own their storage.
+    pub region: Option<Region>,
+}
+
+/// The result of planning a graph: printable with [`Plan::to_text`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The graph's topology hash.
+    pub topology: u64,
+    /// Backend names, preference order.
+    pub backends: Vec<String>,
+    /// Per node, indexed by `NodeId`.
+    pub nodes: Vec<NodePlan>,
+    /// Splits, in execution order.
+    pub splits: Vec<Split>,
+    /// Buffers to allocate.
+    pub buffers: Vec<PlanBuffer>,
+    /// Sum of the arena buffers' sizes (intermediates and copies, with reuse).
+    pub arena_bytes: usize,
+    /// What the arenas would need without reuse (every intermediate and copy in its own region).
+    pub no_reuse_bytes: usize,
+}
+
+impl Plan {
+    /// Number of copies per step.
+    pub fn n_copies(&self) -> usize {
+        self.splits.iter().map(|s| s.copies.len()).sum()
+    }
+
+    /// Bytes copied between backends per step.
+    pub fn copy_bytes(&self) -> usize {
+        self.splits.iter().flat_map(|s| &s.copies).map(|c| c.bytes).sum()
+    }
+
+    /// Total bytes of buffers with the given role.
+    pub fn role_bytes(&self, role: BufferRole) -> usize {
+        self.buffers.iter().filter(|b| b.role == role).map(|b| b.size).sum()
+    }
+
+    /// The backend name of node `id`.
+    pub fn backend_of(&self, id: NodeId) -> &str {
+        &self.backends[self.nodes[id.index()].backend]
+    }
+
+    fn region_text(&self, r: Region) -> String {
+        format!("{}+{}", self.buffers[r.buffer].name, r.offset)
+    }
+
+    /// The plan as text: a header (splits, copies, memory), the buffers, then every node's dump line
+    /// with its backend, cause and storage, split headers and their copies in between.
+    pub fn to_text(&self, g: &Graph) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "plan: topology {:016x}, {} nodes on [{}]: {} splits, {} copies ({} B between backends per step)",
+            self.topology,
+            self.nodes.len(),
+            self.backends.join(", "),
+            self.splits.len(),
+            self.n_copies(),
+            self.copy_bytes()
+        );
+        let _ = writeln!(
+            out,
+            "memory: arena {} B (no reuse {} B), params {} B, io {} B",
+            self.arena_bytes,
+            self.no_reuse_bytes,
+            self.role_bytes(BufferRole::Params),
+            self.role_bytes(BufferRole::Io)
+        );
+        for b in &self.buffers {
+            let kind = match b.kind {
+                MemoryKind::Device => "device",
+                MemoryKind::Host => "host",
+            };
+            let _ = writeln!(out, "buffer {:<16} {:<6} {:>10} B", b.name, kind, b.size);
+        }
+        let lines: Vec<String> = g.topo_order().map(|id| graph::dump::node_line(g, id)).collect();
+        let width = lines.iter().map(String::len).max().unwrap_or(0);
+        let mut split_at = vec![None; self.nodes.len()];
+        for (i, s) in self.splits.iter().enumerate() {
+            if let Some(first) = s.nodes.first() {
+                split_at[first.index()] = Some(i);
+            }
+        }
+        for (id, line) in g.topo_order().zip(&lines) {
+            if let Some(i) = split_at[id.index()] {
+                let s = &self.splits[i];
+                let (first, last) = (s.nodes[0], s.nodes[s.nodes.len() - 1]);
+                let _ = writeln!(
+                    out,
+                    "-- split {i} on {}: {first}..{last}, {} nodes, {} copies",
+                    self.backends[s.backend],
+                    s.nodes.len(),
+                    s.copies.len()
+                );
+                for c in &s.copies {
+                    let _ = writeln!(
+                        out,
+                        "   copy {} <- {} {} -> {} ({} B)",
+                        c.name,
+                        c.storage,
+                        self.region_text(c.src),
+                        self.region_text(c.dst),
+                        c.bytes
+                    );
+                }
+            }
+            let np = &self.nodes[id.index()];
+            let place = match np.region {
+                Some(r) => self.region_text(r),
+                None => format!("-> {}", g.storage_of(id)),
+            };
+            let row = format!("{line:<width$} | {:<8} {:<40} {place}", self.backends[np.backend], np.cause.to_string());
+            out.push_str(row.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
