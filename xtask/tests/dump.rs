@@ -1,0 +1,42 @@
+//! `cargo xtask dump` end to end: the binary prints the text and DOT dumps of a fixture, and a bad
+//! fixture fails with its line number on stderr.
+
+use std::process::Command;
+
+fn xtask(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("xtask runs")
+}
+
+#[test]
+fn dump_prints_text_and_dot() {
+    let out = xtask(&["dump", "fixtures/graphs/mlp2.graph"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("graph: 10 nodes, 1 inputs, 4 params, 1 outputs"), "{text}");
+    assert!(text.contains("mul_mat") && text.contains("silu"));
+
+    let out = xtask(&["dump", "fixtures/graphs/mlp2.graph", "--format", "dot"]);
+    assert!(out.status.success());
+    let dot = String::from_utf8(out.stdout).unwrap();
+    assert!(dot.starts_with("digraph graph {") && dot.contains(" -> "));
+}
+
+#[test]
+fn dump_reports_bad_fixtures_with_their_line() {
+    let dir = std::env::temp_dir().join(format!("xtask-dump-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.graph");
+    std::fs::write(&bad, "input x f32 [4]\ny = top_k(x, k=5)\n").unwrap();
+    let out = xtask(&["dump", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2: top_k (node #1 'y'): k = 5 must be in 1..=4"), "{err}");
+    let missing = xtask(&["dump", "fixtures/graphs/does-not-exist.graph"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("reading fixtures/graphs/does-not-exist.graph"));
+}
