@@ -1,0 +1,163 @@
+//! `CpuBackend`: host buffers (64-byte aligned, both memory kinds), a rayon pool created once, and
+//! `sched::Backend` on top of the dispatcher.
+
+use crate::buffer::{ALIGN, Buffer};
+use crate::dispatch;
+use graph::{Graph, NodeId};
+use sched::{Backend, BackendError, BackendResult, BufferId, MemoryKind, SplitTask};
+
+const NAME: &str = "cpu";
+
+/// The CPU backend. Buffers of both memory kinds are ordinary host allocations, so
+/// [`Backend::host_slice`] always succeeds.
+#[derive(Debug)]
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+    buffers: Vec<Option<Buffer>>,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new()
+    }
+}
+
+impl CpuBackend {
+    /// A backend using every available core.
+    pub fn new() -> CpuBackend {
+        CpuBackend::with_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// A backend with a pool of `threads` worker threads (at least 1), created now and reused by every
+    /// `compute`. Panics only if the operating system refuses to start the threads.
+    pub fn with_threads(threads: usize) -> CpuBackend {
+        let threads = threads.max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("cpu-backend-{i}"))
+            .build()
+            .expect("starting the CPU backend's worker threads");
+        CpuBackend { pool, threads, buffers: Vec::new() }
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn err(msg: impl Into<String>) -> BackendError {
+        BackendError::Other { backend: NAME.into(), msg: msg.into() }
+    }
+
+    fn buffer(&self, id: BufferId) -> BackendResult<&Buffer> {
+        self.buffers
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Self::err(format!("unknown buffer {}", id.0)))
+    }
+
+    fn range(buf: &Buffer, id: BufferId, offset: usize, len: usize) -> BackendResult<std::ops::Range<usize>> {
+        match offset.checked_add(len) {
+            Some(end) if end <= buf.len() => Ok(offset..end),
+            _ => Err(Self::err(format!(
+                "bytes {offset}..{} are outside buffer {} of {} bytes",
+                offset.saturating_add(len),
+                id.0,
+                buf.len()
+            ))),
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn supports(&self, graph: &Graph, node: NodeId) -> bool {
+        dispatch::supports(graph, node)
+    }
+
+    fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {
+        let buf = Buffer::new(bytes).ok_or(BackendError::OutOfMemory { backend: NAME.into(), bytes, kind })?;
+        let slot = match self.buffers.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.buffers.push(None);
+                self.buffers.len() - 1
+            }
+        };
+        self.buffers[slot] = Some(buf);
+        tracing::trace!(bytes, ?kind, buffer = slot, "cpu alloc");
+        Ok(BufferId(slot as u32))
+    }
+
+    fn free(&mut self, buffer: BufferId) -> BackendResult<()> {
+        self.buffer(buffer)?;
+        self.buffers[buffer.0 as usize] = None;
+        Ok(())
+    }
+
+    fn upload(&mut self, buffer: BufferId, offset: usize, data: &[u8]) -> BackendResult<()> {
+        let buf = self.buffer(buffer)?;
+        let r = Self::range(buf, buffer, offset, data.len())?;
+        let buf = self.buffers[buffer.0 as usize].as_mut().expect("checked above");
+        buf.bytes_mut()[r].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn download(&mut self, buffer: BufferId, offset: usize, out: &mut [u8]) -> BackendResult<()> {
+        let buf = self.buffer(buffer)?;
+        let r = Self::range(buf, buffer, offset, out.len())?;
+        out.copy_from_slice(&buf.bytes()[r]);
+        Ok(())
+    }
+
+    fn compute(&mut self, task: SplitTask<'_>) -> BackendResult<()> {
+        let _span = tracing::debug_span!("cpu_compute", nodes = task.nodes.len(), threads = self.threads).entered();
+        let buffers = &self.buffers;
+        self.pool.install(|| {
+            for &id in task.nodes {
+                dispatch::run(task.graph, id, task.bindings, buffers)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn synchronize(&mut self) -> BackendResult<()> {
+        Ok(())
+    }
+
+    fn host_slice(&self, buffer: BufferId, offset: usize, len: usize) -> Option<&[u8]> {
+        let buf = self.buffer(buffer).ok()?;
+        let r = Self::range(buf, buffer, offset, len).ok()?;
+        Some(&buf.bytes()[r])
+    }
+
+    fn copy_within(
+        &mut self,
+        src: BufferId,
+        src_offset: usize,
+        dst: BufferId,
+        dst_offset: usize,
+        len: usize,
+    ) -> BackendResult<()> {
+        let rs = Self::range(self.buffer(src)?, src, src_offset, len)?;
+        let rd = Self::range(self.buffer(dst)?, dst, dst_offset, len)?;
+        if src == dst {
+            let buf = self.buffers[src.0 as usize].as_mut().expect("checked above");
+            buf.bytes_mut().copy_within(rs, rd.start);
+        } else {
+            let s = self.buffers[src.0 as usize].as_ref().expect("checked above").ptr();
+            let d = self.buffers[dst.0 as usize].as_ref().expect("checked above").ptr();
+            // SAFETY: both ranges were bounds-checked and the buffers are distinct allocations.
+            unsafe { std::ptr::copy_nonoverlapping(s.add(rs.start), d.add(rd.start), len) };
+        }
+        Ok(())
+    }
+
+    fn alignment(&self) -> usize {
+        ALIGN
+    }
+}

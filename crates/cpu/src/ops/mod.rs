@@ -1,0 +1,110 @@
+//! The kernels, one module per op family (the same names as the Vulkan host code and shaders), and
+//! the `Op` -> kernel map.
+
+mod binary;
+mod copy;
+mod cumsum;
+mod fill;
+mod mul_mat;
+mod norm;
+mod random;
+mod reduce;
+mod rope;
+mod rows;
+mod scatter;
+mod softmax;
+mod sort;
+mod unary;
+
+use crate::error::CpuError;
+use crate::tensor::TensorRef;
+use graph::{Node, NodeId, Op};
+
+/// One node's compute context: the node, its destination and its sources (in `Op` order).
+#[derive(Debug)]
+pub(crate) struct K<'a> {
+    /// The node's id (for errors).
+    #[allow(dead_code)]
+    pub id: NodeId,
+    /// The node.
+    pub node: &'a Node,
+    /// Where it writes.
+    pub dst: TensorRef,
+    /// What it reads.
+    pub srcs: Vec<TensorRef>,
+}
+
+/// Runs the kernel for `k.node.op`.
+pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
+    match k.node.op {
+        Op::Input | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(()),
+        Op::Cont | Op::Cast => copy::cont_cast(k),
+        Op::Unary(u) => unary::unary(k, u),
+        Op::Scale { scale, bias } => unary::scale(k, scale, bias),
+        Op::Clamp { min, max } => unary::clamp(k, min, max),
+        Op::Binary(b) => binary::binary(k, b),
+        Op::Compare(c) => binary::compare(k, c),
+        Op::Where => binary::where_(k),
+        Op::Fill { value } => fill::fill(k, value),
+        Op::Arange { start, step } => fill::arange(k, start, step),
+        Op::GetRows => rows::get_rows(k),
+        Op::SetRows => rows::set_rows(k),
+        Op::ScatterAdd => scatter::scatter_add(k),
+        Op::MulMat => mul_mat::mul_mat(k),
+        Op::RmsNorm { eps } => norm::rms_norm(k, eps),
+        Op::Rope { n_dims, mode, freq_base, freq_scale } => rope::rope(k, n_dims, mode, freq_base, freq_scale),
+        Op::SoftMax { scale } => softmax::soft_max(k, scale),
+        Op::SumRows => reduce::sum_rows(k),
+        Op::MaxRows => reduce::max_rows(k),
+        Op::Argmax => reduce::argmax(k),
+        Op::Argsort { order } => sort::argsort(k, order),
+        Op::TopK { k: n } => sort::top_k(k, n as usize),
+        Op::Cumsum => cumsum::cumsum(k),
+        Op::RandomUniform { stream } => random::random_uniform(k, stream),
+    }
+}
+
+/// Calls `f(row_index, scratch)` for every row of `dst` in parallel blocks, with per-block scratch
+/// of `scratch_len` f32 values; `work` is the cost of one row.
+pub(crate) fn for_rows(
+    dst: &TensorRef,
+    work: usize,
+    scratch_len: usize,
+    f: impl Fn([usize; 3], &mut [f32]) + Sync + Send,
+) {
+    let d = *dst;
+    crate::par::for_blocks(d.nrows(), work, |range| {
+        let mut scratch = vec![0.0f32; scratch_len];
+        for r in range {
+            f(d.row_index(r), &mut scratch);
+        }
+    });
+}
+
+/// Runs `f(row, input_row_f32, output_row_f32)` for each row of an element-wise or row-wise op whose
+/// first source has the destination's shape (any dtype, any strides) and whose destination is a float
+/// tensor; conversions and gathers go through scratch only when needed.
+pub(crate) fn map_rows(k: &K<'_>, f: impl Fn([usize; 3], &[f32], &mut [f32]) + Sync + Send) {
+    let (s, d) = (k.srcs[0], k.dst);
+    let n = d.ne[0];
+    let direct_in = s.dtype == graph::DType::F32 && s.ne[0] == n && s.rows_contiguous();
+    let direct_out = d.dtype == graph::DType::F32;
+    for_rows(&d, n, 2 * n, |r, scratch| {
+        let (a, b) = scratch.split_at_mut(n);
+        // SAFETY: rows of `s` are valid for reads; row `r` of `d` is written by this call only.
+        unsafe {
+            let x: &[f32] = if direct_in {
+                s.row::<f32>([r[0] % s.ne[1], r[1] % s.ne[2], r[2] % s.ne[3]])
+            } else {
+                crate::tensor::gather_f32(&s, r, a);
+                a
+            };
+            if direct_out {
+                f(r, x, d.row_mut::<f32>(r));
+            } else {
+                f(r, x, b);
+                crate::tensor::store_f32(d.dtype, d.row_ptr(r), b);
+            }
+        }
+    });
+}

@@ -1,0 +1,186 @@
+//! `mul_mat`: `out[i, j] = sum_k a[k, i] * b[k, j]`, `a` f32/f16/bf16 (weights), `b` f32, out f32;
+//! `a`'s batch index is `b`'s divided by the broadcast ratio (ggml's rule).
+//!
+//! Blocked: the work is cut into tasks of `ROWS` rows of `a` (times one batch); an f16/bf16 block is
+//! converted to f32 once per task and reused for every column of `b`. Inside a task, register tiles
+//! of 4 rows x 2 columns (or 8 rows x 1 column for a matrix-vector product) accumulate 8-lane partial
+//! sums with FMA when the CPU has it, so each loaded `a` value serves several columns.
+
+// Indexed lane loops are deliberate: they are the shape LLVM turns into SIMD.
+#![allow(clippy::needless_range_loop)]
+
+use super::K;
+use crate::error::CpuError;
+use crate::math::{fma, multiversion};
+use crate::tensor::{TensorRef, load_f32};
+use graph::DType;
+
+/// Rows of `a` per task.
+const ROWS: usize = 16;
+
+#[inline(always)]
+fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; 16];
+    let mut ac = a.chunks_exact(16);
+    let mut bc = b.chunks_exact(16);
+    for (x, y) in (&mut ac).zip(&mut bc) {
+        for l in 0..16 {
+            acc[l] = fma::<FMA>(x[l], y[l], acc[l]);
+        }
+    }
+    let mut s = 0.0;
+    for (x, y) in ac.remainder().iter().zip(bc.remainder()) {
+        s += x * y;
+    }
+    s + acc.iter().sum::<f32>()
+}
+multiversion!(
+    /// Dot product of two f32 slices.
+    fn dot(a: &[f32], b: &[f32]) -> f32 => dot_body
+);
+
+#[inline(always)]
+fn tile_4x2_body<const FMA: bool>(a: &[&[f32]; 4], b: &[&[f32]; 2]) -> [[f32; 2]; 4] {
+    let n = b[0].len();
+    let mut acc = [[[0.0f32; 8]; 2]; 4];
+    let full = n / 8 * 8;
+    let mut i = 0;
+    while i < full {
+        let bv: [&[f32]; 2] = [&b[0][i..i + 8], &b[1][i..i + 8]];
+        for r in 0..4 {
+            let av = &a[r][i..i + 8];
+            for c in 0..2 {
+                for l in 0..8 {
+                    acc[r][c][l] = fma::<FMA>(av[l], bv[c][l], acc[r][c][l]);
+                }
+            }
+        }
+        i += 8;
+    }
+    let mut out = [[0.0f32; 2]; 4];
+    for r in 0..4 {
+        for c in 0..2 {
+            let mut s: f32 = acc[r][c].iter().sum();
+            for t in full..n {
+                s += a[r][t] * b[c][t];
+            }
+            out[r][c] = s;
+        }
+    }
+    out
+}
+multiversion!(
+    /// Four rows of `a` times two columns of `b`.
+    fn tile_4x2(a: &[&[f32]; 4], b: &[&[f32]; 2]) -> [[f32; 2]; 4] => tile_4x2_body
+);
+
+#[inline(always)]
+fn tile_8x1_body<const FMA: bool>(a: &[&[f32]; 8], b: &[f32]) -> [f32; 8] {
+    let n = b.len();
+    let mut acc = [[0.0f32; 8]; 8];
+    let full = n / 8 * 8;
+    let mut i = 0;
+    while i < full {
+        let bv = &b[i..i + 8];
+        for r in 0..8 {
+            let av = &a[r][i..i + 8];
+            for l in 0..8 {
+                acc[r][l] = fma::<FMA>(av[l], bv[l], acc[r][l]);
+            }
+        }
+        i += 8;
+    }
+    let mut out = [0.0f32; 8];
+    for r in 0..8 {
+        let mut s: f32 = acc[r].iter().sum();
+        for t in full..n {
+            s += a[r][t] * b[t];
+        }
+        out[r] = s;
+    }
+    out
+}
+multiversion!(
+    /// Eight rows of `a` times one column of `b`.
+    fn tile_8x1(a: &[&[f32]; 8], b: &[f32]) -> [f32; 8] => tile_8x1_body
+);
+
+/// Writes `v` at `out[i, j]` of batch `(b2, b3)`.
+///
+/// # Safety
+/// The element must be written by no one else concurrently.
+#[inline]
+unsafe fn put(d: &TensorRef, i: usize, j: usize, b2: usize, b3: usize, v: f32) {
+    // SAFETY: forwarded.
+    unsafe { *(d.ptr(i, j, b2, b3) as *mut f32) = v };
+}
+
+pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
+    let (a, b, d) = (k.srcs[0], k.srcs[1], k.dst);
+    let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let batches = b.ne[2] * b.ne[3];
+    let blocks = m.div_ceil(ROWS);
+    let convert = a.dtype != DType::F32;
+    crate::par::for_blocks(batches * blocks, ROWS * kk * n, |range| {
+        let mut scratch = if convert { vec![0.0f32; ROWS * kk] } else { Vec::new() };
+        for t in range {
+            let (batch, blk) = (t / blocks, t % blocks);
+            let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
+            let (a2, a3) = (b2 / r2, b3 / r3);
+            let rows = blk * ROWS..((blk + 1) * ROWS).min(m);
+            // SAFETY: `a` and `b` have contiguous rows (builder rule) and are valid for reads; each task
+            // writes its own rows `rows` of `out` for its batch only.
+            unsafe {
+                let a_rows: Vec<&[f32]> = if convert {
+                    for (q, i) in rows.clone().enumerate() {
+                        load_f32(a.dtype, a.ptr(0, i, a2, a3), &mut scratch[q * kk..(q + 1) * kk]);
+                    }
+                    scratch.chunks_exact(kk).take(rows.len()).collect()
+                } else {
+                    rows.clone().map(|i| a.row::<f32>([i, a2, a3])).collect()
+                };
+                let b_col = |j: usize| b.row::<f32>([j, b2, b3]);
+                let i0 = rows.start;
+                let mut q = 0;
+                if n == 1 {
+                    let bc = b_col(0);
+                    while q + 8 <= a_rows.len() {
+                        let tile: &[&[f32]; 8] = a_rows[q..q + 8].try_into().expect("8 rows");
+                        for (r, v) in tile_8x1(tile, bc).into_iter().enumerate() {
+                            put(&d, i0 + q + r, 0, b2, b3, v);
+                        }
+                        q += 8;
+                    }
+                } else {
+                    while q + 4 <= a_rows.len() {
+                        let tile: &[&[f32]; 4] = a_rows[q..q + 4].try_into().expect("4 rows");
+                        let mut j = 0;
+                        while j + 2 <= n {
+                            let out = tile_4x2(tile, &[b_col(j), b_col(j + 1)]);
+                            for (r, row) in out.iter().enumerate() {
+                                put(&d, i0 + q + r, j, b2, b3, row[0]);
+                                put(&d, i0 + q + r, j + 1, b2, b3, row[1]);
+                            }
+                            j += 2;
+                        }
+                        if j < n {
+                            for r in 0..4 {
+                                put(&d, i0 + q + r, j, b2, b3, dot(tile[r], b_col(j)));
+                            }
+                        }
+                        q += 4;
+                    }
+                }
+                for (r, ar) in a_rows.iter().enumerate().skip(q) {
+                    for j in 0..n {
+                        put(&d, i0 + r, j, b2, b3, dot(ar, b_col(j)));
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
