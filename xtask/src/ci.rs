@@ -12,8 +12,9 @@ use std::process::Command;
 
 /// Debian packages the suite needs: cmake and libclang for `ggml-sys-bleedingedge`; the Vulkan loader,
 /// the lavapipe software driver and the validation layers for the Vulkan tests; glslc and spirv-tools
-/// for the shader drift test.
+/// for the shader drift test; graphviz to check that DOT dumps render.
 const PACKAGES: &[&str] = &[
+    "graphviz",
     "cmake",
     "libclang-dev",
     "clang",

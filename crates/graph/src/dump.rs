@@ -62,7 +62,7 @@ fn dot_escape(s: &str) -> String {
 /// A Graphviz DOT rendering: one box per node (op, dtype, shape, name), inputs and params as
 /// ellipses, outputs bold, views dashed; edges from sources to users labelled with the source slot.
 pub fn to_dot(g: &Graph) -> String {
-    let mut out = String::from("digraph graph {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
+    let mut out = String::from("digraph G {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
     for (id, n) in g.nodes() {
         let mut label = format!("{id} {}\\n{} {}", dot_escape(&n.op.to_string()), n.dtype, n.layout.ne);
         if let Some(name) = &n.name {

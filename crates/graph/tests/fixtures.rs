@@ -34,7 +34,7 @@ fn dot_dump_is_well_formed() {
     for path in fixtures() {
         let g = parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let dot = graph::dump::to_dot(&g);
-        assert!(dot.starts_with("digraph graph {") && dot.ends_with("}\n"));
+        assert!(dot.starts_with("digraph G {") && dot.ends_with("}\n"));
         let edges = dot.lines().filter(|l| l.contains(" -> ")).count();
         let expected: usize = g.nodes().map(|(_, n)| n.srcs.len()).sum();
         assert_eq!(edges, expected, "{}", path.display());
