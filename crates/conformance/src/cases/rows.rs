@@ -1,0 +1,381 @@
+//! Cases for indexing (get_rows, set_rows, scatter_add), mul_mat, rms_norm, rope, soft_max, the row
+//! reductions and orderings (sum/max rows, argmax, argsort, top_k), cumsum and random_uniform: edge
+//! row lengths (1, 31, 32, 33, 4095, 4096, 4097, 151936, 262144) at batch 1 and a few at batch 64,
+//! every float dtype, padded-row sources, ties and `-inf` rows.
+
+use super::elementwise::{Src, source};
+use super::{Builder, Case, EDGE_SIZES, FLOATS};
+use crate::compare::{Cmp, IndexKind, Tol};
+use crate::generate::Gen;
+use graph::{DType, GraphError, NodeId, RopeMode, SortOrder};
+
+fn dt(d: DType) -> &'static str {
+    d.name()
+}
+
+fn logits(b: &mut Builder, d: DType, n: usize, rows: usize, src: Src, vals_gen: Gen) -> Result<NodeId, GraphError> {
+    source(b, "x", d, [n, rows, 1, 1], src, vals_gen)
+}
+
+/// The rows of the ordering cases: (length, batch).
+fn order_shapes() -> Vec<(usize, usize)> {
+    let mut s: Vec<(usize, usize)> = EDGE_SIZES.iter().map(|&n| (n, 1)).collect();
+    s.extend([(33, 64), (4097, 64)]);
+    s
+}
+
+/// Summation tolerance for `n` terms of magnitude at most 1: f32 rounding grows like `sqrt(n)` for
+/// blocked/pairwise sums; this allows a generous multiple of it.
+fn sum_tol(n: usize) -> Tol {
+    Tol::new(1e-6 + 4e-7 * (n as f64).sqrt() * 8.0, 2e-6)
+}
+
+/// Every row-op case.
+pub fn cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    indexing(&mut v);
+    linear(&mut v);
+    softmax(&mut v);
+    reductions(&mut v);
+    orderings(&mut v);
+    random(&mut v);
+    v
+}
+
+fn indexing(v: &mut Vec<Case>) {
+    for d in DType::ALL {
+        for src in [Src::Contig, Src::Window] {
+            v.push(Case::new(format!("rows/get_rows/{}/{}", dt(d), src.name()), move |b| {
+                let vals_gen = if d == DType::I32 { Gen::Ints(-100, 100) } else { Gen::Uniform(-2.0, 2.0) };
+                let a = source(b, "a", d, [33, 10, 2, 1], src, vals_gen)?;
+                let ids = b.input("ids", DType::I32, &[7, 2], Gen::Ints(0, 10))?;
+                let y = b.g.get_rows(a, ids)?;
+                b.check(y, Cmp::Exact);
+                Ok(())
+            }));
+        }
+    }
+    v.push(Case::new("rows/get_rows/f32/vocab-row", |b| {
+        let a = b.input("emb", DType::F32, &[4097, 300], Gen::Uniform(-1.0, 1.0))?;
+        let ids = b.input("ids", DType::I32, &[9], Gen::Ints(0, 300))?;
+        let y = b.g.get_rows(a, ids)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    }));
+    let mut pairs: Vec<(DType, DType)> = FLOATS.iter().flat_map(|&a| FLOATS.iter().map(move |&b| (a, b))).collect();
+    pairs.push((DType::I32, DType::I32));
+    for (dd, dv) in pairs {
+        v.push(Case::new(format!("rows/set_rows/{}<-{}", dt(dd), dt(dv)), move |b| {
+            let vals_gen = |d: DType| if d == DType::I32 { Gen::Ints(-100, 100) } else { Gen::Uniform(-2.0, 2.0) };
+            let dst = b.input("dst", dd, &[33, 16, 2], vals_gen(dd))?;
+            let vals = b.input("vals", dv, &[33, 5, 2], vals_gen(dv))?;
+            let ids = b.input("ids", DType::I32, &[5, 2], Gen::Distinct(16))?;
+            let upd = b.g.set_rows(dst, vals, ids)?;
+            let y = b.g.cont(upd)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+    }
+    v.push(Case::new("rows/set_rows/f32/window-dst-then-read", |b| {
+        // dst is a padded window of a cache; the rows written are read back through a later view.
+        let cache = b.input("cache", DType::F32, &[40, 20], Gen::Uniform(-1.0, 1.0))?;
+        let dst = b.g.view(cache, &[32, 16], &[4, 160], 16)?;
+        let vals = b.input("vals", DType::F32, &[32, 3], Gen::Uniform(5.0, 6.0))?;
+        let ids = b.input("ids", DType::I32, &[3], Gen::Distinct(16))?;
+        let upd = b.g.set_rows(dst, vals, ids)?;
+        let win = b.g.view(upd, &[32, 16], &[4, 160], 0)?;
+        let all = b.g.scale(win, 2.0)?;
+        b.check(all, Cmp::Exact);
+        Ok(())
+    }));
+    for (constant, what) in [(false, "values"), (true, "constant")] {
+        v.push(Case::new(format!("rows/scatter_add/{what}"), move |b| {
+            let base = b.input("base", DType::F32, &[100, 4, 2], Gen::Levels(5, 0.0, 4.0))?;
+            // ids include -1 (padding), ids past the end, and repeats.
+            let ids = b.input("ids", DType::I32, &[64, 4, 2], Gen::Ints(-1, 102))?;
+            let vals = if constant {
+                b.input("one", DType::F32, &[1], Gen::Levels(2, 1.0, 2.0))?
+            } else {
+                b.input("vals", DType::F32, &[64, 4, 2], Gen::Uniform(-1.0, 1.0))?
+            };
+            let y = b.g.scatter_add(base, ids, vals)?;
+            b.check(y, Cmp::Close(Tol::new(1e-6, 1e-6)));
+            Ok(())
+        }));
+    }
+}
+
+fn linear(v: &mut Vec<Case>) {
+    let shapes: [([usize; 4], [usize; 4], &str); 5] = [
+        ([64, 33, 1, 1], [64, 5, 1, 1], "64x33x5"),
+        ([4097, 7, 1, 1], [4097, 3, 1, 1], "k4097"),
+        ([32, 16, 2, 1], [32, 9, 4, 3], "broadcast"),
+        ([1, 3, 1, 1], [1, 1, 1, 1], "k1"),
+        ([256, 128, 1, 1], [256, 32, 1, 1], "256x128x32"),
+    ];
+    for d in FLOATS {
+        for (sa, sb, what) in shapes {
+            v.push(Case::new(format!("mul_mat/{}/{what}", dt(d)), move |b| {
+                let a = b.param("a", d, &sa, Gen::Uniform(-1.0, 1.0))?;
+                let x = b.input("b", DType::F32, &sb, Gen::Uniform(-1.0, 1.0))?;
+                let y = b.g.mul_mat(a, x)?;
+                b.check(y, Cmp::Close(Tol::new(2e-7 * sa[0] as f64, 1e-5)));
+                Ok(())
+            }));
+        }
+    }
+    v.push(Case::new("mul_mat/f32/window-sources", |b| {
+        let a = source(b, "a", DType::F32, [48, 10, 1, 1], Src::Window, Gen::Uniform(-1.0, 1.0))?;
+        let x = source(b, "b", DType::F32, [48, 6, 1, 1], Src::Window, Gen::Uniform(-1.0, 1.0))?;
+        let y = b.g.mul_mat(a, x)?;
+        b.check(y, Cmp::Close(Tol::new(1e-5, 1e-5)));
+        Ok(())
+    }));
+    for d in FLOATS {
+        for (n, src) in [(33, Src::Contig), (4096, Src::Contig), (4097, Src::Window)] {
+            v.push(Case::new(format!("norm/rms_norm/{}/{n}/{}", dt(d), src.name()), move |b| {
+                let x = source(b, "x", d, [n, 5, 2, 1], src, Gen::Uniform(-3.0, 3.0))?;
+                let y = b.g.rms_norm(x, 1e-5)?;
+                b.check(y, Cmp::Close(Tol::new(1e-6, 1e-5)));
+                Ok(())
+            }));
+        }
+    }
+    for mode in [RopeMode::Normal, RopeMode::Neox] {
+        for (head, n_dims, base, fscale) in [(64, 64, 10000.0, 1.0), (128, 64, 500000.0, 0.5), (32, 2, 10.0, 1.0)] {
+            v.push(Case::new(format!("rope/{}/{head}/{n_dims}/{base}/{fscale}", mode.name()), move |b| {
+                let x = b.input("x", DType::F32, &[head, 4, 7], Gen::Uniform(-2.0, 2.0))?;
+                let pos = b.input("pos", DType::I32, &[7], Gen::Ints(0, 300))?;
+                let y = b.g.rope(x, pos, n_dims, mode, base, fscale)?;
+                b.check(y, Cmp::Close(Tol::new(2e-4, 1e-4)));
+                Ok(())
+            }));
+        }
+    }
+}
+
+fn softmax(v: &mut Vec<Case>) {
+    let tol = Tol::new(1e-9, 2e-5);
+    for (n, rows) in order_shapes() {
+        v.push(Case::new(format!("softmax/f32/{n}x{rows}"), move |b| {
+            let x = logits(b, DType::F32, n, rows, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+            let y = b.g.soft_max(x, None, 1.0)?;
+            b.check(y, Cmp::Close(tol));
+            Ok(())
+        }));
+    }
+    v.push(Case::new("softmax/f32/151936x64", move |b| {
+        let x = logits(b, DType::F32, 151_936, 64, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+        let y = b.g.soft_max(x, None, 1.0)?;
+        b.check(y, Cmp::Close(tol));
+        Ok(())
+    }));
+    for d in FLOATS {
+        v.push(Case::new(format!("softmax/{}/4097x3/window/scale", dt(d)), move |b| {
+            let x = logits(b, d, 4097, 3, Src::Window, Gen::Uniform(-10.0, 10.0))?;
+            let y = b.g.soft_max(x, None, 0.7)?;
+            b.check(y, Cmp::Close(tol));
+            Ok(())
+        }));
+    }
+    for dm in [DType::F32, DType::F16] {
+        v.push(Case::new(format!("softmax/f32/mask-{}", dt(dm)), move |b| {
+            let x = b.input("x", DType::F32, &[67, 5, 6], Gen::Uniform(-5.0, 5.0))?;
+            // Causal-looking mask with -inf, more rows than x (extra rows unused), broadcast over ne[2].
+            let m = b.input("mask", dm, &[67, 8, 2], Gen::with_special(-1.0, 1.0, 3, 1, f64::NEG_INFINITY))?;
+            let y = b.g.soft_max(x, Some(m), 0.125)?;
+            b.check(y, Cmp::Close(tol));
+            Ok(())
+        }));
+    }
+    v.push(Case::new("softmax/f32/neg-inf-rows", move |b| {
+        // Row 0: all -inf (gives NaN); row 1: one finite entry; rows 2-3: sparse -inf.
+        let x = b.input(
+            "x",
+            DType::F32,
+            &[40, 4],
+            Gen::func(|rng, idx| match idx[1] {
+                0 => f64::NEG_INFINITY,
+                1 if idx[0] != 17 => f64::NEG_INFINITY,
+                _ if idx[0] % 4 == 0 => f64::NEG_INFINITY,
+                _ => rng.unit() * 4.0,
+            }),
+        )?;
+        let y = b.g.soft_max(x, None, 1.0)?;
+        b.check(y, Cmp::Close(tol));
+        Ok(())
+    }));
+}
+
+fn reductions(v: &mut Vec<Case>) {
+    for &n in &EDGE_SIZES {
+        v.push(Case::new(format!("reduce/sum_rows/f32/{n}"), move |b| {
+            let x = logits(b, DType::F32, n, 2, Src::Contig, Gen::Uniform(-1.0, 1.0))?;
+            let y = b.g.sum_rows(x)?;
+            b.check(y, Cmp::Close(sum_tol(n)));
+            Ok(())
+        }));
+        v.push(Case::new(format!("reduce/max_rows/f32/{n}"), move |b| {
+            let x = logits(b, DType::F32, n, 2, Src::Contig, Gen::Uniform(-1.0, 1.0))?;
+            let y = b.g.max_rows(x)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+        v.push(Case::new(format!("cumsum/f32/{n}"), move |b| {
+            // Probabilities-like positive entries: prefix sums grow, error grows like sqrt(n).
+            let x = logits(b, DType::F32, n, 2, Src::Contig, Gen::Uniform(0.0, 1.0))?;
+            let y = b.g.cumsum(x)?;
+            b.check(y, Cmp::Close(Tol::new(1e-6, 1e-6 + 4e-7 * (n as f64).sqrt())));
+            Ok(())
+        }));
+    }
+    v.push(Case::new("cumsum/f32/151936x64", |b| {
+        let x = logits(b, DType::F32, 151_936, 64, Src::Contig, Gen::Uniform(0.0, 1.0))?;
+        let y = b.g.cumsum(x)?;
+        b.check(y, Cmp::Close(Tol::new(1e-6, 1e-6 + 4e-7 * 151_936f64.sqrt())));
+        Ok(())
+    }));
+    v.push(Case::new("cumsum/f32/4097x64", |b| {
+        let x = logits(b, DType::F32, 4097, 64, Src::Contig, Gen::Uniform(0.0, 1.0))?;
+        let y = b.g.cumsum(x)?;
+        b.check(y, Cmp::Close(Tol::new(1e-6, 1e-6 + 4e-7 * 4097f64.sqrt())));
+        Ok(())
+    }));
+    for d in FLOATS {
+        for src in [Src::Contig, Src::Window] {
+            v.push(Case::new(format!("reduce/sum_max_cumsum/{}/{}", dt(d), src.name()), move |b| {
+                let x = source(b, "x", d, [4097, 3, 2, 1], src, Gen::Uniform(-1.0, 1.0))?;
+                let s = b.g.sum_rows(x)?;
+                let m = b.g.max_rows(x)?;
+                let c = b.g.cumsum(x)?;
+                b.check(s, Cmp::Close(sum_tol(4097)));
+                b.check(m, Cmp::Exact);
+                b.check(c, Cmp::Close(sum_tol(4097)));
+                Ok(())
+            }));
+        }
+    }
+    v.push(Case::new("reduce/specials/f32", |b| {
+        // Row 0 has a NaN (max and sum propagate it), row 1 is all -inf, row 2 has +inf.
+        let x = b.input(
+            "x",
+            DType::F32,
+            &[9, 3],
+            Gen::func(|rng, idx| match (idx[1], idx[0]) {
+                (0, 4) => f64::NAN,
+                (1, _) => f64::NEG_INFINITY,
+                (2, 2) => f64::INFINITY,
+                _ => rng.unit(),
+            }),
+        )?;
+        let s = b.g.sum_rows(x)?;
+        let m = b.g.max_rows(x)?;
+        b.check(s, Cmp::Close(sum_tol(9)));
+        b.check(m, Cmp::Exact);
+        Ok(())
+    }));
+}
+
+fn indices(b: &mut Builder, y: NodeId, x: NodeId, kind: IndexKind) {
+    b.check(y, Cmp::Indices { keys: x, kind, tol: Tol::new(0.0, 0.0) });
+}
+
+fn orderings(v: &mut Vec<Case>) {
+    for (n, rows) in order_shapes() {
+        v.push(Case::new(format!("reduce/argmax/f32/{n}x{rows}"), move |b| {
+            let x = logits(b, DType::F32, n, rows, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+            let y = b.g.argmax(x)?;
+            indices(b, y, x, IndexKind::Argmax);
+            Ok(())
+        }));
+        for k in [1, 40, 1000] {
+            if k > n || (k == 1000 && (rows > 1 || n < 4096)) {
+                continue;
+            }
+            v.push(Case::new(format!("sort/top_k/f32/{n}x{rows}/k{k}"), move |b| {
+                let x = logits(b, DType::F32, n, rows, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+                let y = b.g.top_k(x, k)?;
+                indices(b, y, x, IndexKind::TopK);
+                Ok(())
+            }));
+        }
+        if n <= 4097 || rows == 1 {
+            for order in [SortOrder::Asc, SortOrder::Desc] {
+                if n > 4097 && order == SortOrder::Asc {
+                    continue;
+                }
+                v.push(Case::new(format!("sort/argsort/f32/{n}x{rows}/{}", order.name()), move |b| {
+                    let x = logits(b, DType::F32, n, rows, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+                    let y = b.g.argsort(x, order)?;
+                    indices(b, y, x, IndexKind::Argsort(order));
+                    Ok(())
+                }));
+            }
+        }
+    }
+    // The sampling hot path at full size: a 151936 vocabulary at batch 64.
+    v.push(Case::new("reduce/argmax/f32/151936x64", |b| {
+        let x = logits(b, DType::F32, 151_936, 64, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+        let y = b.g.argmax(x)?;
+        indices(b, y, x, IndexKind::Argmax);
+        Ok(())
+    }));
+    v.push(Case::new("sort/top_k/f32/151936x64/k40", |b| {
+        let x = logits(b, DType::F32, 151_936, 64, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
+        let y = b.g.top_k(x, 40)?;
+        indices(b, y, x, IndexKind::TopK);
+        Ok(())
+    }));
+    for d in FLOATS {
+        v.push(Case::new(format!("sort/all/{}/window", dt(d)), move |b| {
+            let x = logits(b, d, 4097, 4, Src::Window, Gen::Uniform(-10.0, 10.0))?;
+            let am = b.g.argmax(x)?;
+            let tk = b.g.top_k(x, 40)?;
+            let asc = b.g.argsort(x, SortOrder::Asc)?;
+            indices(b, am, x, IndexKind::Argmax);
+            indices(b, tk, x, IndexKind::TopK);
+            indices(b, asc, x, IndexKind::Argsort(SortOrder::Asc));
+            Ok(())
+        }));
+        // Heavy ties: the op docs fix the order (argmax lowest index, argsort stable, top_k lower index
+        // first), so these compare exactly.
+        v.push(Case::new(format!("sort/ties/{}", dt(d)), move |b| {
+            let x = logits(b, d, 4097, 3, Src::Contig, Gen::Levels(7, -3.0, 3.0))?;
+            let am = b.g.argmax(x)?;
+            let tk = b.g.top_k(x, 100)?;
+            let asc = b.g.argsort(x, SortOrder::Asc)?;
+            let desc = b.g.argsort(x, SortOrder::Desc)?;
+            for y in [am, tk, asc, desc] {
+                b.check(y, Cmp::Exact);
+            }
+            Ok(())
+        }));
+    }
+    v.push(Case::new("sort/neg-inf/f32", |b| {
+        // Masked logits: most entries -inf (a top_k after a filter); one row entirely -inf.
+        let x = b.input(
+            "x",
+            DType::F32,
+            &[300, 3],
+            Gen::func(|rng, idx| if idx[1] == 2 || idx[0] % 10 != 3 { f64::NEG_INFINITY } else { rng.unit() }),
+        )?;
+        let am = b.g.argmax(x)?;
+        let tk = b.g.top_k(x, 40)?;
+        let ds = b.g.argsort(x, SortOrder::Desc)?;
+        indices(b, am, x, IndexKind::Argmax);
+        indices(b, tk, x, IndexKind::TopK);
+        indices(b, ds, x, IndexKind::Argsort(SortOrder::Desc));
+        Ok(())
+    }));
+}
+
+fn random(v: &mut Vec<Case>) {
+    for (n, rows, stream) in [(1, 1, 0), (33, 5, 0), (4097, 3, 2), (262_144, 1, 1)] {
+        v.push(Case::new(format!("random/uniform/{n}x{rows}/stream{stream}"), move |b| {
+            let keys = b.input("keys", DType::I32, &[4, rows], Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX)))?;
+            let y = b.g.random_uniform(keys, n, stream)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+    }
+}

@@ -1,0 +1,277 @@
+//! Comparators: how one output of a case is checked against the oracle's, and the worst error seen.
+//!
+//! Every comparison reports a *ratio*: the largest `error / allowed` over the elements (0 for a
+//! perfect match, at most 1 for a pass, infinity for a structural failure such as a wrong NaN, an
+//! index out of range or a repeated index).
+
+use graph::{DType, NodeId, SortOrder};
+use std::fmt;
+
+/// An error bound: `|got - want| <= abs + rel * |want|`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tol {
+    /// Absolute part.
+    pub abs: f64,
+    /// Relative part (relative to the oracle's value).
+    pub rel: f64,
+}
+
+impl Tol {
+    /// A tolerance.
+    pub const fn new(abs: f64, rel: f64) -> Tol {
+        Tol { abs, rel }
+    }
+
+    /// This tolerance widened to what a result stored as `dtype` can honour: two units in the last
+    /// place of f16 (`2^-9` relative) or bf16 (`2^-6`), with an absolute floor for subnormals.
+    pub fn for_dtype(self, dtype: DType) -> Tol {
+        let (abs, rel) = match dtype {
+            DType::F16 => (1e-6, 2f64.powi(-9)),
+            DType::BF16 => (1e-6, 2f64.powi(-6)),
+            DType::F32 | DType::I32 => (0.0, 0.0),
+        };
+        Tol { abs: self.abs.max(abs), rel: self.rel.max(rel) }
+    }
+
+    /// `error / allowed` for one pair of values (NaN matches NaN, infinities match exactly).
+    pub fn ratio(&self, got: f64, want: f64) -> f64 {
+        if got.is_nan() || want.is_nan() {
+            return if got.is_nan() && want.is_nan() { 0.0 } else { f64::INFINITY };
+        }
+        if got == want {
+            return 0.0;
+        }
+        if got.is_infinite() || want.is_infinite() {
+            return f64::INFINITY;
+        }
+        let allowed = self.abs + self.rel * want.abs();
+        let err = (got - want).abs();
+        if allowed == 0.0 { f64::INFINITY } else { err / allowed }
+    }
+}
+
+impl fmt::Display for Tol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "abs {:e} rel {:e}", self.abs, self.rel)
+    }
+}
+
+/// Which ordering an index output encodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    /// One index per row: the position of the maximum.
+    Argmax,
+    /// A permutation of the row.
+    Argsort(SortOrder),
+    /// The `k` positions of the largest values, by value descending.
+    TopK,
+}
+
+/// How an output is compared with the oracle's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cmp {
+    /// Bit-for-bit equal values (NaN matches NaN).
+    Exact,
+    /// Within a tolerance (widened for the output's dtype by [`Tol::for_dtype`]).
+    Close(Tol),
+    /// A 0/1 mask: every value must be 0 or 1 and equal to the oracle's.
+    Mask,
+    /// Indices compared by the values they select in `keys` (the node the op ordered; its values come
+    /// from the f64 reference): every index must be in range and distinct within its row, and the
+    /// selected values must equal the oracle's selection position by position within `tol`. Ties (and
+    /// near-ties within `tol`) may be broken either way.
+    Indices {
+        /// The ordered node.
+        keys: NodeId,
+        /// What the indices encode.
+        kind: IndexKind,
+        /// Tolerance on the selected values.
+        tol: Tol,
+    },
+}
+
+/// The result of comparing one output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Worst `error / allowed` (see the module docs); a pass is `<= 1`.
+    pub worst: f64,
+    /// Flat element index of the worst error.
+    pub at: usize,
+    /// Words on the worst element (empty on a perfect match).
+    pub detail: String,
+}
+
+impl Verdict {
+    /// True when every element is within bounds.
+    pub fn passed(&self) -> bool {
+        self.worst <= 1.0
+    }
+
+    fn perfect() -> Verdict {
+        Verdict { worst: 0.0, at: 0, detail: String::new() }
+    }
+
+    fn note(&mut self, ratio: f64, at: usize, detail: impl FnOnce() -> String) {
+        if ratio > self.worst || (ratio.is_nan() && !self.worst.is_nan()) {
+            self.worst = ratio;
+            self.at = at;
+            self.detail = detail();
+        }
+    }
+}
+
+/// Compares `got` with `want` (both logical values of a tensor of shape `ne` and dtype `dtype`).
+/// `keys` (values and shape of the ordered node) is needed for [`Cmp::Indices`].
+pub fn compare(
+    cmp: &Cmp,
+    dtype: DType,
+    ne: [usize; 4],
+    got: &[f64],
+    want: &[f64],
+    keys: Option<(&[f64], [usize; 4])>,
+) -> Verdict {
+    let mut v = Verdict::perfect();
+    if got.len() != want.len() {
+        v.note(f64::INFINITY, 0, || format!("{} values, the oracle has {}", got.len(), want.len()));
+        return v;
+    }
+    match cmp {
+        Cmp::Exact => {
+            for (i, (&a, &b)) in got.iter().zip(want).enumerate() {
+                if !(a == b || (a.is_nan() && b.is_nan())) {
+                    v.note(f64::INFINITY, i, || format!("element {i}: got {a}, want exactly {b}"));
+                    break;
+                }
+            }
+        }
+        Cmp::Close(tol) => {
+            let tol = tol.for_dtype(dtype);
+            for (i, (&a, &b)) in got.iter().zip(want).enumerate() {
+                let r = tol.ratio(a, b);
+                v.note(r, i, || format!("element {i}: got {a}, want {b} ({tol}; off by {:e})", (a - b).abs()));
+            }
+        }
+        Cmp::Mask => {
+            for (i, (&a, &b)) in got.iter().zip(want).enumerate() {
+                if (a != 0.0 && a != 1.0) || a != b {
+                    v.note(f64::INFINITY, i, || format!("mask element {i}: got {a}, want {b}"));
+                    break;
+                }
+            }
+        }
+        Cmp::Indices { kind, tol, .. } => {
+            let (kv, kne) = keys.expect("Cmp::Indices needs the key values");
+            compare_indices(&mut v, *kind, *tol, ne, got, want, kv, kne[0]);
+        }
+    }
+    v
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare_indices(
+    v: &mut Verdict,
+    kind: IndexKind,
+    tol: Tol,
+    ne: [usize; 4],
+    got: &[f64],
+    want: &[f64],
+    keys: &[f64],
+    n: usize,
+) {
+    let k = ne[0];
+    if kind == IndexKind::Argsort(SortOrder::Asc) || kind == IndexKind::Argsort(SortOrder::Desc) {
+        debug_assert_eq!(k, n);
+    }
+    let mut seen = vec![usize::MAX; n];
+    for (r, (grow, wrow)) in got.chunks(k).zip(want.chunks(k)).enumerate() {
+        let base = r * n;
+        for (j, (&gi, &wi)) in grow.iter().zip(wrow).enumerate() {
+            let at = r * k + j;
+            if gi.fract() != 0.0 || gi < 0.0 || gi >= n as f64 {
+                v.note(f64::INFINITY, at, || format!("row {r} position {j}: index {gi} is outside 0..{n}"));
+                return;
+            }
+            let gi = gi as usize;
+            if seen[gi] == r {
+                v.note(f64::INFINITY, at, || format!("row {r} position {j}: index {gi} appears twice"));
+                return;
+            }
+            seen[gi] = r;
+            let (a, b) = (keys[base + gi], keys[base + wi as usize]);
+            let ratio = tol.ratio(a, b);
+            v.note(ratio, at, || {
+                format!("row {r} position {j}: index {gi} selects {a}, the oracle's index {wi} selects {b} ({tol})")
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NE4: [usize; 4] = [4, 1, 1, 1];
+
+    #[test]
+    fn close_scales_with_dtype_and_handles_specials() {
+        let t = Tol::new(0.0, 1e-6);
+        let nan = f64::NAN;
+        assert!(
+            compare(
+                &Cmp::Close(t),
+                DType::F32,
+                NE4,
+                &[1.0, nan, -f64::INFINITY, 0.0],
+                &[1.0, nan, -f64::INFINITY, 0.0],
+                None
+            )
+            .passed()
+        );
+        let v = compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0001, 4.0], None);
+        assert!(!v.passed());
+        assert_eq!(v.at, 2);
+        assert!(v.detail.contains("got 3, want 3.0001"), "{}", v.detail);
+        // The same error is within two f16 ulps.
+        assert!(
+            compare(&Cmp::Close(t), DType::F16, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0001, 4.0], None).passed()
+        );
+        assert!(!compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, nan, 4.0], &[1.0, 2.0, 3.0, 4.0], None).passed());
+        assert!(
+            !compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, f64::INFINITY, 4.0], &[1.0, 2.0, 3.0, 4.0], None)
+                .passed()
+        );
+    }
+
+    #[test]
+    fn exact_and_mask() {
+        assert!(compare(&Cmp::Exact, DType::I32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0], None).passed());
+        assert!(
+            !compare(&Cmp::Exact, DType::F32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.000001], None).passed()
+        );
+        assert!(compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 0.0, 1.0, 0.0], &[1.0, 0.0, 1.0, 0.0], None).passed());
+        assert!(!compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 0.5, 1.0, 0.0], &[1.0, 0.5, 1.0, 0.0], None).passed());
+        assert!(!compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 1.0, 1.0, 0.0], &[1.0, 0.0, 1.0, 0.0], None).passed());
+    }
+
+    #[test]
+    fn indices_accept_ties_and_reject_wrong_picks() {
+        let keys = [5.0, 1.0, 5.0, 3.0];
+        let k = Some((&keys[..], NE4));
+        let c = Cmp::Indices { keys: NodeId(0), kind: IndexKind::Argsort(SortOrder::Desc), tol: Tol::new(0.0, 0.0) };
+        // [2, 0, 3, 1] breaks the tie differently from the oracle's [0, 2, 3, 1]: fine by value.
+        assert!(compare(&c, DType::I32, NE4, &[2.0, 0.0, 3.0, 1.0], &[0.0, 2.0, 3.0, 1.0], k).passed());
+        let v = compare(&c, DType::I32, NE4, &[0.0, 3.0, 2.0, 1.0], &[0.0, 2.0, 3.0, 1.0], k);
+        assert!(!v.passed() && v.at == 1, "{v:?}");
+        let v = compare(&c, DType::I32, NE4, &[0.0, 0.0, 3.0, 1.0], &[0.0, 2.0, 3.0, 1.0], k);
+        assert!(v.detail.contains("appears twice"), "{v:?}");
+        let v = compare(&c, DType::I32, NE4, &[0.0, 2.0, 4.0, 1.0], &[0.0, 2.0, 3.0, 1.0], k);
+        assert!(v.detail.contains("outside 0..4"), "{v:?}");
+        // top_k with k = 2 over two rows of 4 keys.
+        let keys2 = [5.0, 1.0, 5.0, 3.0, 0.0, 9.0, 8.0, 9.0];
+        let t = Cmp::Indices { keys: NodeId(0), kind: IndexKind::TopK, tol: Tol::new(0.0, 0.0) };
+        let ne = [2, 2, 1, 1];
+        let kk = Some((&keys2[..], [4, 2, 1, 1]));
+        assert!(compare(&t, DType::I32, ne, &[2.0, 0.0, 3.0, 1.0], &[0.0, 2.0, 1.0, 3.0], kk).passed());
+        assert!(!compare(&t, DType::I32, ne, &[2.0, 3.0, 3.0, 1.0], &[0.0, 2.0, 1.0, 3.0], kk).passed());
+    }
+}

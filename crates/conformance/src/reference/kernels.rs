@@ -1,0 +1,197 @@
+//! The f64 math of each op on logical (contiguous, ggml-order) values: plain loops that follow the
+//! doc comments of `graph::Op` literally. Rounding to the result dtype is the caller's job.
+
+use graph::{BinaryOp, CompareOp, RopeMode, SortOrder, UnaryOp};
+use std::cmp::Ordering;
+
+/// `f(x)` for a unary op.
+pub fn unary(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqr => x * x,
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
+        UnaryOp::Gelu => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
+    }
+}
+
+/// `a (op) b`.
+pub fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+    }
+}
+
+/// `a (cmp) b` as 1.0 / 0.0 (NaN compares false).
+pub fn compare(op: CompareOp, a: f64, b: f64) -> f64 {
+    let t = match op {
+        CompareOp::Ge => a >= b,
+        CompareOp::Gt => a > b,
+        CompareOp::Eq => a == b,
+    };
+    if t { 1.0 } else { 0.0 }
+}
+
+/// Softmax of one row (`x * scale + mask` already applied by the caller). An all `-inf` row gives NaN.
+pub fn softmax_row(x: &[f64]) -> Vec<f64> {
+    let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = x.iter().map(|&v| (v - max).exp()).collect();
+    let sum: f64 = e.iter().sum();
+    e.iter().map(|&v| v / sum).collect()
+}
+
+/// Maximum of a row; NaN propagates.
+pub fn max_row(x: &[f64]) -> f64 {
+    let mut m = f64::NEG_INFINITY;
+    for &v in x {
+        if v.is_nan() {
+            return f64::NAN;
+        }
+        if v > m {
+            m = v;
+        }
+    }
+    m
+}
+
+/// Index of a row's maximum; ties (and an all `-inf` row) pick the lowest index.
+pub fn argmax_row(x: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+fn cmp_values(a: f64, b: f64) -> Ordering {
+    a.partial_cmp(&b).unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
+}
+
+/// Stable sorting permutation of a row (ties keep index order in both directions).
+pub fn argsort_row(x: &[f64], order: SortOrder) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..x.len()).collect();
+    match order {
+        SortOrder::Asc => idx.sort_by(|&i, &j| cmp_values(x[i], x[j])),
+        SortOrder::Desc => idx.sort_by(|&i, &j| cmp_values(x[j], x[i])),
+    }
+    idx
+}
+
+/// Indices of the `k` largest, value descending, ties lower index first.
+pub fn top_k_row(x: &[f64], k: usize) -> Vec<usize> {
+    // (value descending, index ascending) is a total order, so selecting the first k under it and
+    // sorting them gives exactly the first k of the stable descending argsort.
+    let order = |&i: &usize, &j: &usize| cmp_values(x[j], x[i]).then(i.cmp(&j));
+    let mut idx: Vec<usize> = (0..x.len()).collect();
+    if k < idx.len() {
+        idx.select_nth_unstable_by(k, order);
+        idx.truncate(k);
+    }
+    idx.sort_by(order);
+    idx
+}
+
+/// Inclusive prefix sums.
+pub fn cumsum_row(x: &[f64]) -> Vec<f64> {
+    let mut acc = 0.0;
+    x.iter()
+        .map(|&v| {
+            acc += v;
+            acc
+        })
+        .collect()
+}
+
+/// `x / sqrt(mean(x^2) + eps)`.
+pub fn rms_norm_row(x: &[f64], eps: f64) -> Vec<f64> {
+    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
+    let s = 1.0 / (ms + eps).sqrt();
+    x.iter().map(|v| v * s).collect()
+}
+
+/// Rotary embedding of one head (`x` has `head_dim` entries) at position `pos`.
+pub fn rope_head(x: &[f64], pos: f64, n_dims: usize, mode: RopeMode, freq_base: f64, freq_scale: f64) -> Vec<f64> {
+    let mut out = x.to_vec();
+    let half = n_dims / 2;
+    for i in 0..half {
+        let theta = pos * freq_scale * freq_base.powf(-2.0 * i as f64 / n_dims as f64);
+        let (sin, cos) = theta.sin_cos();
+        let (a, b) = match mode {
+            RopeMode::Normal => (2 * i, 2 * i + 1),
+            RopeMode::Neox => (i, i + half),
+        };
+        out[a] = x[a] * cos - x[b] * sin;
+        out[b] = x[a] * sin + x[b] * cos;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_unary() {
+        assert_eq!(unary(UnaryOp::Neg, 2.5), -2.5);
+        assert_eq!(unary(UnaryOp::Log, 0.0), f64::NEG_INFINITY);
+        assert!(unary(UnaryOp::Log, -1.0).is_nan());
+        assert!(unary(UnaryOp::Sqrt, -1.0).is_nan());
+        assert_eq!(unary(UnaryOp::Sqr, -3.0), 9.0);
+        // silu(0) = 0, silu(1) = 1 / (1 + e^-1) = 0.7310585786300049
+        assert_eq!(unary(UnaryOp::Silu, 0.0), 0.0);
+        assert!((unary(UnaryOp::Silu, 1.0) - 0.731_058_578_630_004_9).abs() < 1e-15);
+        // gelu(1) with the tanh approximation: 0.8411919906082768
+        assert!((unary(UnaryOp::Gelu, 1.0) - 0.841_191_990_608_276_8).abs() < 1e-15);
+        assert_eq!(compare(CompareOp::Eq, f64::NAN, f64::NAN), 0.0);
+        assert_eq!(compare(CompareOp::Ge, 2.0, 2.0), 1.0);
+        assert_eq!(compare(CompareOp::Gt, 2.0, 2.0), 0.0);
+    }
+
+    #[test]
+    fn hand_computed_rows() {
+        // softmax([0, ln 3]) = [1/4, 3/4]
+        let s = softmax_row(&[0.0, 3f64.ln()]);
+        assert!((s[0] - 0.25).abs() < 1e-15 && (s[1] - 0.75).abs() < 1e-15);
+        assert_eq!(softmax_row(&[0.0, f64::NEG_INFINITY]), [1.0, 0.0]);
+        assert!(softmax_row(&[f64::NEG_INFINITY; 3]).iter().all(|v| v.is_nan()));
+        assert!(max_row(&[1.0, f64::NAN, 3.0]).is_nan());
+        assert_eq!(max_row(&[1.0, 5.0, 3.0]), 5.0);
+        assert_eq!(argmax_row(&[1.0, 5.0, 5.0, 2.0]), 1);
+        assert_eq!(argmax_row(&[f64::NEG_INFINITY; 3]), 0);
+        assert_eq!(argsort_row(&[3.0, 1.0, 3.0, 2.0], SortOrder::Asc), [1, 3, 0, 2]);
+        assert_eq!(argsort_row(&[3.0, 1.0, 3.0, 2.0], SortOrder::Desc), [0, 2, 3, 1]);
+        assert_eq!(top_k_row(&[1.0, 4.0, 4.0, 9.0, 0.0], 3), [3, 1, 2]);
+        assert_eq!(top_k_row(&[4.0, 4.0, 4.0, 4.0, 9.0], 2), [4, 0]);
+        assert_eq!(top_k_row(&[2.0, 1.0], 2), [0, 1]);
+        assert_eq!(cumsum_row(&[1.0, 2.0, -4.0]), [1.0, 3.0, -1.0]);
+        // rms([3, 4]) = sqrt(12.5)
+        let r = rms_norm_row(&[3.0, 4.0], 0.0);
+        assert!((r[0] - 3.0 / 12.5f64.sqrt()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn hand_computed_rope() {
+        // n_dims 4, pos 1, base 100: theta_0 = 1, theta_1 = 100^(-1/2) = 0.1.
+        let x = [1.0, 0.0, 1.0, 0.0, 7.0];
+        let n = rope_head(&x, 1.0, 4, RopeMode::Normal, 100.0, 1.0);
+        assert!((n[0] - 1f64.cos()).abs() < 1e-15 && (n[1] - 1f64.sin()).abs() < 1e-15);
+        assert!((n[2] - 0.1f64.cos()).abs() < 1e-15 && (n[3] - 0.1f64.sin()).abs() < 1e-15);
+        assert_eq!(n[4], 7.0);
+        // neox pairs (0, 2) and (1, 3): x0 = 1, x2 = 1 rotated by theta 1.
+        let m = rope_head(&x, 1.0, 4, RopeMode::Neox, 100.0, 1.0);
+        assert!((m[0] - (1f64.cos() - 1f64.sin())).abs() < 1e-15);
+        assert!((m[2] - (1f64.sin() + 1f64.cos())).abs() < 1e-15);
+        assert_eq!(m[1], 0.0);
+        assert_eq!(m[3], 0.0);
+    }
+}

@@ -1,0 +1,297 @@
+//! The f64 reference: a straightforward interpreter of a `graph::Graph` that follows the doc comments
+//! of `graph::Op` exactly, written for obvious correctness rather than speed.
+//!
+//! Storage is modelled like a backend's: every node that owns storage (see
+//! `Graph::storage_of`) has a vector of element slots, and a node's element `idx` is slot
+//! `layout.byte_offset(idx) / dtype.size()` of its storage, so views, strides, offsets and the
+//! in-place `set_rows` behave as they do on a device. Every op computes in f64 from the stored source
+//! values and rounds its results to the node's dtype when storing them ([`crate::values::round_to`]).
+
+mod kernels;
+
+use crate::error::ConformanceError;
+use crate::values::{self, flat, indices, round_to};
+use graph::{DType, Graph, Node, NodeId, Op, philox};
+
+pub use kernels::{argmax_row, argsort_row, softmax_row, top_k_row};
+
+/// A graph evaluated by the reference interpreter: the contents of every storage.
+#[derive(Debug)]
+pub struct Reference<'g> {
+    g: &'g Graph,
+    store: Vec<Option<Vec<f64>>>,
+}
+
+type R<T> = Result<T, ConformanceError>;
+
+impl<'g> Reference<'g> {
+    /// Evaluates every node of `g`, reading input and parameter data from `inputs` (bytes of the node's
+    /// dtype, contiguous, ggml order).
+    pub fn evaluate(g: &'g Graph, inputs: &[(NodeId, Vec<u8>)]) -> R<Reference<'g>> {
+        let _span = tracing::debug_span!("reference", nodes = g.len()).entered();
+        let mut r = Reference { g, store: vec![None; g.len()] };
+        for (id, n) in g.nodes() {
+            r.eval(id, n, inputs)?;
+        }
+        Ok(r)
+    }
+
+    /// The logical values of node `id` (any node, views included), contiguous in ggml order.
+    pub fn values(&self, id: NodeId) -> Vec<f64> {
+        let n = self.g.node(id);
+        if n.layout.is_contiguous(n.dtype) {
+            let store = self.store[self.g.storage_of(id).index()].as_ref().expect("storage evaluated");
+            let start = n.layout.offset / n.dtype.size();
+            return store[start..start + n.layout.ne.numel()].to_vec();
+        }
+        indices(n.ne()).map(|idx| self.at(id, idx)).collect()
+    }
+
+    /// Element `idx` of node `id`.
+    pub fn at(&self, id: NodeId, idx: [usize; 4]) -> f64 {
+        let n = self.g.node(id);
+        let s = self.g.storage_of(id);
+        let store = self.store[s.index()].as_ref().expect("storage evaluated before its users");
+        store[n.layout.byte_offset(idx) / n.dtype.size()]
+    }
+
+    fn row(&self, id: NodeId, i1: usize, i2: usize, i3: usize) -> Vec<f64> {
+        let n = self.g.node(id);
+        if n.layout.rows_contiguous(n.dtype) {
+            let store = self.store[self.g.storage_of(id).index()].as_ref().expect("storage evaluated");
+            let start = n.layout.byte_offset([0, i1, i2, i3]) / n.dtype.size();
+            return store[start..start + n.ne()[0]].to_vec();
+        }
+        (0..n.ne()[0]).map(|i0| self.at(id, [i0, i1, i2, i3])).collect()
+    }
+
+    fn err(&self, id: NodeId, msg: impl Into<String>) -> ConformanceError {
+        ConformanceError::Compute { node: id, op: self.g.node(id).op.name(), msg: msg.into() }
+    }
+
+    /// Stores a contiguous result for a node that owns its storage, rounding to its dtype.
+    fn put(&mut self, id: NodeId, n: &Node, vals: Vec<f64>) {
+        debug_assert_eq!(vals.len(), n.layout.ne.numel());
+        let d = n.dtype;
+        self.store[id.index()] = Some(vals.into_iter().map(|v| round_to(d, v)).collect());
+    }
+
+    /// A result computed element by element from its index.
+    fn map(&mut self, id: NodeId, n: &Node, f: impl Fn(&Self, [usize; 4]) -> f64) {
+        let vals = indices(n.ne()).map(|idx| f(self, idx)).collect();
+        self.put(id, n, vals);
+    }
+
+    /// A result computed row by row: `f(row values, [i1, i2, i3])` gives the output row.
+    fn rows(&mut self, id: NodeId, n: &Node, src: NodeId, f: impl Fn(&[f64]) -> Vec<f64>) {
+        let ne = self.g.node(src).ne();
+        let mut out = Vec::with_capacity(n.layout.ne.numel());
+        for i3 in 0..ne[3] {
+            for i2 in 0..ne[2] {
+                for i1 in 0..ne[1] {
+                    out.extend(f(&self.row(src, i1, i2, i3)));
+                }
+            }
+        }
+        self.put(id, n, out);
+    }
+
+    fn check_aligned(&self, id: NodeId, n: &Node) -> R<()> {
+        let size = n.dtype.size();
+        if !n.layout.offset.is_multiple_of(size) || n.layout.nb.iter().any(|b| !b.is_multiple_of(size)) {
+            return Err(self.err(id, format!("layout {:?} is not aligned to the element size {size}", n.layout)));
+        }
+        Ok(())
+    }
+
+    fn eval(&mut self, id: NodeId, n: &Node, inputs: &[(NodeId, Vec<u8>)]) -> R<()> {
+        self.check_aligned(id, n)?;
+        let s = |i: usize| n.srcs[i];
+        let bcast = |b: NodeId, idx: [usize; 4], g: &Graph| {
+            let bn = g.node(b).ne();
+            [idx[0] % bn[0], idx[1] % bn[1], idx[2] % bn[2], idx[3] % bn[3]]
+        };
+        let g = self.g;
+        match n.op {
+            Op::Input => {
+                let name = n.name.clone().unwrap_or_else(|| "-".into());
+                let bytes = inputs
+                    .iter()
+                    .find(|(i, _)| *i == id)
+                    .map(|(_, b)| b)
+                    .ok_or(ConformanceError::MissingInput { node: id, name })?;
+                if bytes.len() != n.nbytes() {
+                    return Err(ConformanceError::InputSize {
+                        node: id,
+                        dtype: n.dtype.name(),
+                        shape: n.layout.ne.to_string(),
+                        expected: n.nbytes(),
+                        got: bytes.len(),
+                    });
+                }
+                self.store[id.index()] = Some(values::decode(n.dtype, bytes));
+            }
+            Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => {}
+            Op::Cont | Op::Cast => self.map(id, n, |r, idx| r.at(s(0), idx)),
+            Op::Unary(u) => self.map(id, n, |r, idx| kernels::unary(u, r.at(s(0), idx))),
+            Op::Scale { scale, bias } => {
+                let (sc, b) = (f64::from(scale), f64::from(bias));
+                self.map(id, n, |r, idx| r.at(s(0), idx) * sc + b);
+            }
+            Op::Clamp { min, max } => {
+                let (lo, hi) = (f64::from(min), f64::from(max));
+                self.map(id, n, |r, idx| r.at(s(0), idx).max(lo).min(hi));
+            }
+            Op::Binary(b) => {
+                // Computed in f32: the exact f64 result of two f32 values rounds to the f32 result.
+                self.map(id, n, |r, idx| {
+                    round_to(DType::F32, kernels::binary(b, r.at(s(0), idx), r.at(s(1), bcast(s(1), idx, g))))
+                });
+            }
+            Op::Compare(c) => {
+                self.map(id, n, |r, idx| kernels::compare(c, r.at(s(0), idx), r.at(s(1), bcast(s(1), idx, g))));
+            }
+            Op::Where => self.map(id, n, |r, idx| {
+                if r.at(s(0), bcast(s(0), idx, g)) != 0.0 { r.at(s(1), idx) } else { r.at(s(2), bcast(s(2), idx, g)) }
+            }),
+            Op::Fill { value } => self.map(id, n, |_, _| f64::from(value)),
+            Op::Arange { start, step } => {
+                let (a, st) = (f64::from(start), f64::from(step));
+                self.map(id, n, |_, idx| a + st * idx[0] as f64);
+            }
+            Op::GetRows => self.get_rows(id, n)?,
+            Op::SetRows => self.set_rows(id, n)?,
+            Op::ScatterAdd => self.scatter_add(id, n),
+            Op::MulMat => self.mul_mat(id, n),
+            Op::RmsNorm { eps } => self.rows(id, n, s(0), |x| kernels::rms_norm_row(x, f64::from(eps))),
+            Op::Rope { n_dims, mode, freq_base, freq_scale } => {
+                let ne = n.ne();
+                let mut out = Vec::with_capacity(n.layout.ne.numel());
+                for i2 in 0..ne[2] {
+                    let pos = self.at(s(1), [i2, 0, 0, 0]);
+                    for i1 in 0..ne[1] {
+                        let head = self.row(s(0), i1, i2, 0);
+                        let (b, sc) = (f64::from(freq_base), f64::from(freq_scale));
+                        out.extend(kernels::rope_head(&head, pos, n_dims as usize, mode, b, sc));
+                    }
+                }
+                self.put(id, n, out);
+            }
+            Op::SoftMax { scale } => self.soft_max(id, n, f64::from(scale)),
+            Op::SumRows => self.rows(id, n, s(0), |x| vec![x.iter().sum()]),
+            Op::MaxRows => self.rows(id, n, s(0), |x| vec![kernels::max_row(x)]),
+            Op::Argmax => self.rows(id, n, s(0), |x| vec![kernels::argmax_row(x) as f64]),
+            Op::Argsort { order } => {
+                self.rows(id, n, s(0), |x| kernels::argsort_row(x, order).into_iter().map(|i| i as f64).collect());
+            }
+            Op::TopK { k } => {
+                let k = k as usize;
+                self.rows(id, n, s(0), |x| kernels::top_k_row(x, k).into_iter().map(|i| i as f64).collect());
+            }
+            Op::Cumsum => self.rows(id, n, s(0), kernels::cumsum_row),
+            Op::RandomUniform { stream } => {
+                self.map(id, n, |r, idx| {
+                    let key = |i: usize| r.at(s(0), [i, idx[1], idx[2], idx[3]]) as i32 as u32;
+                    let seed = u64::from(key(0)) | u64::from(key(1)) << 32;
+                    let step = u64::from(key(2)) | u64::from(key(3)) << 32;
+                    let element = philox::stream::element(u64::from(stream), idx[0] as u64);
+                    f64::from(philox::uniform(seed, step, element))
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn row_id(&self, id: NodeId, ids: NodeId, at: [usize; 4], n_rows: usize) -> R<usize> {
+        let v = self.at(ids, at);
+        if v < 0.0 || v >= n_rows as f64 {
+            return Err(self.err(id, format!("row id {v} at {at:?} of node {ids} is outside 0..{n_rows}")));
+        }
+        Ok(v as usize)
+    }
+
+    fn get_rows(&mut self, id: NodeId, n: &Node) -> R<()> {
+        let (a, ids) = (n.srcs[0], n.srcs[1]);
+        let n_rows = self.g.node(a).ne()[1];
+        let mut out = Vec::with_capacity(n.layout.ne.numel());
+        for idx in indices(n.ne()) {
+            let r = self.row_id(id, ids, [idx[1], idx[2], idx[3], 0], n_rows)?;
+            out.push(self.at(a, [idx[0], r, idx[2], idx[3]]));
+        }
+        self.put(id, n, out);
+        Ok(())
+    }
+
+    fn set_rows(&mut self, id: NodeId, n: &Node) -> R<()> {
+        let (dst, vals, ids) = (n.srcs[0], n.srcs[1], n.srcs[2]);
+        let dn = self.g.node(dst);
+        let (dtype, n_rows) = (dn.dtype, dn.ne()[1]);
+        let mut writes = Vec::new();
+        for idx in indices(self.g.node(vals).ne()) {
+            let r = self.row_id(id, ids, [idx[1], idx[2], idx[3], 0], n_rows)?;
+            let slot = dn.layout.byte_offset([idx[0], r, idx[2], idx[3]]) / dtype.size();
+            writes.push((slot, round_to(dtype, self.at(vals, idx))));
+        }
+        let storage = self.g.storage_of(id);
+        let store = self.store[storage.index()].as_mut().expect("set_rows destination evaluated");
+        for (slot, v) in writes {
+            store[slot] = v;
+        }
+        Ok(())
+    }
+
+    fn scatter_add(&mut self, id: NodeId, n: &Node) {
+        let (base, ids, vals) = (n.srcs[0], n.srcs[1], n.srcs[2]);
+        let ne = n.ne();
+        let mut out = self.values(base);
+        let constant = self.g.node(vals).layout.ne.numel() == 1 && self.g.node(ids).layout.ne.numel() != 1;
+        for idx in indices(self.g.node(ids).ne()) {
+            let target = self.at(ids, idx);
+            if target < 0.0 || target >= ne[0] as f64 {
+                continue;
+            }
+            let v = if constant { self.at(vals, [0; 4]) } else { self.at(vals, idx) };
+            out[flat(ne, [target as usize, idx[1], idx[2], idx[3]])] += v;
+        }
+        self.put(id, n, out);
+    }
+
+    fn mul_mat(&mut self, id: NodeId, n: &Node) {
+        let (a, b) = (n.srcs[0], n.srcs[1]);
+        let (an, bn) = (self.g.node(a).ne(), self.g.node(b).ne());
+        // ggml's rule: `a` batch index = `b` batch index / (ratio of the batch sizes).
+        let (r2, r3) = (bn[2] / an[2], bn[3] / an[3]);
+        self.map(id, n, |r, [i, j, i2, i3]| {
+            (0..an[0]).map(|k| r.at(a, [k, i, i2 / r2, i3 / r3]) * r.at(b, [k, j, i2, i3])).sum()
+        });
+    }
+
+    fn soft_max(&mut self, id: NodeId, n: &Node, scale: f64) {
+        let (x, mask) = (n.srcs[0], n.srcs.get(1).copied());
+        let ne = n.ne();
+        let mut out = Vec::with_capacity(n.layout.ne.numel());
+        for i3 in 0..ne[3] {
+            for i2 in 0..ne[2] {
+                for i1 in 0..ne[1] {
+                    let mut row: Vec<f64> = self.row(x, i1, i2, i3).iter().map(|v| v * scale).collect();
+                    if let Some(m) = mask {
+                        let mn = self.g.node(m).ne();
+                        let mrow = self.row(m, i1, i2 % mn[2], i3 % mn[3]);
+                        row.iter_mut().zip(mrow).for_each(|(v, mv)| *v += mv);
+                    }
+                    out.extend(kernels::softmax_row(&row));
+                }
+            }
+        }
+        self.put(id, n, out);
+    }
+}
+
+/// Evaluates `g` and returns the logical values of `outputs`.
+pub fn run(g: &Graph, inputs: &[(NodeId, Vec<u8>)], outputs: &[NodeId]) -> R<Vec<Vec<f64>>> {
+    let r = Reference::evaluate(g, inputs)?;
+    Ok(outputs.iter().map(|&o| r.values(o)).collect())
+}
+
+#[cfg(test)]
+mod tests;
