@@ -6,36 +6,42 @@ use graph::philox;
 use std::fmt;
 use std::sync::Arc;
 
-/// A counter-based random stream: draw `i` is `philox::bits(seed, 0, i)`.
+/// A counter-based random stream over the words of `philox::bits(seed, 0, i)` for `i = 0, 1, ...`
+/// (four words per block, used in order).
 #[derive(Debug, Clone)]
 pub struct Rng {
     seed: u64,
-    counter: u64,
+    block: u64,
+    words: [u32; 4],
+    used: usize,
 }
 
 impl Rng {
     /// A stream for `seed`.
     pub fn new(seed: u64) -> Rng {
-        Rng { seed, counter: 0 }
+        Rng { seed, block: 0, words: [0; 4], used: 4 }
     }
 
-    fn next_words(&mut self) -> [u32; 4] {
-        let w = philox::bits(self.seed, 0, self.counter);
-        self.counter += 1;
-        w
+    /// The next 32 random bits.
+    pub fn next_u32(&mut self) -> u32 {
+        if self.used == 4 {
+            self.words = philox::bits(self.seed, 0, self.block);
+            self.block += 1;
+            self.used = 0;
+        }
+        self.used += 1;
+        self.words[self.used - 1]
     }
 
-    /// A uniform `f64` in `[0, 1)` with 53 random bits.
+    /// A uniform `f64` in `[0, 1)` with 32 random bits (finer than an f32 input can hold).
     pub fn unit(&mut self) -> f64 {
-        let w = self.next_words();
-        let bits = (u64::from(w[0]) << 21) ^ u64::from(w[1] >> 11);
-        (bits & ((1 << 53) - 1)) as f64 / (1u64 << 53) as f64
+        f64::from(self.next_u32()) / 4_294_967_296.0
     }
 
-    /// A uniform integer in `0..n` (`n > 0`).
+    /// A uniform integer in `0..n` (`n > 0`), from 64 random bits.
     pub fn below(&mut self, n: u64) -> u64 {
-        let w = self.next_words();
-        ((((u64::from(w[0]) << 32) | u64::from(w[1])) as u128 * u128::from(n)) >> 64) as u64
+        let x = (u64::from(self.next_u32()) << 32) | u64::from(self.next_u32());
+        ((u128::from(x) * u128::from(n)) >> 64) as u64
     }
 }
 

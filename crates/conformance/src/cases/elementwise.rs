@@ -94,6 +94,7 @@ fn dt(d: DType) -> &'static str {
 pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     copies(&mut v);
+    view_outputs(&mut v);
     unary(&mut v);
     binary(&mut v);
     compare_where(&mut v);
@@ -141,6 +142,24 @@ fn copies(v: &mut Vec<Case>) {
     }
 }
 
+fn view_outputs(v: &mut Vec<Case>) {
+    // Outputs that are views of computed tensors: read back in logical (gathered) order.
+    v.push(Case::new("copy/view-output/transpose", |b| {
+        let x = b.input("x", DType::F32, &[33, 5], Gen::Uniform(-1.0, 1.0))?;
+        let y = b.g.scale(x, 3.0)?;
+        let t = b.g.transpose(y)?;
+        b.check(t, Cmp::Close(ARITH));
+        Ok(())
+    }));
+    v.push(Case::new("copy/view-output/window", |b| {
+        let x = b.input("x", DType::F16, &[33, 5, 2], Gen::Uniform(-1.0, 1.0))?;
+        let y = b.g.neg(x)?;
+        let w = b.g.view(y, &[7, 3, 2], &[2, 66, 330], 2 * (1 + 33))?;
+        b.check(w, Cmp::Exact);
+        Ok(())
+    }));
+}
+
 fn unary(v: &mut Vec<Case>) {
     for d in FLOATS {
         for op in UnaryOp::ALL {
@@ -170,12 +189,25 @@ fn unary(v: &mut Vec<Case>) {
             }));
         }
     }
-    // Edge lengths for vectorised loops with tails, and specials through exp/log/scale.
-    for n in [1, 7, 8, 9, 4097] {
+    // Edge lengths for vectorised loops and workgroups with tails.
+    for n in super::EDGE_SIZES {
         v.push(Case::new(format!("unary/exp/f32/len{n}"), move |b| {
             let x = b.input("x", DType::F32, &[n], Gen::Uniform(-80.0, 80.0))?;
             let y = b.g.exp(x)?;
             b.check(y, Cmp::Close(TRANSC));
+            Ok(())
+        }));
+        v.push(Case::new(format!("binary/add/f16xf32/len{n}"), move |b| {
+            let x = b.input("a", DType::F16, &[n], Gen::Uniform(-4.0, 4.0))?;
+            let y = b.input("b", DType::F32, &[n], Gen::Uniform(-4.0, 4.0))?;
+            let z = b.g.add(x, y)?;
+            b.check(z, Cmp::Close(ARITH));
+            Ok(())
+        }));
+        v.push(Case::new(format!("copy/cast/f32->bf16/len{n}"), move |b| {
+            let x = b.input("x", DType::F32, &[n], Gen::Uniform(-4.0, 4.0))?;
+            let y = b.g.cast(x, DType::BF16)?;
+            b.check(y, Cmp::Exact);
             Ok(())
         }));
     }

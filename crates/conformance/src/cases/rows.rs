@@ -35,6 +35,7 @@ pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     indexing(&mut v);
     linear(&mut v);
+    rope_window(&mut v);
     softmax(&mut v);
     reductions(&mut v);
     orderings(&mut v);
@@ -55,6 +56,15 @@ fn indexing(v: &mut Vec<Case>) {
             }));
         }
     }
+    v.push(Case::new("rows/get_rows/f16/strided-ids", |b| {
+        // ids need not be contiguous: a transposed [7, 2] view of a [2, 7] input.
+        let a = b.input("a", DType::F16, &[33, 10, 2], Gen::Uniform(-2.0, 2.0))?;
+        let ids_t = b.input("ids", DType::I32, &[2, 7], Gen::Ints(0, 10))?;
+        let ids = b.g.transpose(ids_t)?;
+        let y = b.g.get_rows(a, ids)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    }));
     v.push(Case::new("rows/get_rows/f32/vocab-row", |b| {
         let a = b.input("emb", DType::F32, &[4097, 300], Gen::Uniform(-1.0, 1.0))?;
         let ids = b.input("ids", DType::I32, &[9], Gen::Ints(0, 300))?;
@@ -154,6 +164,18 @@ fn linear(v: &mut Vec<Case>) {
     }
 }
 
+fn rope_window(v: &mut Vec<Case>) {
+    v.push(Case::new("rope/neox/window", |b| {
+        // x as a padded window (rows contiguous, outer strides larger).
+        let big = b.input("x", DType::F32, &[70, 5, 3], Gen::Uniform(-2.0, 2.0))?;
+        let x = b.g.view(big, &[64, 4, 3], &[4, 280, 1400], 8)?;
+        let pos = b.input("pos", DType::I32, &[3], Gen::Ints(0, 300))?;
+        let y = b.g.rope(x, pos, 32, RopeMode::Neox, 10000.0, 1.0)?;
+        b.check(y, Cmp::Close(Tol::new(2e-4, 1e-4)));
+        Ok(())
+    }));
+}
+
 fn softmax(v: &mut Vec<Case>) {
     let tol = Tol::new(1e-9, 2e-5);
     for (n, rows) in order_shapes() {
@@ -184,6 +206,15 @@ fn softmax(v: &mut Vec<Case>) {
             // Causal-looking mask with -inf, more rows than x (extra rows unused), broadcast over ne[2].
             let m = b.input("mask", dm, &[67, 8, 2], Gen::with_special(-1.0, 1.0, 3, 1, f64::NEG_INFINITY))?;
             let y = b.g.soft_max(x, Some(m), 0.125)?;
+            b.check(y, Cmp::Close(tol));
+            Ok(())
+        }));
+    }
+    for d in [DType::F16, DType::BF16] {
+        v.push(Case::new(format!("softmax/{}/mask-f16", dt(d)), move |b| {
+            let x = b.input("x", d, &[33, 4, 2], Gen::Uniform(-5.0, 5.0))?;
+            let m = b.input("mask", DType::F16, &[33, 4], Gen::with_special(-1.0, 1.0, 5, 2, f64::NEG_INFINITY))?;
+            let y = b.g.soft_max(x, Some(m), 1.5)?;
             b.check(y, Cmp::Close(tol));
             Ok(())
         }));
