@@ -6,6 +6,27 @@
 //! * [`compare`]: comparators and tolerances (exact, abs/rel scaled by dtype, indices by value, masks).
 //! * [`runner`]: runs cases on a target backend through `sched::Scheduler`, checks them against an
 //!   oracle and reports pass / fail / skipped per case.
+//!
+//! Running the suite on a backend, with the CPU backend as the oracle (what a GPU backend's test does):
+//!
+//! ```ignore
+//! use conformance::runner::{Oracle, run_suite_on};
+//! let target = Box::new(|| Ok(Box::new(vulkan::VulkanBackend::new()?) as Box<dyn sched::Backend>));
+//! let oracle = Oracle::Backend(Box::new(|| Ok(Box::new(cpu::CpuBackend::new()) as Box<dyn sched::Backend>)));
+//! let report = run_suite_on(target, oracle)?;
+//! assert!(report.ok(), "{report}\n{}", report.table()); // skipped cases (unsupported) are allowed
+//! ```
+//!
+//! A few cases checked by the reference against itself (any [`runner::Target`] works the same way):
+//!
+//! ```
+//! use conformance::runner::{ReferenceTarget, run_cases};
+//! let cases = conformance::cases::matching(Some("rows/set_rows/f16"));
+//! assert!(!cases.is_empty());
+//! let report = run_cases(&cases, &mut ReferenceTarget, &mut ReferenceTarget);
+//! assert!(report.ok(), "{report}");
+//! assert_eq!(report.passed().len(), cases.len());
+//! ```
 
 pub mod cases;
 pub mod compare;

@@ -149,6 +149,16 @@ pub fn all() -> Vec<Case> {
     v
 }
 
+/// The cases whose name contains `pattern` (all of them for `None` or an empty pattern); handy with
+/// an environment variable such as `CONFORMANCE_FILTER` when debugging one family.
+pub fn matching(pattern: Option<&str>) -> Vec<Case> {
+    let all = all();
+    match pattern {
+        Some(p) if !p.is_empty() => all.into_iter().filter(|c| c.name.contains(p)).collect(),
+        _ => all,
+    }
+}
+
 /// The edge sizes of row ops.
 pub const EDGE_SIZES: [usize; 9] = [1, 31, 32, 33, 4095, 4096, 4097, 151_936, 262_144];
 

@@ -210,10 +210,12 @@ fn softmax(v: &mut Vec<Case>) {
             Ok(())
         }));
     }
-    for d in [DType::F16, DType::BF16] {
-        v.push(Case::new(format!("softmax/{}/mask-f16", dt(d)), move |b| {
+    for (d, dm) in
+        [(DType::F16, DType::F16), (DType::BF16, DType::F16), (DType::F16, DType::F32), (DType::BF16, DType::F32)]
+    {
+        v.push(Case::new(format!("softmax/{}/mask-{}", dt(d), dt(dm)), move |b| {
             let x = b.input("x", d, &[33, 4, 2], Gen::Uniform(-5.0, 5.0))?;
-            let m = b.input("mask", DType::F16, &[33, 4], Gen::with_special(-1.0, 1.0, 5, 2, f64::NEG_INFINITY))?;
+            let m = b.input("mask", dm, &[33, 4], Gen::with_special(-1.0, 1.0, 5, 2, f64::NEG_INFINITY))?;
             let y = b.g.soft_max(x, Some(m), 1.5)?;
             b.check(y, Cmp::Close(tol));
             Ok(())
