@@ -33,6 +33,11 @@ impl Tol {
         Tol { abs: self.abs.max(abs), rel: self.rel.max(rel) }
     }
 
+    /// This tolerance multiplied by `k` (both parts).
+    pub fn times(self, k: f64) -> Tol {
+        Tol { abs: self.abs * k, rel: self.rel * k }
+    }
+
     /// `error / allowed` for one pair of values (NaN matches NaN, infinities match exactly).
     pub fn ratio(&self, got: f64, want: f64) -> f64 {
         if got.is_nan() || want.is_nan() {
@@ -116,6 +121,18 @@ impl Verdict {
             self.worst = ratio;
             self.at = at;
             self.detail = detail();
+        }
+    }
+}
+
+impl Cmp {
+    /// The comparator with its tolerances multiplied by `k` (used when the oracle is itself an f32
+    /// backend: the two results' errors against the exact value may add up).
+    pub fn widened(&self, k: f64) -> Cmp {
+        match self {
+            Cmp::Close(t) => Cmp::Close(t.times(k)),
+            Cmp::Indices { keys, kind, tol } => Cmp::Indices { keys: *keys, kind: *kind, tol: tol.times(k) },
+            c => c.clone(),
         }
     }
 }

@@ -19,3 +19,20 @@ fn cpu_backend_passes_the_whole_suite() {
         panic!("CONFORMANCE_REPORT set: printing the report\n{report}\n{}", report.table());
     }
 }
+
+/// The path a GPU backend's run takes: a backend oracle (here the CPU checked against another CPU
+/// backend instance, which must agree with itself), on the cases of moderate size.
+#[test]
+fn cpu_backend_as_the_oracle() {
+    let make = || Box::new(|| Ok(Box::new(cpu::CpuBackend::with_threads(2)) as Box<dyn Backend>));
+    let mut target = SchedTarget::new(make()).expect("the CPU backend starts");
+    let mut oracle = Oracle::Backend(make()).into_target().expect("the CPU backend starts");
+    let cases: Vec<_> = conformance::cases::all()
+        .into_iter()
+        .filter(|c| !c.name.contains("151936") && !c.name.contains("262144"))
+        .collect();
+    let report = run_cases(&cases, &mut target, oracle.as_mut());
+    assert_eq!(report.oracle, "cpu");
+    assert!(report.ok(), "{report}\n{}", report.table());
+    assert_eq!(report.passed().len(), cases.len(), "{report}");
+}
