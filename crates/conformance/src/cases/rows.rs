@@ -35,6 +35,7 @@ pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
     indexing(&mut v);
     linear(&mut v);
+    edge_rows(&mut v);
     rope_window(&mut v);
     softmax(&mut v);
     reductions(&mut v);
@@ -161,6 +162,38 @@ fn linear(v: &mut Vec<Case>) {
                 Ok(())
             }));
         }
+    }
+}
+
+/// Row lengths at the workgroup/vector edges for the ops whose rows are not the sampling hot path.
+fn edge_rows(v: &mut Vec<Case>) {
+    for n in EDGE_SIZES.into_iter().filter(|&n| n <= 4097) {
+        v.push(Case::new(format!("norm/rms_norm/f32/len{n}"), move |b| {
+            let x = b.input("x", DType::F32, &[n, 2], Gen::Uniform(-3.0, 3.0))?;
+            let y = b.g.rms_norm(x, 1e-6)?;
+            b.check(y, Cmp::Close(Tol::new(1e-6, 1e-5)));
+            Ok(())
+        }));
+        v.push(Case::new(format!("mul_mat/f16/edge-k{n}"), move |b| {
+            let a = b.param("a", DType::F16, &[n, 5], Gen::Uniform(-1.0, 1.0))?;
+            let x = b.input("b", DType::F32, &[n, 2], Gen::Uniform(-1.0, 1.0))?;
+            let y = b.g.mul_mat(a, x)?;
+            b.check(y, Cmp::Close(Tol::new(1e-6 + 2e-7 * n as f64, 1e-5)));
+            Ok(())
+        }));
+        v.push(Case::new(format!("random/uniform/len{n}x2"), move |b| {
+            let keys = b.input("keys", DType::I32, &[4, 2], Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX)))?;
+            let y = b.g.random_uniform(keys, n, 3)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+        v.push(Case::new(format!("rows/get_rows/bf16/len{n}"), move |b| {
+            let a = b.input("a", DType::BF16, &[n, 6], Gen::Uniform(-1.0, 1.0))?;
+            let ids = b.input("ids", DType::I32, &[4], Gen::Ints(0, 6))?;
+            let y = b.g.get_rows(a, ids)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
     }
 }
 
