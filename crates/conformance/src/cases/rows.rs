@@ -256,6 +256,13 @@ fn softmax(v: &mut Vec<Case>) {
             Ok(())
         }));
     }
+    v.push(Case::new("softmax/f32/large-logits", move |b| {
+        // exp overflows f32 above 88.7: only a max-subtracted softmax gets these right.
+        let x = b.input("x", DType::F32, &[4097, 3], Gen::Uniform(60.0, 120.0))?;
+        let y = b.g.soft_max(x, None, 1.0)?;
+        b.check(y, Cmp::Close(tol));
+        Ok(())
+    }));
     v.push(Case::new("softmax/f32/neg-inf-rows", move |b| {
         // Row 0: all -inf (gives NaN); row 1: one finite entry; rows 2-3: sparse -inf.
         let x = b.input(
@@ -418,6 +425,39 @@ fn orderings(v: &mut Vec<Case>) {
             }
             Ok(())
         }));
+    }
+    // Adversarial placements: the maximum in the last (tail) element, ascending and descending rows
+    // (top values all in the tail or all in the head; presorted input for the sorts).
+    for n in [31, 33, 4095, 4097, 151_936] {
+        v.push(Case::new(format!("reduce/argmax/f32/max-last/{n}"), move |b| {
+            let x = logits(
+                b,
+                DType::F32,
+                n,
+                2,
+                Src::Contig,
+                Gen::func(move |rng, i| if i[0] == n - 1 { 100.0 } else { rng.unit() }),
+            )?;
+            let y = b.g.argmax(x)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+        for (dir, sign) in [("ascending", 1.0), ("descending", -1.0)] {
+            v.push(Case::new(format!("sort/presorted/{dir}/{n}"), move |b| {
+                let x = logits(b, DType::F32, n, 2, Src::Contig, Gen::func(move |_, i| sign * i[0] as f64))?;
+                let tk = b.g.top_k(x, 40.min(n))?;
+                let am = b.g.argmax(x)?;
+                b.check(tk, Cmp::Exact);
+                b.check(am, Cmp::Exact);
+                if n <= 4097 {
+                    let asc = b.g.argsort(x, SortOrder::Asc)?;
+                    let desc = b.g.argsort(x, SortOrder::Desc)?;
+                    b.check(asc, Cmp::Exact);
+                    b.check(desc, Cmp::Exact);
+                }
+                Ok(())
+            }));
+        }
     }
     v.push(Case::new("sort/neg-inf/f32", |b| {
         // Masked logits: most entries -inf (a top_k after a filter); one row entirely -inf.
