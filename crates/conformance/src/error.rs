@@ -45,6 +45,10 @@ pub enum ConformanceError {
         /// The graph error.
         msg: String,
     },
+    /// A backend could not be made (e.g. `BackendError::Unavailable` when no device exists: callers
+    /// match on it to skip a suite loudly instead of failing).
+    #[error("making the backend failed: {0}")]
+    Backend(#[from] sched::BackendError),
     /// A target or oracle failed to run a case.
     #[error("{target}: {msg}")]
     Target {

@@ -81,10 +81,10 @@ impl fmt::Debug for SchedTarget {
 }
 
 impl SchedTarget {
-    /// A target over backends made by `factory` (one is made now, to learn its name).
+    /// A target over backends made by `factory` (one is made now, to learn its name; its error is
+    /// returned as [`ConformanceError::Backend`], e.g. `BackendError::Unavailable` without a device).
     pub fn new(mut factory: BackendFactory) -> Result<SchedTarget, ConformanceError> {
-        let backend =
-            factory().map_err(|e| ConformanceError::Target { target: "backend".into(), msg: e.to_string() })?;
+        let backend = factory()?;
         let name = backend.name().to_string();
         let sched = Scheduler::new(vec![backend])
             .map_err(|e| ConformanceError::Target { target: name.clone(), msg: e.to_string() })?;

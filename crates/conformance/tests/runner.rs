@@ -99,3 +99,17 @@ fn unsupported_ops_skip_exactly_their_cases() {
     assert!(skipped.contains(&"fixture/sampling_tail"));
     assert!(report.summary().contains("skipped"), "{}", report.summary());
 }
+
+#[test]
+fn an_unavailable_backend_is_reported_as_such() {
+    use conformance::runner::SchedTarget;
+    use sched::BackendError;
+    let factory =
+        Box::new(|| Err(BackendError::Unavailable { backend: "vulkan".into(), reason: "no Vulkan loader".into() }));
+    match SchedTarget::new(factory) {
+        Err(ConformanceError::Backend(BackendError::Unavailable { reason, .. })) => {
+            assert_eq!(reason, "no Vulkan loader");
+        }
+        other => panic!("expected Backend(Unavailable), got {other:?}"),
+    }
+}
