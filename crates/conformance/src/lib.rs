@@ -13,8 +13,13 @@
 //! use conformance::runner::{Oracle, run_suite_on};
 //! let target = Box::new(|| Ok(Box::new(vulkan::VulkanBackend::new()?) as Box<dyn sched::Backend>));
 //! let oracle = Oracle::Backend(Box::new(|| Ok(Box::new(cpu::CpuBackend::new()) as Box<dyn sched::Backend>)));
-//! let report = run_suite_on(target, oracle)?;
-//! assert!(report.ok(), "{report}\n{}", report.table()); // skipped cases (unsupported) are allowed
+//! match run_suite_on(target, oracle) {
+//!     // No device: skip loudly (or fail where a device is required).
+//!     Err(conformance::ConformanceError::Backend(sched::BackendError::Unavailable { reason, .. })) => {}
+//!     Err(e) => panic!("{e}"),
+//!     // Skipped cases (unsupported, with the node named) are allowed; failures are not.
+//!     Ok(report) => assert!(report.ok(), "{report}\n{}", report.table()),
+//! }
 //! ```
 //!
 //! A few cases checked by the reference against itself (any [`runner::Target`] works the same way):
