@@ -7,7 +7,9 @@
 //! liveness-shared arena for everything else). The executor replays the plan every step; a graph
 //! with an unchanged topology hash is neither re-planned nor re-allocated.
 //!
-//! ```ignore
+//! A sketch of the flow (`gpu`, `cpu` are boxed backends; `x`, `w`, `out` node ids):
+//!
+//! ```text
 //! let mut sched = sched::Scheduler::new(vec![gpu, cpu])?;   // preference order
 //! sched.plan(&g)?;                                          // once per topology
 //! sched.set_input_f32(w, &weights)?;                        // params: once
@@ -16,7 +18,7 @@
 //!     sched.compute()?;
 //!     let y = sched.read_f32(out)?;                         // outputs only
 //! }
-//! println!("{}", sched.plan_text());
+//! let text = sched.plan_text();                            // splits, causes, copies, buffers
 //! ```
 
 mod alloc;

@@ -265,4 +265,79 @@ impl Plan {
         }
         out
     }
+
+    /// A Graphviz DOT rendering: one cluster per split (labelled with its backend), leaves and views
+    /// outside clusters, every node filled with its backend's colour and labelled with its cause;
+    /// edges that cross backends (the copies) are dashed and labelled with the copy's name.
+    pub fn to_dot(&self, g: &Graph) -> String {
+        const COLORS: [&str; 6] = ["lightblue", "lightsalmon", "palegreen", "khaki", "plum", "lightgray"];
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut out =
+            String::from("digraph G {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10, style=filled];\n");
+        let node = |id: NodeId| {
+            let n = g.node(id);
+            let np = &self.nodes[id.index()];
+            let mut label = format!(
+                "{id} {}\\n{} {}\\n{}: {}",
+                esc(&n.op.to_string()),
+                n.dtype,
+                n.layout.ne,
+                esc(&self.backends[np.backend]),
+                esc(&np.cause.to_string())
+            );
+            if let Some(name) = &n.name {
+                label = format!("{}\\n{label}", esc(name));
+            }
+            let shape = if n.op == graph::Op::Input { "ellipse" } else { "box" };
+            let style = if n.op.is_view() { "filled,dashed" } else { "filled" };
+            let pen = if n.flags.output { 3 } else { 1 };
+            format!(
+                "n{} [label=\"{label}\", shape={shape}, style=\"{style}\", penwidth={pen}, fillcolor={}];\n",
+                id.0,
+                COLORS[np.backend % COLORS.len()]
+            )
+        };
+        let mut in_split = vec![false; self.nodes.len()];
+        for (i, s) in self.splits.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  subgraph cluster_split{i} {{\n    label=\"split {i} on {}\";",
+                esc(&self.backends[s.backend])
+            );
+            for &id in &s.nodes {
+                in_split[id.index()] = true;
+                out.push_str("    ");
+                out.push_str(&node(id));
+            }
+            out.push_str("  }\n");
+        }
+        for id in g.topo_order() {
+            if !in_split[id.index()] {
+                out.push_str("  ");
+                out.push_str(&node(id));
+            }
+        }
+        for (id, n) in g.nodes() {
+            let to = self.nodes[id.index()].backend;
+            for (slot, &src) in n.srcs.iter().enumerate() {
+                let st = g.storage_of(src);
+                let from = self.nodes[st.index()].backend;
+                if from == to || n.op.is_view() {
+                    let _ = writeln!(out, "  n{} -> n{} [label=\"{slot}\"];", src.0, id.0);
+                } else {
+                    let label = g.node(st).name.clone().unwrap_or_else(|| st.to_string());
+                    let _ = writeln!(
+                        out,
+                        "  n{} -> n{} [label=\"{slot}: copy {}@{}\", style=dashed];",
+                        src.0,
+                        id.0,
+                        esc(&label),
+                        esc(&self.backends[to])
+                    );
+                }
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
 }

@@ -56,6 +56,8 @@ pub struct Scheduler {
     pins: BTreeMap<NodeId, usize>,
     planned: Option<Planned>,
     stats: Stats,
+    /// Host staging memory for copies from backends without `host_slice`, kept between steps.
+    staging: Vec<u8>,
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -73,7 +75,7 @@ impl Scheduler {
                 return Err(SchedError::DuplicateBackend(b.name().to_string()));
             }
         }
-        Ok(Scheduler { backends, pins: BTreeMap::new(), planned: None, stats: Stats::default() })
+        Ok(Scheduler { backends, pins: BTreeMap::new(), planned: None, stats: Stats::default(), staging: Vec::new() })
     }
 
     /// The backends' names, preference order.
@@ -163,6 +165,11 @@ impl Scheduler {
         Ok(())
     }
 
+    /// The graph of the current plan, if any.
+    pub fn graph(&self) -> Option<&Graph> {
+        self.planned.as_ref().map(|p| &p.graph)
+    }
+
     /// The current plan, if any.
     pub fn current_plan(&self) -> Option<&Plan> {
         self.planned.as_ref().map(|p| &p.plan)
@@ -240,7 +247,7 @@ impl Scheduler {
     /// Runs one step of the planned graph: per split, its copies, then its nodes; then waits for
     /// every backend.
     pub fn compute(&mut self) -> Result<(), SchedError> {
-        let Scheduler { backends, planned, stats, .. } = self;
+        let Scheduler { backends, planned, stats, staging, .. } = self;
         let p = planned.as_mut().ok_or(SchedError::NotPlanned { what: "compute" })?;
         for (id, n) in p.graph.nodes() {
             if n.op == Op::Input && !p.set[id.index()] {
@@ -267,9 +274,9 @@ impl Scheduler {
                 match (*src).host_slice(sbuf, c.src.offset, c.bytes) {
                     Some(bytes) => dst.upload(dbuf, c.dst.offset, bytes)?,
                     None => {
-                        let mut tmp = vec![0u8; c.bytes];
-                        src.download(sbuf, c.src.offset, &mut tmp)?;
-                        dst.upload(dbuf, c.dst.offset, &tmp)?;
+                        staging.resize(c.bytes, 0);
+                        src.download(sbuf, c.src.offset, staging)?;
+                        dst.upload(dbuf, c.dst.offset, staging)?;
                     }
                 }
                 stats.copies += 1;

@@ -332,3 +332,43 @@ fn snapshot_attention_plan() {
 fn snapshot_sampling_tail_plan() {
     insta::assert_snapshot!("sampling_tail_gpu_cpu", fixture_plan("sampling_tail"));
 }
+
+#[test]
+fn plan_dot_has_a_cluster_per_split_and_dashed_copy_edges_and_renders() {
+    for name in ["mlp2", "attention", "sampling_tail"] {
+        let g = fixture(name);
+        let l = log();
+        let mut s = Scheduler::new(vec![
+            Mock::new("gpu", &l).refusing(&["top_k", "rope"]).boxed(),
+            Mock::new("cpu", &l).boxed(),
+        ])
+        .unwrap();
+        let p = s.plan(&g).unwrap();
+        let dot = p.to_dot(&g);
+        assert!(dot.starts_with("digraph G {") && dot.ends_with("}\n"));
+        assert_eq!(dot.matches("subgraph cluster_split").count(), p.splits.len(), "{name}");
+        // Dashed edges: every edge from a source whose storage is on another backend (views excluded).
+        let crossing = g
+            .nodes()
+            .filter(|(_, n)| !n.op.is_view())
+            .flat_map(|(id, n)| n.srcs.iter().map(move |&s| (id, s)))
+            .filter(|&(id, s)| p.backend_of(id) != p.backend_of(g.storage_of(s)))
+            .count();
+        assert_eq!(dot.matches("style=dashed]").count(), crossing, "{name}");
+        assert_eq!(crossing > 0, p.n_copies() > 0, "{name}");
+        let have_dot = std::process::Command::new("dot").arg("-V").output().is_ok_and(|o| o.status.success());
+        if have_dot {
+            use std::io::Write;
+            let mut child = std::process::Command::new("dot")
+                .arg("-Tsvg")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(dot.as_bytes()).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
