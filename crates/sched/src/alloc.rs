@@ -1,6 +1,6 @@
 //! Pass 3, buffer allocation: a region for every storage and copy slot, per backend.
 //!
-//! Dedicated, never reused regions: params (in `params`, device memory), inputs and the storages of
+//! Dedicated, never reused regions: params (one `params` buffer each, device memory), inputs and the storages of
 //! outputs (in `io`, host-visible memory, so the CPU reads outputs without a staging copy). Everything
 //! else (intermediate storages and copy slots) shares the `arena` by liveness: on a timeline of copy
 //! events and node executions (split by split), a storage is allocated when its producer (or first
@@ -72,6 +72,7 @@ pub(crate) fn allocate(
     // Bump allocation of dedicated regions: (backend, role) -> chunk sizes.
     let mut bump: BTreeMap<(usize, BufferRole), Vec<usize>> = BTreeMap::new();
     let mut placed: Vec<Option<(usize, BufferRole, Slot)>> = vec![None; g.len()];
+    let mut param_of: HashMap<(usize, usize), NodeId> = HashMap::new();
     for id in g.topo_order() {
         let Some(role) = dedicated[id.index()] else { continue };
         let b = a.backend[id.index()];
@@ -80,8 +81,12 @@ pub(crate) fn allocate(
             return Err(too_large(b, id, role.name()));
         }
         let chunks = bump.entry((b, role)).or_default();
-        if chunks.last().is_none_or(|&used| used + size > max[b]) {
+        // Each param gets a buffer of its own, so a re-plan can keep it (see `Scheduler::plan`).
+        if role == BufferRole::Params || chunks.last().is_none_or(|&used| used + size > max[b]) {
             chunks.push(0);
+        }
+        if role == BufferRole::Params {
+            param_of.insert((b, chunks.len() - 1), id);
         }
         let ci = chunks.len() - 1;
         let offset = chunks[ci];
@@ -158,13 +163,17 @@ pub(crate) fn allocate(
                 if role == BufferRole::Arena {
                     arena_bytes += size;
                 }
-                let name = if ci == 0 {
+                let param = if role == BufferRole::Params { param_of.get(&(b, ci)).copied() } else { None };
+                let name = if let Some(pid) = param {
+                    let label = g.node(pid).name.clone().unwrap_or_else(|| pid.to_string());
+                    format!("{}.param.{label}", backends[b].name())
+                } else if ci == 0 {
                     format!("{}.{}", backends[b].name(), role.name())
                 } else {
                     format!("{}.{}{ci}", backends[b].name(), role.name())
                 };
                 index.insert((b, role, ci), buffers.len());
-                buffers.push(PlanBuffer { backend: b, role, chunk: ci, size, kind: role.kind(), name });
+                buffers.push(PlanBuffer { backend: b, role, chunk: ci, size, kind: role.kind(), name, param });
             }
         }
     }

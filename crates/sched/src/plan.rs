@@ -94,8 +94,10 @@ pub struct PlanBuffer {
     pub size: usize,
     /// Memory kind.
     pub kind: MemoryKind,
-    /// `backend.role` or `backend.roleN` for later chunks.
+    /// `backend.role`, `backend.roleN` for later chunks, `backend.param.NAME` for a param's buffer.
     pub name: String,
+    /// For a params buffer, the param it holds (each param has a buffer of its own).
+    pub param: Option<NodeId>,
 }
 
 /// Where a storage (or a copy of one) lives: a plan buffer index and a byte range in it.
@@ -221,7 +223,7 @@ impl Plan {
                 MemoryKind::Device => "device",
                 MemoryKind::Host => "host",
             };
-            let _ = writeln!(out, "buffer {:<16} {:<6} {:>10} B", b.name, kind, b.size);
+            let _ = writeln!(out, "buffer {:<20} {:<6} {:>10} B", b.name, kind, b.size);
         }
         let lines: Vec<String> = g.topo_order().map(|id| graph::dump::node_line(g, id)).collect();
         let width = lines.iter().map(String::len).max().unwrap_or(0);

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 pub struct Stats {
     /// Plans made (a re-plan happens only when the topology hash or the pins change).
     pub plans: u64,
-    /// Allocation rounds (one per plan; each allocates all of the plan's buffers).
+    /// Allocation rounds (one per plan).
     pub allocations: u64,
-    /// Buffers allocated in total.
+    /// Buffers allocated in total (params carried over by a re-plan are not allocated again).
     pub buffers: u64,
     /// Completed `compute` calls.
     pub steps: u64,
@@ -111,47 +111,83 @@ impl Scheduler {
 
     /// Plans `g` (assignment, splits, copies, buffers) and allocates its buffers, unless the current
     /// plan has the same topology hash and pins: then it is reused as is (no re-plan, no
-    /// re-allocation; inputs and params keep their data). After a re-plan, every input and param must
-    /// be set again before `compute`.
+    /// re-allocation; inputs and params keep their data).
+    ///
+    /// On a re-plan, params are carried over: a param of the new graph with the same name, dtype and
+    /// shape as a param of the old one, placed on the same backend, keeps its buffer and data (no
+    /// re-upload). Every other input and param must be set again before `compute`. When planning
+    /// fails, the previous plan stays in place.
     pub fn plan(&mut self, g: &Graph) -> Result<&Plan, SchedError> {
         let key = self.key(g);
         if self.planned.as_ref().is_some_and(|p| p.key == key) {
             return Ok(&self.planned.as_ref().expect("checked").plan);
         }
-        self.release()?;
         let plan = plan_graph(g, &self.backends, &self.pins)?;
         self.stats.plans += 1;
-        let buffers = self.allocate(&plan)?;
+        let mut set = vec![false; g.len()];
+        let mut adopted: Vec<Option<BufferId>> = vec![None; plan.buffers.len()];
+        if let Some(old) = self.planned.take() {
+            let mut kept = vec![false; old.buffers.len()];
+            for (i, pb) in plan.buffers.iter().enumerate() {
+                let Some(pid) = pb.param else { continue };
+                let found = old.plan.buffers.iter().enumerate().find_map(|(j, ob)| {
+                    let op = ob.param?;
+                    let same = !kept[j]
+                        && ob.backend == pb.backend
+                        && ob.size == pb.size
+                        && same_param(&old.graph, op, g, pid);
+                    same.then_some((j, op))
+                });
+                if let Some((j, op)) = found {
+                    kept[j] = true;
+                    adopted[i] = Some(old.buffers[j]);
+                    set[pid.index()] = old.set[op.index()];
+                }
+            }
+            for (j, (ob, &id)) in old.plan.buffers.iter().zip(&old.buffers).enumerate() {
+                if !kept[j] {
+                    self.backends[ob.backend].free(id)?;
+                }
+            }
+        }
+        let buffers = self.allocate(&plan, &adopted)?;
         let bindings = bindings(g, &plan, &buffers);
-        self.planned = Some(Planned {
-            key,
-            graph: g.clone(),
-            plan,
-            buffers,
-            bindings,
-            set: vec![false; g.len()],
-            computed: false,
-        });
+        self.planned = Some(Planned { key, graph: g.clone(), plan, buffers, bindings, set, computed: false });
         Ok(&self.planned.as_ref().expect("just set").plan)
     }
 
-    fn allocate(&mut self, plan: &Plan) -> Result<Vec<BufferId>, SchedError> {
+    /// Allocates the plan's buffers, except those `adopted` from the previous plan.
+    fn allocate(&mut self, plan: &Plan, adopted: &[Option<BufferId>]) -> Result<Vec<BufferId>, SchedError> {
         let _span = tracing::debug_span!("allocate", buffers = plan.buffers.len()).entered();
         let mut out: Vec<BufferId> = Vec::with_capacity(plan.buffers.len());
-        for pb in &plan.buffers {
+        let mut fresh = 0u64;
+        for (pb, carried) in plan.buffers.iter().zip(adopted) {
+            if let Some(id) = carried {
+                out.push(*id);
+                continue;
+            }
             match self.backends[pb.backend].alloc(pb.size, pb.kind) {
-                Ok(id) => out.push(id),
+                Ok(id) => {
+                    out.push(id);
+                    fresh += 1;
+                }
                 Err(e) => {
-                    // Give back what this round got; the allocation error is the one to report.
+                    // Give back what this round holds (adopted buffers included): the allocation
+                    // error is the one to report.
                     for (done, &id) in plan.buffers.iter().zip(&out) {
                         let _ = self.backends[done.backend].free(id);
+                    }
+                    for (pb, id) in plan.buffers.iter().zip(adopted).skip(out.len()) {
+                        if let Some(id) = id {
+                            let _ = self.backends[pb.backend].free(*id);
+                        }
                     }
                     return Err(e.into());
                 }
             }
         }
         self.stats.allocations += 1;
-        self.stats.buffers += out.len() as u64;
+        self.stats.buffers += fresh;
         Ok(out)
     }
 
@@ -399,6 +435,12 @@ impl Drop for Scheduler {
             tracing::warn!(error = %e, "freeing the plan's buffers failed");
         }
     }
+}
+
+/// Whether param `a` of `ga` and param `b` of `gb` are the same weight (name, dtype, shape).
+fn same_param(ga: &Graph, a: NodeId, gb: &Graph, b: NodeId) -> bool {
+    let (na, nb) = (ga.node(a), gb.node(b));
+    na.name.is_some() && na.name == nb.name && na.dtype == nb.dtype && na.layout.ne == nb.layout.ne
 }
 
 fn check_node<'a>(planned: &'a Option<Planned>, what: &'static str, node: NodeId) -> Result<&'a Planned, SchedError> {

@@ -246,3 +246,52 @@ fn f16_params_are_converted_by_set_input_f32() {
     assert_eq!(s.read_f32(y).unwrap(), vec![1.0, 3.0, -4.0, 2.0 * third]);
     assert_eq!(s.stats().bytes_from_host, 8 + 16);
 }
+
+#[test]
+fn a_replan_keeps_params_with_the_same_name_dtype_and_shape() {
+    let l = log();
+    let mut s = Scheduler::new(vec![Mock::new("cpu", &l).boxed()]).unwrap();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[4]).unwrap();
+    let w = g.param("w", DType::F32, &[4]).unwrap();
+    let v = g.param("v", DType::F32, &[4]).unwrap();
+    let y = g.mul(x, w).unwrap();
+    let y2 = g.add(y, v).unwrap();
+    g.set_output(y2);
+    let first = s.plan(&g).unwrap().buffers.len();
+    s.set_input_f32(w, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    s.set_input_f32(v, &[0.5; 4]).unwrap();
+    s.set_input_f32(x, &[1.0; 4]).unwrap();
+    s.compute().unwrap();
+    assert_eq!(s.read_f32(y2).unwrap(), vec![1.5, 2.5, 3.5, 4.5]);
+
+    // A new topology (another batch size): w and v are the same weights and keep their buffers.
+    let mut g2 = Graph::new();
+    let x2 = g2.input("x", DType::F32, &[4, 2]).unwrap();
+    let w2 = g2.param("w", DType::F32, &[4]).unwrap();
+    let v2 = g2.param("v", DType::F32, &[4]).unwrap();
+    let y = g2.mul(x2, w2).unwrap();
+    let z = g2.add(y, v2).unwrap();
+    g2.set_output(z);
+    let uploads = count(&l, " upload ");
+    let second = s.plan(&g2).unwrap().buffers.len();
+    s.set_input_f32(x2, &[1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]).unwrap();
+    s.compute().unwrap();
+    assert_eq!(s.read_f32(z).unwrap(), vec![1.5, 2.5, 3.5, 4.5, 2.5, 4.5, 6.5, 8.5]);
+    assert_eq!(count(&l, " upload ") - uploads, 1, "only x was uploaded again");
+    let st = s.stats();
+    assert_eq!((st.plans, st.allocations), (2, 2));
+    assert_eq!(st.buffers as usize, first + second - 2, "w and v were not allocated again");
+    assert_eq!(count(&l, " free "), first - 2);
+
+    // A param that changed shape is a different weight: it must be set again.
+    let mut g3 = Graph::new();
+    let x3 = g3.input("x", DType::F32, &[8]).unwrap();
+    let w3 = g3.param("w", DType::F32, &[8]).unwrap();
+    let y3 = g3.mul(x3, w3).unwrap();
+    g3.set_output(y3);
+    s.plan(&g3).unwrap();
+    s.set_input_f32(x3, &[1.0; 8]).unwrap();
+    let msg = s.compute().unwrap_err().to_string();
+    assert_eq!(msg, "compute: param #1 'w' f32 [8] has not been set since the graph was planned (call set_input)");
+}
