@@ -117,7 +117,7 @@ impl Backend for CpuBackend {
     fn compute(&mut self, task: SplitTask<'_>) -> BackendResult<()> {
         let _span = tracing::debug_span!("cpu_compute", nodes = task.nodes.len(), threads = self.threads).entered();
         let buffers = &self.buffers;
-        self.pool.install(|| {
+        crate::par::with_threads(&self.pool, self.threads, || {
             for &id in task.nodes {
                 dispatch::run(task.graph, id, task.bindings, buffers)?;
             }

@@ -2,7 +2,32 @@
 //! sized so each task has enough work to amortise scheduling, and enough tasks to feed every thread.
 
 use rayon::prelude::*;
+use std::cell::Cell;
 use std::ops::Range;
+
+thread_local! {
+    /// Threads the kernels may use, set by the backend around each `compute` (1: run inline on the
+    /// calling thread, without entering the pool).
+    static THREADS: Cell<usize> = const { Cell::new(1) };
+}
+
+/// Runs `f` with the kernels limited to `threads` threads: inline on the calling thread for 1
+/// (entering a pool costs a cross-thread hand-off, tens of microseconds), else inside `pool`.
+pub(crate) fn with_threads<R: Send>(pool: &rayon::ThreadPool, threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    if threads <= 1 {
+        let prev = THREADS.with(|t| t.replace(1));
+        let r = f();
+        THREADS.with(|t| t.set(prev));
+        r
+    } else {
+        pool.install(|| {
+            let prev = THREADS.with(|t| t.replace(threads));
+            let r = f();
+            THREADS.with(|t| t.set(prev));
+            r
+        })
+    }
+}
 
 /// Below this many element-operations a range runs on the calling thread.
 const MIN_WORK: usize = 16 * 1024;
@@ -13,7 +38,7 @@ pub(crate) fn for_blocks(n: usize, work_per_item: usize, f: impl Fn(Range<usize>
     if n == 0 {
         return;
     }
-    let threads = rayon::current_num_threads();
+    let threads = THREADS.with(Cell::get);
     let total = n.saturating_mul(work_per_item.max(1));
     if threads <= 1 || total <= MIN_WORK || n == 1 {
         f(0..n);

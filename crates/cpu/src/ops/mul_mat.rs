@@ -22,51 +22,69 @@ const ROWS: usize = 16;
 fn dot_body<const FMA: bool>(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; 16];
-    let mut ac = a.chunks_exact(16);
-    let mut bc = b.chunks_exact(16);
-    for (x, y) in (&mut ac).zip(&mut bc) {
-        for l in 0..16 {
-            acc[l] = fma::<FMA>(x[l], y[l], acc[l]);
-        }
+    let (ac, ar) = a.as_chunks::<8>();
+    let (bc, br) = b.as_chunks::<8>();
+    let (mut c0, mut c1) = ([0.0f32; 8], [0.0f32; 8]);
+    let mut i = 0;
+    while i + 2 <= ac.len() {
+        fma8::<FMA>(&mut c0, &ac[i], &bc[i]);
+        fma8::<FMA>(&mut c1, &ac[i + 1], &bc[i + 1]);
+        i += 2;
     }
-    let mut s = 0.0;
-    for (x, y) in ac.remainder().iter().zip(bc.remainder()) {
+    if i < ac.len() {
+        fma8::<FMA>(&mut c0, &ac[i], &bc[i]);
+    }
+    let mut s = hsum(&c0) + hsum(&c1);
+    for (x, y) in ar.iter().zip(br) {
         s += x * y;
     }
-    s + acc.iter().sum::<f32>()
+    s
 }
 multiversion!(
     /// Dot product of two f32 slices.
     fn dot(a: &[f32], b: &[f32]) -> f32 => dot_body
 );
 
+/// `acc[l] += x[l] * y[l]` for 8 lanes (one vector FMA).
+#[inline(always)]
+fn fma8<const FMA: bool>(acc: &mut [f32; 8], x: &[f32; 8], y: &[f32; 8]) {
+    for l in 0..8 {
+        acc[l] = fma::<FMA>(x[l], y[l], acc[l]);
+    }
+}
+
+#[inline(always)]
+fn hsum(acc: &[f32; 8]) -> f32 {
+    (acc[0] + acc[4]) + (acc[1] + acc[5]) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
 #[inline(always)]
 fn tile_4x2_body<const FMA: bool>(a: &[&[f32]; 4], b: &[&[f32]; 2]) -> [[f32; 2]; 4] {
     let n = b[0].len();
-    let mut acc = [[[0.0f32; 8]; 2]; 4];
-    let full = n / 8 * 8;
-    let mut i = 0;
-    while i < full {
-        let bv: [&[f32]; 2] = [&b[0][i..i + 8], &b[1][i..i + 8]];
-        for r in 0..4 {
-            let av = &a[r][i..i + 8];
-            for c in 0..2 {
-                for l in 0..8 {
-                    acc[r][c][l] = fma::<FMA>(av[l], bv[c][l], acc[r][c][l]);
-                }
-            }
-        }
-        i += 8;
+    let (a0, a1, a2, a3) =
+        (a[0].as_chunks::<8>().0, a[1].as_chunks::<8>().0, a[2].as_chunks::<8>().0, a[3].as_chunks::<8>().0);
+    let (b0, b1) = (b[0].as_chunks::<8>().0, b[1].as_chunks::<8>().0);
+    let m = b0.len().min(b1.len()).min(a0.len()).min(a1.len()).min(a2.len()).min(a3.len());
+    let (mut c00, mut c01, mut c10, mut c11) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    let (mut c20, mut c21, mut c30, mut c31) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    for i in 0..m {
+        let (y0, y1) = (&b0[i], &b1[i]);
+        fma8::<FMA>(&mut c00, &a0[i], y0);
+        fma8::<FMA>(&mut c01, &a0[i], y1);
+        fma8::<FMA>(&mut c10, &a1[i], y0);
+        fma8::<FMA>(&mut c11, &a1[i], y1);
+        fma8::<FMA>(&mut c20, &a2[i], y0);
+        fma8::<FMA>(&mut c21, &a2[i], y1);
+        fma8::<FMA>(&mut c30, &a3[i], y0);
+        fma8::<FMA>(&mut c31, &a3[i], y1);
     }
-    let mut out = [[0.0f32; 2]; 4];
+    let mut out =
+        [[hsum(&c00), hsum(&c01)], [hsum(&c10), hsum(&c11)], [hsum(&c20), hsum(&c21)], [hsum(&c30), hsum(&c31)]];
     for r in 0..4 {
         for c in 0..2 {
-            let mut s: f32 = acc[r][c].iter().sum();
-            for t in full..n {
-                s += a[r][t] * b[c][t];
+            for t in 8 * m..n {
+                out[r][c] += a[r][t] * b[c][t];
             }
-            out[r][c] = s;
         }
     }
     out
@@ -79,26 +97,37 @@ multiversion!(
 #[inline(always)]
 fn tile_8x1_body<const FMA: bool>(a: &[&[f32]; 8], b: &[f32]) -> [f32; 8] {
     let n = b.len();
-    let mut acc = [[0.0f32; 8]; 8];
-    let full = n / 8 * 8;
-    let mut i = 0;
-    while i < full {
-        let bv = &b[i..i + 8];
-        for r in 0..8 {
-            let av = &a[r][i..i + 8];
-            for l in 0..8 {
-                acc[r][l] = fma::<FMA>(av[l], bv[l], acc[r][l]);
-            }
-        }
-        i += 8;
+    let y = b.as_chunks::<8>().0;
+    let r: [&[[f32; 8]]; 8] = std::array::from_fn(|q| a[q].as_chunks::<8>().0);
+    let m = r.iter().map(|x| x.len()).min().unwrap_or(0).min(y.len());
+    let mut c = [[0.0f32; 8]; 8];
+    let (mut c0, mut c1, mut c2, mut c3) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    let (mut c4, mut c5, mut c6, mut c7) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    for i in 0..m {
+        let yi = &y[i];
+        fma8::<FMA>(&mut c0, &r[0][i], yi);
+        fma8::<FMA>(&mut c1, &r[1][i], yi);
+        fma8::<FMA>(&mut c2, &r[2][i], yi);
+        fma8::<FMA>(&mut c3, &r[3][i], yi);
+        fma8::<FMA>(&mut c4, &r[4][i], yi);
+        fma8::<FMA>(&mut c5, &r[5][i], yi);
+        fma8::<FMA>(&mut c6, &r[6][i], yi);
+        fma8::<FMA>(&mut c7, &r[7][i], yi);
     }
+    c[0] = c0;
+    c[1] = c1;
+    c[2] = c2;
+    c[3] = c3;
+    c[4] = c4;
+    c[5] = c5;
+    c[6] = c6;
+    c[7] = c7;
     let mut out = [0.0f32; 8];
-    for r in 0..8 {
-        let mut s: f32 = acc[r].iter().sum();
-        for t in full..n {
-            s += a[r][t] * b[t];
+    for q in 0..8 {
+        out[q] = hsum(&c[q]);
+        for t in 8 * m..n {
+            out[q] += a[q][t] * b[t];
         }
-        out[r] = s;
     }
     out
 }
