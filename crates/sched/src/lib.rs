@@ -1,9 +1,8 @@
 //! Scheduling graphs onto backends: the [`Backend`] trait, planning as named passes into a printable
 //! [`Plan`], and the [`Scheduler`] that executes it.
 //!
-//! Planning passes, in order: [`assign`](crate::plan::Cause) (a backend and a recorded cause per
-//! node), splits (maximal runs of consecutive nodes on one backend) with inserted copies, and buffer
-//! allocation (dedicated host-visible regions for inputs and outputs, dedicated params, and a
+//! Planning passes, in order: assignment (a backend and a recorded [`Cause`] per node), splits
+//! (maximal runs of consecutive nodes on one backend) with inserted copies, and buffer allocation (dedicated host-visible regions for inputs and outputs, dedicated params, and a
 //! liveness-shared arena for everything else). The executor replays the plan every step; a graph
 //! with an unchanged topology hash is neither re-planned nor re-allocated.
 //!
@@ -25,6 +24,7 @@ mod alloc;
 mod arena;
 mod assign;
 pub mod backend;
+mod bind;
 pub mod error;
 pub mod plan;
 mod planner;
