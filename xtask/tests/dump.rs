@@ -66,3 +66,19 @@ fn dot_dumps_render_with_graphviz() {
         assert!(String::from_utf8_lossy(&rendered.stdout).contains("<svg"));
     }
 }
+
+#[test]
+fn dump_plan_on_cpu_shows_splits_and_buffers() {
+    let out = xtask(&["dump", "fixtures/graphs/sampling_tail.graph", "--plan", "--backends", "cpu"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("plan: topology"), "{text}");
+    assert!(text.contains("1 splits") || text.contains("1 split"), "{text}");
+    assert!(text.contains("top_k{k=40}"));
+    let out = xtask(&["dump", "fixtures/graphs/mlp2.graph", "--plan", "--backends", "tpu"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend `tpu` (expected cpu or vulkan)"));
+    let out = xtask(&["dump", "fixtures/graphs/mlp2.graph", "--plan", "--pin", "nope=cpu"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no node named `nope`"));
+}
