@@ -295,3 +295,25 @@ fn a_replan_keeps_params_with_the_same_name_dtype_and_shape() {
     let msg = s.compute().unwrap_err().to_string();
     assert_eq!(msg, "compute: param #1 'w' f32 [8] has not been set since the graph was planned (call set_input)");
 }
+
+#[test]
+fn an_allocation_failure_is_reported_and_frees_what_the_round_got() {
+    let l = log();
+    let mut s = Scheduler::new(vec![Mock::new("gpu", &l).fail_alloc(1).boxed()]).unwrap();
+    let mut g = Graph::new();
+    let (_, _, _) = chain(&mut g);
+    let e = s.plan(&g).unwrap_err();
+    assert!(matches!(e, SchedError::Backend(sched::BackendError::OutOfMemory { .. })));
+    assert!(e.to_string().starts_with("gpu: out of memory allocating "), "{e}");
+    assert_eq!(count(&l, " alloc "), 2);
+    assert_eq!(count(&l, " free "), 1, "the first buffer of the failed round is given back");
+    assert!(s.current_plan().is_none());
+    assert_eq!(s.compute().unwrap_err(), SchedError::NotPlanned { what: "compute" });
+    // The next attempt succeeds (the mock fails only its second alloc call).
+    s.plan(&g).unwrap();
+    assert_eq!(s.stats().allocations, 1);
+    // A graph error converts into SchedError for callers mixing both with `?`.
+    let ge = g.top_k(NodeId(0), 99).unwrap_err();
+    let se: SchedError = ge.clone().into();
+    assert_eq!(se.to_string(), ge.to_string());
+}

@@ -24,6 +24,9 @@ pub struct Mock {
     buffers: HashMap<u32, (Vec<u8>, MemoryKind)>,
     next: u32,
     log: Log,
+    /// Fail the alloc call with this index (0-based) with OutOfMemory.
+    fail_alloc: Option<u32>,
+    allocs: u32,
 }
 
 impl Mock {
@@ -39,6 +42,8 @@ impl Mock {
             buffers: HashMap::new(),
             next: 0,
             log: log.clone(),
+            fail_alloc: None,
+            allocs: 0,
         }
     }
     /// Refuses these ops (by name).
@@ -62,6 +67,11 @@ impl Mock {
     }
     pub fn max_buffer(mut self, m: usize) -> Mock {
         self.max = m;
+        self
+    }
+    /// The `n`-th alloc call (0-based) fails with OutOfMemory.
+    pub fn fail_alloc(mut self, n: u32) -> Mock {
+        self.fail_alloc = Some(n);
         self
     }
     pub fn boxed(self) -> Box<dyn Backend> {
@@ -129,7 +139,9 @@ impl Backend for Mock {
 
     fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {
         self.note(format!("alloc {bytes} {kind:?}"));
-        if bytes > self.max {
+        let call = self.allocs;
+        self.allocs += 1;
+        if bytes > self.max || self.fail_alloc == Some(call) {
             return Err(BackendError::OutOfMemory { backend: self.name.clone(), bytes, kind });
         }
         let id = self.next;
