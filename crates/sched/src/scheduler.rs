@@ -116,8 +116,9 @@ impl Scheduler {
     ///
     /// On a re-plan, params are carried over: a param of the new graph with the same name, dtype and
     /// shape as a param of the old one, placed on the same backend, keeps its buffer and data (no
-    /// re-upload). Every other input and param must be set again before `compute`. When planning
-    /// fails, the previous plan stays in place.
+    /// re-upload). Every other input and param must be set again before `compute`. When a planning
+    /// pass fails (say, a node no backend supports), the previous plan stays in place; when
+    /// allocating the new plan's buffers fails, no plan remains.
     pub fn plan(&mut self, g: &Graph) -> Result<&Plan, SchedError> {
         let key = self.key(g);
         if self.planned.as_ref().is_some_and(|p| p.key == key) {
@@ -145,10 +146,20 @@ impl Scheduler {
                     set[pid.index()] = old.set[op.index()];
                 }
             }
+            let mut freed = Ok(());
             for (j, (ob, &id)) in old.plan.buffers.iter().zip(&old.buffers).enumerate() {
                 if !kept[j] {
-                    self.backends[ob.backend].free(id)?;
+                    let r = self.backends[ob.backend].free(id);
+                    freed = freed.and(r);
                 }
+            }
+            if let Err(e) = freed {
+                for (pb, id) in plan.buffers.iter().zip(&adopted) {
+                    if let Some(id) = id {
+                        let _ = self.backends[pb.backend].free(*id);
+                    }
+                }
+                return Err(e.into());
             }
         }
         let buffers = self.allocate(&plan, &adopted)?;
@@ -192,14 +203,17 @@ impl Scheduler {
         Ok(out)
     }
 
-    /// Frees the current plan's buffers.
-    fn release(&mut self) -> Result<(), SchedError> {
+    /// Drops the current plan and frees all of its buffers (params included); the next `plan`
+    /// starts from scratch. Pins and counters are kept.
+    pub fn reset(&mut self) -> Result<(), SchedError> {
+        let mut freed = Ok(());
         if let Some(p) = self.planned.take() {
             for (pb, &id) in p.plan.buffers.iter().zip(&p.buffers) {
-                self.backends[pb.backend].free(id)?;
+                let r = self.backends[pb.backend].free(id);
+                freed = freed.and(r);
             }
         }
-        Ok(())
+        Ok(freed?)
     }
 
     /// The graph of the current plan, if any.
@@ -432,7 +446,7 @@ impl Scheduler {
 
 impl Drop for Scheduler {
     fn drop(&mut self) {
-        if let Err(e) = self.release() {
+        if let Err(e) = self.reset() {
             tracing::warn!(error = %e, "freeing the plan's buffers failed");
         }
     }

@@ -317,3 +317,26 @@ fn an_allocation_failure_is_reported_and_frees_what_the_round_got() {
     let se: SchedError = ge.clone().into();
     assert_eq!(se.to_string(), ge.to_string());
 }
+
+#[test]
+fn reset_frees_every_buffer_and_forgets_the_plan() {
+    let l = log();
+    let mut s = Scheduler::new(vec![Mock::new("cpu", &l).boxed()]).unwrap();
+    let mut g = Graph::new();
+    let (x, b, y) = chain(&mut g);
+    let n = s.plan(&g).unwrap().buffers.len();
+    s.reset().unwrap();
+    assert_eq!(count(&l, " free "), n);
+    assert!(s.current_plan().is_none() && s.graph().is_none());
+    assert_eq!(s.read(y).unwrap_err(), SchedError::NotPlanned { what: "read" });
+    // The same topology is planned again (the plan was forgotten).
+    s.plan(&g).unwrap();
+    let (xv, bv) = data(2);
+    s.set_input_f32(x, &xv).unwrap();
+    s.set_input_f32(b, &bv).unwrap();
+    s.compute().unwrap();
+    assert_eq!(s.read_f32(y).unwrap(), expected(&xv, &bv));
+    assert_eq!((s.stats().plans, s.stats().allocations), (2, 2));
+    drop(s);
+    assert_eq!(count(&l, " free "), 2 * n, "dropping the scheduler frees its buffers");
+}
