@@ -319,6 +319,28 @@ fn an_allocation_failure_is_reported_and_frees_what_the_round_got() {
 }
 
 #[test]
+fn the_scheduler_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Scheduler>();
+    let l = log();
+    let mut s = Scheduler::new(vec![Mock::new("cpu", &l).boxed()]).unwrap();
+    let mut g = Graph::new();
+    let (x, b, y) = chain(&mut g);
+    s.plan(&g).unwrap();
+    let (xv, bv) = data(3);
+    let want = expected(&xv, &bv);
+    let got = std::thread::spawn(move || {
+        s.set_input_f32(x, &xv).unwrap();
+        s.set_input_f32(b, &bv).unwrap();
+        s.compute().unwrap();
+        s.read_f32(y).unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
 fn reset_frees_every_buffer_and_forgets_the_plan() {
     let l = log();
     let mut s = Scheduler::new(vec![Mock::new("cpu", &l).boxed()]).unwrap();
