@@ -1,13 +1,14 @@
 //! Pass 3, buffer allocation: a region for every storage and copy slot, per backend.
 //!
-//! Dedicated, never reused regions: params (one `params` buffer each, device memory), inputs and the storages of
-//! outputs (in `io`, host-visible memory, so the CPU reads outputs without a staging copy). Everything
-//! else (intermediate storages and copy slots) shares the `arena` by liveness: on a timeline of copy
-//! events and node executions (split by split), a storage is allocated when its producer (or first
-//! copy) runs and freed after its last reader (views and in-place results read and write their
-//! storage, so they extend its life; a copy out of it is a read). A node's result is allocated before
-//! its dead sources are freed, so it never aliases its own inputs. Offsets respect the backend's
-//! alignment; a region that would exceed `max_buffer_size` opens another buffer.
+//! Dedicated, never reused regions: params (a device buffer each, `backend.param.NAME`, so that a
+//! re-plan can keep them), inputs and the storages of outputs (in `io`, host-visible memory, so the
+//! CPU reads outputs without a staging copy). Everything else (intermediate storages and copy slots)
+//! shares the `arena` by liveness: on a timeline of copy events and node executions (split by
+//! split), a storage is allocated when its producer (or first copy) runs and freed after its last
+//! reader (views and in-place results read and write their storage, so they extend its life; a copy
+//! out of it is a read). A node's result is allocated before its dead sources are freed, so it never
+//! aliases its own inputs. Offsets respect the backend's alignment; a region that would exceed
+//! `max_buffer_size` opens another buffer.
 
 use crate::arena::{Arena, Slot, align_up};
 use crate::assign::{Assignment, is_compute};
