@@ -89,8 +89,11 @@ pub(crate) fn map_rows(k: &K<'_>, f: impl Fn([usize; 3], &[f32], &mut [f32]) + S
     let n = d.ne[0];
     let direct_in = s.dtype == graph::DType::F32 && s.ne[0] == n && s.rows_contiguous();
     let direct_out = d.dtype == graph::DType::F32;
-    for_rows(&d, n, 2 * n, |r, scratch| {
-        let (a, b) = scratch.split_at_mut(n);
+    // Scratch only for what needs converting or gathering (a fresh zeroed row per block costs page
+    // faults on long rows).
+    let need = if direct_in { 0 } else { n } + if direct_out { 0 } else { n };
+    for_rows(&d, n, need, |r, scratch| {
+        let (a, b) = scratch.split_at_mut(if direct_in { 0 } else { n });
         // SAFETY: rows of `s` are valid for reads; row `r` of `d` is written by this call only.
         unsafe {
             let x: &[f32] = if direct_in {

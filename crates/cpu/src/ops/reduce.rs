@@ -9,7 +9,7 @@ use graph::DType;
 
 pub(crate) fn sum_rows(k: &K<'_>) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
-    for_rows(&d, s.ne[0], s.ne[0], |r, scratch| {
+    for_rows(&d, s.ne[0], if s.dtype == DType::F32 { 0 } else { s.ne[0] }, |r, scratch| {
         // SAFETY: valid source rows; element `r` of `d` written only here.
         unsafe { d.row_mut::<f32>(r)[0] = sum_f32(row_f32(&s, r, scratch)) }
     });
@@ -18,7 +18,7 @@ pub(crate) fn sum_rows(k: &K<'_>) -> Result<(), CpuError> {
 
 pub(crate) fn max_rows(k: &K<'_>) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
-    for_rows(&d, s.ne[0], s.ne[0], |r, scratch| {
+    for_rows(&d, s.ne[0], if s.dtype == DType::F32 { 0 } else { s.ne[0] }, |r, scratch| {
         // SAFETY: as `sum_rows`.
         unsafe {
             let x = row_f32(&s, r, scratch);

@@ -12,8 +12,10 @@ pub(crate) fn soft_max(k: &K<'_>, scale: f32) -> Result<(), CpuError> {
     let (x, d) = (k.srcs[0], k.dst);
     let mask = k.srcs.get(1).copied();
     let n = d.ne[0];
-    for_rows(&d, n * 4, 2 * n, |r, scratch| {
-        let (sx, sm) = scratch.split_at_mut(n);
+    let nx = if x.dtype == DType::F32 { 0 } else { n };
+    let nm = if mask.is_some_and(|m| m.dtype != DType::F32) { n } else { 0 };
+    for_rows(&d, n * 4, nx + nm, |r, scratch| {
+        let (sx, sm) = scratch.split_at_mut(nx);
         // SAFETY: sources valid for reads (rows contiguous, checked by the builder); row `r` of `d`
         // written only here.
         unsafe {

@@ -3,20 +3,22 @@
 //! order with -0.0 = +0.0). Both work on one `u64` per entry, `key << 32 | index-part`, which makes
 //! every entry distinct and encodes the tie rule, so unstable sorts and selections are exact.
 //!
-//! `top_k` never sorts the row: it scans it once in chunks, skipping any chunk whose largest key is
-//! not above the running threshold, keeps candidates in a small buffer and, when that fills, keeps
-//! the best `k` with `select_nth_unstable` (raising the threshold); the final `k` are then sorted.
+//! `top_k` never sorts the row. Short rows: one scan in chunks, skipping any chunk whose largest key
+//! is not above the running threshold, keeping candidates in a small buffer and, when that fills,
+//! keeping the best `k` with `select_nth_unstable` (raising the threshold). Long rows: block maxima
+//! give a threshold first, then only the blocks that reach it are scanned (see `top_k_blocks`).
+//! The final `k` candidates are then sorted.
 
 use super::{K, for_rows};
 use crate::error::CpuError;
-use crate::math::{multiversion, order_key};
+use crate::math::{max_key_f32, multiversion, order_key};
 use crate::tensor::row_f32;
-use graph::SortOrder;
+use graph::{DType, SortOrder};
 
 pub(crate) fn argsort(k: &K<'_>, order: SortOrder) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
     let n = s.ne[0];
-    for_rows(&d, n * 16, n, |r, scratch| {
+    for_rows(&d, n * 16, if s.dtype == DType::F32 { 0 } else { n }, |r, scratch| {
         let mut v: Vec<u64> = Vec::with_capacity(n);
         // SAFETY: valid source rows; row `r` of `d` written only here.
         unsafe {
@@ -92,9 +94,37 @@ multiversion!(
     fn top_k_scan(x: &[f32], k: usize, buf: &mut Vec<u64>) => top_k_body
 );
 
+/// Long rows: a first pass takes the maximum key of each of about `16k` blocks; the `k`-th largest
+/// of those maxima, `t0`, is a lower bound of the `k`-th largest entry (`k` blocks each hold an entry
+/// at or above it). A second pass visits only the blocks whose maximum reaches `t0` (about `k` of
+/// them, a sixteenth of the row) and collects every entry with key `>= t0`.
+fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
+    let block = x.len().div_ceil(16 * k).max(64);
+    let maxima: Vec<u32> = x.chunks(block).map(max_key_f32).collect();
+    let mut sorted = maxima.clone();
+    let t0 = if sorted.len() > k { *sorted.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1 } else { 0 };
+    buf.clear();
+    for (b, blk) in x.chunks(block).enumerate() {
+        if maxima[b] < t0 {
+            continue;
+        }
+        let base = b * block;
+        for (j, &v) in blk.iter().enumerate() {
+            let key = order_key(v);
+            if key >= t0 {
+                buf.push(composite(key, base + j));
+            }
+        }
+    }
+}
+
 /// Indices of the `k` largest entries of `x`, by value descending, ties lower index first.
 pub(crate) fn top_k_row(x: &[f32], k: usize, buf: &mut Vec<u64>, out: &mut [i32]) {
-    top_k_scan(x, k, buf);
+    if x.len() >= 8192 && x.len() >= 64 * k {
+        top_k_blocks(x, k, buf);
+    } else {
+        top_k_scan(x, k, buf);
+    }
     flush(buf, k);
     buf.sort_unstable_by(|a, b| b.cmp(a));
     for (o, &c) in out.iter_mut().zip(buf.iter()) {
@@ -105,7 +135,7 @@ pub(crate) fn top_k_row(x: &[f32], k: usize, buf: &mut Vec<u64>, out: &mut [i32]
 pub(crate) fn top_k(k: &K<'_>, n_top: usize) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
     let n = s.ne[0];
-    for_rows(&d, n, n, |r, scratch| {
+    for_rows(&d, n, if s.dtype == DType::F32 { 0 } else { n }, |r, scratch| {
         let mut buf = Vec::with_capacity((2 * n_top).max(n_top + 1024));
         // SAFETY: valid source rows; row `r` of `d` written only here.
         unsafe {
@@ -135,7 +165,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for &n in &[1usize, 5, 31, 32, 33, 1000, 5000, 70_000] {
+        for &n in &[1usize, 5, 31, 32, 33, 1000, 5000, 8192, 70_000] {
             let cases: Vec<Vec<f32>> = vec![
                 (0..n).map(|_| (rnd() % 1000) as f32 / 7.0).collect(),
                 (0..n).map(|_| (rnd() % 5) as f32).collect(),
