@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const SUITES: &str = "suites: sampling";
+const SUITES: &str = "suites: sampling, ops";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
@@ -27,6 +27,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let rest = std::iter::once(format!("xtask bench {suite}")).chain(args[2..].iter().cloned());
     match suite.as_str() {
         "sampling" => crate::bench_sampling::run(rest),
+        "ops" => crate::bench_ops::run(rest),
         other => bail!("unknown benchmark suite `{other}`\n{SUITES}"),
     }
 }

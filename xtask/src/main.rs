@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod bench_ops;
 mod bench_sampling;
 mod ci;
 mod dump;
