@@ -1,1 +1,18 @@
-//! Placeholder: being written.
+//! The Vulkan backend on `vulkano`: device selection ([`device`]), buffers in device-local and
+//! host-visible memory, one compute pipeline per shader variant ([`shaders`]), and the op families
+//! ([`ops`], one module per family, same names as the CPU kernels and the GLSL in `shaders/`).
+//!
+//! [`VulkanBackend::new`] returns [`sched::BackendError::Unavailable`] naming the cause when there is
+//! no Vulkan loader or no usable device; nothing panics and the CPU path is unaffected.
+
+mod backend;
+pub mod device;
+mod encoder;
+mod ops;
+mod push;
+pub mod shaders;
+
+pub use backend::{Options, VulkanBackend};
+
+/// The backend's name in plans and errors.
+pub const NAME: &str = "vulkan";

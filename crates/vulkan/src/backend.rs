@@ -1,0 +1,464 @@
+//! [`VulkanBackend`]: buffers (device-local, and host-visible pinned memory that is host-cached where
+//! the device offers it), uploads and downloads (mapped, or through a staging buffer), one command
+//! buffer per split, fences, optional timestamps (`GGS_VULKAN_TIMESTAMPS=1`) reported via `tracing`.
+
+use crate::device::{self, Gpu, MessageLog};
+use crate::encoder::Encoder;
+use crate::shaders::{self, ShaderId};
+use ash::vk;
+use graph::{Graph, NodeId};
+use sched::{Backend, BackendError, BackendResult, BufferId, MemoryKind, SplitTask};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use vulkano::VulkanObject;
+use vulkano::buffer::{Buffer, BufferCreateInfo, BufferMemory, BufferUsage, Subbuffer};
+use vulkano::command_buffer::allocator::{StandardCommandBufferAllocator, StandardCommandBufferAllocatorCreateInfo};
+use vulkano::command_buffer::{BufferCopy, CommandBufferLevel, CommandBufferUsage, CopyBufferInfo};
+use vulkano::command_buffer::{CommandBuffer, CommandBufferBeginInfo, RecordingCommandBuffer};
+use vulkano::descriptor_set::DescriptorSet;
+use vulkano::descriptor_set::allocator::StandardDescriptorSetAllocator;
+use vulkano::descriptor_set::layout::{
+    DescriptorSetLayout, DescriptorSetLayoutBinding, DescriptorSetLayoutCreateInfo, DescriptorType,
+};
+use vulkano::memory::allocator::{AllocationCreateInfo, MemoryTypeFilter, StandardMemoryAllocator};
+use vulkano::pipeline::compute::ComputePipelineCreateInfo;
+use vulkano::pipeline::layout::{PipelineLayoutCreateInfo, PushConstantRange};
+use vulkano::pipeline::{ComputePipeline, PipelineLayout, PipelineShaderStageCreateInfo};
+use vulkano::query::{QueryPool, QueryResultFlags};
+use vulkano::shader::{ShaderModule, ShaderModuleCreateInfo, ShaderStages, SpecializationConstant};
+use vulkano::sync::fence::{Fence, FenceCreateInfo};
+
+/// Construction options.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Enable `VK_LAYER_KHRONOS_validation` (when installed) and record its messages.
+    pub validation: bool,
+    /// Device index or name substring (overrides `GGS_VULKAN_DEVICE`).
+    pub device: Option<String>,
+    /// Record per-node timestamps (also enabled by `GGS_VULKAN_TIMESTAMPS=1`).
+    pub timestamps: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Buf {
+    pub sub: Subbuffer<[u8]>,
+    pub host_visible: bool,
+    pub coherent: bool,
+    pub len: usize,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    fence: Fence,
+    _cb: CommandBuffer,
+    _keep: Vec<Arc<DescriptorSet>>,
+    timing: Option<(Arc<QueryPool>, Vec<String>)>,
+}
+
+/// The Vulkan backend. See the crate documentation.
+pub struct VulkanBackend {
+    pub(crate) gpu: Gpu,
+    pub(crate) mem: Arc<StandardMemoryAllocator>,
+    cmd: Arc<StandardCommandBufferAllocator>,
+    pub(crate) sets: Arc<StandardDescriptorSetAllocator>,
+    pub(crate) set_layout: Arc<DescriptorSetLayout>,
+    pub(crate) layout: Arc<PipelineLayout>,
+    pipelines: HashMap<ShaderId, Arc<ComputePipeline>>,
+    pub(crate) buffers: BTreeMap<u32, Buf>,
+    next_id: u32,
+    pub(crate) scratch: Vec<Subbuffer<[u8]>>,
+    in_flight: Vec<InFlight>,
+    log: MessageLog,
+    timestamps: bool,
+}
+
+impl std::fmt::Debug for VulkanBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanBackend")
+            .field("device", &self.gpu.name)
+            .field("subgroups", &self.gpu.subgroups)
+            .field("buffers", &self.buffers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn err(msg: impl Into<String>) -> BackendError {
+    BackendError::Other { backend: crate::NAME.into(), msg: msg.into() }
+}
+
+impl VulkanBackend {
+    /// Opens the preferred device (see [`crate::device`]); validation follows whether
+    /// `VK_LOADER_LAYERS_ENABLE` or `GGS_VULKAN_VALIDATION=1` is set.
+    pub fn new() -> BackendResult<VulkanBackend> {
+        let validation = std::env::var_os("GGS_VULKAN_VALIDATION").is_some_and(|v| v == "1");
+        VulkanBackend::with_options(Options { validation, ..Options::default() })
+    }
+
+    /// Opens a device with explicit options.
+    pub fn with_options(opts: Options) -> BackendResult<VulkanBackend> {
+        let log: MessageLog = Arc::new(Mutex::new(Vec::new()));
+        let unavailable = |reason: String| BackendError::Unavailable { backend: crate::NAME.into(), reason };
+        let gpu = device::open(opts.validation, opts.device.as_deref(), &log).map_err(unavailable)?;
+        let device = gpu.device.clone();
+        let mem = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
+        let cmd = Arc::new(StandardCommandBufferAllocator::new(
+            device.clone(),
+            StandardCommandBufferAllocatorCreateInfo::default(),
+        ));
+        let sets = Arc::new(StandardDescriptorSetAllocator::new(device.clone(), Default::default()));
+        let binding = DescriptorSetLayoutBinding {
+            stages: ShaderStages::COMPUTE,
+            ..DescriptorSetLayoutBinding::descriptor_type(DescriptorType::StorageBuffer)
+        };
+        let set_layout = DescriptorSetLayout::new(
+            device.clone(),
+            DescriptorSetLayoutCreateInfo {
+                bindings: (0..4u32).map(|i| (i, binding.clone())).collect(),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| unavailable(format!("descriptor set layout: {e}")))?;
+        let layout = PipelineLayout::new(
+            device.clone(),
+            PipelineLayoutCreateInfo {
+                set_layouts: vec![set_layout.clone()],
+                push_constant_ranges: vec![PushConstantRange { stages: ShaderStages::COMPUTE, offset: 0, size: 128 }],
+                ..Default::default()
+            },
+        )
+        .map_err(|e| unavailable(format!("pipeline layout: {e}")))?;
+        let timestamps = (opts.timestamps || std::env::var_os("GGS_VULKAN_TIMESTAMPS").is_some_and(|v| v == "1"))
+            && gpu.timestamps_valid;
+        Ok(VulkanBackend {
+            gpu,
+            mem,
+            cmd,
+            sets,
+            set_layout,
+            layout,
+            pipelines: HashMap::new(),
+            buffers: BTreeMap::new(),
+            next_id: 0,
+            scratch: Vec::new(),
+            in_flight: Vec::new(),
+            log,
+            timestamps,
+        })
+    }
+
+    /// The selected device's name.
+    pub fn device_name(&self) -> &str {
+        &self.gpu.name
+    }
+
+    /// Whether the subgroup shader variants are used.
+    pub fn uses_subgroups(&self) -> bool {
+        self.gpu.subgroups
+    }
+
+    /// Whether the validation layer is active.
+    pub fn validation_enabled(&self) -> bool {
+        self.gpu.validation
+    }
+
+    /// Every validation message recorded so far (warnings and errors).
+    pub fn validation_messages(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn pipeline(&mut self, id: ShaderId) -> BackendResult<Arc<ComputePipeline>> {
+        if let Some(p) = self.pipelines.get(&id) {
+            return Ok(p.clone());
+        }
+        let v = shaders::variant(id);
+        let words = shaders::spirv_words(v);
+        let device = self.gpu.device.clone();
+        // SAFETY: the SPIR-V comes from glslc (checked against its source by a test) and only
+        // accesses the bound buffers within the bounds the host code computes.
+        let module = unsafe { ShaderModule::new(device.clone(), ShaderModuleCreateInfo::new(&words)) }
+            .map_err(|e| err(format!("shader {}: {e}", v.name)))?;
+        let spec = [(0u32, SpecializationConstant::U32(v.wg))].into_iter().collect();
+        let entry = module
+            .specialize(spec)
+            .map_err(|e| err(format!("shader {}: {e}", v.name)))?
+            .entry_point("main")
+            .ok_or_else(|| err(format!("shader {} has no main", v.name)))?;
+        let stage = PipelineShaderStageCreateInfo::new(entry);
+        let p = ComputePipeline::new(device, None, ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()))
+            .map_err(|e| err(format!("pipeline {}: {e}", v.name)))?;
+        self.pipelines.insert(id, p.clone());
+        Ok(p)
+    }
+
+    pub(crate) fn buf(&self, id: BufferId) -> BackendResult<&Buf> {
+        self.buffers.get(&id.0).ok_or_else(|| err(format!("unknown buffer {}", id.0)))
+    }
+
+    pub(crate) fn new_buffer(&self, bytes: usize, kind: MemoryKind) -> BackendResult<Buf> {
+        let size = bytes.max(4).next_multiple_of(4) as u64;
+        if size > self.gpu.max_storage_range {
+            return Err(err(format!(
+                "buffer of {bytes} bytes exceeds maxStorageBufferRange {}",
+                self.gpu.max_storage_range
+            )));
+        }
+        let filter = match kind {
+            MemoryKind::Device => MemoryTypeFilter::PREFER_DEVICE,
+            MemoryKind::Host => MemoryTypeFilter::PREFER_HOST | MemoryTypeFilter::HOST_RANDOM_ACCESS,
+        };
+        let sub = Buffer::new_slice::<u8>(
+            self.mem.clone(),
+            BufferCreateInfo {
+                usage: BufferUsage::STORAGE_BUFFER | BufferUsage::TRANSFER_SRC | BufferUsage::TRANSFER_DST,
+                ..Default::default()
+            },
+            AllocationCreateInfo { memory_type_filter: filter, ..Default::default() },
+            size,
+        )
+        .map_err(|e| match e {
+            vulkano::Validated::Error(vulkano::buffer::AllocateBufferError::AllocateMemory(_)) => {
+                BackendError::OutOfMemory { backend: crate::NAME.into(), bytes, kind }
+            }
+            other => err(format!("allocating {bytes} bytes: {other}")),
+        })?;
+        let (host_visible, coherent) = match sub.buffer().memory() {
+            BufferMemory::Normal(a) => (a.mapped_slice(..).is_some(), a.atom_size().is_none()),
+            _ => (false, false),
+        };
+        Ok(Buf { sub, host_visible, coherent, len: bytes })
+    }
+
+    fn begin(&self) -> BackendResult<RecordingCommandBuffer> {
+        RecordingCommandBuffer::new(
+            self.cmd.clone(),
+            self.gpu.queue.queue_family_index(),
+            CommandBufferLevel::Primary,
+            CommandBufferBeginInfo { usage: CommandBufferUsage::OneTimeSubmit, ..Default::default() },
+        )
+        .map_err(|e| err(format!("begin command buffer: {e}")))
+    }
+
+    /// Ends and submits `rec` with a new fence; the returned record keeps its resources alive.
+    fn submit(
+        &mut self,
+        rec: RecordingCommandBuffer,
+        keep: Vec<Arc<DescriptorSet>>,
+        timing: Option<(Arc<QueryPool>, Vec<String>)>,
+    ) -> BackendResult<()> {
+        // SAFETY: recording followed the rules documented at each command (barriers between
+        // dependent commands, resources kept alive in `InFlight` until the fence signals).
+        let cb = unsafe { rec.end() }.map_err(|e| err(format!("end command buffer: {e}")))?;
+        let fence =
+            Fence::new(self.gpu.device.clone(), FenceCreateInfo::default()).map_err(|e| err(format!("fence: {e}")))?;
+        let handles = [cb.handle()];
+        let info = vk::SubmitInfo::default().command_buffers(&handles);
+        let queue = self.gpu.queue.clone();
+        let fns = self.gpu.device.fns();
+        // SAFETY: the queue is externally synchronised by `Queue::with`; the command buffer and
+        // fence are valid and unsignalled.
+        let r = queue.with(|_guard| unsafe { (fns.v1_0.queue_submit)(queue.handle(), 1, &info, fence.handle()) });
+        if r != vk::Result::SUCCESS {
+            return Err(err(format!("queue submit failed: {r:?}")));
+        }
+        self.in_flight.push(InFlight { fence, _cb: cb, _keep: keep, timing });
+        Ok(())
+    }
+
+    /// Waits for every submitted command buffer and reports timestamps.
+    pub(crate) fn wait_all(&mut self) -> BackendResult<()> {
+        for f in self.in_flight.drain(..) {
+            f.fence.wait(None).map_err(|e| err(format!("waiting for the device: {e}")))?;
+            if let Some((pool, labels)) = f.timing {
+                let mut ticks = vec![0u64; labels.len() + 1];
+                if pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).is_ok() {
+                    let period = f64::from(self.gpu.timestamp_period);
+                    for (i, l) in labels.iter().enumerate() {
+                        let us = ticks[i + 1].wrapping_sub(ticks[i]) as f64 * period / 1000.0;
+                        tracing::info!(target: "vulkan::timestamps", node = %l, us, "gpu time");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one transfer command buffer to completion (staging copies, zero fills).
+    fn run_transfer(&mut self, f: impl FnOnce(&mut RecordingCommandBuffer)) -> BackendResult<()> {
+        self.wait_all()?;
+        let mut rec = self.begin()?;
+        f(&mut rec);
+        self.submit(rec, Vec::new(), None)?;
+        self.wait_all()
+    }
+
+    fn check_range(&self, id: BufferId, offset: usize, len: usize) -> BackendResult<()> {
+        let b = self.buf(id)?;
+        if offset.checked_add(len).is_none_or(|e| e > b.len) {
+            return Err(err(format!("range {offset}+{len} outside buffer {} of {} bytes", id.0, b.len)));
+        }
+        Ok(())
+    }
+
+    fn staging(&self, len: usize) -> BackendResult<Subbuffer<[u8]>> {
+        Ok(self.new_buffer(len, MemoryKind::Host)?.sub)
+    }
+}
+
+fn copy_info(src: &Subbuffer<[u8]>, so: u64, dst: &Subbuffer<[u8]>, doff: u64, len: u64) -> CopyBufferInfo {
+    CopyBufferInfo {
+        regions: [BufferCopy { src_offset: so, dst_offset: doff, size: len, ..Default::default() }].into(),
+        ..CopyBufferInfo::buffers(src.clone(), dst.clone())
+    }
+}
+
+impl Backend for VulkanBackend {
+    fn name(&self) -> &str {
+        crate::NAME
+    }
+
+    fn supports(&self, graph: &Graph, node: NodeId) -> bool {
+        crate::ops::supports(graph, node)
+    }
+
+    fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {
+        let b = self.new_buffer(bytes, kind)?;
+        if b.host_visible {
+            let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
+            w.fill(0);
+        } else {
+            let sub = b.sub.clone();
+            // SAFETY: the buffer is new and only this command touches it.
+            self.run_transfer(|rec| unsafe {
+                rec.fill_buffer_unchecked(&sub.reinterpret::<[u32]>(), 0);
+            })?;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.buffers.insert(id, b);
+        tracing::debug!(buffer = id, bytes, ?kind, "vulkan alloc");
+        Ok(BufferId(id))
+    }
+
+    fn free(&mut self, buffer: BufferId) -> BackendResult<()> {
+        self.wait_all()?;
+        self.buffers.remove(&buffer.0).map(|_| ()).ok_or_else(|| err(format!("unknown buffer {}", buffer.0)))
+    }
+
+    fn upload(&mut self, buffer: BufferId, offset: usize, data: &[u8]) -> BackendResult<()> {
+        self.check_range(buffer, offset, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.wait_all()?;
+        let b = self.buf(buffer)?;
+        if b.host_visible {
+            let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
+            w[offset..offset + data.len()].copy_from_slice(data);
+            return Ok(());
+        }
+        let dst = b.sub.clone();
+        let st = self.staging(data.len())?;
+        st.write().map_err(|e| err(format!("mapping: {e}")))?[..data.len()].copy_from_slice(data);
+        let info = copy_info(&st, 0, &dst, offset as u64, data.len() as u64);
+        // SAFETY: no other work is pending (`run_transfer` waits first and after).
+        self.run_transfer(|rec| unsafe {
+            rec.copy_buffer_unchecked(&info);
+        })
+    }
+
+    fn download(&mut self, buffer: BufferId, offset: usize, out: &mut [u8]) -> BackendResult<()> {
+        self.check_range(buffer, offset, out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.wait_all()?;
+        let b = self.buf(buffer)?;
+        if b.host_visible {
+            let r = b.sub.read().map_err(|e| err(format!("mapping: {e}")))?;
+            out.copy_from_slice(&r[offset..offset + out.len()]);
+            return Ok(());
+        }
+        let src = b.sub.clone();
+        let st = self.staging(out.len())?;
+        let info = copy_info(&src, offset as u64, &st, 0, out.len() as u64);
+        // SAFETY: as in `upload`.
+        self.run_transfer(|rec| unsafe {
+            rec.copy_buffer_unchecked(&info);
+        })?;
+        out.copy_from_slice(&st.read().map_err(|e| err(format!("mapping: {e}")))?[..out.len()]);
+        Ok(())
+    }
+
+    fn compute(&mut self, task: SplitTask<'_>) -> BackendResult<()> {
+        let _span = tracing::debug_span!("vulkan_split", nodes = task.nodes.len()).entered();
+        let rec = self.begin()?;
+        let timestamps = self.timestamps;
+        let mut enc = Encoder::new(self, rec, task.bindings, timestamps, task.nodes.len())?;
+        for &n in task.nodes {
+            let node = task.graph.node(n);
+            if node.op.is_view() || matches!(node.op, graph::Op::Input) {
+                continue;
+            }
+            crate::ops::encode(&mut enc, task.graph, n)?;
+            enc.mark(task.graph, n);
+        }
+        let (rec, keep, timing) = enc.finish();
+        self.submit(rec, keep, timing)
+    }
+
+    fn synchronize(&mut self) -> BackendResult<()> {
+        self.wait_all()
+    }
+
+    fn host_slice(&self, buffer: BufferId, offset: usize, len: usize) -> Option<&[u8]> {
+        let b = self.buffers.get(&buffer.0)?;
+        if !b.host_visible || !b.coherent || offset.checked_add(len)? > b.len || !self.in_flight.is_empty() {
+            return None;
+        }
+        let ptr = b.sub.mapped_slice().ok()?;
+        // SAFETY: the memory is mapped, coherent, no work is in flight, and the slice borrows
+        // `self`, so the buffer outlives it and `&mut self` calls (which could free it) are excluded.
+        let all: &[u8] = unsafe { ptr.as_ref() };
+        all.get(offset..offset + len)
+    }
+
+    fn copy_within(
+        &mut self,
+        src: BufferId,
+        src_offset: usize,
+        dst: BufferId,
+        dst_offset: usize,
+        len: usize,
+    ) -> BackendResult<()> {
+        self.check_range(src, src_offset, len)?;
+        self.check_range(dst, dst_offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let (s, d) = (self.buf(src)?.sub.clone(), self.buf(dst)?.sub.clone());
+        if src == dst && src_offset.abs_diff(dst_offset) < len {
+            return Err(err("copy_within: overlapping ranges"));
+        }
+        let info = copy_info(&s, src_offset as u64, &d, dst_offset as u64, len as u64);
+        // SAFETY: as in `upload`.
+        self.run_transfer(|rec| unsafe {
+            rec.copy_buffer_unchecked(&info);
+        })
+    }
+
+    fn alignment(&self) -> usize {
+        64
+    }
+
+    fn max_buffer_size(&self) -> usize {
+        usize::try_from(self.gpu.max_storage_range.min(u64::from(u32::MAX))).unwrap_or(usize::MAX)
+    }
+}
+
+impl Drop for VulkanBackend {
+    fn drop(&mut self) {
+        if let Err(e) = self.wait_all() {
+            tracing::error!("vulkan: waiting for the device on drop: {e}");
+        }
+    }
+}

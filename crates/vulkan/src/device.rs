@@ -1,0 +1,183 @@
+//! Instance and device selection: loads the Vulkan library, optionally enables the Khronos
+//! validation layer with a debug messenger that records every message, and picks a physical device
+//! (first discrete GPU, else integrated, else virtual, else CPU-type such as llvmpipe; the
+//! environment variable `GGS_VULKAN_DEVICE` picks one by index or name substring).
+
+use std::sync::{Arc, Mutex};
+use vulkano::VulkanLibrary;
+use vulkano::device::physical::{PhysicalDevice, PhysicalDeviceType, SubgroupFeatures};
+use vulkano::device::{Device, DeviceCreateInfo, Queue, QueueCreateInfo, QueueFlags};
+use vulkano::instance::debug::{
+    DebugUtilsMessageSeverity, DebugUtilsMessageType, DebugUtilsMessenger, DebugUtilsMessengerCallback,
+    DebugUtilsMessengerCreateInfo,
+};
+use vulkano::instance::{Instance, InstanceCreateFlags, InstanceCreateInfo, InstanceExtensions};
+use vulkano::shader::ShaderStages;
+use vulkano::{Version, VulkanError};
+
+/// Name of the Khronos validation layer.
+pub const VALIDATION_LAYER: &str = "VK_LAYER_KHRONOS_validation";
+
+/// Environment variable choosing the device by index or name substring.
+pub const DEVICE_ENV: &str = "GGS_VULKAN_DEVICE";
+
+/// Messages recorded by the debug messenger (severity warning or error, any type).
+pub type MessageLog = Arc<Mutex<Vec<String>>>;
+
+/// A created device and what the backend needs to know about it.
+#[derive(Debug)]
+pub(crate) struct Gpu {
+    pub device: Arc<Device>,
+    pub queue: Arc<Queue>,
+    pub name: String,
+    pub subgroups: bool,
+    pub validation: bool,
+    pub timestamp_period: f32,
+    pub timestamps_valid: bool,
+    pub max_storage_range: u64,
+    pub _messenger: Option<DebugUtilsMessenger>,
+}
+
+fn unavailable(reason: impl Into<String>) -> String {
+    reason.into()
+}
+
+fn rank(t: PhysicalDeviceType) -> u32 {
+    match t {
+        PhysicalDeviceType::DiscreteGpu => 0,
+        PhysicalDeviceType::IntegratedGpu => 1,
+        PhysicalDeviceType::VirtualGpu => 2,
+        PhysicalDeviceType::Cpu => 3,
+        _ => 4,
+    }
+}
+
+fn compute_family(pd: &PhysicalDevice) -> Option<u32> {
+    let fams = pd.queue_family_properties();
+    // Prefer a compute-only family (async compute), else any with compute.
+    let compute = |i: &usize| fams[*i].queue_flags.intersects(QueueFlags::COMPUTE);
+    (0..fams.len())
+        .filter(compute)
+        .find(|&i| !fams[i].queue_flags.intersects(QueueFlags::GRAPHICS))
+        .or_else(|| (0..fams.len()).find(|i| compute(i)))
+        .map(|i| i as u32)
+}
+
+/// Picks the device: `choice` (index or name substring) when given, else the best-ranked one.
+fn pick(devices: &[Arc<PhysicalDevice>], choice: Option<&str>) -> Result<Arc<PhysicalDevice>, String> {
+    let usable: Vec<&Arc<PhysicalDevice>> =
+        devices.iter().filter(|pd| pd.api_version() >= Version::V1_1 && compute_family(pd).is_some()).collect();
+    let names = || devices.iter().map(|d| d.properties().device_name.clone()).collect::<Vec<_>>().join(", ");
+    if let Some(c) = choice.map(str::trim).filter(|c| !c.is_empty()) {
+        if let Ok(i) = c.parse::<usize>() {
+            return devices
+                .get(i)
+                .filter(|pd| usable.iter().any(|u| Arc::ptr_eq(u, pd)))
+                .cloned()
+                .ok_or_else(|| format!("{DEVICE_ENV}={c}: no usable device with that index (devices: {})", names()));
+        }
+        let lc = c.to_lowercase();
+        return usable
+            .iter()
+            .find(|pd| pd.properties().device_name.to_lowercase().contains(&lc))
+            .map(|pd| (*pd).clone())
+            .ok_or_else(|| format!("{DEVICE_ENV}={c}: no usable device name contains it (devices: {})", names()));
+    }
+    usable.iter().min_by_key(|pd| rank(pd.properties().device_type)).map(|pd| (*pd).clone()).ok_or_else(|| {
+        if devices.is_empty() {
+            "no Vulkan physical device found".to_string()
+        } else {
+            format!("no device with Vulkan 1.1 and a compute queue (devices: {})", names())
+        }
+    })
+}
+
+/// Creates the instance and device. `Err` is the human-readable reason the backend is unavailable.
+pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> Result<Gpu, String> {
+    let library = VulkanLibrary::new().map_err(|e| unavailable(format!("cannot load the Vulkan loader: {e}")))?;
+    let has_layer = library.layer_properties().map(|mut it| it.any(|l| l.name() == VALIDATION_LAYER)).unwrap_or(false);
+    let use_validation = validation && has_layer && library.supported_extensions().ext_debug_utils;
+    if validation && !use_validation {
+        tracing::warn!("validation requested but {VALIDATION_LAYER} or VK_EXT_debug_utils is missing");
+    }
+    let mut create = InstanceCreateInfo {
+        flags: InstanceCreateFlags::ENUMERATE_PORTABILITY,
+        enabled_extensions: InstanceExtensions {
+            khr_portability_enumeration: library.supported_extensions().khr_portability_enumeration,
+            ext_debug_utils: use_validation,
+            ..InstanceExtensions::empty()
+        },
+        max_api_version: Some(Version::V1_3),
+        ..InstanceCreateInfo::application_from_cargo_toml()
+    };
+    if !create.enabled_extensions.khr_portability_enumeration {
+        create.flags = InstanceCreateFlags::empty();
+    }
+    let callback = use_validation.then(|| {
+        let log = log.clone();
+        // SAFETY: the callback never calls into Vulkan; it only records the message.
+        unsafe {
+            DebugUtilsMessengerCallback::new(move |sev, ty, data| {
+                let msg = format!("[{sev:?} {ty:?}] {}", data.message);
+                tracing::error!(target: "vulkan::validation", "{msg}");
+                if let Ok(mut l) = log.lock() {
+                    l.push(msg);
+                }
+            })
+        }
+    });
+    let messenger_info = callback.as_ref().map(|cb| DebugUtilsMessengerCreateInfo {
+        message_severity: DebugUtilsMessageSeverity::ERROR | DebugUtilsMessageSeverity::WARNING,
+        message_type: DebugUtilsMessageType::GENERAL | DebugUtilsMessageType::VALIDATION,
+        ..DebugUtilsMessengerCreateInfo::user_callback(cb.clone())
+    });
+    if use_validation {
+        create.enabled_layers = vec![VALIDATION_LAYER.to_string()];
+        // SAFETY: the callback is valid for the instance's lifetime (it is reference counted).
+        create.debug_utils_messengers = messenger_info.clone().into_iter().collect();
+    }
+    let instance =
+        Instance::new(library, create).map_err(|e| unavailable(format!("cannot create a Vulkan instance: {e}")))?;
+    let messenger = match messenger_info {
+        Some(info) => Some(
+            DebugUtilsMessenger::new(instance.clone(), info)
+                .map_err(|e| unavailable(format!("cannot create the debug messenger: {e}")))?,
+        ),
+        None => None,
+    };
+    let devices: Vec<Arc<PhysicalDevice>> = instance
+        .enumerate_physical_devices()
+        .map_err(|e: VulkanError| unavailable(format!("cannot enumerate devices: {e}")))?
+        .collect();
+    let env_choice = std::env::var(DEVICE_ENV).ok();
+    let pd = pick(&devices, choice.or(env_choice.as_deref()))?;
+    let family = compute_family(&pd).expect("pick only returns devices with a compute family");
+    let props = pd.properties();
+    let subgroups = props.subgroup_supported_stages.is_some_and(|s| s.contains(ShaderStages::COMPUTE))
+        && props.subgroup_supported_operations.is_some_and(|o| {
+            o.contains(SubgroupFeatures::BASIC | SubgroupFeatures::ARITHMETIC | SubgroupFeatures::VOTE)
+        })
+        && props.subgroup_size.is_some_and(|s| (4..=128).contains(&s));
+    let (device, mut queues) = Device::new(
+        pd.clone(),
+        DeviceCreateInfo {
+            queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
+            ..Default::default()
+        },
+    )
+    .map_err(|e| unavailable(format!("cannot create a device on {}: {e}", props.device_name)))?;
+    let queue = queues.next().expect("one queue was requested");
+    let timestamps_valid = pd.queue_family_properties()[family as usize].timestamp_valid_bits.is_some();
+    tracing::info!(device = %props.device_name, kind = ?props.device_type, subgroups, "vulkan device selected");
+    Ok(Gpu {
+        device,
+        queue,
+        name: props.device_name.clone(),
+        subgroups,
+        validation: use_validation,
+        timestamp_period: props.timestamp_period,
+        timestamps_valid,
+        max_storage_range: u64::from(props.max_storage_buffer_range),
+        _messenger: messenger,
+    })
+}

@@ -1,0 +1,195 @@
+//! Records one split into one command buffer: binds a pipeline, a descriptor set of the four
+//! operand buffers and the push constants per dispatch, with a global memory barrier before each
+//! dispatch (so every dispatch sees everything recorded before it, and the first one sees earlier
+//! submissions). Also hands out scratch buffers and records per-node timestamps when enabled.
+
+use crate::backend::VulkanBackend;
+use crate::push::{Push, TensorArg};
+use crate::shaders::{self, ShaderId};
+use graph::{Graph, NodeId};
+use sched::{BackendError, BackendResult, Bindings, MemoryKind};
+use std::sync::Arc;
+use vulkano::buffer::Subbuffer;
+use vulkano::command_buffer::RecordingCommandBuffer;
+use vulkano::descriptor_set::{DescriptorSet, WriteDescriptorSet};
+use vulkano::pipeline::PipelineBindPoint;
+use vulkano::query::{QueryPool, QueryPoolCreateInfo, QueryType};
+use vulkano::sync::{AccessFlags, DependencyInfo, MemoryBarrier, PipelineStage, PipelineStages};
+
+/// A tensor operand: its buffer and its shader-side addressing.
+#[derive(Debug, Clone)]
+pub(crate) struct Operand {
+    pub buf: Subbuffer<[u8]>,
+    pub arg: TensorArg,
+}
+
+/// Records the dispatches of one split.
+pub(crate) struct Encoder<'a> {
+    be: &'a mut VulkanBackend,
+    rec: RecordingCommandBuffer,
+    bindings: &'a Bindings,
+    keep: Vec<Arc<DescriptorSet>>,
+    timing: Option<(Arc<QueryPool>, Vec<String>, u32)>,
+    node: Option<NodeId>,
+}
+
+pub(crate) fn other(msg: impl Into<String>) -> BackendError {
+    BackendError::Other { backend: crate::NAME.into(), msg: msg.into() }
+}
+
+/// Grid of workgroups covering `n` items (2-D when more than 65535 groups are needed).
+pub(crate) fn grid(n: u64, per_group: u64) -> BackendResult<[u32; 3]> {
+    let groups = n.div_ceil(per_group.max(1)).max(1);
+    let x = groups.min(65_535);
+    let y = groups.div_ceil(x);
+    if y > 65_535 {
+        return Err(other(format!("{n} items need {groups} workgroups, more than a 2-D grid allows")));
+    }
+    Ok([x as u32, y as u32, 1])
+}
+
+impl<'a> Encoder<'a> {
+    pub(crate) fn new(
+        be: &'a mut VulkanBackend,
+        rec: RecordingCommandBuffer,
+        bindings: &'a Bindings,
+        timestamps: bool,
+        nodes: usize,
+    ) -> BackendResult<Encoder<'a>> {
+        let mut enc = Encoder { be, rec, bindings, keep: Vec::new(), timing: None, node: None };
+        if timestamps {
+            let count = nodes as u32 + 1;
+            let pool = QueryPool::new(
+                enc.be.gpu.device.clone(),
+                QueryPoolCreateInfo { query_count: count, ..QueryPoolCreateInfo::query_type(QueryType::Timestamp) },
+            )
+            .map_err(|e| other(format!("timestamp query pool: {e}")))?;
+            // SAFETY: the pool is new; reset before use, then one timestamp per query index.
+            unsafe {
+                enc.rec.reset_query_pool_unchecked(&pool, 0..count);
+                enc.rec.write_timestamp_unchecked(&pool, 0, PipelineStage::AllCommands);
+            }
+            enc.timing = Some((pool, Vec::new(), 1));
+        }
+        Ok(enc)
+    }
+
+    /// Whether the device has the subgroup operations the `*_sg` variants need.
+    pub(crate) fn subgroups(&self) -> bool {
+        self.be.gpu.subgroups
+    }
+
+    /// Sets the node errors are attributed to.
+    pub(crate) fn at(&mut self, n: NodeId) {
+        self.node = Some(n);
+    }
+
+    /// A compute error for the current node.
+    pub(crate) fn fail(&self, g: &Graph, msg: impl Into<String>) -> BackendError {
+        match self.node {
+            Some(n) => {
+                BackendError::Compute { backend: crate::NAME.into(), node: n, op: g.node(n).op.name(), msg: msg.into() }
+            }
+            None => other(msg),
+        }
+    }
+
+    /// The operand for node `n` (located at its storage's binding).
+    pub(crate) fn operand(&self, g: &Graph, n: NodeId) -> BackendResult<Operand> {
+        let loc = self.bindings.get(n).ok_or_else(|| self.fail(g, format!("no storage bound for node {n}")))?;
+        let b = self.be.buf(loc.buffer)?;
+        let node = g.node(n);
+        let arg = TensorArg::of(node, loc.offset)
+            .filter(|_| loc.offset + node.layout.extent(node.dtype) <= b.len)
+            .ok_or_else(|| {
+                self.fail(g, format!("node {n} at offset {} does not fit its buffer or 32-bit addressing", loc.offset))
+            })?;
+        Ok(Operand { buf: b.sub.clone(), arg })
+    }
+
+    /// Scratch buffer `slot` of at least `bytes` bytes (device memory, reused across splits).
+    pub(crate) fn scratch(&mut self, slot: usize, bytes: usize) -> BackendResult<Subbuffer<[u8]>> {
+        while self.be.scratch.len() <= slot {
+            let b = self.be.new_buffer(4, MemoryKind::Device)?;
+            self.be.scratch.push(b.sub);
+        }
+        if (self.be.scratch[slot].len() as usize) < bytes {
+            // Earlier submissions may still use the old buffer: keep it alive with this one.
+            self.be.wait_all()?;
+            let b = self.be.new_buffer(bytes.next_power_of_two(), MemoryKind::Device)?;
+            self.be.scratch[slot] = b.sub;
+        }
+        Ok(self.be.scratch[slot].clone())
+    }
+
+    /// Records one dispatch of `shader` over `groups` with operand buffers A, B, C, D.
+    pub(crate) fn dispatch(
+        &mut self,
+        shader: ShaderId,
+        bufs: [&Subbuffer<[u8]>; 4],
+        push: &Push,
+        groups: [u32; 3],
+    ) -> BackendResult<()> {
+        let pipeline = self.be.pipeline(shader)?;
+        let set = DescriptorSet::new(
+            self.be.sets.clone(),
+            self.be.set_layout.clone(),
+            bufs.iter().enumerate().map(|(i, b)| WriteDescriptorSet::buffer(i as u32, (*b).clone())),
+            [],
+        )
+        .map_err(|e| other(format!("descriptor set for {}: {e}", shaders::variant(shader).name)))?;
+        let barrier = DependencyInfo {
+            memory_barriers: [MemoryBarrier {
+                src_stages: PipelineStages::ALL_COMMANDS,
+                src_access: AccessFlags::MEMORY_WRITE,
+                dst_stages: PipelineStages::ALL_COMMANDS,
+                dst_access: AccessFlags::MEMORY_READ | AccessFlags::MEMORY_WRITE,
+                ..Default::default()
+            }]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let words = push.words();
+        // SAFETY: the pipeline, layout and set are compatible (one shared layout); the barrier orders
+        // this dispatch after everything recorded or submitted before it; the shader addresses only
+        // ranges the op modules computed from bound tensors; the set is kept alive until the fence.
+        unsafe {
+            self.rec.pipeline_barrier_unchecked(&barrier);
+            self.rec.bind_pipeline_compute_unchecked(&pipeline);
+            self.rec.bind_descriptor_sets_unchecked(
+                PipelineBindPoint::Compute,
+                &self.be.layout,
+                0,
+                &[set.as_raw()],
+                &[],
+            );
+            self.rec.push_constants_unchecked(&self.be.layout, 0, &words);
+            self.rec.dispatch_unchecked(groups);
+        }
+        self.keep.push(set);
+        Ok(())
+    }
+
+    /// Marks the end of node `n`'s dispatches (a timestamp when enabled).
+    pub(crate) fn mark(&mut self, g: &Graph, n: NodeId) {
+        if let Some((pool, labels, next)) = &mut self.timing
+            && (*next as usize) < pool.query_count() as usize
+        {
+            // SAFETY: query `next` was reset at the start of this command buffer and is written once.
+            unsafe {
+                self.rec.write_timestamp_unchecked(pool, *next, PipelineStage::AllCommands);
+            }
+            labels.push(format!("{n} {}", g.node(n).op));
+            *next += 1;
+        }
+    }
+
+    /// The finished recording, the descriptor sets it uses and the timing queries.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn finish(
+        self,
+    ) -> (RecordingCommandBuffer, Vec<Arc<DescriptorSet>>, Option<(Arc<QueryPool>, Vec<String>)>) {
+        (self.rec, self.keep, self.timing.map(|(p, l, _)| (p, l)))
+    }
+}

@@ -1,0 +1,23 @@
+//! RandomUniform (`shaders/random.comp`), bit-identical to `graph::philox::uniform`.
+
+use crate::encoder::{Encoder, grid};
+use crate::ops::{contiguous, ne32};
+use crate::push::Push;
+use crate::shaders::ShaderId;
+use graph::{DType, Graph, Node, NodeId, Op};
+use sched::BackendResult;
+
+pub(super) fn supports(g: &Graph, n: &Node) -> bool {
+    let k = g.node(n.srcs[0]);
+    contiguous(n) && k.dtype == DType::I32 && k.layout.rows_contiguous(k.dtype)
+}
+
+pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+    let n = g.node(id);
+    let Op::RandomUniform { stream } = n.op else { unreachable!("random::encode called for {}", n.op) };
+    let a = enc.operand(g, n.srcs[0])?;
+    let d = enc.operand(g, id)?;
+    let push = Push::new(ne32(n)).a(&a.arg).d(&d.arg).pu(0, stream);
+    let groups = grid(n.layout.ne.numel() as u64, 256)?;
+    enc.dispatch(ShaderId::Random, [&a.buf, &a.buf, &a.buf, &d.buf], &push, groups)
+}

@@ -1,0 +1,91 @@
+//! Argsort and TopK (`shaders/sort.comp`) in `1 + ceil(log2(ceil(n / SORT_BLOCK)))` dispatches:
+//! a shared-memory bitonic sort of each block of [`SORT_BLOCK`] entries keeping its first
+//! `min(SORT_BLOCK, k)`, then merge passes that pair runs by rank (binary search) and keep the first
+//! `k`. No pass sorts a whole row in one workgroup and no workgroup waits on another.
+
+use crate::encoder::{Encoder, grid, other};
+use crate::ops::{contiguous, float, ne32};
+use crate::push::Push;
+use crate::shaders::{SORT_BLOCK, ShaderId};
+use graph::{Graph, Node, NodeId, Op, SortOrder};
+use sched::BackendResult;
+
+/// Longest row handled (merge-pass grids stay within 65535 x 256 invocations).
+const MAX_ROW: usize = 1 << 24;
+
+pub(super) fn supports(g: &Graph, n: &Node) -> bool {
+    let s = g.node(n.srcs[0]);
+    contiguous(n)
+        && float(s.dtype)
+        && s.layout.rows_contiguous(s.dtype)
+        && s.layout.ne[0] <= MAX_ROW
+        && s.layout.ne.nrows() <= 65_535
+}
+
+/// The passes for a row of `ne0` entries keeping `k`: (runs, run capacity) after each pass.
+pub(crate) fn passes(ne0: usize, k: usize) -> Vec<(usize, usize)> {
+    let mut runs = ne0.div_ceil(SORT_BLOCK);
+    let mut cap = SORT_BLOCK.min(k);
+    let mut v = vec![(runs, cap)];
+    while runs > 1 {
+        runs = runs.div_ceil(2);
+        cap = (2 * cap).min(k);
+        v.push((runs, cap));
+    }
+    v
+}
+
+pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+    let n = g.node(id);
+    let src = g.node(n.srcs[0]);
+    let (ne0, rows) = (src.layout.ne[0], src.layout.ne.nrows());
+    let (k, desc) = match n.op {
+        Op::TopK { k } => (k as usize, true),
+        Op::Argsort { order } => (ne0, order == SortOrder::Desc),
+        _ => unreachable!("sort::encode called for {}", n.op),
+    };
+    let a = enc.operand(g, n.srcs[0])?;
+    let d = enc.operand(g, id)?;
+    let plan = passes(ne0, k);
+    let stride = plan.iter().map(|&(r, c)| r * c).max().unwrap_or(1);
+    let bytes = rows * stride * 4;
+    let (s0, s1) =
+        if plan.len() > 1 { (enc.scratch(0, bytes)?, enc.scratch(1, bytes)?) } else { (d.buf.clone(), d.buf.clone()) };
+    let stride32 = u32::try_from(stride).map_err(|_| other("sort scratch row too long"))?;
+    let flags = |last: bool| u32::from(desc) | (u32::from(last) << 1);
+    let base = Push::new(ne32(src)).a(&a.arg).d(&d.arg).pu(0, k as u32);
+
+    let (runs0, cap0) = plan[0];
+    let mut push = base.pu(1, flags(plan.len() == 1));
+    push.c_ne = [stride32, cap0 as u32, 0, 0];
+    enc.dispatch(ShaderId::SortBlock, [&a.buf, &s0, &s0, &d.buf], &push, [runs0 as u32, rows as u32, 1])?;
+
+    let (mut cur, mut next) = (s0, s1);
+    let mut span = SORT_BLOCK;
+    for (i, w) in plan.windows(2).enumerate() {
+        let ((runs_in, cap_in), (_, cap_out)) = (w[0], w[1]);
+        let last = i + 2 == plan.len();
+        let mut push = base.pu(1, flags(last));
+        push.b_ne = [stride32, cap_in as u32, span as u32, 0];
+        push.c_ne = [stride32, cap_out as u32, 0, 0];
+        let [x, _, _] = grid((runs_in * cap_in) as u64, 256)?;
+        enc.dispatch(ShaderId::SortMerge, [&a.buf, &cur, &next, &d.buf], &push, [x, rows as u32, 1])?;
+        std::mem::swap(&mut cur, &mut next);
+        span *= 2;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_counts_are_logarithmic() {
+        assert_eq!(passes(100, 10), vec![(1, 10)]);
+        assert_eq!(passes(262_144, 40).len(), 1 + 7);
+        assert_eq!(passes(262_144, 262_144).last(), Some(&(1, 262_144)));
+        assert_eq!(passes(151_936, 40).last(), Some(&(1, 40)));
+        assert_eq!(passes(4097, 4097), vec![(3, 2048), (2, 4096), (1, 4097)]);
+    }
+}

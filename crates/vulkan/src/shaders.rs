@@ -1,0 +1,135 @@
+//! The single table of shader variants: source file x defines -> [`ShaderId`], with the workgroup
+//! size each pipeline is specialised with and the committed SPIR-V (`shaders/spv/<name>.spv`,
+//! produced by `cargo xtask shaders` with [`GLSLC_ARGS`]; a test recompiles every variant and
+//! compares bytes).
+
+/// Identifies one compiled shader variant (one pipeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ShaderId {
+    /// fill.comp
+    Fill,
+    /// copy.comp
+    Copy,
+    /// unary.comp
+    Unary,
+    /// binary.comp
+    Binary,
+    /// reduce.comp, shared-memory reductions
+    Reduce,
+    /// reduce.comp with subgroup operations
+    ReduceSg,
+    /// softmax.comp
+    Softmax,
+    /// softmax.comp with subgroup operations
+    SoftmaxSg,
+    /// norm.comp
+    Norm,
+    /// norm.comp with subgroup operations
+    NormSg,
+    /// cumsum.comp
+    Cumsum,
+    /// sort.comp, block pass
+    SortBlock,
+    /// sort.comp, merge pass
+    SortMerge,
+    /// rows.comp
+    Rows,
+    /// scatter.comp
+    Scatter,
+    /// mul_mat.comp
+    MulMat,
+    /// mul_mat.comp with subgroup operations
+    MulMatSg,
+    /// rope.comp
+    Rope,
+    /// random.comp
+    Random,
+}
+
+/// One row of the variant table.
+#[derive(Debug, Clone, Copy)]
+pub struct Variant {
+    /// The id.
+    pub id: ShaderId,
+    /// File stem of the SPIR-V in `shaders/spv/`.
+    pub name: &'static str,
+    /// GLSL source in `shaders/`.
+    pub source: &'static str,
+    /// Preprocessor defines (`-D`).
+    pub defines: &'static [&'static str],
+    /// Workgroup size (specialisation constant 0).
+    pub wg: u32,
+    /// Whether it needs subgroup arithmetic/vote in compute shaders.
+    pub subgroup: bool,
+    /// The committed SPIR-V bytes.
+    pub spirv: &'static [u8],
+}
+
+/// Arguments `cargo xtask shaders` and the drift test give glslc (before `-D`s, input and output).
+pub const GLSLC_ARGS: &[&str] = &["--target-env=vulkan1.1", "-O", "-fshader-stage=compute"];
+
+/// Entries per block of the sort's first pass (`BLOCK` in `sort.comp`).
+pub const SORT_BLOCK: usize = 2048;
+
+macro_rules! variants {
+    ($(($id:ident, $name:literal, $src:literal, [$($def:literal),*], $wg:literal, $sg:literal)),* $(,)?) => {
+        /// Every variant, in [`ShaderId`] order.
+        pub const VARIANTS: &[Variant] = &[$(Variant {
+            id: ShaderId::$id,
+            name: $name,
+            source: $src,
+            defines: &[$($def),*],
+            wg: $wg,
+            subgroup: $sg,
+            spirv: include_bytes!(concat!("../../../shaders/spv/", $name, ".spv")),
+        }),*];
+    };
+}
+
+variants! {
+    (Fill, "fill", "fill.comp", [], 256, false),
+    (Copy, "copy", "copy.comp", [], 256, false),
+    (Unary, "unary", "unary.comp", [], 256, false),
+    (Binary, "binary", "binary.comp", [], 256, false),
+    (Reduce, "reduce", "reduce.comp", [], 256, false),
+    (ReduceSg, "reduce_sg", "reduce.comp", ["USE_SUBGROUP"], 256, true),
+    (Softmax, "softmax", "softmax.comp", [], 256, false),
+    (SoftmaxSg, "softmax_sg", "softmax.comp", ["USE_SUBGROUP"], 256, true),
+    (Norm, "norm", "norm.comp", [], 256, false),
+    (NormSg, "norm_sg", "norm.comp", ["USE_SUBGROUP"], 256, true),
+    (Cumsum, "cumsum", "cumsum.comp", [], 256, false),
+    (SortBlock, "sort_block", "sort.comp", ["BLOCK_PASS"], 256, false),
+    (SortMerge, "sort_merge", "sort.comp", ["MERGE_PASS"], 256, false),
+    (Rows, "rows", "rows.comp", [], 256, false),
+    (Scatter, "scatter", "scatter.comp", [], 64, false),
+    (MulMat, "mul_mat", "mul_mat.comp", [], 64, false),
+    (MulMatSg, "mul_mat_sg", "mul_mat.comp", ["USE_SUBGROUP"], 64, true),
+    (Rope, "rope", "rope.comp", [], 256, false),
+    (Random, "random", "random.comp", [], 256, false),
+}
+
+/// The table row of `id`.
+pub fn variant(id: ShaderId) -> &'static Variant {
+    let v = &VARIANTS[id as usize];
+    debug_assert_eq!(v.id, id);
+    v
+}
+
+/// The SPIR-V of a variant as 32-bit words (little-endian bytes, as glslc writes them).
+pub fn spirv_words(v: &Variant) -> Vec<u32> {
+    v.spirv.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_in_id_order_with_valid_spirv() {
+        for (i, v) in VARIANTS.iter().enumerate() {
+            assert_eq!(v.id as usize, i, "{} out of order", v.name);
+            assert_eq!(v.spirv.len() % 4, 0, "{}", v.name);
+            assert_eq!(spirv_words(v).first(), Some(&0x0723_0203), "{} is not SPIR-V", v.name);
+        }
+    }
+}

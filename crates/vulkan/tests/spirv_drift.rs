@@ -1,0 +1,47 @@
+//! The committed SPIR-V (`shaders/spv/*.spv`) must be exactly what glslc makes from the sources
+//! with the variant table's defines: recompiles every variant and compares bytes. Without glslc the
+//! test fails under CI (`CI=true` or `SAMPLING_REQUIRE_VULKAN=1`) and otherwise skips loudly.
+#![allow(clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use vulkan::shaders::{GLSLC_ARGS, VARIANTS};
+
+fn shaders_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shaders")
+}
+
+#[test]
+fn committed_spirv_matches_sources() {
+    let glslc = std::env::var("GLSLC").unwrap_or_else(|_| "glslc".into());
+    if Command::new(&glslc).arg("--version").output().is_err() {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var("SAMPLING_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        assert!(!ci, "glslc is required under CI to check shaders/spv against shaders/*.comp");
+        eprintln!("SKIPPED committed_spirv_matches_sources: glslc not found (install glslc or set GLSLC)");
+        return;
+    }
+    let dir = shaders_dir();
+    let tmp = std::env::temp_dir().join(format!("ggs-spirv-drift-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut stale = Vec::new();
+    for v in VARIANTS {
+        let out = tmp.join(format!("{}.spv", v.name));
+        let status = Command::new(&glslc)
+            .current_dir(&dir)
+            .args(GLSLC_ARGS)
+            .args(v.defines.iter().map(|d| format!("-D{d}")))
+            .arg(v.source)
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("running glslc");
+        assert!(status.success(), "glslc failed on {} ({})", v.source, v.name);
+        let fresh = std::fs::read(&out).unwrap();
+        if fresh != v.spirv {
+            stale.push(v.name);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(stale.is_empty(), "shaders/spv is stale for {stale:?}: run `cargo xtask shaders` and commit the result");
+}

@@ -1,0 +1,112 @@
+#version 450
+// sort.comp: Argsort and TopK as a bounded number of passes, without a full sort of the row in one
+// workgroup and without inter-workgroup barriers.
+//
+// Every entry is a (key, index) pair, ordered by key then index (keys are distinct after the index
+// tie-break), where the key is the float's order-preserving bit pattern (complemented for descending
+// order). Pass 1 (BLOCK_PASS) sorts each block of BLOCK entries of a row in shared memory (bitonic)
+// and keeps its first R_out = min(BLOCK, k) indices. Each later pass (MERGE_PASS) merges pairs of
+// sorted runs: an entry's place in the merged run is its position in its own run plus the number of
+// entries of the sibling run that order before it (a binary search), and only places below
+// R_out = min(2 R_in, k) are written. The pass that leaves one run per row writes the i32 result D.
+//
+// Bindings: A the source values (NE its shape, rows contiguous), B the scratch read by a merge pass,
+// C the scratch written, D the result [k, rows]. Push: P0 = k, P1 = flags (bit 0 descending, bit 1
+// final), B_OFF/B_NE(0) = input scratch byte offset / row stride in words, B_NE(1) = R_in,
+// B_NE(2) = source entries spanned by one input run, C_OFF/C_NE(0)/C_NE(1) = output scratch offset /
+// row stride / R_out.
+#include "common.glsl"
+
+#define BLOCK 2048u
+
+uint sort_key(float v) {
+    uint u = floatBitsToUint(v == 0.0 ? 0.0 : v);
+    uint k = (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+    return (P1 & 1u) != 0u ? ~k : k;
+}
+
+bool before(uint ka, uint ia, uint kb, uint ib) { return ka < kb || (ka == kb && ia < ib); }
+
+uint row_base(uint row) {
+    uvec4 r = unravel(row * NE0, pc_ne());
+    return a_at(uvec4(0u, r.yzw));
+}
+
+uint key_of(uint base, uint i) { return sort_key(LOAD_F(a_w, base + i * dt_size(A_T), A_T)); }
+
+void emit(uint row, uint run, uint r_out, uint pos, uint idx) {
+    if ((P1 & 2u) != 0u) {
+        d_w[(D_OFF >> 2) + row * P0 + pos] = idx;
+    } else {
+        c_w[(C_OFF >> 2) + row * C_NE(0) + run * r_out + pos] = idx;
+    }
+}
+
+#ifdef BLOCK_PASS
+shared uint sk[BLOCK];
+shared uint si[BLOCK];
+
+void main() {
+    uint block = gl_WorkGroupID.x;
+    uint row = gl_WorkGroupID.y;
+    uint base = row_base(row);
+    uint l = gl_LocalInvocationID.x;
+    for (uint t = l; t < BLOCK; t += WG) {
+        uint i = block * BLOCK + t;
+        bool ok = i < NE0;
+        sk[t] = ok ? key_of(base, i) : 0xffffffffu;
+        si[t] = ok ? i : 0xffffffffu;
+    }
+    barrier();
+    for (uint k2 = 2u; k2 <= BLOCK; k2 <<= 1u) {
+        for (uint j = k2 >> 1u; j > 0u; j >>= 1u) {
+            for (uint t = l; t < BLOCK; t += WG) {
+                uint p = t ^ j;
+                if (p > t) {
+                    bool up = (t & k2) == 0u;
+                    uint ka = sk[t], ia = si[t], kb = sk[p], ib = si[p];
+                    if (before(kb, ib, ka, ia) == up) {
+                        sk[t] = kb; si[t] = ib; sk[p] = ka; si[p] = ia;
+                    }
+                }
+            }
+            barrier();
+        }
+    }
+    uint r_out = C_NE(1);
+    uint len = min(min(BLOCK, NE0 - block * BLOCK), r_out);
+    for (uint t = l; t < len; t += WG) emit(row, block, r_out, t, si[t]);
+}
+#endif
+
+#ifdef MERGE_PASS
+uint run_len(uint run, uint span, uint cap) {
+    uint first = run * span;
+    return first >= NE0 ? 0u : min(min(span, NE0 - first), cap);
+}
+
+void main() {
+    uint g = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
+    uint row = gl_WorkGroupID.y;
+    uint r_in = B_NE(1), span = B_NE(2), r_out = C_NE(1);
+    uint run = g / r_in, pos = g % r_in;
+    uint len = run_len(run, span, r_in);
+    if (pos >= len) return;
+    uint base = row_base(row);
+    uint in_ = (B_OFF >> 2) + row * B_NE(0);
+    uint idx = b_w[in_ + run * r_in + pos];
+    uint key = key_of(base, idx);
+    uint sib = run ^ 1u;
+    uint slen = run_len(sib, span, r_in);
+    uint sbase = in_ + sib * r_in;
+    // number of sibling entries ordered before (key, idx)
+    uint lo = 0u, hi = slen;
+    while (lo < hi) {
+        uint mid = (lo + hi) >> 1u;
+        uint si_ = b_w[sbase + mid];
+        if (before(key_of(base, si_), si_, key, idx)) lo = mid + 1u; else hi = mid;
+    }
+    uint rank = pos + lo;
+    if (rank < r_out) emit(row, run >> 1u, r_out, rank, idx);
+}
+#endif
