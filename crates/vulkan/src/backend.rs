@@ -37,6 +37,9 @@ pub struct Options {
     pub device: Option<String>,
     /// Record per-node timestamps (also enabled by `GGS_VULKAN_TIMESTAMPS=1`).
     pub timestamps: bool,
+    /// Where validation messages are recorded (a fresh log when `None`); lets a caller that hands
+    /// the backend to a scheduler still read them.
+    pub log: Option<MessageLog>,
 }
 
 #[derive(Debug)]
@@ -96,7 +99,7 @@ impl VulkanBackend {
 
     /// Opens a device with explicit options.
     pub fn with_options(opts: Options) -> BackendResult<VulkanBackend> {
-        let log: MessageLog = Arc::new(Mutex::new(Vec::new()));
+        let log: MessageLog = opts.log.clone().unwrap_or_else(|| Arc::new(Mutex::new(Vec::new())));
         let unavailable = |reason: String| BackendError::Unavailable { backend: crate::NAME.into(), reason };
         let gpu = device::open(opts.validation, opts.device.as_deref(), &log).map_err(unavailable)?;
         let device = gpu.device.clone();

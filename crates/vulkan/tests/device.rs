@@ -1,0 +1,54 @@
+//! Device selection and availability: an impossible device choice is reported as
+//! `BackendError::Unavailable` naming the cause (no panic); the opened device answers the basic
+//! buffer calls and keeps the validation layer silent.
+
+mod common;
+
+use sched::{Backend, BackendError, MemoryKind};
+use vulkan::{Options, VulkanBackend};
+
+#[test]
+fn unknown_device_is_unavailable_not_a_panic() {
+    let r = VulkanBackend::with_options(Options { device: Some("no-such-gpu-xyz".into()), ..Options::default() });
+    match r {
+        Err(BackendError::Unavailable { backend, reason }) => {
+            assert_eq!(backend, "vulkan");
+            // Either no loader/device at all, or the choice matched nothing: both name the cause.
+            assert!(!reason.is_empty());
+            if common::vulkan("unknown_device_is_unavailable_not_a_panic").is_some() {
+                assert!(reason.contains("no-such-gpu-xyz"), "reason should name the choice: {reason}");
+            }
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[test]
+fn buffers_round_trip_in_both_memory_kinds() {
+    let Some(mut vk) = common::vulkan("buffers_round_trip_in_both_memory_kinds") else { return };
+    for kind in [MemoryKind::Device, MemoryKind::Host] {
+        let b = vk.alloc(1000, kind).unwrap();
+        let mut z = vec![1u8; 1000];
+        vk.download(b, 0, &mut z).unwrap();
+        assert!(z.iter().all(|&x| x == 0), "{kind:?} buffers start zeroed");
+        let data: Vec<u8> = (0..=255).collect();
+        vk.upload(b, 37, &data).unwrap();
+        let mut out = vec![0u8; 256];
+        vk.download(b, 37, &mut out).unwrap();
+        assert_eq!(out, data);
+        let c = vk.alloc(300, MemoryKind::Device).unwrap();
+        vk.copy_within(b, 37, c, 10, 256).unwrap();
+        vk.download(c, 10, &mut out).unwrap();
+        assert_eq!(out, data);
+        assert!(vk.upload(b, 999, &[1, 2]).is_err(), "out-of-bounds upload is an error");
+        if kind == MemoryKind::Host
+            && let Some(s) = vk.host_slice(b, 37, 256)
+        {
+            assert_eq!(s, &data[..]);
+        }
+        vk.free(b).unwrap();
+        vk.free(c).unwrap();
+        assert!(vk.free(b).is_err(), "double free is an error");
+    }
+    common::assert_clean(&vk);
+}
