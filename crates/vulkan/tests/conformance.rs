@@ -1,5 +1,6 @@
 //! The whole op-conformance suite (`crates/conformance`) on the Vulkan backend, through
 //! `sched::Scheduler`, with the CPU backend as the oracle and the validation layer recording.
+#![allow(clippy::print_stderr)]
 
 mod common;
 
