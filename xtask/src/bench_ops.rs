@@ -150,7 +150,9 @@ impl Ggml {
             let xt = sys::ggml_new_tensor(ctx, sys::ggml_type_GGML_TYPE_F32, 2, ne.as_ptr());
             std::slice::from_raw_parts_mut((*xt).data as *mut f32, x.0.len()).copy_from_slice(x.0);
             let out = match op {
-                GgmlOp::SoftMax => sys::ggml_soft_max_ext(ctx, xt, std::ptr::null_mut(), std::ptr::null_mut(), 1.0, 0.0),
+                GgmlOp::SoftMax => {
+                    sys::ggml_soft_max_ext(ctx, xt, std::ptr::null_mut(), std::ptr::null_mut(), 1.0, 0.0)
+                }
                 GgmlOp::Argmax => sys::ggml_argmax(ctx, xt),
                 GgmlOp::TopK(k) => sys::ggml_top_k(ctx, xt, k as i32),
                 GgmlOp::MulMat => {
@@ -244,7 +246,13 @@ fn mul_mat(args: &Args, k: usize, m: usize, n: usize, half: bool, threads: usize
     let floor_data: Vec<f32> = if half { w[..w.len() / 2].to_vec() } else { w };
     let t_floor = floor(args, &floor_data, k, threads)?;
     let dt = if half { "f16" } else { "f32" };
-    Ok(Row { case: format!("mul_mat {dt} [{k}, {m}] x [{k}, {n}]"), threads, ours: t_ours, ggml: Some(t_ggml), floor: t_floor })
+    Ok(Row {
+        case: format!("mul_mat {dt} [{k}, {m}] x [{k}, {n}]"),
+        threads,
+        ours: t_ours,
+        ggml: Some(t_ggml),
+        floor: t_floor,
+    })
 }
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
@@ -278,7 +286,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         }
     }
 
-    println!("{:<36} {:>7} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}", "case", "threads", "ours us", "ggml us", "floor us", "ours/fl", "ggml/fl", "ours/ggml");
+    println!(
+        "{:<36} {:>7} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}",
+        "case", "threads", "ours us", "ggml us", "floor us", "ours/fl", "ggml/fl", "ours/ggml"
+    );
     for r in &rows {
         let g = r.ggml.map_or("-".to_string(), |t| format!("{:.1}", t * 1e6));
         let gf = r.ggml.map_or("-".to_string(), |t| format!("{:.2}", t / r.floor));
