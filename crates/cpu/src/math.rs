@@ -104,10 +104,11 @@ pub fn exp_fast_impl<const FMA: bool>(x: f32) -> f32 {
 /// (x86's default NaN, e.g. from `inf - inf`) below -inf.
 #[inline(always)]
 pub fn order_key(x: f32) -> u32 {
+    // Negative floats map to `-bits` (two's complement; -0.0 gives 0x8000_0000), non-negative ones to
+    // `bits | 0x8000_0000` (+0.0 gives 0x8000_0000 too). Branch-free, so it vectorises.
     let b = x.to_bits();
-    let b = if b == 0x8000_0000 { 0 } else { b };
-    let mask = ((b as i32) >> 31) as u32 | 0x8000_0000;
-    b ^ mask
+    let m = ((b as i32) >> 31) as u32;
+    ((b ^ m).wrapping_sub(m)) | (!m & 0x8000_0000)
 }
 
 #[inline(always)]

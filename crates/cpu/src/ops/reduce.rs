@@ -30,7 +30,7 @@ pub(crate) fn max_rows(k: &K<'_>) -> Result<(), CpuError> {
 }
 
 /// Block length of the two-level argmax (block maxima, then one scan of the winning block).
-const BLOCK: usize = 4096;
+const BLOCK: usize = 1024;
 
 /// Index of the first entry with the largest `order_key`.
 pub(crate) fn argmax_f32(x: &[f32]) -> usize {
