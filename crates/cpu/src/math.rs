@@ -256,16 +256,17 @@ multiversion!(
 
 #[inline(always)]
 fn scan_block(v: &mut [f32; 8]) {
-    // Inclusive scan of 8 lanes in three shift-and-add steps.
-    let t = [0.0, v[0], v[1], v[2], v[3], v[4], v[5], v[6]];
+    // Inclusive scan of 8 lanes: two shift-and-add steps inside each half of 4 (shifts that stay
+    // within 128-bit lanes are cheap), then the low half's total added to the high half.
+    let t = [0.0, v[0], v[1], v[2], 0.0, v[4], v[5], v[6]];
     for l in 0..8 {
         v[l] += t[l];
     }
-    let t = [0.0, 0.0, v[0], v[1], v[2], v[3], v[4], v[5]];
+    let t = [0.0, 0.0, v[0], v[1], 0.0, 0.0, v[4], v[5]];
     for l in 0..8 {
         v[l] += t[l];
     }
-    let t = [0.0, 0.0, 0.0, 0.0, v[0], v[1], v[2], v[3]];
+    let t = [0.0, 0.0, 0.0, 0.0, v[3], v[3], v[3], v[3]];
     for l in 0..8 {
         v[l] += t[l];
     }
