@@ -6,6 +6,16 @@ use crate::error::CpuError;
 use crate::tensor::{TensorRef, gather_f32, gather_i32, store_f32};
 use graph::{BinaryOp, CompareOp, DType};
 
+/// True when [`operand`] borrows rows of `t` (no scratch needed).
+fn direct(t: &TensorRef, n: usize) -> bool {
+    t.dtype == DType::F32 && t.ne[0] == n && t.rows_contiguous()
+}
+
+/// Scratch length [`operand`] needs for `t`.
+fn need(t: &TensorRef, n: usize) -> usize {
+    if direct(t, n) { 0 } else { n }
+}
+
 /// Row `r` of `t` paired with a destination row of `n` elements: borrowed when `t` is an f32 tensor
 /// with whole contiguous rows, else gathered into `scratch`.
 ///
@@ -14,7 +24,7 @@ use graph::{BinaryOp, CompareOp, DType};
 unsafe fn operand<'a>(t: &'a TensorRef, r: [usize; 3], n: usize, scratch: &'a mut [f32]) -> &'a [f32] {
     // SAFETY: forwarded from the caller.
     unsafe {
-        if t.dtype == DType::F32 && t.ne[0] == n && t.rows_contiguous() {
+        if direct(t, n) {
             t.row::<f32>([r[0] % t.ne[1], r[1] % t.ne[2], r[2] % t.ne[3]])
         } else {
             gather_f32(t, r, scratch);
@@ -26,9 +36,10 @@ unsafe fn operand<'a>(t: &'a TensorRef, r: [usize; 3], n: usize, scratch: &'a mu
 pub(crate) fn binary(k: &K<'_>, op: BinaryOp) -> Result<(), CpuError> {
     let (a, b, d) = (k.srcs[0], k.srcs[1], k.dst);
     let n = d.ne[0];
-    for_rows(&d, n, 3 * n, |r, scratch| {
-        let (sa, rest) = scratch.split_at_mut(n);
-        let (sb, so) = rest.split_at_mut(n);
+    let (na, nb, no) = (need(&a, n), need(&b, n), if d.dtype == DType::F32 { 0 } else { n });
+    for_rows(&d, n, na + nb + no, |r, scratch| {
+        let (sa, rest) = scratch.split_at_mut(na);
+        let (sb, so) = rest.split_at_mut(nb);
         // SAFETY: sources valid for reads (detached if overlapping); row `r` of `d` written only here.
         unsafe {
             let x = operand(&a, r, n, sa);
@@ -72,8 +83,9 @@ pub(crate) fn compare(k: &K<'_>, op: CompareOp) -> Result<(), CpuError> {
         });
         return Ok(());
     }
-    for_rows(&d, n, 2 * n, |r, scratch| {
-        let (sa, sb) = scratch.split_at_mut(n);
+    let (na, nb) = (need(&a, n), need(&b, n));
+    for_rows(&d, n, na + nb, |r, scratch| {
+        let (sa, sb) = scratch.split_at_mut(na);
         // SAFETY: as in `binary`.
         unsafe {
             let x = operand(&a, r, n, sa);
@@ -109,10 +121,12 @@ pub(crate) fn where_(k: &K<'_>) -> Result<(), CpuError> {
         });
         return Ok(());
     }
-    for_rows(&d, n, 4 * n, |r, scratch| {
-        let (sm, rest) = scratch.split_at_mut(n);
-        let (sa, rest) = rest.split_at_mut(n);
-        let (sb, so) = rest.split_at_mut(n);
+    let (nm, na, nb) = (need(&m, n), need(&a, n), need(&b, n));
+    let no = if d.dtype == DType::F32 { 0 } else { n };
+    for_rows(&d, n, nm + na + nb + no, |r, scratch| {
+        let (sm, rest) = scratch.split_at_mut(nm);
+        let (sa, rest) = rest.split_at_mut(na);
+        let (sb, so) = rest.split_at_mut(nb);
         // SAFETY: as in `binary`. f16/bf16 values round-trip exactly through f32.
         unsafe {
             let c = operand(&m, r, n, sm);
