@@ -13,12 +13,17 @@
 //!
 //! # The exponential
 //!
-//! [`exp_neg`] computes `e^x` for `x <= 88` as `2^n * e^r` with `n = round(x / ln 2)` (found with
-//! the 1.5*2^23 rounding constant), `r = x - n ln 2` (two-constant Cody-Waite split, `|r| <= ln2/2`)
-//! and `e^r` by its degree-6 Taylor polynomial. The truncation error is at most
-//! `(ln2/2)^7 / 7! / e^(-ln2/2) < 1.7e-7` relative; with float rounding the measured maximum
-//! relative error over `[-87, 0]` is below 4e-7 (tested in `tests::exp_error_bound`).
-//! Arguments below -87 (including -inf) give exactly 0, so masked tokens get probability 0.
+//! [`exp_neg`] computes `e^x` for `x <= 0` as `2^y` with `y = x log2(e)`: `y = n + f` with
+//! `n = round(y)` (the 1.5*2^23 rounding constant) and `|f| <= 1/2`, `2^f` by a degree-5
+//! polynomial (Chebyshev interpolation at six nodes, f32 coefficients: at most 1.6e-7 relative
+//! error on `[-1/2, 1/2]`), and `2^n` put straight into the exponent bits. The kernels fold the
+//! shift by the row max and the temperature into one multiply-add, `y = x a + b`, with `a =
+//! log2(e) / t` and `b = -max a`; the rounding of `b` is a factor common to every token and
+//! cancels in the normalisation. The relative error is at most `2.5e-7 + 8e-8 |x|` (tested in
+//! `tests::exp_error_bound`): below 1e-6 for `x >= -9`, i.e. for every token within a factor
+//! 8000 of the most likely one; the `|x|` term is the f32 rounding of the argument, which
+//! llama.cpp's `expf(logit - max)` has as well. Arguments below -87 (`y < -126`, including
+//! `-inf`) give exactly 0, so masked tokens get probability 0.
 
 /// Block length for the block-wise kernels: 4 KiB of f32, so a block stays in L1 between the
 /// max scan and the exp scan that follow each other.
@@ -27,50 +32,56 @@ pub const BLOCK: usize = 1024;
 const LANES: usize = 16;
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const ROUND_MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
-const LN2_HI: f32 = 0.693_359_4; // 0.693359375, few mantissa bits so n * LN2_HI is exact
-const LN2_LO: f32 = -2.121_944_4e-4;
-const EXP_LOW: f32 = -87.0;
-const EXP_HIGH: f32 = 88.0;
+/// Below this, `2^y` is exactly 0: `n = -127` puts 0 into the exponent bits.
+const Y_LOW: f32 = -127.0;
+/// Chebyshev interpolant of 2^f on [-1/2, 1/2], lowest degree first (the degree-1 coefficient is
+/// the fitted value, which happens to round to ln 2).
+#[allow(clippy::approx_constant)]
+const C: [f32; 6] = [1.000_000_1, 0.693_147_2, 0.240_221_07, 0.055_503_57, 0.009_676_032, 0.001_339_086_3];
 
 #[inline(always)]
 fn fmadd<const F: bool>(a: f32, b: f32, c: f32) -> f32 {
     if F { a.mul_add(b, c) } else { a * b + c }
 }
 
-/// Fast `e^x` for `x <= 88` (see the module documentation for the error bound); 0 below -87.
+/// `2^y` for `y <= 0` (a little above 0 is fine too); exactly 0 for `y <= -126.5`.
 #[inline(always)]
-pub fn exp_neg_impl<const F: bool>(x: f32) -> f32 {
-    // Not `clamp`: this select form vectorises and passes NaN through without panicking.
-    #[allow(clippy::manual_clamp)]
-    let xc = if x < EXP_LOW {
-        EXP_LOW
-    } else if x > EXP_HIGH {
-        EXP_HIGH
-    } else {
-        x
-    };
-    let t = fmadd::<F>(xc, LOG2E, ROUND_MAGIC);
+pub fn exp2_impl<const F: bool>(y: f32) -> f32 {
+    // `y > Y_LOW ? y : Y_LOW` is one max instruction (NaN becomes Y_LOW). At `yc = -127`,
+    // n = -127 and the scale below is +0.0, so the result is exactly 0 without a select.
+    let yc = if y > Y_LOW { y } else { Y_LOW };
+    let t = yc + ROUND_MAGIC;
     let n = t - ROUND_MAGIC;
-    let r = fmadd::<F>(n, -LN2_HI, xc);
-    let r = fmadd::<F>(n, -LN2_LO, r);
-    let mut p = 1.0 / 720.0;
-    p = fmadd::<F>(p, r, 1.0 / 120.0);
-    p = fmadd::<F>(p, r, 1.0 / 24.0);
-    p = fmadd::<F>(p, r, 1.0 / 6.0);
-    p = fmadd::<F>(p, r, 0.5);
-    p = fmadd::<F>(p, r, 1.0);
-    p = fmadd::<F>(p, r, 1.0);
+    let f = yc - n;
+    let mut p = C[5];
+    p = fmadd::<F>(p, f, C[4]);
+    p = fmadd::<F>(p, f, C[3]);
+    p = fmadd::<F>(p, f, C[2]);
+    p = fmadd::<F>(p, f, C[1]);
+    p = fmadd::<F>(p, f, C[0]);
     // The low mantissa bits of `t` hold n as a two's-complement integer.
     let ni = t.to_bits().wrapping_sub(ROUND_MAGIC.to_bits()) as i32;
     let scale = f32::from_bits(((ni + 127) as u32) << 23);
-    let y = p * scale;
-    if x < EXP_LOW { 0.0 } else { y }
+    p * scale
 }
 
-/// Scalar entry point of the fast exponential (portable rounding).
+/// Fast `e^x` for `x <= 0` (see the module documentation for the error bound); 0 below -87.
 #[inline]
 pub fn exp_neg(x: f32) -> f32 {
-    exp_neg_impl::<false>(x)
+    exp2_impl::<false>(x * LOG2E)
+}
+
+/// The multiply-add constants `(a, b)` with `x a + b = (x - m) s log2(e)`.
+#[inline]
+pub fn exp_affine(m: f32, s: f32) -> (f32, f32) {
+    let a = s * LOG2E;
+    (a, -m * a)
+}
+
+/// `exp((x - m) s)` through the affine form `(a, b) = exp_affine(m, s)` (scalar, portable).
+#[inline]
+pub fn exp_at(x: f32, a: f32, b: f32) -> f32 {
+    exp2_impl::<false>(x * a + b)
 }
 
 /// True where a logit is not allowed: NaN or +inf.
@@ -110,21 +121,21 @@ macro_rules! dispatch {
 #[inline(always)]
 fn max_bad_impl<const F: bool>(xs: &[f32]) -> (f32, bool) {
     let mut acc = [f32::NEG_INFINITY; LANES];
-    let mut bad = [false; LANES];
+    let mut bad = [0u32; LANES];
     let chunks = xs.chunks_exact(LANES);
     let rest = chunks.remainder();
     for c in chunks {
         for j in 0..LANES {
             let x = c[j];
             acc[j] = if x > acc[j] { x } else { acc[j] };
-            bad[j] |= is_bad(x);
+            bad[j] |= u32::from(is_bad(x));
         }
     }
     let mut m = f32::NEG_INFINITY;
     let mut b = false;
     for j in 0..LANES {
         m = if acc[j] > m { acc[j] } else { m };
-        b |= bad[j];
+        b |= bad[j] != 0;
     }
     for &x in rest {
         m = if x > m { x } else { m };
@@ -179,12 +190,13 @@ dispatch!(
 
 #[inline(always)]
 fn sum_exp_impl<const F: bool>(xs: &[f32], m: f32, s: f32) -> f32 {
+    let (a, b) = exp_affine(m, s);
     let mut acc = [0.0f32; LANES];
     let chunks = xs.chunks_exact(LANES);
     let rest = chunks.remainder();
     for c in chunks {
         for j in 0..LANES {
-            acc[j] += exp_neg_impl::<F>((c[j] - m) * s);
+            acc[j] += exp2_impl::<F>(fmadd::<F>(c[j], a, b));
         }
     }
     let mut sum = 0.0f32;
@@ -192,7 +204,7 @@ fn sum_exp_impl<const F: bool>(xs: &[f32], m: f32, s: f32) -> f32 {
         sum += a;
     }
     for &x in rest {
-        sum += exp_neg_impl::<F>((x - m) * s);
+        sum += exp2_impl::<F>(fmadd::<F>(x, a, b));
     }
     sum
 }
@@ -263,13 +275,14 @@ dispatch!(
 
 #[inline(always)]
 fn exp_into_impl<const F: bool>(xs: &[f32], m: f32, s: f32, out: &mut [f32]) {
+    let (a, b) = exp_affine(m, s);
     for (o, &x) in out.iter_mut().zip(xs) {
-        *o = exp_neg_impl::<F>((x - m) * s);
+        *o = exp2_impl::<F>(fmadd::<F>(x, a, b));
     }
 }
 
 dispatch!(
-    /// `out[i] = exp((xs[i] - m) * s)`.
+    /// `out[i] = exp((xs[i] - m) * s)`, computed exactly as [`sum_exp`] computes its terms.
     pub fn exp_into(xs: &[f32], m: f32, s: f32, out: &mut [f32]) -> () => exp_into_impl, exp_into_avx2
 );
 
@@ -345,50 +358,105 @@ pub fn desc(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
-/// Keeps the `k` best entries of `buf` (by [`desc`]), unordered; returns the k-th best logit.
-fn shrink_to_k(buf: &mut Vec<(u32, f32)>, k: usize) -> f32 {
+/// A sort key for `(id, logit)`: ordering keys as integers descending orders by logit descending
+/// (IEEE total order), then id ascending, the order of [`desc`]. Selection and sorting on these
+/// keys compare integers instead of floats and ids.
+#[inline(always)]
+fn key(id: u32, x: f32) -> u64 {
+    let b = x.to_bits();
+    let ord = if b & 0x8000_0000 != 0 { !b } else { b | 0x8000_0000 };
+    (u64::from(ord) << 32) | u64::from(u32::MAX - id)
+}
+
+#[inline(always)]
+fn unkey(k: u64) -> (u32, f32) {
+    let ord = (k >> 32) as u32;
+    let b = if ord & 0x8000_0000 != 0 { ord & 0x7fff_ffff } else { !ord };
+    (u32::MAX - k as u32, f32::from_bits(b))
+}
+
+/// Keeps the `k` best keys of `buf`, unordered; returns the k-th best logit.
+fn shrink_to_k(buf: &mut Vec<u64>, k: usize) -> f32 {
     if buf.len() > k {
-        buf.select_nth_unstable_by(k - 1, desc);
+        buf.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
         buf.truncate(k);
     }
-    buf.iter().map(|e| e.1).fold(f32::INFINITY, f32::min)
+    buf.iter().copied().min().map_or(f32::NEG_INFINITY, |m| unkey(m).1)
+}
+
+/// Sorts keys best first and decodes them.
+fn finish_top_k(keys: &mut Vec<u64>, k: usize, out: &mut Vec<(u32, f32)>) {
+    shrink_to_k(keys, k);
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    out.clear();
+    out.extend(keys.iter().map(|&k| unkey(k)));
+}
+
+/// Running state of a streaming top-k selection.
+struct TopKRun {
+    k: usize,
+    cap: usize,
+    thr: f32,
+}
+
+impl TopKRun {
+    fn new(k: usize) -> Self {
+        Self { k, cap: (2 * k).max(k + 64), thr: f32::NEG_INFINITY }
+    }
+}
+
+/// Sub-block length of the streaming top-k: a sub-block whose max is below the running threshold
+/// is skipped after one vectorised max.
+const SUB: usize = 128;
+
+/// Feeds `xs` (token ids from `base`) to a streaming top-k selection; returns whether a NaN or
+/// +inf was seen. Each 128-token sub-block costs one vectorised max; only sub-blocks reaching the
+/// running threshold are scanned (16 at a time, compare + mask) and their candidates pushed.
+#[inline(always)]
+fn top_k_feed<const F: bool>(xs: &[f32], base: usize, st: &mut TopKRun, out: &mut Vec<u64>) -> bool {
+    let mut bad = false;
+    for (si, sub) in xs.chunks(SUB).enumerate() {
+        let (m, b) = max_bad_impl::<F>(sub);
+        bad |= b;
+        if m < st.thr {
+            continue;
+        }
+        let sub_base = base + si * SUB;
+        let thr = st.thr;
+        let chunks = sub.chunks_exact(LANES);
+        let rest_start = sub.len() - chunks.remainder().len();
+        for (ci, c) in chunks.enumerate() {
+            let mut any = 0u32;
+            for &x in c {
+                any |= u32::from(x >= thr);
+            }
+            if any != 0 {
+                for (j, &x) in c.iter().enumerate() {
+                    if x >= thr {
+                        out.push(key((sub_base + ci * LANES + j) as u32, x));
+                    }
+                }
+            }
+        }
+        for (j, &x) in sub[rest_start..].iter().enumerate() {
+            if x >= thr {
+                out.push(key((sub_base + rest_start + j) as u32, x));
+            }
+        }
+        if out.len() >= st.cap {
+            st.thr = shrink_to_k(out, st.k);
+        }
+    }
+    bad
 }
 
 #[inline(always)]
 fn top_k_impl<const F: bool>(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool {
-    out.clear();
-    let cap = (2 * k).max(k + 64);
-    let mut thr = f32::NEG_INFINITY;
-    let mut bad = [false; LANES];
-    let chunks = xs.chunks_exact(LANES);
-    let rest_start = xs.len() - chunks.remainder().len();
-    for (ci, c) in chunks.enumerate() {
-        let mut any = false;
-        for j in 0..LANES {
-            any |= c[j] >= thr;
-            bad[j] |= is_bad(c[j]);
-        }
-        if any {
-            for (j, &x) in c.iter().enumerate() {
-                if x >= thr {
-                    out.push(((ci * LANES + j) as u32, x));
-                }
-            }
-            if out.len() >= cap {
-                thr = shrink_to_k(out, k);
-            }
-        }
-    }
-    let mut b = bad.iter().any(|&x| x);
-    for (j, &x) in xs[rest_start..].iter().enumerate() {
-        b |= is_bad(x);
-        if x >= thr {
-            out.push(((rest_start + j) as u32, x));
-        }
-    }
-    shrink_to_k(out, k);
-    out.sort_unstable_by(desc);
-    b
+    let mut st = TopKRun::new(k);
+    let mut keys = Vec::with_capacity(st.cap + SUB);
+    let bad = top_k_feed::<F>(xs, 0, &mut st, &mut keys);
+    finish_top_k(&mut keys, k, out);
+    bad
 }
 
 dispatch!(
@@ -404,21 +472,30 @@ mod tests {
 
     #[test]
     fn exp_error_bound() {
+        // Bound: 2.5e-7 (polynomial and evaluation) + 8e-8 |x| (the f32 rounding of the argument,
+        // which any f32 softmax has: llama.cpp's expf(l - max) rounds l - max the same way).
         let mut worst = 0.0f64;
         let mut x = -87.0f32;
         while x <= 0.0 {
-            let got = f64::from(exp_neg(x));
             let want = f64::from(x).exp();
-            worst = worst.max(((got - want) / want).abs());
-            // also the FMA flavour
-            let got2 = f64::from(exp_neg_impl::<true>(x));
-            worst = worst.max(((got2 - want) / want).abs());
+            for got in [exp_neg(x), exp2_impl::<true>(x * LOG2E)] {
+                let rel = ((f64::from(got) - want) / want).abs();
+                let bound = 2.5e-7 + 8e-8 * f64::from(x.abs());
+                assert!(rel <= bound, "x = {x}: relative error {rel} > {bound}");
+                if x > -9.0 {
+                    worst = worst.max(rel);
+                }
+            }
             x += 0.000_731;
         }
-        assert!(worst < 4e-7, "worst relative error {worst}");
+        assert!(worst < 1e-6, "worst relative error on [-9, 0]: {worst}");
         assert_eq!(exp_neg(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp_neg(-1000.0), 0.0);
-        assert_eq!(exp_neg(0.0), 1.0);
+        assert!((exp_neg(0.0) - 1.0).abs() < 2e-7);
+        // the affine form used by the kernels agrees with exp_neg
+        let (a, b) = exp_affine(3.0, 0.5);
+        let e = exp2_impl::<false>(1.0 * a + b);
+        assert!((f64::from(e) - (-1.0f64).exp()).abs() < 1e-6);
     }
 
     #[test]
@@ -446,6 +523,18 @@ mod tests {
             all.sort_by(desc);
             all.truncate(k);
             assert_eq!(out, all, "k = {k}");
+        }
+    }
+
+    #[test]
+    fn keys_order_like_desc() {
+        let xs = [f32::NEG_INFINITY, -1.5, -0.0, 0.0, 1e-30, 2.0, 2.0, f32::MAX];
+        for (i, &a) in xs.iter().enumerate() {
+            assert_eq!(unkey(key(i as u32, a)), (i as u32, a));
+            for (j, &b) in xs.iter().enumerate() {
+                let by_key = key(j as u32, b).cmp(&key(i as u32, a));
+                assert_eq!(by_key, desc(&(i as u32, a), &(j as u32, b)), "{a} {b}");
+            }
         }
     }
 

@@ -6,9 +6,10 @@
 //! `min_keep`); `p` outside `[0, 1]` or NaN is an error. The kept candidates carry llama.cpp's
 //! probabilities: the softmax over the set *before* truncation.
 //!
-//! On the vocabulary view the vocabulary is never sorted: one pass computes the softmax
-//! denominator block by block (online max), a top-k selection pass gathers the 256 best tokens
-//! (then 4096, then all, if their mass is not yet `p`), and only that short list is scanned.
+//! On the vocabulary view the vocabulary is never sorted: one pass, block by block, computes the
+//! softmax denominator (online max); a streaming top-k pass gathers the best `k` tokens, with `k`
+//! twice the size of the previous row's kept set (at least 64); only if their mass is not yet `p`
+//! (a flatter row) is the selection widened eightfold, up to the whole vocabulary.
 
 use crate::candidates::{Candidates, TokenData, check_list, sort_desc};
 use crate::error::{Result, unit};
@@ -21,6 +22,8 @@ pub struct TopP {
     p: f32,
     min_keep: usize,
     stats: BlockStats,
+    /// Size of the last kept set: the next row's first selection asks for twice that.
+    hint: usize,
 }
 
 const NAME: &str = "top_p";
@@ -29,7 +32,7 @@ impl TopP {
     /// Top-p with `p` in `[0, 1]` and `min_keep`.
     pub fn new(p: f32, min_keep: usize) -> Result<Self> {
         unit(NAME, "p", p)?;
-        Ok(Self { p, min_keep, stats: BlockStats::default() })
+        Ok(Self { p, min_keep, stats: BlockStats::default(), hint: 32 })
     }
 }
 
@@ -44,21 +47,20 @@ impl Sampler for TopP {
         }
         if let Some((row, div)) = cur.vocab_row() {
             let s = 1.0 / div;
+            let n = row.len();
+            let mut k = (2 * self.hint).clamp(64, 4096).max(self.min_keep).min(n);
+            let mut buf = Vec::new();
             kernels::block_stats(row, s, &mut self.stats);
             crate::candidates::check_scan(NAME, row, self.stats.bad, self.stats.row_max)?;
+            kernels::top_k(row, k, &mut buf);
             let (_, total) = self.stats.weights(s);
-            let m = self.stats.row_max;
+            let (a, b) = kernels::exp_affine(self.stats.row_max, s);
             let target = f64::from(self.p) * total;
-            let n = row.len();
-            let mut k = 256usize.max(self.min_keep).min(n);
-            let mut buf = Vec::new();
             loop {
-                buf.clear();
-                kernels::top_k(row, k, &mut buf);
                 let mut cum = 0.0f64;
                 let mut last = None;
                 for (i, &(_, x)) in buf.iter().enumerate() {
-                    cum += f64::from(kernels::exp_neg((x - m) * s));
+                    cum += f64::from(kernels::exp_at(x, a, b));
                     if cum >= target && i + 1 >= self.min_keep {
                         last = Some(i + 1);
                         break;
@@ -72,13 +74,16 @@ impl Sampler for TopP {
                         .map(|&(id, x)| TokenData {
                             id,
                             logit: if div == 1.0 { x } else { x / div },
-                            p: kernels::exp_neg((x - m) * s) * inv,
+                            p: kernels::exp_at(x, a, b) * inv,
                         })
                         .collect();
+                    self.hint = last;
                     cur.set_list(list, true);
                     return Ok(());
                 }
-                k = (k * 16).min(n);
+                // The best k do not carry mass p yet (a flat row): widen and select again.
+                k = (k * 8).min(n);
+                kernels::top_k(row, k, &mut buf);
             }
         }
         cur.softmax(NAME, false)?;
