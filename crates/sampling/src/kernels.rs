@@ -392,77 +392,91 @@ fn finish_top_k(keys: &mut Vec<u64>, k: usize, out: &mut Vec<(u32, f32)>) {
     out.extend(keys.iter().map(|&k| unkey(k)));
 }
 
-/// Running state of a streaming top-k selection.
-struct TopKRun {
-    k: usize,
-    cap: usize,
-    thr: f32,
-}
-
-impl TopKRun {
-    fn new(k: usize) -> Self {
-        Self { k, cap: (2 * k).max(k + 64), thr: f32::NEG_INFINITY }
-    }
-}
-
-/// Sub-block length of the streaming top-k: a sub-block whose max is below the running threshold
-/// is skipped after one vectorised max.
+/// Sub-block length of the top-k selection.
 const SUB: usize = 128;
 
-/// Feeds `xs` (token ids from `base`) to a streaming top-k selection; returns whether a NaN or
-/// +inf was seen. Each 128-token sub-block costs one vectorised max; only sub-blocks reaching the
-/// running threshold are scanned (16 at a time, compare + mask) and their candidates pushed.
 #[inline(always)]
-fn top_k_feed<const F: bool>(xs: &[f32], base: usize, st: &mut TopKRun, out: &mut Vec<u64>) -> bool {
-    let mut bad = false;
-    for (si, sub) in xs.chunks(SUB).enumerate() {
-        let (m, b) = max_bad_impl::<F>(sub);
-        bad |= b;
-        if m < st.thr {
-            continue;
-        }
-        let sub_base = base + si * SUB;
-        let thr = st.thr;
+fn sub_maxima_impl<const F: bool>(xs: &[f32], out: &mut Vec<f32>) -> bool {
+    out.clear();
+    // Lane-wise NaN/+inf flags for the whole row, reduced once at the end.
+    let mut bad = [0u32; LANES];
+    for sub in xs.chunks(SUB) {
+        let mut acc = [f32::NEG_INFINITY; LANES];
         let chunks = sub.chunks_exact(LANES);
-        let rest_start = sub.len() - chunks.remainder().len();
-        for (ci, c) in chunks.enumerate() {
-            let mut any = 0u32;
-            for &x in c {
-                any |= u32::from(x >= thr);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for j in 0..LANES {
+                let x = c[j];
+                acc[j] = if x > acc[j] { x } else { acc[j] };
+                bad[j] |= u32::from(is_bad(x));
             }
-            if any != 0 {
-                for (j, &x) in c.iter().enumerate() {
-                    if x >= thr {
-                        out.push(key((sub_base + ci * LANES + j) as u32, x));
+        }
+        let mut m = f32::NEG_INFINITY;
+        for a in acc {
+            m = if a > m { a } else { m };
+        }
+        for &x in rest {
+            m = if x > m { x } else { m };
+            bad[0] |= u32::from(is_bad(x));
+        }
+        out.push(m);
+    }
+    bad.iter().any(|&b| b != 0)
+}
+
+/// Top-k in two levels. Pass 1 stores the max of every 128-token sub-block. The k-th largest of
+/// those maxima, `T`, is a lower bound of the k-th largest token (the k sub-blocks with the largest
+/// maxima hold k tokens `>= T`), so every top-k token is `>= T` and lies in a sub-block whose max
+/// is `>= T`: only those (about k of them) are rescanned, and only their tokens `>= T` are
+/// selected from.
+#[inline(always)]
+fn top_k_impl<const F: bool>(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool {
+    let mut maxima = Vec::with_capacity(xs.len() / SUB + 1);
+    let bad = sub_maxima_impl::<F>(xs, &mut maxima);
+    let thr = if k >= maxima.len() {
+        f32::NEG_INFINITY
+    } else {
+        // k-th largest maximum, selected on order-preserving integer keys
+        let mut m: Vec<u32> = maxima.iter().map(|&x| (key(0, x) >> 32) as u32).collect();
+        let kth = *m.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1;
+        unkey(u64::from(kth) << 32).1
+    };
+    let mut keys = Vec::with_capacity(2 * k + SUB);
+    for (si, &m) in maxima.iter().enumerate() {
+        if m >= thr {
+            let base = si * SUB;
+            let sub = &xs[base..(base + SUB).min(xs.len())];
+            let chunks = sub.chunks_exact(LANES);
+            let rest_start = sub.len() - chunks.remainder().len();
+            for (ci, c) in chunks.enumerate() {
+                let mut any = 0u32;
+                for &x in c {
+                    any |= u32::from(x >= thr);
+                }
+                if any != 0 {
+                    for (j, &x) in c.iter().enumerate() {
+                        if x >= thr {
+                            keys.push(key((base + ci * LANES + j) as u32, x));
+                        }
                     }
                 }
             }
-        }
-        for (j, &x) in sub[rest_start..].iter().enumerate() {
-            if x >= thr {
-                out.push(key((sub_base + rest_start + j) as u32, x));
+            for (j, &x) in sub[rest_start..].iter().enumerate() {
+                if x >= thr {
+                    keys.push(key((base + rest_start + j) as u32, x));
+                }
             }
         }
-        if out.len() >= st.cap {
-            st.thr = shrink_to_k(out, st.k);
-        }
     }
-    bad
-}
-
-#[inline(always)]
-fn top_k_impl<const F: bool>(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool {
-    let mut st = TopKRun::new(k);
-    let mut keys = Vec::with_capacity(st.cap + SUB);
-    let bad = top_k_feed::<F>(xs, 0, &mut st, &mut keys);
     finish_top_k(&mut keys, k, out);
     bad
 }
 
 dispatch!(
-    /// The `k` largest entries of `xs` as `(index, logit)`, sorted by [`desc`], in one pass that
-    /// keeps a running threshold (a buffer of about 2k candidates shrunk by `select_nth`); also
-    /// returns whether any element is NaN or +inf. Requires `1 <= k <= xs.len()`.
+    /// The `k` largest entries of `xs` as `(index, logit)`, sorted by [`desc`]: one pass of
+    /// sub-block maxima, then a rescan of the ~k sub-blocks that can hold a top-k token (see
+    /// `top_k_impl`); also returns whether any element is NaN or +inf. Requires
+    /// `1 <= k <= xs.len()`.
     pub fn top_k(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool => top_k_impl, top_k_avx2
 );
 

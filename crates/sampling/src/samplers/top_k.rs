@@ -1,8 +1,9 @@
 //! `top_k`: keeps the `k` highest logits (llama.cpp's `llama_sampler_init_top_k`).
 //!
 //! Edge values follow llama.cpp: `k <= 0` disables the sampler, `k > n` keeps all `n`. On the
-//! vocabulary view it is one pass with a running threshold (a buffer of about `2k` candidates
-//! shrunk by `select_nth`); only the `k` survivors are sorted.
+//! vocabulary view it is one pass computing the max of every 128-token sub-block, then a rescan of
+//! the about `k` sub-blocks that can hold a top-k token (see `kernels::top_k`); only the `k`
+//! survivors are sorted.
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
 use crate::error::Result;
