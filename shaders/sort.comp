@@ -15,6 +15,12 @@
 // final), B_OFF/B_NE(0) = input scratch byte offset / row stride in words, B_NE(1) = R_in,
 // B_NE(2) = source entries spanned by one input run, C_OFF/C_NE(0)/C_NE(1) = output scratch offset /
 // row stride / R_out.
+//
+// TopK with k <= BLOCK on longer rows instead selects: four HIST_PASSes find the k-th smallest key
+// exactly, one radix digit (8 bits) at a time, with a shared-memory histogram per row (state: the
+// key prefix, its mask and how many entries equal to the final key to keep, 4 words per row in B);
+// COMPACT_PASS writes, in index order, the entries below that key and the first ones equal to it
+// (exactly k) to C; the BLOCK_PASS then sorts those k candidates (P1 bit 2: indirect, read from B).
 #include "common.glsl"
 
 #define BLOCK 2048u
@@ -51,9 +57,11 @@ void main() {
     uint row = gl_WorkGroupID.y;
     uint base = row_base(row);
     uint l = gl_LocalInvocationID.x;
+    bool indirect = (P1 & 4u) != 0u;
     for (uint t = l; t < BLOCK; t += WG) {
-        uint i = block * BLOCK + t;
-        bool ok = i < NE0;
+        // Indirect (top_k's last pass): the entries are the P0 candidates listed in B.
+        uint i = indirect ? (t < P0 ? b_w[(B_OFF >> 2) + row * B_NE(0) + t] : 0xffffffffu) : block * BLOCK + t;
+        bool ok = indirect ? t < P0 : i < NE0;
         sk[t] = ok ? key_of(base, i) : 0xffffffffu;
         si[t] = ok ? i : 0xffffffffu;
     }
@@ -74,7 +82,7 @@ void main() {
         }
     }
     uint r_out = C_NE(1);
-    uint len = min(min(BLOCK, NE0 - block * BLOCK), r_out);
+    uint len = min(indirect ? P0 : min(BLOCK, NE0 - block * BLOCK), r_out);
     for (uint t = l; t < len; t += WG) emit(row, block, r_out, t, si[t]);
 }
 #endif
@@ -108,5 +116,93 @@ void main() {
     }
     uint rank = pos + lo;
     if (rank < r_out) emit(row, run >> 1u, r_out, rank, idx);
+}
+#endif
+
+#ifdef HIST_PASS
+shared uint hist[256];
+
+// P0 = k, P2 = the digit's shift (24 first: no state read).
+void main() {
+    uint row = gl_WorkGroupID.x;
+    uint l = gl_LocalInvocationID.x;
+    for (uint i = l; i < 256u; i += WG) hist[i] = 0u;
+    uint st = (B_OFF >> 2) + row * 4u;
+    uint prefix = 0u, mask = 0u, kr = P0;
+    if (P2 != 24u) { prefix = b_w[st]; mask = b_w[st + 1u]; kr = b_w[st + 2u]; }
+    barrier();
+    uint base = row_base(row);
+    for (uint i = l; i < NE0; i += WG) {
+        uint key = key_of(base, i);
+        if ((key & mask) == prefix) atomicAdd(hist[(key >> P2) & 255u], 1u);
+    }
+    barrier();
+    if (l == 0u) {
+        uint cum = 0u, b = 0u;
+        for (; b < 255u; b++) {
+            uint h = hist[b];
+            if (cum + h >= kr) break;
+            cum += h;
+        }
+        b_w[st] = prefix | (b << P2);
+        b_w[st + 1u] = mask | (255u << P2);
+        b_w[st + 2u] = kr - cum;
+    }
+}
+#endif
+
+#ifdef COMPACT_PASS
+shared uint cl[WG];
+shared uint ce[WG];
+
+#define PER 8u
+
+// State in B (key T, -, entries equal to T to keep), candidates to C (row stride C_NE(0)), P0 = k.
+void main() {
+    uint row = gl_WorkGroupID.x;
+    uint l = gl_LocalInvocationID.x;
+    uint st = (B_OFF >> 2) + row * 4u;
+    uint T = b_w[st], kr = b_w[st + 2u];
+    uint nlt = P0 - kr;
+    uint base = row_base(row);
+    uint out_ = (C_OFF >> 2) + row * C_NE(0);
+    uint run_lt = 0u, run_eq = 0u;
+    for (uint start = 0u; start < NE0; start += WG * PER) {
+        uint my_lt = 0u, my_eq = 0u;
+        for (uint j = 0u; j < PER; j++) {
+            uint i = start + l * PER + j;
+            if (i < NE0) {
+                uint key = key_of(base, i);
+                my_lt += key < T ? 1u : 0u;
+                my_eq += key == T ? 1u : 0u;
+            }
+        }
+        cl[l] = my_lt;
+        ce[l] = my_eq;
+        barrier();
+        for (uint s = 1u; s < WG; s <<= 1u) {
+            uint a = l >= s ? cl[l - s] : 0u;
+            uint b = l >= s ? ce[l - s] : 0u;
+            barrier();
+            cl[l] += a;
+            ce[l] += b;
+            barrier();
+        }
+        uint plt = run_lt + cl[l] - my_lt;
+        uint peq = run_eq + ce[l] - my_eq;
+        if (my_lt + my_eq != 0u) {
+            for (uint j = 0u; j < PER; j++) {
+                uint i = start + l * PER + j;
+                if (i < NE0) {
+                    uint key = key_of(base, i);
+                    if (key < T) { c_w[out_ + plt] = i; plt++; }
+                    else if (key == T) { if (peq < kr) c_w[out_ + nlt + peq] = i; peq++; }
+                }
+            }
+        }
+        run_lt += cl[WG - 1u];
+        run_eq += ce[WG - 1u];
+        barrier();
+    }
 }
 #endif

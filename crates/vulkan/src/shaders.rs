@@ -32,6 +32,10 @@ pub enum ShaderId {
     SortBlock,
     /// sort.comp, merge pass
     SortMerge,
+    /// sort.comp, radix-select histogram pass (top_k)
+    SortHist,
+    /// sort.comp, radix-select compaction pass (top_k)
+    SortCompact,
     /// rows.comp
     Rows,
     /// scatter.comp
@@ -100,6 +104,8 @@ variants! {
     (Cumsum, "cumsum", "cumsum.comp", [], 256, false),
     (SortBlock, "sort_block", "sort.comp", ["BLOCK_PASS"], 256, false),
     (SortMerge, "sort_merge", "sort.comp", ["MERGE_PASS"], 256, false),
+    (SortHist, "sort_hist", "sort.comp", ["HIST_PASS"], 256, false),
+    (SortCompact, "sort_compact", "sort.comp", ["COMPACT_PASS"], 256, false),
     (Rows, "rows", "rows.comp", [], 256, false),
     (Scatter, "scatter", "scatter.comp", [], 64, false),
     (MulMat, "mul_mat", "mul_mat.comp", [], 64, false),

@@ -2,8 +2,12 @@
 //! a shared-memory bitonic sort of each block of [`SORT_BLOCK`] entries keeping its first
 //! `min(SORT_BLOCK, k)`, then merge passes that pair runs by rank (binary search) and keep the first
 //! `k`. No pass sorts a whole row in one workgroup and no workgroup waits on another.
+//!
+//! TopK with `k <= SORT_BLOCK` on rows longer than a block selects instead (6 dispatches): four
+//! radix-select histogram passes find the k-th key exactly, a compaction pass lists the `k` winners
+//! in index order, and one block pass sorts them.
 
-use crate::encoder::{Encoder, grid, other};
+use crate::encoder::{Encoder, Operand, grid, other};
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::{SORT_BLOCK, ShaderId};
@@ -46,6 +50,9 @@ pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendRes
     };
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;
+    if matches!(n.op, Op::TopK { .. }) && k <= SORT_BLOCK && ne0 > SORT_BLOCK {
+        return select(enc, src, &a, &d, k, rows);
+    }
     let plan = passes(ne0, k);
     let stride = plan.iter().map(|&(r, c)| r * c).max().unwrap_or(1);
     let bytes = rows * stride * 4;
@@ -74,6 +81,25 @@ pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendRes
         span *= 2;
     }
     Ok(())
+}
+
+/// TopK by radix select (see the module documentation).
+fn select(enc: &mut Encoder<'_>, src: &Node, a: &Operand, d: &Operand, k: usize, rows: usize) -> BackendResult<()> {
+    let state = enc.scratch(2, rows * 16)?;
+    let cand = enc.scratch(0, rows * k * 4)?;
+    let base = Push::new(ne32(src)).a(&a.arg).d(&d.arg).pu(0, k as u32);
+    let rows32 = rows as u32;
+    for shift in [24u32, 16, 8, 0] {
+        let push = base.pu(1, 1).pu(2, shift);
+        enc.dispatch(ShaderId::SortHist, [&a.buf, &state, &state, &d.buf], &push, [rows32, 1, 1])?;
+    }
+    let mut push = base.pu(1, 1);
+    push.c_ne = [k as u32, 0, 0, 0];
+    enc.dispatch(ShaderId::SortCompact, [&a.buf, &state, &cand, &d.buf], &push, [rows32, 1, 1])?;
+    let mut push = base.pu(1, 1 | 2 | 4);
+    push.b_ne = [k as u32, 0, 0, 0];
+    push.c_ne = [k as u32, k as u32, 0, 0];
+    enc.dispatch(ShaderId::SortBlock, [&a.buf, &cand, &cand, &d.buf], &push, [1, rows32, 1])
 }
 
 #[cfg(test)]
