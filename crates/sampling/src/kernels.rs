@@ -216,6 +216,8 @@ pub struct BlockStats {
     pub max: Vec<f32>,
     /// Sum of `exp((x - max_b) * s)` over each block.
     pub sum: Vec<f32>,
+    /// Maximum of each 128-token sub-block (for [`top_k_from_maxima`]).
+    pub sub_max: Vec<f32>,
     /// Maximum over the row.
     pub row_max: f32,
     /// Whether a NaN or +inf was seen.
@@ -249,10 +251,13 @@ impl BlockStats {
 fn block_stats_impl<const F: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
     out.max.clear();
     out.sum.clear();
+    out.sub_max.clear();
     out.bad = false;
     let mut row_max = f32::NEG_INFINITY;
     for block in xs.chunks(BLOCK) {
-        let (m, bad) = max_bad_impl::<F>(block);
+        let first = out.sub_max.len();
+        let bad = sub_maxima_impl::<F>(block, &mut out.sub_max);
+        let m = out.sub_max[first..].iter().fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
         out.bad |= bad;
         row_max = if m > row_max { m } else { row_max };
         let sum = if m == f32::NEG_INFINITY || bad { 0.0 } else { sum_exp_impl::<F>(block, m, s) };
@@ -263,8 +268,9 @@ fn block_stats_impl<const F: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
 }
 
 dispatch!(
-    /// One pass over `xs` block by block: each block's max, then (while it is in L1) its sum of
-    /// `exp((x - max) * s)`. This is the online-softmax denominator without a separate max pass.
+    /// One pass over `xs` block by block: each block's max (and its 128-token sub-blocks' maxima),
+    /// then (while it is in L1) its sum of `exp((x - max) * s)`. This is the online-softmax
+    /// denominator without a separate max pass.
     pub fn block_stats(xs: &[f32], s: f32, out: &mut BlockStats) -> () => block_stats_impl, block_stats_avx2
 );
 
@@ -393,11 +399,10 @@ fn finish_top_k(keys: &mut Vec<u64>, k: usize, out: &mut Vec<(u32, f32)>) {
 }
 
 /// Sub-block length of the top-k selection.
-const SUB: usize = 128;
+pub const SUB: usize = 128;
 
 #[inline(always)]
 fn sub_maxima_impl<const F: bool>(xs: &[f32], out: &mut Vec<f32>) -> bool {
-    out.clear();
     // Lane-wise NaN/+inf flags for the whole row, reduced once at the end.
     let mut bad = [0u32; LANES];
     for sub in xs.chunks(SUB) {
@@ -433,6 +438,12 @@ fn sub_maxima_impl<const F: bool>(xs: &[f32], out: &mut Vec<f32>) -> bool {
 fn top_k_impl<const F: bool>(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool {
     let mut maxima = Vec::with_capacity(xs.len() / SUB + 1);
     let bad = sub_maxima_impl::<F>(xs, &mut maxima);
+    top_k_from_maxima_impl::<F>(xs, &maxima, k, out);
+    bad
+}
+
+#[inline(always)]
+fn top_k_from_maxima_impl<const F: bool>(xs: &[f32], maxima: &[f32], k: usize, out: &mut Vec<(u32, f32)>) {
     let thr = if k >= maxima.len() {
         f32::NEG_INFINITY
     } else {
@@ -469,7 +480,6 @@ fn top_k_impl<const F: bool>(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) ->
         }
     }
     finish_top_k(&mut keys, k, out);
-    bad
 }
 
 dispatch!(
@@ -478,6 +488,13 @@ dispatch!(
     /// `top_k_impl`); also returns whether any element is NaN or +inf. Requires
     /// `1 <= k <= xs.len()`.
     pub fn top_k(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool => top_k_impl, top_k_avx2
+);
+
+dispatch!(
+    /// The second half of [`top_k`], given the 128-token sub-block maxima of `xs` (as
+    /// [`block_stats`] leaves them in [`BlockStats::sub_max`]): rescans only the sub-blocks that
+    /// can hold a top-k token. Requires `1 <= k <= xs.len()`.
+    pub fn top_k_from_maxima(xs: &[f32], maxima: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> () => top_k_from_maxima_impl, top_k_from_maxima_avx2
 );
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 //! probabilities: the softmax over the set *before* truncation.
 //!
 //! On the vocabulary view the vocabulary is never sorted: one pass, block by block, computes the
-//! softmax denominator (online max); a streaming top-k pass gathers the best `k` tokens, with `k`
-//! twice the size of the previous row's kept set (at least 64); only if their mass is not yet `p`
-//! (a flatter row) is the selection widened eightfold, up to the whole vocabulary.
+//! softmax denominator (online max) and the 128-token sub-block maxima; the best `k` tokens are
+//! then selected by rescanning only the sub-blocks that can hold one (`kernels::top_k_from_maxima`),
+//! with `k` twice the size of the previous row's kept set (at least 64); only if their mass is not
+//! yet `p` (a flatter row) is the selection widened eightfold, up to the whole vocabulary.
 
 use crate::candidates::{Candidates, TokenData, check_list, sort_desc};
 use crate::error::{Result, unit};
@@ -52,7 +53,7 @@ impl Sampler for TopP {
             let mut buf = Vec::new();
             kernels::block_stats(row, s, &mut self.stats);
             crate::candidates::check_scan(NAME, row, self.stats.bad, self.stats.row_max)?;
-            kernels::top_k(row, k, &mut buf);
+            kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
             let (_, total) = self.stats.weights(s);
             let (a, b) = kernels::exp_affine(self.stats.row_max, s);
             let target = f64::from(self.p) * total;
@@ -83,7 +84,7 @@ impl Sampler for TopP {
                 }
                 // The best k do not carry mass p yet (a flat row): widen and select again.
                 k = (k * 8).min(n);
-                kernels::top_k(row, k, &mut buf);
+                kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
             }
         }
         cur.softmax(NAME, false)?;
