@@ -248,16 +248,20 @@ impl BlockStats {
 }
 
 #[inline(always)]
-fn block_stats_impl<const F: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
+fn block_stats_impl<const F: bool, const SUBS: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
     out.max.clear();
     out.sum.clear();
     out.sub_max.clear();
     out.bad = false;
     let mut row_max = f32::NEG_INFINITY;
     for block in xs.chunks(BLOCK) {
-        let first = out.sub_max.len();
-        let bad = sub_maxima_impl::<F>(block, &mut out.sub_max);
-        let m = out.sub_max[first..].iter().fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
+        let (m, bad) = if SUBS {
+            let first = out.sub_max.len();
+            let bad = sub_maxima_impl::<F>(block, &mut out.sub_max);
+            (out.sub_max[first..].iter().fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a }), bad)
+        } else {
+            max_bad_impl::<F>(block)
+        };
         out.bad |= bad;
         row_max = if m > row_max { m } else { row_max };
         let sum = if m == f32::NEG_INFINITY || bad { 0.0 } else { sum_exp_impl::<F>(block, m, s) };
@@ -267,11 +271,26 @@ fn block_stats_impl<const F: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
     out.row_max = row_max;
 }
 
+#[inline(always)]
+fn block_stats_plain<const F: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
+    block_stats_impl::<F, false>(xs, s, out)
+}
+
+#[inline(always)]
+fn block_stats_subs<const F: bool>(xs: &[f32], s: f32, out: &mut BlockStats) {
+    block_stats_impl::<F, true>(xs, s, out)
+}
+
 dispatch!(
-    /// One pass over `xs` block by block: each block's max (and its 128-token sub-blocks' maxima),
-    /// then (while it is in L1) its sum of `exp((x - max) * s)`. This is the online-softmax
-    /// denominator without a separate max pass.
-    pub fn block_stats(xs: &[f32], s: f32, out: &mut BlockStats) -> () => block_stats_impl, block_stats_avx2
+    /// One pass over `xs` block by block: each block's max, then (while it is in L1) its sum of
+    /// `exp((x - max) * s)`. This is the online-softmax denominator without a separate max pass.
+    pub fn block_stats(xs: &[f32], s: f32, out: &mut BlockStats) -> () => block_stats_plain, block_stats_avx2
+);
+
+dispatch!(
+    /// [`block_stats`] that also records the 128-token sub-block maxima in
+    /// [`BlockStats::sub_max`], for [`top_k_from_maxima`].
+    pub fn block_stats_with_sub_max(xs: &[f32], s: f32, out: &mut BlockStats) -> () => block_stats_subs, block_stats_subs_avx2
 );
 
 dispatch!(

@@ -51,7 +51,7 @@ impl Sampler for TopP {
             let n = row.len();
             let mut k = (2 * self.hint).clamp(64, 4096).max(self.min_keep).min(n);
             let mut buf = Vec::new();
-            kernels::block_stats(row, s, &mut self.stats);
+            kernels::block_stats_with_sub_max(row, s, &mut self.stats);
             crate::candidates::check_scan(NAME, row, self.stats.bad, self.stats.row_max)?;
             kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
             let (_, total) = self.stats.weights(s);
