@@ -5,9 +5,11 @@
 mod bench;
 mod bench_ops;
 mod bench_sampling;
+mod bench_vulkan;
 mod ci;
 mod dump;
 mod sample;
+mod shaders;
 
 use anyhow::{Result, bail};
 
@@ -30,6 +32,7 @@ fn main() -> Result<()> {
         "ci" => ci::run(sub_args),
         "sample" => sample::run(sub_args),
         "bench" => bench::run(sub_args),
+        "shaders" => shaders::run(sub_args),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
