@@ -105,3 +105,40 @@ fn draws_are_reproducible() {
     assert_eq!(draws("top_p(p=0.9);dist(seed=42)", &logits, 50), draws("top_p(p=0.9);dist(seed=42)", &logits, 50));
     assert_ne!(draws("dist(seed=42)", &logits, 50), draws("dist(seed=43)", &logits, 50));
 }
+
+#[test]
+fn mirostat_v1_first_step() {
+    // p ∝ 1/(i+1)^2 over 4 tokens, tau = 1: k = 2 (derived in known_answers.rs), so a fresh
+    // sampler draws from {0.8, 0.2}.
+    let ps: Vec<f64> = (0..4).map(|i| 1.0 / f64::from((i + 1) * (i + 1))).collect();
+    let s: f64 = ps.iter().sum();
+    let norm: Vec<f64> = ps.iter().map(|p| p / s).collect();
+    let logits = logits_of(&norm);
+    let mut counts = vec![0u64; 4];
+    for step in 0..DRAWS as u64 {
+        let mut m = sampling::samplers::Mirostat::new(12, 1.0, 0.1, 100).unwrap();
+        m.set_step(step);
+        let mut c = Candidates::from_row(&logits).unwrap();
+        m.apply(&mut c).unwrap();
+        counts[c.selected_token().unwrap() as usize] += 1;
+    }
+    assert_fits(&counts, &[0.8, 0.2, 0.0, 0.0], &norm, "mirostat");
+}
+
+#[test]
+fn adaptive_p_first_step() {
+    // target 0.25 on p = [1/2, 1/4, 1/8, 1/8]: transformed logits 5 - 10 d^2/(1 + d) with
+    // d = |p - 0.25| / 0.3 (derived in known_answers.rs); a fresh sampler draws from their softmax.
+    let logits = logits_of(&[0.5, 0.25, 0.125, 0.125]);
+    let f = |d: f64| (5.0 - 10.0 * d * d / (1.0 + d)) as f32;
+    let transformed = [f(0.25 / 0.3), f(0.0), f(0.125 / 0.3), f(0.125 / 0.3)];
+    let mut counts = vec![0u64; 4];
+    for step in 0..DRAWS as u64 {
+        let mut a = sampling::samplers::AdaptiveP::new(0.25, 0.9, 4).unwrap();
+        a.set_step(step);
+        let mut c = Candidates::from_row(&logits).unwrap();
+        a.apply(&mut c).unwrap();
+        counts[c.selected_token().unwrap() as usize] += 1;
+    }
+    assert_fits(&counts, &softmax64(&transformed), &[0.5, 0.25, 0.125, 0.125], "adaptive_p");
+}
