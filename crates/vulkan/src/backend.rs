@@ -40,6 +40,8 @@ pub struct Options {
     /// Where validation messages are recorded (a fresh log when `None`); lets a caller that hands
     /// the backend to a scheduler still read them.
     pub log: Option<MessageLog>,
+    /// Use the shared-memory shader variants even where subgroup operations exist.
+    pub no_subgroups: bool,
 }
 
 #[derive(Debug)]
@@ -90,10 +92,11 @@ fn err(msg: impl Into<String>) -> BackendError {
 }
 
 impl VulkanBackend {
-    /// Opens the preferred device (see [`crate::device`]); validation follows whether
-    /// `VK_LOADER_LAYERS_ENABLE` or `GGS_VULKAN_VALIDATION=1` is set.
+    /// Opens the preferred device (see [`crate::device`]); the validation layer and the recording
+    /// messenger are enabled when `GGS_VULKAN_VALIDATION=1` or `VK_LOADER_LAYERS_ENABLE` names it.
     pub fn new() -> BackendResult<VulkanBackend> {
-        let validation = std::env::var_os("GGS_VULKAN_VALIDATION").is_some_and(|v| v == "1");
+        let validation = std::env::var_os("GGS_VULKAN_VALIDATION").is_some_and(|v| v == "1")
+            || std::env::var("VK_LOADER_LAYERS_ENABLE").is_ok_and(|v| v.contains("validation"));
         VulkanBackend::with_options(Options { validation, ..Options::default() })
     }
 
@@ -101,7 +104,8 @@ impl VulkanBackend {
     pub fn with_options(opts: Options) -> BackendResult<VulkanBackend> {
         let log: MessageLog = opts.log.clone().unwrap_or_else(|| Arc::new(Mutex::new(Vec::new())));
         let unavailable = |reason: String| BackendError::Unavailable { backend: crate::NAME.into(), reason };
-        let gpu = device::open(opts.validation, opts.device.as_deref(), &log).map_err(unavailable)?;
+        let mut gpu = device::open(opts.validation, opts.device.as_deref(), &log).map_err(unavailable)?;
+        gpu.subgroups &= !opts.no_subgroups;
         let device = gpu.device.clone();
         let mem = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
         let cmd = Arc::new(StandardCommandBufferAllocator::new(

@@ -52,3 +52,20 @@ fn buffers_round_trip_in_both_memory_kinds() {
     }
     common::assert_clean(&vk);
 }
+
+#[test]
+fn timestamps_path_runs_clean() {
+    let opts = Options { timestamps: true, ..Options::default() };
+    let Some(mut vk) = common::vulkan_with("timestamps_path_runs_clean", opts) else { return };
+    let mut g = graph::Graph::new();
+    let x = g.input("x", graph::DType::F32, &[1000, 2]).unwrap();
+    let s = g.soft_max(x, None, 1.0).unwrap();
+    let a = g.argmax(s).unwrap();
+    g.set_output(a);
+    let xs: Vec<f32> = (0..2000).map(|i| ((i * 37) % 1000) as f32).collect();
+    let out = common::run(&mut vk, &g, &[(x, common::f32_bytes(&xs))], &[a], true);
+    // row 0: value i*37 % 1000 is largest (999) at i = 27 (27*37 = 999); row 1 repeats the pattern
+    // shifted by 1000 elements: (1000 + i)*37 % 1000 = (i*37) % 1000, so again i = 27.
+    assert_eq!(common::to_i32(&out[0]), vec![27, 27]);
+    common::assert_clean(&vk);
+}

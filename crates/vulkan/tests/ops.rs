@@ -418,3 +418,37 @@ fn mul_mat_norm_rope() {
         check(&mut vk, &mut cpu, &format!("rope {}", mode.name()), &c, Cmp::Close(2e-4, 1e-3), None);
     }
 }
+
+#[test]
+fn shared_memory_fallback_variants() {
+    let opts = vulkan::Options { no_subgroups: true, ..vulkan::Options::default() };
+    let Some(mut vk) = vulkan_with("shared_memory_fallback_variants", opts) else { return };
+    assert!(!vk.uses_subgroups());
+    let mut cpu = cpu::CpuBackend::new();
+    for &n in &[1usize, 33, 4097, 151_936] {
+        let x = small_ints(n * 3, n as u64 + 5, 3);
+        let c = unary_case(n, 3, &x, |g, a| g.sum_rows(a).unwrap());
+        check(&mut vk, &mut cpu, &format!("sum_rows fallback n={n}"), &c, Cmp::Exact, None);
+        let c = unary_case(n, 3, &x, |g, a| g.max_rows(a).unwrap());
+        check(&mut vk, &mut cpu, &format!("max_rows fallback n={n}"), &c, Cmp::Exact, None);
+        let c = unary_case(n, 3, &x, |g, a| g.argmax(a).unwrap());
+        check(&mut vk, &mut cpu, &format!("argmax fallback n={n}"), &c, Cmp::Exact, None);
+        let xf = data(n * 3, 8, -9.0, 9.0);
+        let c = unary_case(n, 3, &xf, |g, a| g.soft_max(a, None, 1.0).unwrap());
+        check(&mut vk, &mut cpu, &format!("soft_max fallback n={n}"), &c, Cmp::Close(1e-9, 1e-4), None);
+        let c = unary_case(n, 3, &xf, |g, a| g.rms_norm(a, 1e-5).unwrap());
+        check(&mut vk, &mut cpu, &format!("rms_norm fallback n={n}"), &c, Cmp::Close(1e-6, 1e-5), None);
+    }
+    let (k, m, n) = (4097usize, 7usize, 3usize);
+    let mut g = Graph::new();
+    let w = g.input("w", DType::F32, &[k, m]).unwrap();
+    let x = g.input("x", DType::F32, &[k, n]).unwrap();
+    let o = g.mul_mat(w, x).unwrap();
+    g.set_output(o);
+    let c = Case {
+        g,
+        inputs: vec![(w, f32_bytes(&data(k * m, 51, -1.0, 1.0))), (x, f32_bytes(&data(k * n, 52, -1.0, 1.0)))],
+        outputs: vec![o],
+    };
+    check(&mut vk, &mut cpu, "mul_mat fallback", &c, Cmp::Close(2e-3, 1e-4), None);
+}

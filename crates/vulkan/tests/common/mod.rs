@@ -10,7 +10,12 @@ use vulkan::{Options, VulkanBackend};
 
 /// The Vulkan backend with validation, or `None` (after saying why) when there is no device.
 pub fn vulkan(test: &str) -> Option<VulkanBackend> {
-    match VulkanBackend::with_options(Options { validation: true, ..Options::default() }) {
+    vulkan_with(test, Options::default())
+}
+
+/// As [`vulkan`], with explicit options (validation is always on).
+pub fn vulkan_with(test: &str, opts: Options) -> Option<VulkanBackend> {
+    match VulkanBackend::with_options(Options { validation: true, ..opts }) {
         Ok(b) => {
             if !b.validation_enabled() {
                 eprintln!("NOTE {test}: VK_LAYER_KHRONOS_validation not available; running without it");
