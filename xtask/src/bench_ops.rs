@@ -7,8 +7,8 @@
 //! threads; top_k(40) also on [8192, 1] (ggml's argsort in this version is quadratic, so that is
 //! where it is compared). ggml has no cumsum: that column is empty. Each timing is the median of
 //! `--reps` measurements, each averaging as many calls as fit in `--ms` milliseconds. "passes" is a
-//! timing divided by the floor of the same case. `--backend vulkan` runs the Vulkan engineer's
-//! version of this suite. Writes `target/bench/ops.json` and prints a table.
+//! timing divided by the floor of the same case. `--backend vulkan` hands the same arguments to
+//! `bench_vulkan` (the Vulkan backend's suite). Writes `target/bench/ops.json` and prints a table.
 #![allow(clippy::print_stdout)]
 
 use anyhow::{Context, Result, bail};
@@ -256,10 +256,11 @@ fn mul_mat(args: &Args, k: usize, m: usize, n: usize, half: bool, threads: usize
 }
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
-    let args = Args::parse_from(args);
+    let argv: Vec<String> = args.collect();
+    let args = Args::parse_from(argv.iter().cloned());
     match args.backend.as_str() {
         "cpu" => {}
-        "vulkan" => bail!("`--backend vulkan` is provided by xtask/src/bench_vulkan.rs, which does not exist yet"),
+        "vulkan" => return crate::bench_vulkan::run(argv.into_iter()),
         other => bail!("unknown backend `{other}` (cpu or vulkan)"),
     }
     let all = std::thread::available_parallelism().map_or(1, |n| n.get());
