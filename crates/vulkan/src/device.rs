@@ -21,7 +21,7 @@ pub const VALIDATION_LAYER: &str = "VK_LAYER_KHRONOS_validation";
 /// Environment variable choosing the device by index or name substring.
 pub const DEVICE_ENV: &str = "GGS_VULKAN_DEVICE";
 
-/// Messages recorded by the debug messenger (severity warning or error, any type).
+/// Messages recorded by the debug messenger (validation findings of severity warning or error).
 pub type MessageLog = Arc<Mutex<Vec<String>>>;
 
 /// A created device and what the backend needs to know about it.
@@ -119,9 +119,15 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         unsafe {
             DebugUtilsMessengerCallback::new(move |sev, ty, data| {
                 let msg = format!("[{sev:?} {ty:?}] {}", data.message);
-                tracing::error!(target: "vulkan::validation", "{msg}");
-                if let Ok(mut l) = log.lock() {
-                    l.push(msg);
+                // Validation findings are recorded (tests fail on any); general messages, such as
+                // the loader's "layer forced enabled by VK_LOADER_LAYERS_ENABLE", are only logged.
+                if ty.intersects(DebugUtilsMessageType::VALIDATION) {
+                    tracing::error!(target: "vulkan::validation", "{msg}");
+                    if let Ok(mut l) = log.lock() {
+                        l.push(msg);
+                    }
+                } else {
+                    tracing::warn!(target: "vulkan::validation", "{msg}");
                 }
             })
         }
