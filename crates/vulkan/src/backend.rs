@@ -3,7 +3,7 @@
 //! buffer per split, fences, optional timestamps (`GGS_VULKAN_TIMESTAMPS=1`) reported via `tracing`.
 
 use crate::device::{self, Gpu, MessageLog};
-use crate::encoder::Encoder;
+use crate::encoder::{Encoder, Status};
 use crate::shaders::{self, ShaderId};
 use ash::vk;
 use graph::{Graph, NodeId};
@@ -58,6 +58,7 @@ struct InFlight {
     _cb: CommandBuffer,
     _keep: Vec<Arc<DescriptorSet>>,
     timing: Option<(Arc<QueryPool>, Vec<String>)>,
+    status: Status,
 }
 
 /// The Vulkan backend. See the crate documentation.
@@ -251,6 +252,7 @@ impl VulkanBackend {
         rec: RecordingCommandBuffer,
         keep: Vec<Arc<DescriptorSet>>,
         timing: Option<(Arc<QueryPool>, Vec<String>)>,
+        status: Status,
     ) -> BackendResult<()> {
         // SAFETY: recording followed the rules documented at each command (barriers between
         // dependent commands, resources kept alive in `InFlight` until the fence signals).
@@ -267,14 +269,30 @@ impl VulkanBackend {
         if r != vk::Result::SUCCESS {
             return Err(err(format!("queue submit failed: {r:?}")));
         }
-        self.in_flight.push(InFlight { fence, _cb: cb, _keep: keep, timing });
+        self.in_flight.push(InFlight { fence, _cb: cb, _keep: keep, timing, status });
         Ok(())
     }
 
-    /// Waits for every submitted command buffer and reports timestamps.
+    /// Waits for every submitted command buffer, reports timestamps, and returns the first
+    /// run-time error a shader flagged (an out-of-range row id), naming its node.
     pub(crate) fn wait_all(&mut self) -> BackendResult<()> {
+        let mut first_error = None;
         for f in self.in_flight.drain(..) {
             f.fence.wait(None).map_err(|e| err(format!("waiting for the device: {e}")))?;
+            if let Some((buf, owners)) = &f.status
+                && first_error.is_none()
+            {
+                let words = buf.read().map_err(|e| err(format!("mapping: {e}")))?;
+                first_error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
+                    let w = &words[i * 4..i * 4 + 4];
+                    (w != [0, 0, 0, 0]).then(|| BackendError::Compute {
+                        backend: crate::NAME.into(),
+                        node,
+                        op,
+                        msg: "row id out of range".into(),
+                    })
+                });
+            }
             if let Some((pool, labels)) = f.timing {
                 let mut ticks = vec![0u64; labels.len() + 1];
                 if pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).is_ok() {
@@ -286,7 +304,7 @@ impl VulkanBackend {
                 }
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Runs one transfer command buffer to completion (staging copies, zero fills).
@@ -294,7 +312,7 @@ impl VulkanBackend {
         self.wait_all()?;
         let mut rec = self.begin()?;
         f(&mut rec);
-        self.submit(rec, Vec::new(), None)?;
+        self.submit(rec, Vec::new(), None, None)?;
         self.wait_all()
     }
 
@@ -409,8 +427,8 @@ impl Backend for VulkanBackend {
             crate::ops::encode(&mut enc, task.graph, n)?;
             enc.mark(task.graph, n);
         }
-        let (rec, keep, timing) = enc.finish();
-        self.submit(rec, keep, timing)
+        let (rec, keep, timing, status) = enc.finish();
+        self.submit(rec, keep, timing, status)
     }
 
     fn synchronize(&mut self) -> BackendResult<()> {

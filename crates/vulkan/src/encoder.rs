@@ -31,7 +31,13 @@ pub(crate) struct Encoder<'a> {
     keep: Vec<Arc<DescriptorSet>>,
     timing: Option<(Arc<QueryPool>, Vec<String>, u32)>,
     node: Option<NodeId>,
+    /// Host-visible status words (one per checked node) and which node owns each.
+    status: Status,
+    capacity: usize,
 }
+
+/// Status words of a split: the buffer and, per word, the node and op that may set it.
+pub(crate) type Status = Option<(Subbuffer<[u8]>, Vec<(NodeId, &'static str)>)>;
 
 pub(crate) fn other(msg: impl Into<String>) -> BackendError {
     BackendError::Other { backend: crate::NAME.into(), msg: msg.into() }
@@ -56,7 +62,16 @@ impl<'a> Encoder<'a> {
         timestamps: bool,
         nodes: usize,
     ) -> BackendResult<Encoder<'a>> {
-        let mut enc = Encoder { be, rec, bindings, keep: Vec::new(), timing: None, node: None };
+        let mut enc = Encoder {
+            be,
+            rec,
+            bindings,
+            keep: Vec::new(),
+            timing: None,
+            node: None,
+            status: None,
+            capacity: nodes.max(1),
+        };
         if timestamps {
             let count = nodes as u32 + 1;
             let pool = QueryPool::new(
@@ -105,6 +120,26 @@ impl<'a> Encoder<'a> {
                 self.fail(g, format!("node {n} at offset {} does not fit its buffer or 32-bit addressing", loc.offset))
             })?;
         Ok(Operand { buf: b.sub.clone(), arg })
+    }
+
+    /// A zeroed status word for the current node (its shader sets it on a run-time error) and the
+    /// host-visible buffer holding it.
+    pub(crate) fn status_word(&mut self, g: &Graph) -> BackendResult<(Subbuffer<[u8]>, u32)> {
+        if self.status.is_none() {
+            let b = self.be.new_buffer(self.capacity * 4, MemoryKind::Host)?;
+            if !b.host_visible {
+                return Err(other("no host-visible memory for the status buffer"));
+            }
+            b.sub.write().map_err(|e| other(format!("mapping: {e}")))?.fill(0);
+            self.status = Some((b.sub, Vec::new()));
+        }
+        let node = self.node.ok_or_else(|| other("status word outside a node"))?;
+        let (buf, owners) = self.status.as_mut().expect("just made");
+        if owners.len() >= self.capacity {
+            return Err(other("more checked nodes than nodes in the split"));
+        }
+        owners.push((node, g.node(node).op.name()));
+        Ok((buf.clone(), owners.len() as u32 - 1))
     }
 
     /// Scratch buffer `slot` of at least `bytes` bytes (device memory, reused across splits).
@@ -189,7 +224,7 @@ impl<'a> Encoder<'a> {
     #[allow(clippy::type_complexity)]
     pub(crate) fn finish(
         self,
-    ) -> (RecordingCommandBuffer, Vec<Arc<DescriptorSet>>, Option<(Arc<QueryPool>, Vec<String>)>) {
-        (self.rec, self.keep, self.timing.map(|(p, l, _)| (p, l)))
+    ) -> (RecordingCommandBuffer, Vec<Arc<DescriptorSet>>, Option<(Arc<QueryPool>, Vec<String>)>, Status) {
+        (self.rec, self.keep, self.timing.map(|(p, l, _)| (p, l)), self.status)
     }
 }

@@ -1,5 +1,6 @@
-//! GetRows and SetRows (`shaders/rows.comp`). Ids outside the indexed tensor read zeros (get_rows)
-//! or are skipped (set_rows): the shader cannot raise the CPU backend's run-time error.
+//! GetRows and SetRows (`shaders/rows.comp`). An id outside the indexed tensor reads zeros
+//! (get_rows) or is skipped (set_rows) and sets the node's status word, which the backend reports
+//! as a `BackendError::Compute` at the next synchronisation point (as the CPU backend's error).
 
 use crate::encoder::{Encoder, grid};
 use crate::ops::{contiguous, ne32};
@@ -22,16 +23,19 @@ pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendRes
         let a = enc.operand(g, n.srcs[0])?;
         let ids = enc.operand(g, n.srcs[1])?;
         let d = enc.operand(g, id)?;
-        let push = Push::new(ne32(n)).a(&a.arg).b(&ids.arg).d(&d.arg).pu(0, src.layout.ne[1] as u32);
+        let (status, word) = enc.status_word(g)?;
+        let push = Push::new(ne32(n)).a(&a.arg).b(&ids.arg).d(&d.arg).pu(0, src.layout.ne[1] as u32).pu(1, word);
         let groups = grid(n.layout.ne.numel() as u64, 256)?;
-        return enc.dispatch(ShaderId::Rows, [&a.buf, &ids.buf, &a.buf, &d.buf], &push, groups);
+        return enc.dispatch(ShaderId::Rows, [&a.buf, &ids.buf, &status, &d.buf], &push, groups);
     }
     // set_rows: the destination is the node itself (its layout is dst's, its storage dst's).
     let dst = enc.operand(g, n.srcs[0])?;
     let vals = g.node(n.srcs[1]);
     let v = enc.operand(g, n.srcs[1])?;
     let ids = enc.operand(g, n.srcs[2])?;
-    let push = Push::new(ne32(vals)).a(&dst.arg).b(&v.arg).c(&ids.arg).pu(0, n.layout.ne[1] as u32).pu(2, 1);
+    let (status, word) = enc.status_word(g)?;
+    let push =
+        Push::new(ne32(vals)).a(&dst.arg).b(&v.arg).c(&ids.arg).pu(0, n.layout.ne[1] as u32).pu(1, word).pu(2, 1);
     let groups = grid(vals.layout.ne.numel() as u64, 256)?;
-    enc.dispatch(ShaderId::Rows, [&dst.buf, &v.buf, &ids.buf, &dst.buf], &push, groups)
+    enc.dispatch(ShaderId::Rows, [&dst.buf, &v.buf, &ids.buf, &status], &push, groups)
 }
