@@ -18,18 +18,27 @@ pub fn vulkan_with(test: &str, opts: Options) -> Option<VulkanBackend> {
     match VulkanBackend::with_options(Options { validation: true, ..opts }) {
         Ok(b) => {
             if !b.validation_enabled() {
+                if required() {
+                    panic!("{test}: SAMPLING_REQUIRE_VULKAN=1 but VK_LAYER_KHRONOS_validation is not available");
+                }
                 eprintln!("NOTE {test}: VK_LAYER_KHRONOS_validation not available; running without it");
             }
             Some(b)
         }
         Err(e) => {
-            if std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_some_and(|v| v == "1") {
+            if required() {
                 panic!("{test}: SAMPLING_REQUIRE_VULKAN=1 but the Vulkan backend is unavailable: {e}");
             }
             eprintln!("SKIPPED {test}: no Vulkan device ({e})");
             None
         }
     }
+}
+
+/// True under `SAMPLING_REQUIRE_VULKAN=1` (set by `cargo xtask ci` when `CI=true`): Vulkan and its
+/// validation layer must be present.
+pub fn required() -> bool {
+    std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_some_and(|v| v == "1")
 }
 
 /// Fails the test if the validation layer reported anything.
