@@ -43,7 +43,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     }
     let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["test", "--workspace", "--all-targets"]);
+    cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
     cmd.args(&args.cargo_args);
     cmd.env("VK_LOADER_LAYERS_ENABLE", "*validation*");
     if in_ci {
