@@ -5,8 +5,7 @@
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
-use std::process::Command;
-use vulkan::shaders::{GLSLC_ARGS, VARIANTS};
+use vulkan::shaders::{VARIANTS, glslc_command};
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let rest: Vec<String> = args.skip(1).collect();
@@ -20,13 +19,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     for v in VARIANTS {
         let out = dir.join("spv").join(format!("{}.spv", v.name));
         let before = std::fs::read(&out).unwrap_or_default();
-        let status = Command::new(&glslc)
-            .current_dir(&dir)
-            .args(GLSLC_ARGS)
-            .args(v.defines.iter().map(|d| format!("-D{d}")))
-            .arg(v.source)
-            .arg("-o")
-            .arg(&out)
+        let status = glslc_command(&glslc, &dir, v, &out)
             .status()
             .with_context(|| format!("running {glslc} (install glslc, e.g. apt-get install glslc)"))?;
         if !status.success() {

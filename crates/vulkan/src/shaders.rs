@@ -72,6 +72,25 @@ pub struct Variant {
 /// Arguments `cargo xtask shaders` and the drift test give glslc (before `-D`s, input and output).
 pub const GLSLC_ARGS: &[&str] = &["--target-env=vulkan1.1", "-O", "-fshader-stage=compute"];
 
+/// The glslc invocation that compiles `variant` (run from `shaders_dir`, so `#include`s resolve) into
+/// `out`. `cargo xtask shaders` and the SPIR-V drift test both use it, so they cannot compile
+/// differently.
+pub fn glslc_command(
+    glslc: &str,
+    shaders_dir: &std::path::Path,
+    variant: &Variant,
+    out: &std::path::Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(glslc);
+    cmd.current_dir(shaders_dir)
+        .args(GLSLC_ARGS)
+        .args(variant.defines.iter().map(|d| format!("-D{d}")))
+        .arg(variant.source)
+        .arg("-o")
+        .arg(out);
+    cmd
+}
+
 /// Entries per block of the sort's first pass (`BLOCK` in `sort.comp`).
 pub const SORT_BLOCK: usize = 2048;
 

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use vulkan::shaders::{GLSLC_ARGS, VARIANTS};
+use vulkan::shaders::{VARIANTS, glslc_command};
 
 fn shaders_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shaders")
@@ -27,15 +27,7 @@ fn committed_spirv_matches_sources() {
     let mut stale = Vec::new();
     for v in VARIANTS {
         let out = tmp.join(format!("{}.spv", v.name));
-        let status = Command::new(&glslc)
-            .current_dir(&dir)
-            .args(GLSLC_ARGS)
-            .args(v.defines.iter().map(|d| format!("-D{d}")))
-            .arg(v.source)
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .expect("running glslc");
+        let status = glslc_command(&glslc, &dir, v, &out).status().expect("running glslc");
         assert!(status.success(), "glslc failed on {} ({})", v.source, v.name);
         let fresh = std::fs::read(&out).unwrap();
         if fresh != v.spirv {
