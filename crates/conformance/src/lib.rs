@@ -7,9 +7,11 @@
 //! * [`runner`]: runs cases on a target backend through `sched::Scheduler`, checks them against an
 //!   oracle and reports pass / fail / skipped per case.
 //!
-//! Running the suite on a backend, with the CPU backend as the oracle (what a GPU backend's test does):
+//! Running the suite on a backend, with the CPU backend as the oracle (what a GPU backend's test does;
+//! `crates/vulkan/tests/conformance.rs` is the compiled version of this sketch, which cannot be a
+//! doctest here because this crate does not depend on `vulkan`):
 //!
-//! ```ignore
+//! ```text
 //! use conformance::runner::{Oracle, run_suite_on};
 //! let target = Box::new(|| Ok(Box::new(vulkan::VulkanBackend::new()?) as Box<dyn sched::Backend>));
 //! let oracle = Oracle::Backend(Box::new(|| Ok(Box::new(cpu::CpuBackend::new()) as Box<dyn sched::Backend>)));
