@@ -544,10 +544,8 @@ impl Graph {
     /// `x / sqrt(mean(x^2) + eps)` along `ne[0]`.
     pub fn rms_norm(&mut self, src: NodeId, eps: f32) -> R {
         const OP: &str = "rms_norm";
-        let s = self.float_src(OP, "source", src)?;
-        self.rows_src(OP, "source", src)?;
-        let ne = self.node(src).layout.ne;
-        let _ = s;
+        self.float_src(OP, "source", src)?;
+        let ne = self.rows_src(OP, "source", src)?.layout.ne;
         if !(eps >= 0.0 && eps.is_finite()) {
             return Err(self.err(OP, format!("eps {eps} must be finite and >= 0")));
         }
