@@ -1,10 +1,19 @@
 //! `mul_mat`: `out[i, j] = sum_k a[k, i] * b[k, j]`, `a` f32/f16/bf16 (weights), `b` f32, out f32;
 //! `a`'s batch index is `b`'s divided by the broadcast ratio (ggml's rule).
 //!
-//! Blocked: the work is cut into tasks of `ROWS` rows of `a` (times one batch); an f16/bf16 block is
-//! converted to f32 once per task and reused for every column of `b`. Inside a task, register tiles
-//! of 4 rows x 2 columns (or 8 rows x 1 column for a matrix-vector product) accumulate 8-lane partial
-//! sums with FMA when the CPU has it, so each loaded `a` value serves several columns.
+//! Matrix-vector products (1 to [`MV_MAX_N`] columns of `b`) on a CPU with AVX2+FMA+F16C take their
+//! dot products straight from `a`'s stored type: an explicit intrinsics kernel widens 8 elements at a
+//! time in registers (f16 with F16C's `vcvtph2ps`, bf16 by a 16-bit left shift, f32 plain loads), so
+//! `a` is read once and nothing is written back. A register tile covers several rows of `a` (4 rows for
+//! one or two columns, 2 rows for three or four) with independent accumulators, so each load of `b`
+//! serves every row and FMA latency is hidden; a `K % 8` tail goes through zero-padded registers,
+//! leftover rows through a one-row tile. Tasks are blocks of [`MV_ROWS`] rows (times one batch).
+//!
+//! Everything else (more columns, or no AVX2) is blocked: the work is cut into tasks of `ROWS` rows of
+//! `a` (times one batch); an f16/bf16 block is converted to f32 once per task and reused for every
+//! column of `b`. Inside a task, register tiles of 4 rows x 2 columns (or 8 rows x 1 column for a
+//! matrix-vector product) accumulate 8-lane partial sums with FMA when the CPU has it, so each loaded
+//! `a` value serves several columns.
 
 // Indexed lane loops are deliberate: they are the shape LLVM turns into SIMD.
 #![allow(clippy::needless_range_loop)]
@@ -146,9 +155,242 @@ unsafe fn put(d: &TensorRef, i: usize, j: usize, b2: usize, b3: usize, v: f32) {
     unsafe { *(d.ptr(i, j, b2, b3) as *mut f32) = v };
 }
 
+/// Columns of `b` up to which the matrix-vector path is taken (on CPUs with AVX2+FMA+F16C).
+const MV_MAX_N: usize = 4;
+/// Rows of `a` per matrix-vector work item (for_blocks groups items into a few tasks per thread).
+const MV_ROWS: usize = 64;
+
+/// `a`'s element type as a const-generic tag for the matrix-vector kernels.
+const DT_F32: u8 = 0;
+const DT_F16: u8 = 1;
+const DT_BF16: u8 = 2;
+
+/// Explicit AVX2+FMA+F16C matrix-vector kernels: dot products taken straight from `a`'s stored type.
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    /// Bytes per element of the tag `DT`.
+    const fn size<const DT: u8>() -> usize {
+        if DT == super::DT_F32 { 4 } else { 2 }
+    }
+
+    /// Eight consecutive elements of type `DT` at `p`, widened to f32.
+    ///
+    /// # Safety
+    /// `p` must be valid for reads of 8 elements of `DT` (no alignment needed).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8<const DT: u8>(p: *const u8) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable elements (32 bytes for f32, 16 for f16/bf16);
+        // every load here is unaligned.
+        unsafe {
+            match DT {
+                super::DT_F32 => _mm256_loadu_ps(p as *const f32),
+                super::DT_F16 => _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+                // bf16 is the high half of an f32: zero-extend to 32 bits and shift left by 16.
+                _ => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(
+                    p as *const __m128i,
+                )))),
+            }
+        }
+    }
+
+    /// Sum of the 8 lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+
+    /// One register tile: `R` rows of `a` (the first at `a`, `lda` bytes apart, `k` elements of `DT`
+    /// each) times the `C` columns `b` (each `k` f32), with `U` independent accumulators per output
+    /// (the loop steps `8 * U` elements). A tail of `k % 8` elements is copied into zero-padded
+    /// registers, so every element is used exactly once. Returns `out[r][c]`.
+    ///
+    /// # Safety
+    /// The `R` rows of `a` must be valid for reads of `k` elements of `DT`; every `b[c]` of `k` f32.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile<const DT: u8, const R: usize, const C: usize, const U: usize>(
+        a: *const u8,
+        lda: usize,
+        k: usize,
+        b: &[*const f32; C],
+    ) -> [[f32; C]; R] {
+        let es = size::<DT>();
+        let mut acc = [[[_mm256_setzero_ps(); U]; C]; R];
+        let mut i = 0;
+        // SAFETY: every load below reads elements `i .. i + 8 <= k` of a row of `a` or of a column of
+        // `b` (the loop conditions), or a local buffer.
+        unsafe {
+            while i + 8 * U <= k {
+                for u in 0..U {
+                    let o = i + 8 * u;
+                    let bv: [__m256; C] = std::array::from_fn(|c| _mm256_loadu_ps(b[c].add(o)));
+                    for r in 0..R {
+                        let av = load8::<DT>(a.add(r * lda + o * es));
+                        for c in 0..C {
+                            acc[r][c][u] = _mm256_fmadd_ps(av, bv[c], acc[r][c][u]);
+                        }
+                    }
+                }
+                i += 8 * U;
+            }
+            while i + 8 <= k {
+                let bv: [__m256; C] = std::array::from_fn(|c| _mm256_loadu_ps(b[c].add(i)));
+                for r in 0..R {
+                    let av = load8::<DT>(a.add(r * lda + i * es));
+                    for c in 0..C {
+                        acc[r][c][0] = _mm256_fmadd_ps(av, bv[c], acc[r][c][0]);
+                    }
+                }
+                i += 8;
+            }
+            let t = k - i;
+            if t > 0 {
+                // Zero padding on both sides: the padded lanes add 0 * 0.
+                let bv: [__m256; C] = std::array::from_fn(|c| {
+                    let mut buf = [0.0f32; 8];
+                    std::ptr::copy_nonoverlapping(b[c].add(i), buf.as_mut_ptr(), t);
+                    _mm256_loadu_ps(buf.as_ptr())
+                });
+                for r in 0..R {
+                    let mut buf = [0u8; 32];
+                    std::ptr::copy_nonoverlapping(a.add(r * lda + i * es), buf.as_mut_ptr(), t * es);
+                    let av = load8::<DT>(buf.as_ptr());
+                    for c in 0..C {
+                        acc[r][c][0] = _mm256_fmadd_ps(av, bv[c], acc[r][c][0]);
+                    }
+                }
+            }
+        }
+        let mut out = [[0.0f32; C]; R];
+        for r in 0..R {
+            for c in 0..C {
+                let mut s = acc[r][c][0];
+                for u in 1..U {
+                    s = _mm256_add_ps(s, acc[r][c][u]);
+                }
+                out[r][c] = hsum(s);
+            }
+        }
+        out
+    }
+
+    /// `rows` rows of `a` times the `C` columns `b`: tiles of `R` rows, then single rows.
+    /// `out[r * C + c]` receives row `r` times column `c`.
+    ///
+    /// # Safety
+    /// As [`tile`], for `rows` rows; `out` holds at least `rows * C` values.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn rows_c<const DT: u8, const R: usize, const C: usize, const U: usize>(
+        a: *const u8,
+        lda: usize,
+        rows: usize,
+        k: usize,
+        b: &[*const f32],
+        out: &mut [f32],
+    ) {
+        let b: &[*const f32; C] = b.try_into().expect("C columns");
+        let mut r = 0;
+        // SAFETY: rows `r .. r + R <= rows` (then `r < rows`) are valid by the caller's guarantee.
+        unsafe {
+            while r + R <= rows {
+                let v = tile::<DT, R, C, U>(a.add(r * lda), lda, k, b);
+                for (q, row) in v.iter().enumerate() {
+                    out[(r + q) * C..(r + q + 1) * C].copy_from_slice(row);
+                }
+                r += R;
+            }
+            while r < rows {
+                let v = tile::<DT, 1, C, U>(a.add(r * lda), lda, k, b);
+                out[r * C..(r + 1) * C].copy_from_slice(&v[0]);
+                r += 1;
+            }
+        }
+    }
+
+    /// `rows` rows of `a` (type `DT`, the first at `a`, `lda` bytes apart, `k` elements each) times
+    /// the columns `b` (1 to 4, `k` f32 each); `out[r * b.len() + c]` receives row `r` times column `c`.
+    /// Tiles keep at most 8 accumulators (of 16 vector registers): 4 rows x 1 column x 2, 4 x 2 x 1,
+    /// 2 x 3 x 1 or 2 x 4 x 1.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C. The rows and columns must be valid for reads;
+    /// `out.len() >= rows * b.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn matvec<const DT: u8>(
+        a: *const u8,
+        lda: usize,
+        rows: usize,
+        k: usize,
+        b: &[*const f32],
+        out: &mut [f32],
+    ) {
+        assert!(out.len() >= rows * b.len());
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match b.len() {
+                1 => rows_c::<DT, 4, 1, 2>(a, lda, rows, k, b, out),
+                2 => rows_c::<DT, 4, 2, 1>(a, lda, rows, k, b, out),
+                3 => rows_c::<DT, 2, 3, 1>(a, lda, rows, k, b, out),
+                4 => rows_c::<DT, 2, 4, 1>(a, lda, rows, k, b, out),
+                n => panic!("matvec takes 1 to 4 columns, not {n}"),
+            }
+        }
+    }
+}
+
+/// The matrix-vector product for `1 <= n <= MV_MAX_N` columns of `b` on an AVX2+FMA+F16C CPU: tasks
+/// of `MV_ROWS` rows (times one batch) read `a` once in its stored type, no f32 scratch.
+#[cfg(target_arch = "x86_64")]
+fn mul_mat_vec(a: &TensorRef, b: &TensorRef, d: &TensorRef) {
+    let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let blocks = m.div_ceil(MV_ROWS);
+    crate::par::for_blocks(b.ne[2] * b.ne[3] * blocks, MV_ROWS * kk * n, |range| {
+        let mut out = [0.0f32; MV_ROWS * MV_MAX_N];
+        for t in range {
+            let (batch, blk) = (t / blocks, t % blocks);
+            let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
+            let (a2, a3) = (b2 / r2, b3 / r3);
+            let rows = blk * MV_ROWS..((blk + 1) * MV_ROWS).min(m);
+            let cols: [*const f32; MV_MAX_N] = std::array::from_fn(|j| b.ptr(0, j.min(n - 1), b2, b3) as *const f32);
+            let (ap, lda) = (a.ptr(0, rows.start, a2, a3) as *const u8, a.nb[1]);
+            // SAFETY: the CPU has AVX2+FMA+F16C (the caller checked); `a` and `b` have contiguous rows
+            // of `kk` elements (builder rule) valid for reads; rows `rows` of `a` are `lda` bytes
+            // apart; `out` holds `MV_ROWS * MV_MAX_N` values. Each task writes its own rows of `d`
+            // for its batch only.
+            unsafe {
+                let nr = rows.len();
+                match a.dtype {
+                    DType::F16 => simd::matvec::<DT_F16>(ap, lda, nr, kk, &cols[..n], &mut out),
+                    DType::BF16 => simd::matvec::<DT_BF16>(ap, lda, nr, kk, &cols[..n], &mut out),
+                    _ => simd::matvec::<DT_F32>(ap, lda, nr, kk, &cols[..n], &mut out),
+                }
+                for (q, i) in rows.enumerate() {
+                    for j in 0..n {
+                        put(d, i, j, b2, b3, out[q * n + j]);
+                    }
+                }
+            }
+        }
+    });
+}
+
 pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     let (a, b, d) = (k.srcs[0], k.srcs[1], k.dst);
     let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    #[cfg(target_arch = "x86_64")]
+    if (1..=MV_MAX_N).contains(&n) && crate::math::has_avx2() {
+        mul_mat_vec(&a, &b, &d);
+        return Ok(());
+    }
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
     let batches = b.ne[2] * b.ne[3];
     let blocks = m.div_ceil(ROWS);
@@ -212,4 +454,93 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
         }
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    /// Deterministic values of magnitude in [0.5, 1] with random signs: a dropped or doubled term
+    /// moves a dot product by at least 0.25, far above the rounding tolerance.
+    fn values(seed: u64, n: usize) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+                let v = 0.5 + 0.5 * u;
+                if s & 1 == 0 { v } else { -v }
+            })
+            .collect()
+    }
+
+    /// `a` (rows of `k` values, `pad` unused elements between rows) stored as `dt` bytes, and the
+    /// stored values read back as f64.
+    fn store(dt: DType, vals: &[f32], k: usize, pad: usize) -> (Vec<u8>, Vec<f64>) {
+        let m = vals.len() / k;
+        let es = dt.size();
+        let mut bytes = vec![0xFFu8; m * (k + pad) * es];
+        let mut exact = Vec::with_capacity(vals.len());
+        for (i, &v) in vals.iter().enumerate() {
+            let at = ((i / k) * (k + pad) + i % k) * es;
+            let (b, x): (Vec<u8>, f64) = match dt {
+                DType::F16 => (f16::from_f32(v).to_le_bytes().to_vec(), f16::from_f32(v).to_f64()),
+                DType::BF16 => (bf16::from_f32(v).to_le_bytes().to_vec(), bf16::from_f32(v).to_f64()),
+                _ => (v.to_le_bytes().to_vec(), f64::from(v)),
+            };
+            bytes[at..at + es].copy_from_slice(&b);
+            exact.push(x);
+        }
+        (bytes, exact)
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn matvec_kernel_matches_f64_reference_at_odd_sizes() {
+        if !crate::math::has_avx2() {
+            // The kernel needs AVX2+FMA+F16C; without them mul_mat never calls it.
+            return;
+        }
+        let mut seed = 1;
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for k in [1, 7, 8, 15, 16, 17, 100, 4099] {
+                for m in [1, 3, 4, 5, 9, 33] {
+                    for n in 1..=MV_MAX_N {
+                        seed += 1;
+                        let pad = 3;
+                        let (abytes, aexact) = store(dt, &values(seed, m * k), k, pad);
+                        let bcols: Vec<Vec<f32>> = (0..n).map(|j| values(seed * 31 + j as u64, k)).collect();
+                        let bptr: Vec<*const f32> = bcols.iter().map(|c| c.as_ptr()).collect();
+                        let mut out = vec![f32::NAN; m * n + 1];
+                        let lda = (k + pad) * dt.size();
+                        // SAFETY: the CPU has AVX2+FMA+F16C (checked above); `abytes` holds `m` rows
+                        // of `k` elements `lda` bytes apart, each column `k` f32; `out` has room.
+                        unsafe {
+                            let ap = abytes.as_ptr();
+                            match dt {
+                                DType::F16 => simd::matvec::<DT_F16>(ap, lda, m, k, &bptr, &mut out),
+                                DType::BF16 => simd::matvec::<DT_BF16>(ap, lda, m, k, &bptr, &mut out),
+                                _ => simd::matvec::<DT_F32>(ap, lda, m, k, &bptr, &mut out),
+                            }
+                        }
+                        assert!(out[m * n].is_nan(), "{dt} k={k} m={m} n={n}: wrote past the output");
+                        let tol = 1e-6 * k as f64 + 1e-6;
+                        for i in 0..m {
+                            for j in 0..n {
+                                let want: f64 = (0..k).map(|t| aexact[i * k + t] * f64::from(bcols[j][t])).sum::<f64>();
+                                let got = f64::from(out[i * n + j]);
+                                assert!(
+                                    (got - want).abs() <= tol,
+                                    "{dt} k={k} m={m} n={n} [{i}, {j}]: got {got}, want {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
