@@ -723,7 +723,7 @@ fn results_do_not_depend_on_the_thread_count() {
 }
 
 #[test]
-fn mul_mat_vec_few_columns_many_row_blocks_and_broadcast() {
+fn mul_mat_vec_and_mat_many_row_blocks_long_k_and_broadcast() {
     // Several row blocks of the matrix-vector path (plus a ragged last one), 1 to 4 columns of `b`,
     // `a` broadcast over two batches of `b`, and K not a multiple of 8.
     let (ane, k) = ([67usize, 150, 1, 1], 67usize);
@@ -747,6 +747,24 @@ fn mul_mat_vec_few_columns_many_row_blocks_and_broadcast() {
                 1e-5 * (k as f32).sqrt(),
                 1e-5,
             );
+        }
+    }
+    // The matrix-matrix path with K longer than one pass (4096) and ragged row and column tiles.
+    let (ane, k) = ([4103usize, 9, 1, 1], 4103usize);
+    for dt in FLOATS {
+        for n in [5usize, 7] {
+            let bne = [k, n, 2, 1];
+            let mut g = Graph::new();
+            let a = input(&mut g, "a", dt, &ane);
+            let b = input(&mut g, "b", DType::F32, &bne);
+            let out = g.mul_mat(a, b).unwrap();
+            let mut h = Harness::new(g, 2);
+            let xa = fill_input(&mut h, a, &rng.vec(ane.iter().product(), -1.0, 1.0));
+            let xb = fill_input(&mut h, b, &rng.vec(bne.iter().product(), -1.0, 1.0));
+            h.run().unwrap();
+            let want = mul_mat_ref(&xa, ane, &xb, bne);
+            let tol = 1e-5 * (k as f32).sqrt();
+            assert_close(&format!("mul_mat {dt} {ane:?} x {bne:?}"), &h.f32(out), &want, tol, 1e-5);
         }
     }
 }

@@ -9,11 +9,18 @@
 //! serves every row and FMA latency is hidden; a `K % 8` tail goes through zero-padded registers,
 //! leftover rows through a one-row tile. Tasks are blocks of [`MV_ROWS`] rows (times one batch).
 //!
-//! Everything else (more columns, or no AVX2) is blocked: the work is cut into tasks of `ROWS` rows of
+//! Matrix-matrix products (more columns) on such a CPU use the same register tiles from f32 rows: 4
+//! rows x 3 columns (12 accumulators, 7 loads per 12 FMAs), narrower tiles for leftover rows and
+//! columns. Tasks are blocks of [`MM_ROWS`] rows (times one batch); K is cut into passes of [`KC`]
+//! elements whose partial sums accumulate in a per-task buffer. f32 rows of `a` are read in place; an
+//! f16/bf16 pass first widens its `MM_ROWS x KC` panel into a cache-resident f32 scratch (F16C or a
+//! shift), which every column tile then reuses.
+//!
+//! Without AVX2+FMA+F16C (or with no columns) the portable blocked path runs: tasks of `ROWS` rows of
 //! `a` (times one batch); an f16/bf16 block is converted to f32 once per task and reused for every
 //! column of `b`. Inside a task, register tiles of 4 rows x 2 columns (or 8 rows x 1 column for a
-//! matrix-vector product) accumulate 8-lane partial sums with FMA when the CPU has it, so each loaded
-//! `a` value serves several columns.
+//! matrix-vector product) accumulate 8-lane partial sums with FMA when the CPU has it (the
+//! `multiversion!` build), so each loaded `a` value serves several columns.
 
 // Indexed lane loops are deliberate: they are the shape LLVM turns into SIMD.
 #![allow(clippy::needless_range_loop)]
@@ -344,6 +351,93 @@ mod simd {
             }
         }
     }
+    /// Widens `out.len()` elements of type `DT` at `src` into `out`.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `out.len()` elements of `DT`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn widen<const DT: u8>(src: *const u8, out: &mut [f32]) {
+        let (es, n) = (size::<DT>(), out.len());
+        let mut i = 0;
+        // SAFETY: elements `i .. i + 8 <= n` of `src` and of `out`, then a zero-padded local copy.
+        unsafe {
+            while i + 8 <= n {
+                _mm256_storeu_ps(out.as_mut_ptr().add(i), load8::<DT>(src.add(i * es)));
+                i += 8;
+            }
+            if i < n {
+                let mut buf = [0u8; 32];
+                std::ptr::copy_nonoverlapping(src.add(i * es), buf.as_mut_ptr(), (n - i) * es);
+                let mut v = [0.0f32; 8];
+                _mm256_storeu_ps(v.as_mut_ptr(), load8::<DT>(buf.as_ptr()));
+                out[i..].copy_from_slice(&v[..n - i]);
+            }
+        }
+    }
+
+    /// `acc[r * n + j] += dot(row r of a, b[j])` for `rows` f32 rows of `a` (`lda` bytes apart, `k`
+    /// elements each) and the `n = b.len()` columns `b`: tiles of `MM_R` rows x `MM_C` columns (each
+    /// row tile's `a` stays in cache while the columns stream past), then narrower tiles for the leftovers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C. The rows and columns must be valid for reads of `k`
+    /// elements; `acc.len() >= rows * b.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn matmat_acc(
+        a: *const u8,
+        lda: usize,
+        rows: usize,
+        k: usize,
+        b: &[*const f32],
+        acc: &mut [f32],
+    ) {
+        const R: usize = super::MM_R;
+        const C: usize = super::MM_C;
+        let n = b.len();
+        assert!(acc.len() >= rows * n);
+        let mut r = 0;
+        // SAFETY: every tile reads rows `< rows` and columns `< n`, valid by the caller's guarantee.
+        unsafe {
+            while r < rows {
+                let ar = a.add(r * lda);
+                let mut j = 0;
+                if r + R <= rows {
+                    while j + C <= n {
+                        let bj: &[*const f32; C] = b[j..j + C].try_into().expect("C columns");
+                        let v = tile::<{ super::DT_F32 }, R, C, 1>(ar, lda, k, bj);
+                        for (q, row) in v.iter().enumerate() {
+                            for (c, x) in row.iter().enumerate() {
+                                acc[(r + q) * n + j + c] += x;
+                            }
+                        }
+                        j += C;
+                    }
+                    while j < n {
+                        let v = tile::<{ super::DT_F32 }, R, 1, 2>(ar, lda, k, &[b[j]]);
+                        for (q, row) in v.iter().enumerate() {
+                            acc[(r + q) * n + j] += row[0];
+                        }
+                        j += 1;
+                    }
+                    r += R;
+                } else {
+                    while j + 4 <= n {
+                        let bj: &[*const f32; 4] = b[j..j + 4].try_into().expect("4 columns");
+                        let v = tile::<{ super::DT_F32 }, 1, 4, 1>(ar, lda, k, bj);
+                        for (c, x) in v[0].iter().enumerate() {
+                            acc[r * n + j + c] += x;
+                        }
+                        j += 4;
+                    }
+                    while j < n {
+                        acc[r * n + j] += tile::<{ super::DT_F32 }, 1, 1, 2>(ar, lda, k, &[b[j]])[0][0];
+                        j += 1;
+                    }
+                    r += 1;
+                }
+            }
+        }
+    }
 }
 
 /// The matrix-vector product for `1 <= n <= MV_MAX_N` columns of `b` on an AVX2+FMA+F16C CPU: tasks
@@ -383,12 +477,83 @@ fn mul_mat_vec(a: &TensorRef, b: &TensorRef, d: &TensorRef) {
     });
 }
 
+/// Row tile and column tile of the AVX2 matrix-matrix kernel (`MM_R * MM_C` accumulators).
+const MM_R: usize = 4;
+const MM_C: usize = 3;
+/// Rows of `a` per matrix-matrix work item.
+const MM_ROWS: usize = 16;
+/// Elements of K per pass of the matrix-matrix kernel (bounds the f16/bf16 scratch to 256 KiB, an L2's
+/// worth; shorter passes measured slower: each pass ends in horizontal sums).
+const KC: usize = 4096;
+
+/// The matrix-matrix product (more than `MV_MAX_N` columns of `b`) on an AVX2+FMA+F16C CPU: tasks of
+/// `MM_ROWS` rows (times one batch), K cut into passes of `KC`; for f16/bf16 each pass's
+/// `MM_ROWS x KC` panel is widened into a cache-resident f32 scratch first, f32 rows are read in place.
+#[cfg(target_arch = "x86_64")]
+fn mul_mat_mat(a: &TensorRef, b: &TensorRef, d: &TensorRef) {
+    let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let blocks = m.div_ceil(MM_ROWS);
+    let convert = a.dtype != DType::F32;
+    crate::par::for_blocks(b.ne[2] * b.ne[3] * blocks, MM_ROWS * kk * n, |range| {
+        let mut scratch = if convert { vec![0.0f32; MM_ROWS * KC] } else { Vec::new() };
+        let mut acc = vec![0.0f32; MM_ROWS * n];
+        let mut cols = vec![std::ptr::null::<f32>(); n];
+        for t in range {
+            let (batch, blk) = (t / blocks, t % blocks);
+            let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
+            let (a2, a3) = (b2 / r2, b3 / r3);
+            let rows = blk * MM_ROWS..((blk + 1) * MM_ROWS).min(m);
+            let nr = rows.len();
+            acc.fill(0.0);
+            let mut k0 = 0;
+            while k0 < kk {
+                let kc = KC.min(kk - k0);
+                for (j, c) in cols.iter_mut().enumerate() {
+                    *c = b.ptr(k0, j, b2, b3) as *const f32;
+                }
+                // SAFETY: the CPU has AVX2+FMA+F16C (the caller checked); `a` and `b` have contiguous
+                // rows of `kk` elements (builder rule) valid for reads, so elements `k0 .. k0 + kc` of
+                // each are; the scratch holds `MM_ROWS` rows of `KC`; `acc` holds `MM_ROWS * n`.
+                unsafe {
+                    let (ap, lda) = if convert {
+                        for (q, i) in rows.clone().enumerate() {
+                            let src = a.ptr(k0, i, a2, a3) as *const u8;
+                            let dst = &mut scratch[q * KC..q * KC + kc];
+                            match a.dtype {
+                                DType::F16 => simd::widen::<DT_F16>(src, dst),
+                                _ => simd::widen::<DT_BF16>(src, dst),
+                            }
+                        }
+                        (scratch.as_ptr() as *const u8, KC * 4)
+                    } else {
+                        (a.ptr(k0, rows.start, a2, a3) as *const u8, a.nb[1])
+                    };
+                    simd::matmat_acc(ap, lda, nr, kc, &cols, &mut acc);
+                }
+                k0 += kc;
+            }
+            for (q, i) in rows.enumerate() {
+                for j in 0..n {
+                    // SAFETY: each task writes its own rows of `d` for its batch only.
+                    unsafe { put(d, i, j, b2, b3, acc[q * n + j]) };
+                }
+            }
+        }
+    });
+}
+
 pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     let (a, b, d) = (k.srcs[0], k.srcs[1], k.dst);
     let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
     #[cfg(target_arch = "x86_64")]
     if (1..=MV_MAX_N).contains(&n) && crate::math::has_avx2() {
         mul_mat_vec(&a, &b, &d);
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if n > MV_MAX_N && crate::math::has_avx2() {
+        mul_mat_mat(&a, &b, &d);
         return Ok(());
     }
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
@@ -532,6 +697,60 @@ mod tests {
                             for j in 0..n {
                                 let want: f64 = (0..k).map(|t| aexact[i * k + t] * f64::from(bcols[j][t])).sum::<f64>();
                                 let got = f64::from(out[i * n + j]);
+                                assert!(
+                                    (got - want).abs() <= tol,
+                                    "{dt} k={k} m={m} n={n} [{i}, {j}]: got {got}, want {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn matmat_kernel_and_widening_match_f64_reference_at_odd_sizes() {
+        if !crate::math::has_avx2() {
+            return;
+        }
+        let mut seed = 1000;
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for k in [1, 7, 8, 15, 16, 17, 100, 4099] {
+                for m in [1, 3, 4, 5, 9, 33] {
+                    for n in [5, 6, 7, 8, 13] {
+                        seed += 1;
+                        let pad = 5;
+                        let (abytes, aexact) = store(dt, &values(seed, m * k), k, pad);
+                        // Widen `a` row by row (as mul_mat_mat does for f16/bf16), then run the f32 kernel.
+                        let mut wide = vec![f32::NAN; m * (k + 1)];
+                        for i in 0..m {
+                            let src = abytes[i * (k + pad) * dt.size()..].as_ptr();
+                            let dst = &mut wide[i * (k + 1)..i * (k + 1) + k];
+                            // SAFETY: the CPU has AVX2+FMA+F16C; row `i` holds `k` elements of `dt`.
+                            unsafe {
+                                match dt {
+                                    DType::F16 => simd::widen::<DT_F16>(src, dst),
+                                    DType::BF16 => simd::widen::<DT_BF16>(src, dst),
+                                    _ => simd::widen::<DT_F32>(src, dst),
+                                }
+                            }
+                            assert!(wide[i * (k + 1) + k].is_nan(), "{dt} k={k}: widen wrote past the row");
+                        }
+                        let bcols: Vec<Vec<f32>> = (0..n).map(|j| values(seed * 37 + j as u64, k)).collect();
+                        let bptr: Vec<*const f32> = bcols.iter().map(|c| c.as_ptr()).collect();
+                        // Accumulates onto what is there: start from 1.0 and subtract it below.
+                        let mut acc = vec![1.0f32; m * n + 1];
+                        // SAFETY: the CPU has AVX2+FMA+F16C; `wide` holds `m` f32 rows of `k` elements
+                        // `(k + 1) * 4` bytes apart, each column `k` f32; `acc` has room.
+                        unsafe { simd::matmat_acc(wide.as_ptr() as *const u8, (k + 1) * 4, m, k, &bptr, &mut acc) };
+                        assert_eq!(acc[m * n], 1.0, "{dt} k={k} m={m} n={n}: wrote past the output");
+                        let tol = 1e-6 * k as f64 + 1e-5;
+                        for i in 0..m {
+                            for j in 0..n {
+                                let want: f64 = (0..k).map(|t| aexact[i * k + t] * f64::from(bcols[j][t])).sum::<f64>();
+                                let got = f64::from(acc[i * n + j]) - 1.0;
                                 assert!(
                                     (got - want).abs() <= tol,
                                     "{dt} k={k} m={m} n={n} [{i}, {j}]: got {got}, want {want}"
