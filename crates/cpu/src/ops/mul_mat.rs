@@ -412,6 +412,14 @@ mod simd {
                         }
                         j += C;
                     }
+                    if j + 2 <= n {
+                        let v = tile::<{ super::DT_F32 }, R, 2, 1>(ar, lda, k, &[b[j], b[j + 1]]);
+                        for (q, row) in v.iter().enumerate() {
+                            acc[(r + q) * n + j] += row[0];
+                            acc[(r + q) * n + j + 1] += row[1];
+                        }
+                        j += 2;
+                    }
                     while j < n {
                         let v = tile::<{ super::DT_F32 }, R, 1, 2>(ar, lda, k, &[b[j]]);
                         for (q, row) in v.iter().enumerate() {
