@@ -227,6 +227,22 @@ multiversion!(
     pub fn max_key_f32(x: &[f32]) -> u32 => max_key_body
 );
 
+/// The largest [`order_key`] in `x` (0 for an empty slice), through the float max scan
+/// (`kernels::row::max_bad`, one vector max per 8 entries) unless `x` holds a NaN, whose place in the
+/// order only the integer key knows ([`max_key_f32`] then). Also says whether a NaN was seen.
+pub fn block_max_key(x: &[f32]) -> (u32, bool) {
+    if x.is_empty() {
+        return (0, false);
+    }
+    let (m, bad) = kernels::row::max_bad(x);
+    if bad && x.iter().any(|v| v.is_nan()) { (max_key_f32(x), true) } else { (order_key(m), false) }
+}
+
+/// The float whose [`order_key`] is `key` (+0.0 for the key of both zeros); a NaN for NaN keys.
+pub fn from_order_key(key: u32) -> f32 {
+    if key & 0x8000_0000 != 0 { f32::from_bits(key & 0x7fff_ffff) } else { f32::from_bits(key.wrapping_neg()) }
+}
+
 #[inline(always)]
 fn exp_sub_inplace_body<const FMA: bool>(x: &mut [f32], max: f32) -> f32 {
     let mut acc = [0.0f32; 8];
@@ -277,6 +293,7 @@ const SEGMENTS: usize = 4;
 
 #[inline(always)]
 fn cumsum_body<const FMA: bool>(x: &[f32], out: &mut [f32]) {
+    // Portable: four segments side by side (independent carry chains).
     let n = x.len().min(out.len());
     let (x, out) = (&x[..n], &mut out[..n]);
     let seg = (n / SEGMENTS) / 8 * 8;
@@ -317,13 +334,71 @@ fn cumsum_body<const FMA: bool>(x: &[f32], out: &mut [f32]) {
         *o = c;
     }
 }
-multiversion!(
-    /// Inclusive prefix sum of `x` into `out`. Long rows are cut into four segments whose offsets come
-    /// from a summing pass and that are then scanned side by side; within a segment 8 lanes are
-    /// scanned in registers. The summation order differs from a sequential loop (results agree to
-    /// f32 rounding, not bit for bit).
-    pub fn cumsum_f32(x: &[f32], out: &mut [f32]) => cumsum_body
-);
+/// Inclusive prefix sum of `x` into `out` (over the shorter of the two). With AVX2, 16 entries per
+/// step: each 8-lane vector is scanned in registers (two in-lane shift-and-add steps, then the low
+/// half's total added to the high half), the running total is added to both, and the total moves on by
+/// one addition per 16 entries, so the loop is not bound by a chain of dependent additions. Without
+/// AVX2, four segments are scanned side by side after a summing pass. The summation order differs from
+/// a sequential loop (results agree to f32 rounding, not bit for bit).
+pub fn cumsum_f32(x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { x86::cumsum(x, out) };
+    }
+    cumsum_body::<false>(x, out)
+}
+
+/// Explicit AVX2 kernels.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// Inclusive scan of the 8 lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn scan8(v: __m256) -> __m256 {
+        // Shifts by whole lanes inside each 128-bit half: [a, b, c, d] -> [a, a+b, a+b+c, a+b+c+d].
+        let v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_si256::<4>(_mm256_castps_si256(v))));
+        let v = _mm256_add_ps(v, _mm256_castsi256_ps(_mm256_slli_si256::<8>(_mm256_castps_si256(v))));
+        // [0, 0, 0, 0, v3, v3, v3, v3]: the low half's total, added to the high half.
+        let low_total = _mm256_permute2f128_ps::<0x08>(_mm256_permute_ps::<0xff>(v), v);
+        _mm256_add_ps(v, low_total)
+    }
+
+    /// Lane 7 of `v` in every lane.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn last(v: __m256) -> __m256 {
+        let hi = _mm256_permute_ps::<0xff>(v);
+        _mm256_permute2f128_ps::<0x11>(hi, hi)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub fn cumsum(x: &[f32], out: &mut [f32]) {
+        let n = x.len().min(out.len());
+        let (x, out) = (&x[..n], &mut out[..n]);
+        let (xc, xr) = x.as_chunks::<16>();
+        let (oc, or) = out.as_chunks_mut::<16>();
+        let mut carry = _mm256_setzero_ps();
+        for (c, o) in xc.iter().zip(oc) {
+            // SAFETY: `c` and `o` hold 16 f32 each.
+            unsafe {
+                let a = scan8(_mm256_loadu_ps(c.as_ptr()));
+                let b = scan8(_mm256_loadu_ps(c.as_ptr().add(8)));
+                let ta = last(a);
+                _mm256_storeu_ps(o.as_mut_ptr(), _mm256_add_ps(a, carry));
+                _mm256_storeu_ps(o.as_mut_ptr().add(8), _mm256_add_ps(b, _mm256_add_ps(carry, ta)));
+                carry = _mm256_add_ps(carry, _mm256_add_ps(ta, last(b)));
+            }
+        }
+        let mut c = _mm256_cvtss_f32(carry);
+        for (&v, o) in xr.iter().zip(or) {
+            c += v;
+            *o = c;
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -389,6 +464,25 @@ mod tests {
         assert!(order_key(-1.0) < order_key(-0.5));
         assert!(order_key(f32::from_bits(0xffc0_0000)) < order_key(f32::NEG_INFINITY));
         assert!(order_key(f32::from_bits(0x7fc0_0000)) > order_key(f32::INFINITY));
+        for &v in &vals[..vals.len() - 1] {
+            let back = from_order_key(order_key(v));
+            assert!(back == v && (v != 0.0 || back.to_bits() == 0), "{v} -> {back}");
+        }
+        assert!(from_order_key(order_key(f32::NAN)).is_nan());
+    }
+
+    #[test]
+    fn block_max_key_matches_the_integer_scan() {
+        let mut x: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
+        assert_eq!(block_max_key(&x), (max_key_f32(&x), false));
+        x[500] = f32::INFINITY;
+        assert_eq!(block_max_key(&x), (order_key(f32::INFINITY), false));
+        x[17] = f32::NAN;
+        assert_eq!(block_max_key(&x), (max_key_f32(&x), true));
+        x[17] = -f32::NAN;
+        assert_eq!(block_max_key(&x), (order_key(f32::INFINITY), true));
+        assert_eq!(block_max_key(&[-0.0, 0.0]).0, order_key(0.0));
+        assert_eq!(block_max_key(&[]), (0, false));
     }
 
     #[test]
@@ -414,15 +508,19 @@ mod tests {
 
     #[test]
     fn cumsum_matches_sequential() {
-        for n in [1usize, 7, 8, 9, 63, 255, 256, 257, 1000, 4099] {
+        for n in [1usize, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 255, 256, 257, 1000, 4099] {
             let x: Vec<f32> = (0..n).map(|i| ((i * 31) % 17) as f32 - 8.0).collect();
+            // The dispatched kernel (AVX2 here when the CPU has it) and the portable one.
             let mut out = vec![0.0; n];
             cumsum_f32(&x, &mut out);
+            let mut portable = vec![0.0; n];
+            cumsum_body::<false>(&x, &mut portable);
             let mut acc = 0.0f64;
             for i in 0..n {
                 acc += f64::from(x[i]);
                 // Small integers: every partial sum is exact in f32.
                 assert_eq!(f64::from(out[i]), acc, "n = {n}, i = {i}");
+                assert_eq!(f64::from(portable[i]), acc, "portable: n = {n}, i = {i}");
             }
         }
     }

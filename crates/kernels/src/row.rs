@@ -1,5 +1,5 @@
 //! Whole-row kernels: the max of a row with a NaN/+inf flag, and sums of exponentials
-//! `2^(x a + b)` (see [`crate::exp`]) with or without storing them. Each has an explicit AVX2+FMA
+//! `2^(x a + b)` (see [`crate::exp`]) with or without storing them (also in place). Each has an explicit AVX2+FMA
 //! version, picked at run time, and a portable one.
 
 #![allow(clippy::needless_range_loop)]
@@ -108,6 +108,28 @@ dispatch!(
     pub fn exp2_into(xs: &[f32], a: f32, b: f32, out: &mut [f32]) -> f32 => exp2_into_portable
 );
 
+fn exp2_inplace_portable(xs: &mut [f32], a: f32, b: f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let (chunks, rest) = xs.as_chunks_mut::<LANES>();
+    for c in chunks {
+        for j in 0..LANES {
+            c[j] = exp2::<false>(c[j] * a + b);
+            acc[j] += c[j];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for x in rest {
+        *x = exp2::<false>(*x * a + b);
+        s += *x;
+    }
+    s
+}
+
+dispatch!(
+    /// [`exp2_into`] in place: `xs[i] = 2^(xs[i] a + b)`, returning their sum.
+    pub fn exp2_inplace(xs: &mut [f32], a: f32, b: f32) -> f32 => exp2_inplace_portable
+);
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use crate::exp::{exp2, x86::exp2_affine};
@@ -199,6 +221,30 @@ mod x86 {
         }
         s
     }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub fn exp2_inplace(xs: &mut [f32], a: f32, b: f32) -> f32 {
+        let (va, vb) = (_mm256_set1_ps(a), _mm256_set1_ps(b));
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let (chunks, rest) = xs.as_chunks_mut::<16>();
+        for c in chunks {
+            for u in 0..2 {
+                // SAFETY: `c` holds 16 f32.
+                unsafe {
+                    let p = c.as_mut_ptr().add(8 * u);
+                    let e = exp2_affine(_mm256_loadu_ps(p), va, vb);
+                    _mm256_storeu_ps(p, e);
+                    acc[u] = _mm256_add_ps(acc[u], e);
+                }
+            }
+        }
+        let mut s = hsum(_mm256_add_ps(acc[0], acc[1]));
+        for x in rest {
+            *x = exp2::<true>(x.mul_add(a, b));
+            s += *x;
+        }
+        s
+    }
 }
 
 #[cfg(test)]
@@ -250,6 +296,15 @@ mod tests {
             let mut out2 = vec![0.0; n];
             exp2_into_portable(&v, a, b, &mut out2);
             assert!(out.iter().zip(&out2).all(|(x, y)| (x - y).abs() <= 1e-6 * x));
+            // In place: the same values and sum as `exp2_into`, bit for bit (same kernel shape).
+            let mut inplace = v.clone();
+            let s_in = exp2_inplace(&mut inplace, a, b);
+            assert_eq!(inplace, out, "n = {n}");
+            assert_eq!(s_in.to_bits(), exp2_into(&v, a, b, &mut out2).to_bits());
+            let mut inplace2 = v.clone();
+            let s_in2 = exp2_inplace_portable(&mut inplace2, a, b);
+            assert_eq!(s_in2.to_bits(), exp2_into_portable(&v, a, b, &mut out2).to_bits());
+            assert_eq!(inplace2, out2);
         }
         // Masked entries weigh exactly 0.
         let mut out = [1.0f32; 20];

@@ -1,9 +1,10 @@
 //! Row reductions: `sum_rows`, `max_rows` (NaN propagates) and `argmax` (ties: lowest index; the
-//! order is `math::order_key`'s, the one every ordering op uses, so positive NaN ranks highest).
+//! order is `math::order_key`'s, the one every ordering op uses, so positive NaN ranks highest;
+//! blocks of the row are measured by a float max scan, see `argmax_f32`).
 
 use super::{K, for_rows};
 use crate::error::CpuError;
-use crate::math::{max_f32, max_key_f32, order_key, sum_f32};
+use crate::math::{block_max_key, from_order_key, max_f32, order_key, sum_f32};
 use crate::tensor::{load_f32, row_f32};
 use graph::DType;
 
@@ -30,20 +31,39 @@ pub(crate) fn max_rows(k: &K<'_>) -> Result<(), CpuError> {
 }
 
 /// Block length of the two-level argmax (block maxima, then one scan of the winning block).
-const BLOCK: usize = 1024;
+const BLOCK: usize = 2048;
 
-/// Index of the first entry with the largest `order_key`.
+/// Index of the first entry with the largest `order_key`: each block's largest key from
+/// `math::block_max_key` (a float max scan unless the block holds a NaN), then one scan of the
+/// winning block.
 pub(crate) fn argmax_f32(x: &[f32]) -> usize {
     let mut best: Option<(u32, usize)> = None;
     for (b, block) in x.chunks(BLOCK).enumerate() {
-        let m = max_key_f32(block);
-        if best.is_none_or(|(k, _)| m > k) {
-            best = Some((m, b));
+        let (key, _) = block_max_key(block);
+        if best.is_none_or(|(k, _)| key > k) {
+            best = Some((key, b));
         }
     }
     let Some((key, b)) = best else { return 0 };
     let block = &x[b * BLOCK..(b * BLOCK + BLOCK).min(x.len())];
-    b * BLOCK + block.iter().position(|&v| order_key(v) == key).expect("the block holds its maximum")
+    b * BLOCK + first_with_key(block, key)
+}
+
+/// Position of the first entry of `x` whose `order_key` is `key` (which `x` must hold). Without NaN
+/// the key is a float, and 16 entries at a time are tested by float equality (-0.0 == +0.0, as
+/// their keys are equal) before the scalar search inside the matching chunk.
+fn first_with_key(x: &[f32], key: u32) -> usize {
+    let v = from_order_key(key);
+    let mut start = 0;
+    if !v.is_nan() {
+        for c in x.chunks(16) {
+            if c.iter().fold(false, |any, &y| any | (y == v)) {
+                break;
+            }
+            start += c.len();
+        }
+    }
+    start + x[start..].iter().position(|&y| order_key(y) == key).expect("the block holds its maximum")
 }
 
 pub(crate) fn argmax(k: &K<'_>) -> Result<(), CpuError> {

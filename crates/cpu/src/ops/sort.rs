@@ -11,7 +11,7 @@
 
 use super::{K, for_rows};
 use crate::error::CpuError;
-use crate::math::{max_key_f32, multiversion, order_key};
+use crate::math::{block_max_key, from_order_key, multiversion, order_key};
 use crate::tensor::row_f32;
 use graph::{DType, SortOrder};
 
@@ -97,22 +97,45 @@ multiversion!(
 /// Long rows: a first pass takes the maximum key of each of about `16k` blocks; the `k`-th largest
 /// of those maxima, `t0`, is a lower bound of the `k`-th largest entry (`k` blocks each hold an entry
 /// at or above it). A second pass visits only the blocks whose maximum reaches `t0` (about `k` of
-/// them, a sixteenth of the row) and collects every entry with key `>= t0`.
+/// them, a sixteenth of the row) and collects every entry with key `>= t0`. Block maxima come from
+/// the float max scan (`math::block_max_key`); without NaN in the row, `key >= t0` is the float
+/// comparison `x >= from_order_key(t0)`, tested 16 entries at a time.
 fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
-    let block = x.len().div_ceil(16 * k).max(64);
-    let maxima: Vec<u32> = x.chunks(block).map(max_key_f32).collect();
+    let block = x.len().div_ceil(16 * k).next_multiple_of(32).max(64);
+    let mut nan = false;
+    let maxima: Vec<u32> = x
+        .chunks(block)
+        .map(|b| {
+            let (key, has_nan) = block_max_key(b);
+            nan |= has_nan;
+            key
+        })
+        .collect();
     let mut sorted = maxima.clone();
     let t0 = if sorted.len() > k { *sorted.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1 } else { 0 };
+    let thr = from_order_key(t0);
     buf.clear();
     for (b, blk) in x.chunks(block).enumerate() {
         if maxima[b] < t0 {
             continue;
         }
         let base = b * block;
-        for (j, &v) in blk.iter().enumerate() {
-            let key = order_key(v);
-            if key >= t0 {
-                buf.push(composite(key, base + j));
+        if nan || t0 == 0 {
+            for (j, &v) in blk.iter().enumerate() {
+                let key = order_key(v);
+                if key >= t0 {
+                    buf.push(composite(key, base + j));
+                }
+            }
+            continue;
+        }
+        for (ci, c) in blk.chunks(16).enumerate() {
+            if c.iter().fold(false, |any, &v| any | (v >= thr)) {
+                for (j, &v) in c.iter().enumerate() {
+                    if v >= thr {
+                        buf.push(composite(order_key(v), base + ci * 16 + j));
+                    }
+                }
             }
         }
     }
