@@ -35,12 +35,12 @@ impl Dist {
 pub(crate) fn draw_from_row(stage: &'static str, row: &[f32], s: f32, u: f32, st: &mut BlockStats) -> Result<usize> {
     kernels::block_stats(row, s, st);
     check_scan(stage, row, st.bad, st.row_max)?;
-    let (w, total) = st.weights(s);
+    let total = st.weights(s);
     let target = f64::from(u) * total;
     let mut before = 0.0f64;
     let mut block = None;
     let mut last_nonzero = 0;
-    for (b, &wb) in w.iter().enumerate() {
+    for (b, &wb) in st.weight.iter().enumerate() {
         if wb > 0.0 {
             last_nonzero = b;
             if before + wb > target {
@@ -55,21 +55,50 @@ pub(crate) fn draw_from_row(stage: &'static str, row: &[f32], s: f32, u: f32, st
     let end = (start + BLOCK).min(row.len());
     let mut e = [0.0f32; BLOCK];
     let e = &mut e[..end - start];
-    kernels::exp_into(&row[start..end], st.row_max, s, e);
-    let rem = target - before;
+    let (a, c) = kernels::exp_affine(st.row_max, s);
+    ::kernels::row::exp2_into(&row[start..end], a, c, e);
+    Ok(start + draw_in_block(e, target - before))
+}
+
+/// Group length of the in-block draw.
+const GROUP: usize = 64;
+
+/// The first index of `e` whose running sum exceeds `rem` (zero weights skipped); the last nonzero
+/// one if rounding leaves `rem` just past the total. Running sums in f64, a group of 64 at a time:
+/// a group whose sum keeps the running sum at or below `rem` is skipped whole.
+fn draw_in_block(e: &[f32], rem: f64) -> usize {
     let mut cum = 0.0f64;
-    let mut last = None;
-    for (j, &ej) in e.iter().enumerate() {
-        if ej > 0.0 {
-            cum += f64::from(ej);
-            last = Some(j);
-            if cum > rem {
-                return Ok(start + j);
+    let mut last_group = None;
+    for (g, grp) in e.chunks(GROUP).enumerate() {
+        let mut acc = [0.0f64; 8];
+        let (chunks, rest) = grp.as_chunks::<8>();
+        for c in chunks {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a += f64::from(x);
+            }
+        }
+        let gs = acc.iter().sum::<f64>() + rest.iter().map(|&x| f64::from(x)).sum::<f64>();
+        if gs > 0.0 {
+            last_group = Some(g);
+        }
+        if cum + gs <= rem {
+            cum += gs;
+            continue;
+        }
+        for (j, &ej) in grp.iter().enumerate() {
+            if ej > 0.0 {
+                cum += f64::from(ej);
+                if cum > rem {
+                    return g * GROUP + j;
+                }
             }
         }
     }
     // Rounding left the target just past the block's last token: take it.
-    Ok(start + last.unwrap_or(0))
+    last_group.map_or(0, |g| {
+        let grp = &e[g * GROUP..(g * GROUP + GROUP).min(e.len())];
+        g * GROUP + grp.iter().rposition(|&x| x > 0.0).unwrap_or(0)
+    })
 }
 
 impl Sampler for Dist {

@@ -54,7 +54,7 @@ impl Sampler for TopP {
             kernels::block_stats_with_sub_max(row, s, &mut self.stats);
             crate::candidates::check_scan(NAME, row, self.stats.bad, self.stats.row_max)?;
             kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
-            let (_, total) = self.stats.weights(s);
+            let total = self.stats.weights(s);
             let (a, b) = kernels::exp_affine(self.stats.row_max, s);
             let target = f64::from(self.p) * total;
             loop {
