@@ -1,4 +1,4 @@
-//! Whole-row kernels: the max of a row with a NaN/+inf flag, and sums of exponentials
+//! Whole-row kernels: the max of a row (or of each block of a row) with a NaN/+inf flag, and sums of exponentials
 //! `2^(x a + b)` (see [`crate::exp`]) with or without storing them (also in place). Each has an explicit AVX2+FMA
 //! version, picked at run time, and a portable one.
 
@@ -60,6 +60,24 @@ dispatch!(
     /// Maximum of `xs` ignoring NaN (`-inf` for an empty or all-NaN row) and whether any element is
     /// NaN or +inf. One read of the row: the "max pass" the benchmarks measure against.
     pub fn max_bad(xs: &[f32]) -> (f32, bool) => max_bad_portable
+);
+
+fn block_max_bad_portable(xs: &[f32], block: usize, out: &mut [f32]) -> bool {
+    let mut bad = false;
+    for (b, o) in xs.chunks(block).zip(out.iter_mut()) {
+        let (m, bb) = max_bad_portable(b);
+        *o = m;
+        bad |= bb;
+    }
+    bad
+}
+
+dispatch!(
+    /// The maximum (ignoring NaN) of each `block`-long piece of `xs` (the last may be shorter) into
+    /// `out[i]` (`out` needs `xs.len().div_ceil(block)` entries; extra ones are left alone), and
+    /// whether any element is NaN or +inf. One pass and one call for the whole row: a per-block call
+    /// of [`max_bad`] costs more than the scan itself on short blocks. Panics if `block == 0`.
+    pub fn block_max_bad(xs: &[f32], block: usize, out: &mut [f32]) -> bool => block_max_bad_portable
 );
 
 fn sum_exp2_portable(xs: &[f32], a: f32, b: f32) -> f32 {
@@ -178,6 +196,32 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub fn block_max_bad(xs: &[f32], block: usize, out: &mut [f32]) -> bool {
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let mut bad = _mm256_setzero_ps();
+        let mut tail_bad = false;
+        for (b, o) in xs.chunks(block).zip(out.iter_mut()) {
+            let mut acc = [_mm256_set1_ps(f32::NEG_INFINITY); 2];
+            let (chunks, rest) = b.as_chunks::<16>();
+            for c in chunks {
+                for u in 0..2 {
+                    // SAFETY: `c` holds 16 f32.
+                    let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * u)) };
+                    acc[u] = _mm256_max_ps(v, acc[u]);
+                    bad = _mm256_or_ps(bad, _mm256_cmp_ps::<_CMP_NLT_UQ>(v, inf));
+                }
+            }
+            let mut m = hmax(_mm256_max_ps(acc[0], acc[1]));
+            for &x in rest {
+                m = if x > m { x } else { m };
+                tail_bad |= super::is_bad(x);
+            }
+            *o = m;
+        }
+        tail_bad || _mm256_movemask_ps(bad) != 0
+    }
+
+    #[target_feature(enable = "avx2,fma")]
     pub fn sum_exp2(xs: &[f32], a: f32, b: f32) -> f32 {
         let (va, vb) = (_mm256_set1_ps(a), _mm256_set1_ps(b));
         let mut acc = [_mm256_setzero_ps(); 2];
@@ -275,6 +319,38 @@ mod tests {
         }
         assert_eq!(max_bad(&[f32::NAN, -1.0, f32::NAN]), (-1.0, true));
         assert_eq!(max_bad(&[f32::NEG_INFINITY; 40]), (f32::NEG_INFINITY, false));
+    }
+
+    #[test]
+    fn block_maxima() {
+        for (n, block) in [(0usize, 16usize), (1, 16), (100, 16), (1000, 64), (1029, 256), (4099, 100), (4096, 4096)] {
+            let mut v = row(n);
+            let nb = n.div_ceil(block);
+            let want: Vec<f32> = v.chunks(block).map(|c| c.iter().copied().fold(f32::NEG_INFINITY, f32::max)).collect();
+            let mut got = vec![7.0; nb + 1];
+            let mut got_p = vec![7.0; nb + 1];
+            assert!(!block_max_bad(&v, block, &mut got));
+            assert!(!block_max_bad_portable(&v, block, &mut got_p));
+            assert_eq!(&got[..nb], &want[..], "n = {n}, block = {block}");
+            assert_eq!(got, got_p);
+            assert_eq!(got[nb], 7.0, "entries past the blocks are left alone");
+            for pos in [0, n / 3, n.saturating_sub(1)] {
+                if n == 0 {
+                    continue;
+                }
+                for bad in [f32::NAN, -f32::NAN, f32::INFINITY] {
+                    let keep = v[pos];
+                    v[pos] = bad;
+                    assert!(block_max_bad(&v, block, &mut got), "n = {n}, {bad} at {pos}");
+                    assert!(block_max_bad_portable(&v, block, &mut got_p));
+                    v[pos] = keep;
+                }
+                let keep = v[pos];
+                v[pos] = f32::NEG_INFINITY;
+                assert!(!block_max_bad(&v, block, &mut got));
+                v[pos] = keep;
+            }
+        }
     }
 
     #[test]

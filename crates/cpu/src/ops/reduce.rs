@@ -7,6 +7,7 @@ use crate::error::CpuError;
 use crate::math::{block_max_key, from_order_key, max_f32, order_key, sum_f32};
 use crate::tensor::{load_f32, row_f32};
 use graph::DType;
+use kernels::row::block_max_bad;
 
 pub(crate) fn sum_rows(k: &K<'_>) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
@@ -33,13 +34,19 @@ pub(crate) fn max_rows(k: &K<'_>) -> Result<(), CpuError> {
 /// Block length of the two-level argmax (block maxima, then one scan of the winning block).
 const BLOCK: usize = 2048;
 
-/// Index of the first entry with the largest `order_key`: each block's largest key from
-/// `math::block_max_key` (a float max scan unless the block holds a NaN), then one scan of the
-/// winning block.
+/// Index of the first entry with the largest `order_key`: the float maximum of every block in one
+/// pass (`kernels::row::block_max_bad`), or, when the row holds a NaN (whose place in the order only
+/// the integer key knows), each block's largest key (`math::block_max_key`); then one scan of the
+/// first block holding the largest.
 pub(crate) fn argmax_f32(x: &[f32]) -> usize {
+    if x.is_empty() {
+        return 0;
+    }
+    let mut float_max = vec![0.0f32; x.len().div_ceil(BLOCK)];
+    let nan = block_max_bad(x, BLOCK, &mut float_max) && x.iter().any(|v| v.is_nan());
     let mut best: Option<(u32, usize)> = None;
-    for (b, block) in x.chunks(BLOCK).enumerate() {
-        let (key, _) = block_max_key(block);
+    for (b, &m) in float_max.iter().enumerate() {
+        let key = if nan { block_max_key(&x[b * BLOCK..(b * BLOCK + BLOCK).min(x.len())]).0 } else { order_key(m) };
         if best.is_none_or(|(k, _)| key > k) {
             best = Some((key, b));
         }

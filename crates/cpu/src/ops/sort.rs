@@ -14,6 +14,7 @@ use crate::error::CpuError;
 use crate::math::{block_max_key, from_order_key, multiversion, order_key};
 use crate::tensor::row_f32;
 use graph::{DType, SortOrder};
+use kernels::row::block_max_bad;
 
 pub(crate) fn argsort(k: &K<'_>, order: SortOrder) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
@@ -98,19 +99,18 @@ multiversion!(
 /// of those maxima, `t0`, is a lower bound of the `k`-th largest entry (`k` blocks each hold an entry
 /// at or above it). A second pass visits only the blocks whose maximum reaches `t0` (about `k` of
 /// them, a sixteenth of the row) and collects every entry with key `>= t0`. Block maxima come from
-/// the float max scan (`math::block_max_key`); without NaN in the row, `key >= t0` is the float
-/// comparison `x >= from_order_key(t0)`, tested 16 entries at a time.
+/// the float max scan (`kernels::row::block_max_bad`; with a NaN in the row, the integer keys of
+/// `math::block_max_key`); without NaN, `key >= t0` is the float
+/// comparison `x >= from_order_key(t0)`, tested 8 entries per vector compare.
 fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
     let block = x.len().div_ceil(16 * k).next_multiple_of(32).max(64);
-    let mut nan = false;
-    let maxima: Vec<u32> = x
-        .chunks(block)
-        .map(|b| {
-            let (key, has_nan) = block_max_key(b);
-            nan |= has_nan;
-            key
-        })
-        .collect();
+    let mut float_max = vec![0.0f32; x.len().div_ceil(block)];
+    let nan = block_max_bad(x, block, &mut float_max) && x.iter().any(|v| v.is_nan());
+    let maxima: Vec<u32> = if nan {
+        x.chunks(block).map(|b| block_max_key(b).0).collect()
+    } else {
+        float_max.iter().map(|&m| order_key(m)).collect()
+    };
     let mut sorted = maxima.clone();
     let t0 = if sorted.len() > k { *sorted.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1 } else { 0 };
     let thr = from_order_key(t0);
@@ -129,14 +129,46 @@ fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
             }
             continue;
         }
-        for (ci, c) in blk.chunks(16).enumerate() {
-            if c.iter().fold(false, |any, &v| any | (v >= thr)) {
-                for (j, &v) in c.iter().enumerate() {
-                    if v >= thr {
-                        buf.push(composite(order_key(v), base + ci * 16 + j));
-                    }
-                }
-            }
+        collect_ge(blk, base, thr, buf);
+    }
+}
+
+/// Pushes the composite of every entry `x[j] >= thr` (float comparison; `x` holds no NaN), index
+/// `base + j`, in index order.
+fn collect_ge(x: &[f32], base: usize, thr: f32, buf: &mut Vec<u64>) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::math::has_avx2() {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { collect_ge_avx2(x, base, thr, buf) };
+    }
+    for (j, &v) in x.iter().enumerate() {
+        if v >= thr {
+            buf.push(composite(order_key(v), base + j));
+        }
+    }
+}
+
+/// [`collect_ge`] testing 8 entries per compare and visiting only the set bits of its mask.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn collect_ge_avx2(x: &[f32], base: usize, thr: f32, buf: &mut Vec<u64>) {
+    use std::arch::x86_64::*;
+    let t = _mm256_set1_ps(thr);
+    let (chunks, rest) = x.as_chunks::<8>();
+    for (ci, c) in chunks.iter().enumerate() {
+        // SAFETY: `c` holds 8 f32.
+        let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+        let mut mask = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(v, t)) as u32;
+        while mask != 0 {
+            let j = mask.trailing_zeros() as usize;
+            buf.push(composite(order_key(c[j]), base + 8 * ci + j));
+            mask &= mask - 1;
+        }
+    }
+    let start = 8 * chunks.len();
+    for (j, &v) in rest.iter().enumerate() {
+        if v >= thr {
+            buf.push(composite(order_key(v), base + start + j));
         }
     }
 }
