@@ -171,11 +171,12 @@ mod x86 {
         _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)))
     }
 
+    /// Max of `xs` ignoring NaN; NaN/+inf lanes are or-ed into `bad` (vector part) and `tail_bad`.
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
-    pub fn max_bad(xs: &[f32]) -> (f32, bool) {
+    fn scan_max(xs: &[f32], bad: &mut __m256, tail_bad: &mut bool) -> f32 {
         let inf = _mm256_set1_ps(f32::INFINITY);
         let mut acc = [_mm256_set1_ps(f32::NEG_INFINITY); 4];
-        let mut bad = _mm256_setzero_ps();
         let (chunks, rest) = xs.as_chunks::<32>();
         for c in chunks {
             for u in 0..4 {
@@ -183,40 +184,29 @@ mod x86 {
                 let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * u)) };
                 // max(v, acc) returns acc when v is NaN: NaN is skipped.
                 acc[u] = _mm256_max_ps(v, acc[u]);
-                bad = _mm256_or_ps(bad, _mm256_cmp_ps::<_CMP_NLT_UQ>(v, inf));
+                *bad = _mm256_or_ps(*bad, _mm256_cmp_ps::<_CMP_NLT_UQ>(v, inf));
             }
         }
-        let m = _mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3]));
-        let (mut m, mut b) = (hmax(m), _mm256_movemask_ps(bad) != 0);
+        let mut m = hmax(_mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3])));
         for &x in rest {
             m = if x > m { x } else { m };
-            b |= super::is_bad(x);
+            *tail_bad |= super::is_bad(x);
         }
-        (m, b)
+        m
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub fn max_bad(xs: &[f32]) -> (f32, bool) {
+        let (mut bad, mut tail_bad) = (_mm256_setzero_ps(), false);
+        let m = scan_max(xs, &mut bad, &mut tail_bad);
+        (m, tail_bad || _mm256_movemask_ps(bad) != 0)
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub fn block_max_bad(xs: &[f32], block: usize, out: &mut [f32]) -> bool {
-        let inf = _mm256_set1_ps(f32::INFINITY);
-        let mut bad = _mm256_setzero_ps();
-        let mut tail_bad = false;
+        let (mut bad, mut tail_bad) = (_mm256_setzero_ps(), false);
         for (b, o) in xs.chunks(block).zip(out.iter_mut()) {
-            let mut acc = [_mm256_set1_ps(f32::NEG_INFINITY); 2];
-            let (chunks, rest) = b.as_chunks::<16>();
-            for c in chunks {
-                for u in 0..2 {
-                    // SAFETY: `c` holds 16 f32.
-                    let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * u)) };
-                    acc[u] = _mm256_max_ps(v, acc[u]);
-                    bad = _mm256_or_ps(bad, _mm256_cmp_ps::<_CMP_NLT_UQ>(v, inf));
-                }
-            }
-            let mut m = hmax(_mm256_max_ps(acc[0], acc[1]));
-            for &x in rest {
-                m = if x > m { x } else { m };
-                tail_bad |= super::is_bad(x);
-            }
-            *o = m;
+            *o = scan_max(b, &mut bad, &mut tail_bad);
         }
         tail_bad || _mm256_movemask_ps(bad) != 0
     }
