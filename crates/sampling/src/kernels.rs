@@ -150,34 +150,6 @@ dispatch!(
     pub fn min_p_gather(xs: &[f32], ln_p: f32, out: &mut Vec<(u32, f32)>) -> (f32, bool)
 );
 
-/// Min-p's gather with a running max, given a block max kernel and a gather kernel.
-#[inline(always)]
-fn min_p_gather_with(
-    xs: &[f32],
-    ln_p: f32,
-    out: &mut Vec<(u32, f32)>,
-    max: impl Fn(&[f32]) -> (f32, bool),
-    gather: impl Fn(&[f32], usize, f32, &mut Vec<(u32, f32)>),
-) -> (f32, bool) {
-    // Running max: anything >= running_max + ln p is gathered; the final filter (by the caller)
-    // removes what the final max rules out. The buffer is compacted when it grows.
-    let mut run_max = f32::NEG_INFINITY;
-    let mut bad = false;
-    for (b, block) in xs.chunks(BLOCK).enumerate() {
-        let (m, bb) = max(block);
-        bad |= bb;
-        if m > run_max {
-            run_max = m;
-            let thr = run_max + ln_p;
-            if out.len() > 4 * BLOCK {
-                out.retain(|&(_, x)| x >= thr);
-            }
-        }
-        gather(block, b * BLOCK, run_max + ln_p, out);
-    }
-    (run_max, bad)
-}
-
 // ---------------------------------------------------------------- top-k selection
 
 /// Orders `(id, logit)` pairs by logit descending, then id ascending: the total order used to
@@ -229,25 +201,38 @@ fn finish_top_k(keys: &mut Vec<u64>, k: usize, out: &mut Vec<(u32, f32)>) {
 /// `k` of them. A lower bound `L` comes first at the cost of one read of the maxima: split the
 /// first `k g` maxima into `k` groups of `g = len / k`; the `k` group maxima are `k` distinct
 /// entries `>= L = min(group maxima)`, so the k-th largest is `>= L`, and only the entries `>= L`
-/// (usually a few times `k`) go to the selection.
-fn kth_largest(maxima: &[f32], k: usize, scratch: &mut Vec<u32>) -> f32 {
+/// (usually a few times `k`) go to the selection. (Float comparisons; the maxima of a row without
+/// NaN hold no NaN. With NaN the result is meaningless but the call is safe: the row is rejected.)
+#[inline(always)]
+fn kth_largest_impl(maxima: &[f32], k: usize, scratch: &mut Vec<u32>) -> f32 {
     if k == 0 || k >= maxima.len() {
         return f32::NEG_INFINITY;
     }
     let g = maxima.len() / k;
-    let mut lower = u32::MAX;
+    let mut lower = f32::INFINITY;
     for group in maxima[..g * k].chunks_exact(g) {
-        let gm = group.iter().fold(0u32, |m, &x| m.max(ord(x)));
-        lower = lower.min(gm);
+        let gm = group.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+        lower = if gm < lower { gm } else { lower };
     }
+    // Branch-free filter: store every key, advance past the ones that pass.
     scratch.clear();
-    scratch.extend(maxima.iter().map(|&x| ord(x)).filter(|&o| o >= lower));
+    scratch.resize(maxima.len(), 0);
+    let mut n = 0;
+    for &x in maxima {
+        scratch[n] = ord(x);
+        n += usize::from(x >= lower);
+    }
+    scratch.truncate(n);
     if scratch.len() < k {
-        // Cannot happen (k group maxima pass), but never index out of range.
         return f32::NEG_INFINITY;
     }
     unord(*scratch.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1)
 }
+
+dispatch!(
+    /// [`kth_largest_impl`], compiled for AVX2 where the CPU has it.
+    fn kth_largest(maxima: &[f32], k: usize, scratch: &mut Vec<u32>) -> f32
+);
 
 dispatch!(
     /// Appends `key(i, x)` for every `x = xs[i] >= thr` of every 128-token sub-block whose max (in
@@ -409,7 +394,27 @@ mod portable {
     }
 
     pub fn min_p_gather(xs: &[f32], ln_p: f32, out: &mut Vec<(u32, f32)>) -> (f32, bool) {
-        super::min_p_gather_with(xs, ln_p, out, max_bad, gather_ge)
+        // Running max: anything >= running_max + ln p is gathered; the final filter (by the caller)
+        // removes what the final max rules out. The buffer is compacted when it grows.
+        let mut run_max = f32::NEG_INFINITY;
+        let mut bad = false;
+        for (b, block) in xs.chunks(BLOCK).enumerate() {
+            let (m, bb) = max_bad(block);
+            bad |= bb;
+            if m > run_max {
+                run_max = m;
+                let thr = run_max + ln_p;
+                if out.len() > 4 * BLOCK {
+                    out.retain(|&(_, x)| x >= thr);
+                }
+            }
+            gather_ge(block, b * BLOCK, run_max + ln_p, out);
+        }
+        (run_max, bad)
+    }
+
+    pub fn kth_largest(maxima: &[f32], k: usize, scratch: &mut Vec<u32>) -> f32 {
+        super::kth_largest_impl(maxima, k, scratch)
     }
 
     pub fn rescan(xs: &[f32], maxima: &[f32], thr: f32, keys: &mut Vec<u64>) {
@@ -732,29 +737,107 @@ mod x86 {
         });
     }
 
+    /// Min-p in one read of each block: the maxima of its 64-token groups (kept in registers or
+    /// L1), the block max and flag, then a gather that visits only the groups whose max reaches the
+    /// threshold.
     #[target_feature(enable = "avx2,fma")]
     pub fn min_p_gather(xs: &[f32], ln_p: f32, out: &mut Vec<(u32, f32)>) -> (f32, bool) {
-        super::min_p_gather_with(
-            xs,
-            ln_p,
-            out,
-            // The closures inherit this function's target features.
-            |x| max_bad(x),
-            |x, base, thr, out| gather_ge(x, base, thr, out),
-        )
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let mut run_max = f32::NEG_INFINITY;
+        let mut bad = false;
+        let mut gm = [_mm256_setzero_ps(); BLOCK / 64];
+        for (b, block) in xs.chunks(BLOCK).enumerate() {
+            let (groups, rest) = block.as_chunks::<64>();
+            let mut accm = _mm256_set1_ps(f32::NEG_INFINITY);
+            let mut nan = _mm256_setzero_ps();
+            for (g, c) in groups.iter().enumerate() {
+                let q = c.as_ptr();
+                // SAFETY: `c` holds 64 f32: the loads at 0, 8, ..., 56 are in bounds.
+                let v: [__m256; 8] = unsafe {
+                    [
+                        _mm256_loadu_ps(q),
+                        _mm256_loadu_ps(q.add(8)),
+                        _mm256_loadu_ps(q.add(16)),
+                        _mm256_loadu_ps(q.add(24)),
+                        _mm256_loadu_ps(q.add(32)),
+                        _mm256_loadu_ps(q.add(40)),
+                        _mm256_loadu_ps(q.add(48)),
+                        _mm256_loadu_ps(q.add(56)),
+                    ]
+                };
+                let m = _mm256_max_ps(
+                    _mm256_max_ps(_mm256_max_ps(v[0], v[1]), _mm256_max_ps(v[2], v[3])),
+                    _mm256_max_ps(_mm256_max_ps(v[4], v[5]), _mm256_max_ps(v[6], v[7])),
+                );
+                gm[g] = m;
+                accm = _mm256_max_ps(accm, m);
+                let n01 = _mm256_cmp_ps::<_CMP_UNORD_Q>(v[0], v[1]);
+                let n23 = _mm256_cmp_ps::<_CMP_UNORD_Q>(v[2], v[3]);
+                let n45 = _mm256_cmp_ps::<_CMP_UNORD_Q>(v[4], v[5]);
+                let n67 = _mm256_cmp_ps::<_CMP_UNORD_Q>(v[6], v[7]);
+                nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_or_ps(n01, n23), _mm256_or_ps(n45, n67)));
+            }
+            // +inf shows in the max (or, where a NaN hid it, the NaN is flagged).
+            let flags = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_EQ_OQ>(accm, inf));
+            let (mut m, mut bb) = (hmax(accm), _mm256_movemask_ps(flags) != 0);
+            for &x in rest {
+                m = if x > m { x } else { m };
+                bb |= super::is_bad(x);
+            }
+            bad |= bb;
+            if m > run_max {
+                run_max = m;
+                let thr = run_max + ln_p;
+                if out.len() > 4 * BLOCK {
+                    out.retain(|&(_, x)| x >= thr);
+                }
+            }
+            let thr = run_max + ln_p;
+            let tv = _mm256_set1_ps(thr);
+            for (g, c) in groups.iter().enumerate() {
+                if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(gm[g], tv)) != 0 {
+                    let base = b * BLOCK + g * 64;
+                    for_each_cmp::<_CMP_GE_OQ>(c, thr, |i, x| {
+                        out.push(((base + i) as u32, x));
+                        true
+                    });
+                }
+            }
+            let base = b * BLOCK + groups.len() * 64;
+            for (i, &x) in rest.iter().enumerate() {
+                if x >= thr {
+                    out.push(((base + i) as u32, x));
+                }
+            }
+        }
+        (run_max, bad)
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub fn kth_largest(maxima: &[f32], k: usize, scratch: &mut Vec<u32>) -> f32 {
+        super::kth_largest_impl(maxima, k, scratch)
+    }
+
+    /// The rescan of [`super::top_k_from_maxima`]: the sub-blocks to visit are listed and
+    /// prefetched first (they are scattered over a row that is usually out of L2), then scanned.
+    #[target_feature(enable = "avx2,fma")]
     pub fn rescan(xs: &[f32], maxima: &[f32], thr: f32, keys: &mut Vec<u64>) {
-        for (si, &m) in maxima.iter().enumerate() {
-            if m >= thr {
-                let base = si * SUB;
-                let sub = &xs[base..(base + SUB).min(xs.len())];
-                for_each_cmp::<_CMP_GE_OQ>(sub, thr, |j, x| {
-                    keys.push(key((base + j) as u32, x));
-                    true
-                });
+        let mut visit = Vec::with_capacity(64);
+        for_each_cmp::<_CMP_GE_OQ>(maxima, thr, |si, _| {
+            visit.push(si);
+            let sub = &xs[si * SUB..(si * SUB + SUB).min(xs.len())];
+            for line in sub.chunks(16) {
+                _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
             }
+            true
+        });
+        for si in visit {
+            let base = si * SUB;
+            let sub = &xs[base..(base + SUB).min(xs.len())];
+            for_each_cmp::<_CMP_GE_OQ>(sub, thr, |j, x| {
+                keys.push(key((base + j) as u32, x));
+                true
+            });
         }
     }
 }
