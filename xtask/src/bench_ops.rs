@@ -5,7 +5,8 @@
 //! Cases: mul_mat of a 4096x4096 matrix (f32 and f16 weights) by 4096x1 and 4096x32 on all threads;
 //! soft_max, argmax, cumsum and top_k(40) on [151936, 1] with one thread and on [151936, 64] with all
 //! threads; top_k(40) also on [8192, 1] (ggml's argsort in this version is quadratic, so that is
-//! where it is compared). ggml has no cumsum: that column is empty. Each timing is the median of
+//! where it is compared). ggml has no cumsum: that column is empty. Two reference rows (`--filter
+//! reference`) bound the row ops: the shared exponential's pass alone and a copy of the row. Each timing is the median of
 //! `--reps` measurements, each averaging as many calls as fit in `--ms` milliseconds. "passes" is a
 //! timing divided by the floor of the same case. `--backend vulkan` hands the same arguments to
 //! `bench_vulkan` (the Vulkan backend's suite). Writes `target/bench/ops.json` and prints a table.
@@ -230,6 +231,27 @@ fn row_op(args: &Args, name: &str, n: usize, rows: usize, threads: usize, ggml_n
     Ok(Row { case: format!("{name} [{n}, {rows}]"), threads, ours: t_ours, ggml: t_ggml, floor: t_floor })
 }
 
+/// Reference rows that bound what the row ops can reach, on one thread over the same kind of row:
+/// the shared exponential alone (`kernels::row::sum_exp2`: the part of soft_max no kernel shape
+/// avoids) and a copy (one read and one write: cumsum's least traffic).
+fn reference_rows(args: &Args, n: usize) -> Result<Vec<Row>> {
+    let x = data(n, 7);
+    let mut out = vec![0.0f32; n];
+    let t_floor = floor(args, &x, n, 1)?;
+    let (a, b) = kernels::exp::exp_affine(4.0, 1.0);
+    let t_exp = time(args, || {
+        black_box(kernels::row::sum_exp2(black_box(&x), a, b));
+    });
+    let t_copy = time(args, || {
+        out.copy_from_slice(black_box(&x));
+        black_box(&mut out);
+    });
+    Ok(vec![
+        Row { case: format!("reference: exp pass [{n}, 1]"), threads: 1, ours: t_exp, ggml: None, floor: t_floor },
+        Row { case: format!("reference: copy [{n}, 1]"), threads: 1, ours: t_copy, ggml: None, floor: t_floor },
+    ])
+}
+
 fn mul_mat(args: &Args, k: usize, m: usize, n: usize, half: bool, threads: usize) -> Result<Row> {
     let w = data(k * m, 11);
     let x = data(k * n, 13);
@@ -278,6 +300,9 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         if op == "top_k(40)" {
             rows.push(row_op(&args, op, 8192, 1, 1, None)?);
         }
+    }
+    if wanted("reference") {
+        rows.extend(reference_rows(&args, VOCAB)?);
     }
     if wanted("mul_mat") {
         for half in [false, true] {
