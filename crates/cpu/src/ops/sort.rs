@@ -60,7 +60,7 @@ const CHUNK: usize = 32;
 
 #[inline(always)]
 fn top_k_body<const FMA: bool>(x: &[f32], k: usize, buf: &mut Vec<u64>) {
-    let cap = (2 * k).max(k + 1024);
+    let cap = (2 * k).max(k + 64);
     buf.clear();
     // Until the buffer first fills every entry is a candidate.
     let mut thr: Option<u32> = None;
