@@ -270,7 +270,7 @@ pub fn top_k_from_maxima(xs: &[f32], maxima: &[f32], k: usize, out: &mut Vec<(u3
 mod portable {
     #![allow(clippy::needless_range_loop)]
 
-    use super::{BLOCK, BlockStats, SUB, exp_affine, exp2, is_bad, key};
+    use super::{BLOCK, BlockStats, SUB, SUBS, exp_affine, exp2, is_bad, key};
 
     const LANES: usize = 16;
 
@@ -318,7 +318,7 @@ mod portable {
             for (si, sub) in block.chunks(SUB).enumerate() {
                 let (sm, sb) = max_bad(sub);
                 if subs {
-                    out.sub_max[bi * (BLOCK / SUB) + si] = sm;
+                    out.sub_max[bi * SUBS + si] = sm;
                 }
                 m = if sm > m { sm } else { m };
                 bad |= sb;
