@@ -129,3 +129,46 @@ impl Sampler for Dist {
 
     rng_methods!();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::draw_in_block;
+
+    /// The token-by-token definition: the first index whose running f64 sum exceeds `rem`, zero
+    /// weights skipped; the last nonzero one if none does.
+    fn reference(e: &[f32], rem: f64) -> usize {
+        let mut cum = 0.0f64;
+        let mut last = 0;
+        for (j, &x) in e.iter().enumerate() {
+            if x > 0.0 {
+                cum += f64::from(x);
+                last = j;
+                if cum > rem {
+                    return j;
+                }
+            }
+        }
+        last
+    }
+
+    #[test]
+    fn in_block_draw_matches_token_by_token_scan() {
+        for n in [1usize, 2, 63, 64, 65, 127, 1000, 1024] {
+            // Weights of very different sizes, with zeros (masked tokens), including whole zero groups.
+            let e: Vec<f32> = (0..n as u32)
+                .map(|i| {
+                    let h = i.wrapping_mul(2_654_435_761) >> 20;
+                    if h % 5 == 0 || (64..128).contains(&i) { 0.0 } else { (h % 97) as f32 * 1e-3 * (1 + h % 3) as f32 }
+                })
+                .collect();
+            let total: f64 = e.iter().map(|&x| f64::from(x)).sum();
+            for k in 0..=200 {
+                let rem = total * f64::from(k) / 200.0;
+                assert_eq!(draw_in_block(&e, rem), reference(&e, rem), "n = {n}, rem = {rem}");
+            }
+            assert_eq!(draw_in_block(&e, total * 2.0), reference(&e, total * 2.0));
+        }
+        // All zero: index 0, as before.
+        assert_eq!(draw_in_block(&[0.0; 10], 0.0), 0);
+    }
+}
