@@ -3,8 +3,8 @@
 //! straight from a raw logits row.
 //!
 //! The exponential and the plain max scan are the shared ones of the `kernels` crate, re-exported
-//! here: [`exp_neg`], [`exp_affine`], [`exp_at`] ([`kernels::exp`](::kernels::exp), where its error
-//! bound is documented and tested) and [`max_bad`] ([`kernels::row`](::kernels::row)).
+//! here: [`exp_neg`], [`exp_affine`], [`exp_at`] ([`kernels::exp`], where its error
+//! bound is documented and tested) and [`max_bad`] ([`kernels::row`]).
 //!
 //! Every kernel exists twice: an explicit AVX2+FMA version (`std::arch` intrinsics in the private
 //! `x86` module, chosen at run time by [`::kernels::has_avx2_fma`]) and a portable version (module
@@ -16,10 +16,11 @@
 //!
 //! [`block_stats`] walks the row in 1024-token blocks and is software-pipelined: while it sums the
 //! exponentials of block `b` (already in L1, relative to its own max), it computes the 128-token
-//! sub-block maxima of block `b + 1` in the same loop, so the loads and max operations of the
-//! second ride under the multiply-adds of the first and the row is read from memory once. NaN
-//! is found by unordered compares of pairs of vectors, +inf by comparing the sub-block maxima with
-//! +inf. The last, partial, block is copied into a `-inf`-padded buffer (a `-inf` changes no
+//! sub-block maxima of block `b + 1` in the same loop, so the row is read from memory once and the
+//! memory reads of the next block overlap the arithmetic of the current one. (On the Zen 3 this was
+//! measured on, the loop is bound by its vector instruction count, so the max scan still adds its
+//! own cost: about 0.33 ns per token against 0.25 for the exponentials alone.) NaN is found by
+//! unordered compares of pairs of vectors, +inf by comparing the sub-block maxima with +inf. The last, partial, block is copied into a `-inf`-padded buffer (a `-inf` changes no
 //! maximum and has weight exactly 0).
 
 use ::kernels::exp::exp2;
