@@ -1,16 +1,8 @@
-//! Vectorisation-friendly numeric building blocks shared by the kernels: a fast polynomial `exp`,
-//! row reductions with several independent accumulators, the order-preserving float key used by every
-//! ordering op, and the run-time choice between a baseline and an AVX2/FMA build of a hot loop
-//! ([`multiversion!`]).
-//!
-//! # `exp_fast` error bound
-//!
-//! [`exp_fast`] is Cody-Waite range reduction (`x = n ln2 + r`, `|r| <= ln2/2`, `ln2` split in two
-//! parts) followed by Cephes' degree-7 minimax polynomial for `e^r` and a two-step scaling by `2^n`
-//! (so gradual underflow and overflow come out right). Measured against `f64::exp` over a dense sweep
-//! (see the tests): relative error below `3e-7` (about 3 ulp) for `x` in `[-87.3, 88.7]`, absolute
-//! error below `1e-44` in the subnormal range `[-103.9, -87.3]`; `exp_fast(-inf) = 0`,
-//! `exp_fast(x > 88.73) = inf`, `exp_fast(NaN) = NaN`.
+//! Vectorisation-friendly numeric building blocks shared by the kernels: row reductions with several
+//! independent accumulators, the order-preserving float key used by every ordering op (and the block
+//! maxima of keys), the prefix scan, and the run-time choice between a baseline and an AVX2/FMA build
+//! of a hot loop ([`multiversion!`]). The exponential lives in the `kernels` crate (shared with the
+//! samplers).
 
 // Indexed lane loops are deliberate: they are the shape LLVM turns into SIMD.
 #![allow(clippy::needless_range_loop)]
@@ -58,45 +50,6 @@ pub(crate) use multiversion;
 #[inline(always)]
 pub fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA { a.mul_add(b, c) } else { a * b + c }
-}
-
-const LOG2E: f32 = std::f32::consts::LOG2_E;
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// `1.5 * 2^23`: adding it rounds an f32 of magnitude below 2^22 to an integer (ties to even) and
-/// leaves that integer in the low mantissa bits.
-const ROUND_MAGIC: f32 = 12_582_912.0;
-
-/// Fast `e^x` (see the module documentation for the error bound). Branch-free, so loops over it
-/// vectorise.
-#[inline(always)]
-pub fn exp_fast(x: f32) -> f32 {
-    exp_fast_impl::<false>(x)
-}
-
-/// [`exp_fast`] with fused multiply-adds when `FMA` (same bound; last-bit differences).
-#[inline(always)]
-pub fn exp_fast_impl<const FMA: bool>(x: f32) -> f32 {
-    // Clamp without losing NaN (comparisons with NaN are false, so NaN passes through).
-    let xc = if x < -104.0 { -104.0 } else { x };
-    let xc = if xc > 88.8 { 88.8 } else { xc };
-    let t = fma::<FMA>(xc, LOG2E, ROUND_MAGIC);
-    let n = t - ROUND_MAGIC;
-    let ni = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
-    let r = fma::<FMA>(-n, LN2_LO, fma::<FMA>(-n, LN2_HI, xc));
-    let r2 = r * r;
-    let mut p = 1.987_569_2e-4_f32;
-    p = fma::<FMA>(p, r, 1.398_2e-3);
-    p = fma::<FMA>(p, r, 8.333_452e-3);
-    p = fma::<FMA>(p, r, 4.166_579_6e-2);
-    p = fma::<FMA>(p, r, 1.666_666_5e-1);
-    p = fma::<FMA>(p, r, 0.5);
-    let er = fma::<FMA>(p, r2, r) + 1.0;
-    // 2^n as two factors 2^(n/2) * 2^(n - n/2), each a normal float for n in [-150, 128].
-    let h = ni >> 1;
-    let s1 = f32::from_bits(((h + 127) as u32) << 23);
-    let s2 = f32::from_bits(((ni - h + 127) as u32) << 23);
-    er * s1 * s2
 }
 
 /// The ordering key of a float: an unsigned integer whose order is the IEEE total order, with -0.0
@@ -177,36 +130,6 @@ multiversion!(
 );
 
 #[inline(always)]
-fn exp_sub_body<const FMA: bool>(x: &[f32], scale: f32, max: f32, out: &mut [f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let n = x.len().min(out.len());
-    let (x, out) = (&x[..n], &mut out[..n]);
-    let (xc, xr) = x.as_chunks::<8>();
-    let (oc, or) = out.as_chunks_mut::<8>();
-    for (a, o) in xc.iter().zip(oc.iter_mut()) {
-        for l in 0..8 {
-            let e = exp_fast_impl::<FMA>(fma::<FMA>(a[l], scale, -max));
-            o[l] = e;
-            acc[l] += e;
-        }
-    }
-    let mut s = 0.0f32;
-    for (a, o) in xr.iter().zip(or.iter_mut()) {
-        let e = exp_fast_impl::<FMA>(fma::<FMA>(*a, scale, -max));
-        *o = e;
-        s += e;
-    }
-    for &v in &acc {
-        s += v;
-    }
-    s
-}
-multiversion!(
-    /// `out[i] = exp_fast(x[i] * scale - max)`, returning the sum of `out`.
-    pub fn exp_sub_f32(x: &[f32], scale: f32, max: f32, out: &mut [f32]) -> f32 => exp_sub_body
-);
-
-#[inline(always)]
 fn scale_body<const FMA: bool>(x: &mut [f32], s: f32) {
     for v in x.iter_mut() {
         *v *= s;
@@ -242,33 +165,6 @@ pub fn block_max_key(x: &[f32]) -> (u32, bool) {
 pub fn from_order_key(key: u32) -> f32 {
     if key & 0x8000_0000 != 0 { f32::from_bits(key & 0x7fff_ffff) } else { f32::from_bits(key.wrapping_neg()) }
 }
-
-#[inline(always)]
-fn exp_sub_inplace_body<const FMA: bool>(x: &mut [f32], max: f32) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (chunks, rem) = x.as_chunks_mut::<8>();
-    for c in chunks {
-        for l in 0..8 {
-            let e = exp_fast_impl::<FMA>(c[l] - max);
-            c[l] = e;
-            acc[l] += e;
-        }
-    }
-    let mut s = 0.0f32;
-    for v in rem {
-        let e = exp_fast_impl::<FMA>(*v - max);
-        *v = e;
-        s += e;
-    }
-    for &v in &acc {
-        s += v;
-    }
-    s
-}
-multiversion!(
-    /// `x[i] = exp_fast(x[i] - max)` in place, returning the sum.
-    pub fn exp_sub_inplace_f32(x: &mut [f32], max: f32) -> f32 => exp_sub_inplace_body
-);
 
 #[inline(always)]
 fn scan_block(v: &mut [f32; 8]) {
@@ -405,56 +301,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exp_fast_error_bound() {
-        let mut worst = 0.0f64;
-        let mut x = -87.3f32;
-        while x < 88.7 {
-            let want = f64::from(x).exp();
-            let got = f64::from(exp_fast(x));
-            worst = worst.max(((got - want) / want).abs());
-            x += 0.000_731;
-        }
-        assert!(worst < 3e-7, "relative error {worst}");
-        // Dense around 0, where softmax spends its time.
-        for i in -100_000..=100_000 {
-            let x = i as f32 * 1e-4;
-            let want = f64::from(x).exp();
-            let rel = ((f64::from(exp_fast(x)) - want) / want).abs();
-            assert!(rel < 3e-7, "x = {x}: relative error {rel}");
-        }
-        let mut x = -103.9f32;
-        while x < -87.3 {
-            let err = (f64::from(exp_fast(x)) - f64::from(x).exp()).abs();
-            assert!(err < 1e-44, "x = {x}: absolute error {err}");
-            x += 0.01;
-        }
-    }
-
-    #[test]
-    fn exp_fast_fma_variant_has_the_same_bound() {
-        let xs: Vec<f32> = (0..2_000_000).map(|i| -87.3 + i as f32 * (176.0 / 2_000_000.0)).collect();
-        let mut out = vec![0.0; xs.len()];
-        // Through the dispatched kernel (the FMA build on CPUs that have it).
-        exp_sub_f32(&xs, 1.0, 0.0, &mut out);
-        for (&x, &e) in xs.iter().zip(&out) {
-            let want = f64::from(x).exp();
-            let rel = ((f64::from(e) - want) / want).abs();
-            assert!(rel < 3e-7, "x = {x}: relative error {rel}");
-        }
-    }
-
-    #[test]
-    fn exp_fast_special_values() {
-        assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_fast(-200.0), 0.0);
-        assert_eq!(exp_fast(f32::INFINITY), f32::INFINITY);
-        assert_eq!(exp_fast(89.0), f32::INFINITY);
-        assert!(exp_fast(f32::NAN).is_nan());
-        assert_eq!(exp_fast(0.0), 1.0);
-        assert!(exp_fast(88.72).is_finite());
-    }
-
-    #[test]
     fn order_key_is_total_order() {
         let vals = [f32::NEG_INFINITY, -3.5, -1e-30, -0.0, 0.0, 1e-40, 2.0, f32::INFINITY, f32::NAN];
         for w in vals.windows(2) {
@@ -495,15 +341,9 @@ mod tests {
         let sq: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
         assert!((f64::from(sum_sq_f32(&x)) - sq).abs() / sq < 1e-5);
         assert_eq!(max_key_f32(&x), order_key(m));
-        let mut out = vec![0.0; x.len()];
-        let total = exp_sub_f32(&x, 0.5, 1.0, &mut out);
-        let want: f64 = x.iter().map(|&v| (f64::from(v) * 0.5 - 1.0).exp()).sum();
-        assert!((f64::from(total) - want).abs() / want < 1e-5);
-        assert!((f64::from(out[17]) - (f64::from(x[17]) * 0.5 - 1.0).exp()).abs() < 1e-6);
         let mut y = x.clone();
-        let t2 = exp_sub_inplace_f32(&mut y, 2.0);
-        let want2: f64 = x.iter().map(|&v| (f64::from(v) - 2.0).exp()).sum();
-        assert!((f64::from(t2) - want2).abs() / want2 < 1e-5);
+        scale_f32(&mut y, 0.5);
+        assert!(y.iter().zip(&x).all(|(a, b)| *a == b * 0.5));
     }
 
     #[test]

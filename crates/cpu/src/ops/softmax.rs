@@ -5,13 +5,12 @@
 //! max (the block is then in L1) and writes `e = exp((x - block_max) * scale)` with the block's sum;
 //! then one normalising pass, in reverse block order so that it starts on the blocks still in L2,
 //! multiplies each block by `exp((block_max - row_max) * scale) / total`. A masked row (or a scale
-//! `<= 0`) is first written as `x * scale + mask` into the output and processed in place. Rows holding
-//! NaN or +inf take the plain three-pass path with `math::exp_fast`, whose NaN/inf arithmetic makes
-//! the row NaN.
+//! `<= 0`) is first written as `x * scale + mask` into the output and processed in place. A row
+//! holding NaN or +inf (after scale and mask) is all NaN: either poisons the sum (`inf - inf`).
 
 use super::{K, for_rows};
 use crate::error::CpuError;
-use crate::math::{exp_sub_inplace_f32, max_f32, scale_f32};
+use crate::math::scale_f32;
 use crate::tensor::{load_f32, row_f32};
 use graph::DType;
 use kernels::exp::{exp_affine, exp2};
@@ -58,13 +57,8 @@ pub(crate) fn soft_max(k: &K<'_>, scale: f32) -> Result<(), CpuError> {
                 }
             };
             if !online(src, out, s, stats) {
-                // NaN or +inf somewhere: the plain path propagates them as NaN.
-                if let Some(xr) = src {
-                    out.iter_mut().zip(xr).for_each(|(o, &a)| *o = a * s);
-                }
-                let m = max_f32(out);
-                let sum = exp_sub_inplace_f32(out, m);
-                scale_f32(out, 1.0 / sum);
+                // A NaN poisons the sum, and so does +inf (`inf - inf`): the whole row is NaN.
+                out.fill(f32::NAN);
             }
         }
     });
