@@ -171,21 +171,23 @@ mod x86 {
         _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)))
     }
 
-    /// Max of `xs` ignoring NaN; NaN/+inf lanes are or-ed into `bad` (vector part) and `tail_bad`.
+    /// Max of `xs` ignoring NaN. NaN lanes are or-ed into `bad` (one unordered compare per pair of
+    /// vectors); a +inf shows in the returned max, and the scalar tail sets `tail_bad` for both.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     fn scan_max(xs: &[f32], bad: &mut __m256, tail_bad: &mut bool) -> f32 {
-        let inf = _mm256_set1_ps(f32::INFINITY);
         let mut acc = [_mm256_set1_ps(f32::NEG_INFINITY); 4];
         let (chunks, rest) = xs.as_chunks::<32>();
         for c in chunks {
+            // SAFETY: `c` holds 32 f32, so lanes 8u..8u+8 are in bounds.
+            let v: [__m256; 4] = std::array::from_fn(|u| unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * u)) });
             for u in 0..4 {
-                // SAFETY: `c` holds 32 f32, so lanes 8u..8u+8 are in bounds.
-                let v = unsafe { _mm256_loadu_ps(c.as_ptr().add(8 * u)) };
                 // max(v, acc) returns acc when v is NaN: NaN is skipped.
-                acc[u] = _mm256_max_ps(v, acc[u]);
-                *bad = _mm256_or_ps(*bad, _mm256_cmp_ps::<_CMP_NLT_UQ>(v, inf));
+                acc[u] = _mm256_max_ps(v[u], acc[u]);
             }
+            let nan =
+                _mm256_or_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(v[0], v[1]), _mm256_cmp_ps::<_CMP_UNORD_Q>(v[2], v[3]));
+            *bad = _mm256_or_ps(*bad, nan);
         }
         let mut m = hmax(_mm256_max_ps(_mm256_max_ps(acc[0], acc[1]), _mm256_max_ps(acc[2], acc[3])));
         for &x in rest {
@@ -199,7 +201,7 @@ mod x86 {
     pub fn max_bad(xs: &[f32]) -> (f32, bool) {
         let (mut bad, mut tail_bad) = (_mm256_setzero_ps(), false);
         let m = scan_max(xs, &mut bad, &mut tail_bad);
-        (m, tail_bad || _mm256_movemask_ps(bad) != 0)
+        (m, tail_bad || m == f32::INFINITY || _mm256_movemask_ps(bad) != 0)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -207,6 +209,7 @@ mod x86 {
         let (mut bad, mut tail_bad) = (_mm256_setzero_ps(), false);
         for (b, o) in xs.chunks(block).zip(out.iter_mut()) {
             *o = scan_max(b, &mut bad, &mut tail_bad);
+            tail_bad |= *o == f32::INFINITY;
         }
         tail_bad || _mm256_movemask_ps(bad) != 0
     }

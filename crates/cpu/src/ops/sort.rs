@@ -115,10 +115,14 @@ fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
     let t0 = if sorted.len() > k { *sorted.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1 } else { 0 };
     let thr = from_order_key(t0);
     buf.clear();
-    for (b, blk) in x.chunks(block).enumerate() {
-        if maxima[b] < t0 {
-            continue;
-        }
+    // The blocks to rescan (about k) lie scattered over the row: ask for all their lines first, so
+    // the loads overlap instead of waiting one block at a time.
+    let hits: Vec<usize> = (0..maxima.len()).filter(|&b| maxima[b] >= t0).collect();
+    for &b in &hits {
+        prefetch(&x[b * block..((b + 1) * block).min(x.len())]);
+    }
+    for &b in &hits {
+        let blk = &x[b * block..((b + 1) * block).min(x.len())];
         let base = b * block;
         if nan || t0 == 0 {
             for (j, &v) in blk.iter().enumerate() {
@@ -130,6 +134,15 @@ fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
             continue;
         }
         collect_ge(blk, base, thr, buf);
+    }
+}
+
+/// Asks for the cache lines of `x` (a hint; nothing happens where unsupported).
+fn prefetch(x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in x.chunks(16) {
+        // SAFETY: a prefetch is only a hint, and the address lies inside `x`.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast()) };
     }
 }
 
