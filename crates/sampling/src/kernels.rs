@@ -23,7 +23,6 @@
 //! unordered compares of pairs of vectors, +inf by comparing the sub-block maxima with +inf. The last, partial, block is copied into a `-inf`-padded buffer (a `-inf` changes no
 //! maximum and has weight exactly 0).
 
-use ::kernels::exp::exp2;
 
 pub use ::kernels::exp::{exp_affine, exp_at, exp_neg};
 pub use ::kernels::row::{is_bad, max_bad};
@@ -271,7 +270,7 @@ pub fn top_k_from_maxima(xs: &[f32], maxima: &[f32], k: usize, out: &mut Vec<(u3
 mod portable {
     #![allow(clippy::needless_range_loop)]
 
-    use super::{BLOCK, BlockStats, SUB, SUBS, exp_affine, exp2, is_bad, key};
+    use super::{BLOCK, BlockStats, SUB, SUBS, exp_affine, is_bad, key};
 
     const LANES: usize = 16;
 
@@ -294,22 +293,8 @@ mod portable {
         (m, bad.iter().any(|&b| b != 0) || rest.iter().any(|&x| is_bad(x)))
     }
 
-    /// `sum 2^(x a + b)` (unfused multiply-adds).
-    #[inline(always)]
-    fn sum_exp2(xs: &[f32], a: f32, b: f32) -> f32 {
-        let mut acc = [0.0f32; LANES];
-        let (chunks, rest) = xs.as_chunks::<LANES>();
-        for c in chunks {
-            for j in 0..LANES {
-                acc[j] += exp2::<false>(c[j] * a + b);
-            }
-        }
-        let mut s: f32 = acc.iter().sum();
-        for &x in rest {
-            s += exp2::<false>(x * a + b);
-        }
-        s
-    }
+    /// `sum 2^(x a + b)`: the shared kernel (its portable build on the CPUs that come here).
+    use ::kernels::row::sum_exp2;
 
     fn stats(xs: &[f32], s: f32, out: &mut BlockStats, subs: bool) {
         out.reset(xs.len(), subs);
