@@ -1,7 +1,9 @@
 //! `cargo xtask bench <suite>`: dispatches to the benchmark suites, always in an optimised build.
 //!
-//! When this binary was built without optimisations it re-runs itself through
-//! `cargo run --release`, so `cargo xtask bench ...` always measures release code.
+//! When this binary was built without optimisations, or the suite needs ggml as its peer (`ops` on
+//! the CPU) and this binary was built without the `ggml` feature, it re-runs itself through
+//! `cargo run --release [--features ggml]`, so `cargo xtask bench ...` always measures release code
+//! and only the benchmark that compares against ggml pays for building it (cmake and libclang).
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
@@ -9,25 +11,42 @@ const SUITES: &str = "suites: sampling, ops";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
-    if cfg!(debug_assertions) {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["run", "--quiet", "--release", "--package", "xtask", "--", "bench"])
-            .args(&args[1..])
-            .status()
-            .context("re-running the benchmarks in release mode")?;
-        if !status.success() {
-            bail!("benchmarks failed: {status}");
-        }
-        return Ok(());
-    }
     let Some(suite) = args.get(1) else {
         bail!("usage: cargo xtask bench <suite> [args]\n{SUITES}");
     };
+    let vulkan = args.windows(2).any(|w| w[0] == "--backend" && w[1] == "vulkan")
+        || args.iter().any(|a| a == "--backend=vulkan");
+    let needs_ggml = suite == "ops" && !vulkan;
+    if cfg!(debug_assertions) || (needs_ggml && !cfg!(feature = "ggml")) {
+        return rerun_release(&args[1..], needs_ggml);
+    }
     let rest = std::iter::once(format!("xtask bench {suite}")).chain(args[2..].iter().cloned());
     match suite.as_str() {
         "sampling" => crate::bench_sampling::run(rest),
+        "ops" if vulkan => crate::bench_vulkan::run(rest),
+        #[cfg(feature = "ggml")]
         "ops" => crate::bench_ops::run(rest),
         other => bail!("unknown benchmark suite `{other}`\n{SUITES}"),
     }
+}
+
+/// Runs `cargo run --release -p xtask [--features ggml] -- bench ARGS`.
+fn rerun_release(args: &[String], ggml: bool) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["run", "--quiet", "--release", "--package", "xtask"]);
+    if ggml {
+        cmd.args(["--features", "ggml"]);
+    }
+    let status = cmd.arg("--").arg("bench").args(args).status().context("re-running the benchmarks in release mode")?;
+    if !status.success() {
+        if ggml {
+            bail!(
+                "benchmarks failed: {status} (this suite builds ggml-sys-bleedingedge, which needs cmake and \
+                 libclang: `cargo xtask ci` installs them, or `apt-get install cmake libclang-dev clang`)"
+            );
+        }
+        bail!("benchmarks failed: {status}");
+    }
+    Ok(())
 }
