@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+#[cfg(feature = "ggml")]
 mod bench_ops;
 mod bench_sampling;
 mod bench_vulkan;
@@ -12,6 +13,7 @@ mod sample;
 mod shaders;
 
 use anyhow::{Result, bail};
+use std::process::ExitCode;
 
 const USAGE: &str = "usage: cargo xtask <dump|sample|bench|shaders|ci> [args...]
   dump FIXTURE [--format text|dot]     print a graph fixture
@@ -19,7 +21,27 @@ const USAGE: &str = "usage: cargo xtask <dump|sample|bench|shaders|ci> [args...]
   bench <suite>                        benchmarks (release build)
   ci                                   install what the tests need, then run the whole suite";
 
-fn main() -> Result<()> {
+/// Runs the task. A failure is reported as its message chain (one cause per line) and exit code
+/// 1, never as a backtrace, even with `RUST_BACKTRACE` set: an error here is a user's (a bad SPEC,
+/// a bad file). Real bugs panic, and a panic keeps its backtrace.
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(clap) = e.downcast_ref::<clap::Error>() {
+                // usage errors, --help and --version print as clap formats them
+                clap.exit();
+            }
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
         bail!("{USAGE}");

@@ -204,11 +204,60 @@ fn errors_go_to_stderr_with_nonzero_exit() {
     assert!(!o.ok && o.stderr.contains("backend sampling"), "{}", o.stderr);
     let o = xtask(&["--logits", SMALL, "--chain", "greedy", "--backend", "vulkan"]);
     assert!(!o.ok && o.stderr.contains("backend sampling"), "{}", o.stderr);
-    let o = xtask(&["--logits", SMALL, "--chain", "top_k(k=40);top_p(p=7)"]);
+    let o = xtask(&["--logits", SMALL, "--chain", "top_k(k=40);top_p(p=NaN)"]);
     assert!(!o.ok && o.stderr.contains("stage 1") && o.stderr.contains("`p`"), "{}", o.stderr);
     let o = xtask(&["--logits", "fixtures/logits/missing.npy", "--chain", "greedy"]);
     assert!(!o.ok && o.stderr.contains("missing.npy"), "{}", o.stderr);
     let o = xtask(&["--logits", SMALL, "--chain", "greedy", "--history", "99"]);
     assert!(!o.ok && o.stderr.contains("outside the vocabulary"), "{}", o.stderr);
     assert!(o.stdout.is_empty());
+}
+
+/// Runs `xtask sample` with `RUST_BACKTRACE=1`, as a user who set it for another reason would.
+fn xtask_backtrace(args: &[&str]) -> Out {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("sample")
+        .args(args)
+        .current_dir(root())
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    Out {
+        ok: o.status.success(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn user_errors_print_the_message_chain_not_a_backtrace() {
+    let o = xtask_backtrace(&["--logits", SMALL, "--chain", "top_q(k=1)"]);
+    assert!(!o.ok, "{}", o.stderr);
+    assert!(o.stderr.starts_with("error: parsing --chain"), "{}", o.stderr);
+    assert!(o.stderr.contains("caused by: SPEC stage 0 (`top_q`): unknown sampler"), "{}", o.stderr);
+    assert!(!o.stderr.to_lowercase().contains("backtrace"), "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 2, "{}", o.stderr);
+}
+
+#[test]
+fn truncated_files_say_what_was_expected_and_found() {
+    let bytes = std::fs::read(root().join(SMALL)).unwrap();
+    let dir = std::env::temp_dir().join(format!("xtask-sample-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // cut inside the data: the header declares 3 x 8 f32
+    let data_cut = dir.join("data_cut.npy");
+    std::fs::write(&data_cut, &bytes[..bytes.len() - 24]).unwrap();
+    let o = xtask_backtrace(&["--logits", data_cut.to_str().unwrap(), "--chain", "greedy"]);
+    let want = format!("{} bytes with the header, but the file has {} bytes", bytes.len(), bytes.len() - 24);
+    assert!(!o.ok && o.stderr.contains("data_cut.npy") && o.stderr.contains(&want), "{}", o.stderr);
+    assert!(o.stderr.contains("shape [3, 8]"), "{}", o.stderr);
+    // cut inside the header
+    let header_cut = dir.join("header_cut.npy");
+    std::fs::write(&header_cut, &bytes[..40]).unwrap();
+    let o = xtask_backtrace(&["--logits", header_cut.to_str().unwrap(), "--chain", "greedy"]);
+    assert!(!o.ok && o.stderr.contains("header_cut.npy"), "{}", o.stderr);
+    assert!(o.stderr.contains("truncated .npy file") && o.stderr.contains("the file has 40 bytes"), "{}", o.stderr);
+    assert!(!o.stderr.to_lowercase().contains("backtrace"), "{}", o.stderr);
+    std::fs::remove_dir_all(&dir).ok();
 }
