@@ -23,7 +23,6 @@
 //! unordered compares of pairs of vectors, +inf by comparing the sub-block maxima with +inf. The last, partial, block is copied into a `-inf`-padded buffer (a `-inf` changes no
 //! maximum and has weight exactly 0).
 
-
 pub use ::kernels::exp::{exp_affine, exp_at, exp_neg};
 pub use ::kernels::row::{is_bad, max_bad};
 

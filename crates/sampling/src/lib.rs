@@ -23,6 +23,7 @@ pub mod candidates;
 pub mod chain;
 pub mod error;
 pub mod kernels;
+mod llama_f32;
 pub mod sampler;
 pub mod samplers;
 pub mod spec;

@@ -1,6 +1,7 @@
 //! Composition: chains of two and three truncating stages (top-k, top-p, min-p) in every order on
-//! a 10,000-token vocabulary, with the surviving set checked exactly against an independent f64
-//! reference of llama.cpp's semantics, on both candidate representations.
+//! a 10,000-token vocabulary, with the surviving set checked exactly against an independent
+//! reference of llama.cpp's semantics (top-p in llama.cpp's own `f32` arithmetic, whose rounding
+//! decides at boundaries), on both candidate representations.
 
 mod common;
 use common::*;
@@ -8,7 +9,7 @@ use common::*;
 #[derive(Clone, Copy, Debug)]
 enum Stage {
     K(i32),
-    P(f64, usize),
+    P(f32, usize),
     M(f32, usize),
 }
 
@@ -95,6 +96,21 @@ fn single_stages_on_peaked_and_flat_rows() {
         let logits = gaussian_logits(10_000, 7, scale);
         for s in [Stage::P(0.95, 0), Stage::P(0.3, 0), Stage::M(0.9, 0), Stage::M(0.05, 300), Stage::K(2500)] {
             check(&[s], &logits);
+        }
+    }
+}
+
+#[test]
+fn top_p_on_long_rows_decides_as_llama_cpp_f32_arithmetic() {
+    // Rows past the short-row limit take the fast f64 path unless the call is close; every
+    // decision must still be llama.cpp's. Many p values put the boundary at many places in the
+    // long tail, where neighbouring cumulative sums differ by little.
+    let n = 20_000;
+    for (seed, scale) in [(11u64, 0.3f32), (12, 2.0), (13, 5.0)] {
+        let logits = gaussian_logits(n, seed, scale);
+        for i in 0..40 {
+            let p = 0.05 + 0.0237 * i as f32;
+            check(&[Stage::P(p, 0)], &logits);
         }
     }
 }

@@ -11,10 +11,17 @@
 //! then selected by rescanning only the sub-blocks that can hold one (`kernels::top_k_from_maxima`),
 //! with `k` twice the size of the previous row's kept set (at least 64); only if their mass is not
 //! yet `p` (a flatter row) is the selection widened eightfold, up to the whole vocabulary.
+//!
+//! Decisions follow llama.cpp's `f32` arithmetic, whose rounding decides at boundaries: short rows
+//! and lists are decided in it (`crate::llama_f32`); long rows by the fast path unless the cut is
+//! within `EXACT_TOL` (1e-5 of the mass) of `p`, where the row is replayed in it. So a long row
+//! can differ from llama.cpp only where llama.cpp's own rounding moves its sums by more than that
+//! (docs/SAMPLING.md, "Exactness of top-p").
 
 use crate::candidates::{Candidates, TokenData, check_list, sort_desc};
 use crate::error::{Result, unit};
 use crate::kernels::{self, BlockStats};
+use crate::llama_f32;
 use crate::sampler::Sampler;
 
 /// Nucleus sampling.
@@ -37,6 +44,37 @@ impl TopP {
     }
 }
 
+/// Rows of at most this many tokens are always decided with llama.cpp's `f32` arithmetic
+/// ([`llama_f32`]): it costs one `expf` per token, which on such rows is small.
+const EXACT_ROW: usize = 4096;
+
+/// On longer rows the fast path's `f64` running sum decides unless it is within this fraction of
+/// the row's mass from `p` (at the cut or just before it): our polynomial exponential is within
+/// about 3e-6 of `expf` over the range that carries mass, and llama.cpp's `f32` sums stray by
+/// about as much, so closer calls are replayed exactly.
+const EXACT_TOL: f64 = 1e-5;
+
+impl TopP {
+    /// The fast path's cut over the selected `buf` (sorted, raw logits): `(kept, close)`, where
+    /// `kept` is `None` if the selection's mass stays short of `p`, and `close` says the decision
+    /// is within [`EXACT_TOL`] of flipping.
+    fn fast_cut(&self, buf: &[(u32, f32)], a: f32, b: f32, total: f64) -> (Option<usize>, bool) {
+        let target = f64::from(self.p) * total;
+        let tol = EXACT_TOL * total;
+        let mut cum = 0.0f64;
+        for (i, &(_, x)) in buf.iter().enumerate() {
+            let before = cum;
+            cum += f64::from(kernels::exp_at(x, a, b));
+            if cum >= target && i + 1 >= self.min_keep {
+                // Earlier prefixes count only where min_keep did not force this one.
+                let close = cum - target <= tol || (i >= self.min_keep && target - before <= tol);
+                return (Some(i + 1), close);
+            }
+        }
+        (None, target - cum <= tol)
+    }
+}
+
 impl Sampler for TopP {
     fn name(&self) -> &'static str {
         NAME
@@ -49,6 +87,7 @@ impl Sampler for TopP {
         if let Some((row, div)) = cur.vocab_row() {
             let s = 1.0 / div;
             let n = row.len();
+            let logit = |x: f32| if div == 1.0 { x } else { x / div };
             let mut k = (2 * self.hint).clamp(64, 4096).max(self.min_keep).min(n);
             let mut buf = Vec::new();
             kernels::block_stats_with_sub_max(row, s, &mut self.stats);
@@ -56,54 +95,61 @@ impl Sampler for TopP {
             kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
             let total = self.stats.weights(s);
             let (a, b) = kernels::exp_affine(self.stats.row_max, s);
-            let target = f64::from(self.p) * total;
-            loop {
-                let mut cum = 0.0f64;
-                let mut last = None;
-                for (i, &(_, x)) in buf.iter().enumerate() {
-                    cum += f64::from(kernels::exp_at(x, a, b));
-                    if cum >= target && i + 1 >= self.min_keep {
-                        last = Some(i + 1);
-                        break;
-                    }
-                }
-                if last.is_some() || k == n {
-                    let last = last.unwrap_or(k);
-                    let inv = (1.0 / total) as f32;
-                    let list: Vec<TokenData> = buf[..last]
-                        .iter()
-                        .map(|&(id, x)| TokenData {
-                            id,
-                            logit: if div == 1.0 { x } else { x / div },
-                            p: kernels::exp_at(x, a, b) * inv,
-                        })
-                        .collect();
-                    self.hint = last;
-                    cur.set_list(list, true);
-                    return Ok(());
+            // Short rows are always decided with llama.cpp's own arithmetic; long ones only when
+            // the fast f64 sum lands within `EXACT_TOL` of the boundary.
+            let mut close = n <= EXACT_ROW;
+            let mut last = None;
+            while !close {
+                (last, close) = self.fast_cut(&buf, a, b, total);
+                if close || last.is_some() || k == n {
+                    break;
                 }
                 // The best k do not carry mass p yet (a flat row): widen and select again.
                 k = (k * 8).min(n);
                 kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
             }
+            let exact = close.then(|| llama_f32::softmax_sum(row.iter().map(|&x| logit(x))));
+            if let Some((max, sum)) = exact {
+                loop {
+                    let probs = buf.iter().map(|&(_, x)| llama_f32::prob(logit(x), max, sum));
+                    last = llama_f32::top_p_cut(probs, self.p, self.min_keep);
+                    if last.is_some() || k == n {
+                        break;
+                    }
+                    k = (k * 8).min(n);
+                    kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
+                }
+            }
+            let last = last.unwrap_or(k);
+            let inv = (1.0 / total) as f32;
+            let list: Vec<TokenData> = buf[..last]
+                .iter()
+                .map(|&(id, x)| {
+                    let logit = logit(x);
+                    let p = match exact {
+                        Some((max, sum)) => llama_f32::prob(logit, max, sum),
+                        None => kernels::exp_at(x, a, b) * inv,
+                    };
+                    TokenData { id, logit, p }
+                })
+                .collect();
+            self.hint = last;
+            cur.set_list(list, true);
+            return Ok(());
         }
-        cur.softmax(NAME, false)?;
         let sorted = cur.is_sorted();
         let list = cur.list_mut(NAME)?;
         check_list(NAME, list)?;
+        let (max, sum) = llama_f32::softmax_sum(list.iter().map(|t| t.logit));
+        for t in list.iter_mut() {
+            t.p = llama_f32::prob(t.logit, max, sum);
+        }
         if !sorted {
             sort_desc(list);
         }
-        let mut cum = 0.0f32;
-        let mut last = list.len();
-        for (i, t) in list.iter().enumerate() {
-            cum += t.p;
-            if cum >= self.p && i + 1 >= self.min_keep {
-                last = i + 1;
-                break;
-            }
+        if let Some(last) = llama_f32::top_p_cut(list.iter().map(|t| t.p), self.p, self.min_keep) {
+            list.truncate(last);
         }
-        list.truncate(last);
         cur.set_sorted(true);
         cur.set_selected(None);
         Ok(())

@@ -102,18 +102,23 @@ pub fn ref_top_k(mut v: Vec<R>, k: i32) -> Vec<R> {
     v
 }
 
-/// llama.cpp top-p in f64: sort, softmax over the current set, smallest prefix reaching p.
-pub fn ref_top_p(mut v: Vec<R>, p: f64, min_keep: usize) -> Vec<R> {
+/// llama.cpp top-p with llama.cpp's `f32` arithmetic, whose rounding decides at boundaries:
+/// softmax over the current set in its current order (max, `expf(l - max)` added one by one in
+/// f32, each divided by that sum), then sorted and added one by one in f32; the smallest prefix
+/// whose sum is `>= p` (and at least `min_keep` long).
+pub fn ref_top_p(mut v: Vec<R>, p: f32, min_keep: usize) -> Vec<R> {
     if p >= 1.0 {
         return v;
     }
+    let max = v.iter().fold(f32::NEG_INFINITY, |m, r| m.max(r.logit));
+    let mut sum = 0.0f32;
+    for r in &v {
+        sum += (r.logit - max).exp();
+    }
     sort_desc(&mut v);
-    let max = f64::from(v[0].logit);
-    let w: Vec<f64> = v.iter().map(|r| (f64::from(r.logit) - max).exp()).collect();
-    let s: f64 = w.iter().sum();
-    let mut cum = 0.0;
-    for (i, wi) in w.iter().enumerate() {
-        cum += wi / s;
+    let mut cum = 0.0f32;
+    for i in 0..v.len() {
+        cum += (v[i].logit - max).exp() / sum;
         if cum >= p && i + 1 >= min_keep {
             v.truncate(i + 1);
             return v;
