@@ -4,7 +4,7 @@
 use crate::buffer::{ALIGN, Buffer};
 use crate::dispatch;
 use graph::{Graph, NodeId};
-use sched::{Backend, BackendError, BackendResult, BufferId, MemoryKind, SplitTask};
+use sched::{Backend, BackendError, BackendResult, BufferId, CopyRegion, MemoryKind, SplitTask};
 
 const NAME: &str = "cpu";
 
@@ -135,26 +135,25 @@ impl Backend for CpuBackend {
         Some(&buf.bytes()[r])
     }
 
-    fn copy_within(
-        &mut self,
-        src: BufferId,
-        src_offset: usize,
-        dst: BufferId,
-        dst_offset: usize,
-        len: usize,
-    ) -> BackendResult<()> {
-        let rs = Self::range(self.buffer(src)?, src, src_offset, len)?;
-        let rd = Self::range(self.buffer(dst)?, dst, dst_offset, len)?;
-        if src == dst {
-            let buf = self.buffers[src.0 as usize].as_mut().expect("checked above");
-            buf.bytes_mut().copy_within(rs, rd.start);
-        } else {
-            let s = self.buffers[src.0 as usize].as_ref().expect("checked above").ptr();
-            let d = self.buffers[dst.0 as usize].as_ref().expect("checked above").ptr();
-            // SAFETY: both ranges were bounds-checked and the buffers are distinct allocations.
-            unsafe { std::ptr::copy_nonoverlapping(s.add(rs.start), d.add(rd.start), len) };
+    fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
+        for r in regions {
+            let rs = Self::range(self.buffer(src)?, src, r.src_offset, r.len)?;
+            let rd = Self::range(self.buffer(dst)?, dst, r.dst_offset, r.len)?;
+            if src == dst {
+                let buf = self.buffers[src.0 as usize].as_mut().expect("checked above");
+                buf.bytes_mut().copy_within(rs, rd.start);
+            } else {
+                let s = self.buffers[src.0 as usize].as_ref().expect("checked above").ptr();
+                let d = self.buffers[dst.0 as usize].as_ref().expect("checked above").ptr();
+                // SAFETY: both ranges were bounds-checked and the buffers are distinct allocations.
+                unsafe { std::ptr::copy_nonoverlapping(s.add(rs.start), d.add(rd.start), r.len) };
+            }
         }
         Ok(())
+    }
+
+    fn device_memory_is_host(&self) -> bool {
+        true
     }
 
     fn alignment(&self) -> usize {

@@ -8,7 +8,7 @@ mod harness;
 use cpu::CpuBackend;
 use graph::{DType, Graph, NodeId};
 use harness::{Harness, Rng, assert_close};
-use sched::{Backend, BackendError, Bindings, MemoryKind, Scheduler, SplitTask, TensorLoc};
+use sched::{Backend, BackendError, Bindings, CopyRegion, MemoryKind, Scheduler, SplitTask, TensorLoc};
 
 #[test]
 fn buffers_are_aligned_zeroed_bounds_checked_and_host_visible() {
@@ -29,10 +29,12 @@ fn buffers_are_aligned_zeroed_bounds_checked_and_host_visible() {
     assert!(matches!(be.upload(b, 35, &[0; 3]), Err(BackendError::Other { .. })));
     assert!(matches!(be.download(a, usize::MAX, &mut out), Err(BackendError::Other { .. })));
     assert!(be.host_slice(b, 30, 8).is_none());
-    be.copy_within(a, 10, b, 0, 3).unwrap();
-    assert_eq!(be.host_slice(b, 0, 3).unwrap(), &[1, 2, 3]);
-    be.copy_within(a, 10, a, 11, 3).unwrap();
+    let region = |src_offset, dst_offset, len| CopyRegion { src_offset, dst_offset, len };
+    be.copy_regions(a, b, &[region(10, 0, 3), region(11, 5, 2)]).unwrap();
+    assert_eq!(be.host_slice(b, 0, 7).unwrap(), &[1, 2, 3, 0, 0, 2, 3]);
+    be.copy_regions(a, a, &[region(10, 11, 3)]).unwrap();
     assert_eq!(be.host_slice(a, 10, 4).unwrap(), &[1, 1, 2, 3]);
+    assert!(be.copy_regions(a, b, &[region(0, 0, 1), region(0, 30, 8)]).is_err(), "b has 37 bytes");
     be.free(a).unwrap();
     assert!(be.upload(a, 0, &[1]).is_err());
     assert!(be.free(a).is_err());

@@ -7,7 +7,7 @@
 
 use cpu::CpuBackend;
 use graph::Graph;
-use sched::{BufferRole, Scheduler};
+use sched::Scheduler;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> Graph {
@@ -75,7 +75,7 @@ fn fixture_plans_on_the_cpu_backend() {
         }
         for b in &p.buffers {
             assert_eq!(b.size % 64, 0, "{name}: {} is not a multiple of the CPU alignment", b.name);
-            assert!(b.role != BufferRole::Io || b.kind == sched::MemoryKind::Host);
+            assert_eq!(b.kind, b.role.kind(), "{name}: {}", b.name);
         }
         check_snapshot(name, &s.plan_text());
     }

@@ -114,8 +114,20 @@ impl Graph {
         self.leaf(name, dtype, shape, Flags { param: true, ..Flags::default() })
     }
 
+    /// A state tensor (KV cache, sampler state): persists across steps and re-plans, starts at zero,
+    /// may be set from outside like an input and written in place by the graph (`set_rows`).
+    pub fn state(&mut self, name: &str, dtype: DType, shape: &[usize]) -> R {
+        self.leaf(name, dtype, shape, Flags { state: true, ..Flags::default() })
+    }
+
     fn leaf(&mut self, name: &str, dtype: DType, shape: &[usize], flags: Flags) -> R {
-        let what = if flags.param { "param" } else { "input" };
+        let what = if flags.param {
+            "param"
+        } else if flags.state {
+            "state"
+        } else {
+            "input"
+        };
         self.named(name, |g| {
             let ne = g.shape_arg(what, shape)?;
             let id = g.new_node(Op::Input, &[], dtype, ne);

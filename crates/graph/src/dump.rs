@@ -68,7 +68,7 @@ pub fn to_dot(g: &Graph) -> String {
         if let Some(name) = &n.name {
             label = format!("{}\\n{label}", dot_escape(name));
         }
-        let shape = if n.flags.input || n.flags.param { "ellipse" } else { "box" };
+        let shape = if n.flags.input || n.flags.param || n.flags.state { "ellipse" } else { "box" };
         let mut style = vec![];
         if n.op.is_view() {
             style.push("dashed");
@@ -78,6 +78,9 @@ pub fn to_dot(g: &Graph) -> String {
         }
         if n.flags.param {
             style.push("filled");
+        }
+        if n.flags.state {
+            style.push("diagonals");
         }
         let _ = writeln!(out, "  n{} [label=\"{label}\", shape={shape}, style=\"{}\"];", id.0, style.join(","));
     }

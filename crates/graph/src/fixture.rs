@@ -5,6 +5,7 @@
 //! # comments start with '#'; blank lines are ignored
 //! input  x   f32 [4096, 8]          # input NAME DTYPE SHAPE
 //! param  w1  f16 [4096, 11008]      # param NAME DTYPE SHAPE (a weight)
+//! state  cache f32 [128, 64]        # state NAME DTYPE SHAPE (persists across steps)
 //! h  = mul_mat(w1, x)               # NAME = OP(SOURCES..., key=value...)
 //! y  = scale(h, scale=0.5)
 //! kv = view(cache, ne=[128, 32], nb=[4, 512], offset=0)
@@ -166,7 +167,7 @@ impl Parser {
     fn statement(&mut self, line: &str) -> Result<(), GraphError> {
         let first = line.split_whitespace().next().unwrap_or("");
         match first {
-            "input" | "param" => {
+            "input" | "param" | "state" => {
                 let rest = line[first.len()..].trim();
                 let usage = || bad(format!("expected `{first} NAME DTYPE [SHAPE]`"));
                 let (name, rest) = rest.split_once(char::is_whitespace).ok_or_else(usage)?;
@@ -176,10 +177,10 @@ impl Parser {
                 if self.names.contains_key(name) {
                     return Err(bad(format!("`{name}` is defined twice")));
                 }
-                let id = if first == "input" {
-                    self.g.input(name, dtype, &shape)?
-                } else {
-                    self.g.param(name, dtype, &shape)?
+                let id = match first {
+                    "input" => self.g.input(name, dtype, &shape)?,
+                    "param" => self.g.param(name, dtype, &shape)?,
+                    _ => self.g.state(name, dtype, &shape)?,
                 };
                 self.define(name, id)
             }
@@ -197,7 +198,7 @@ impl Parser {
             _ => {
                 let (name, call) = line
                     .split_once('=')
-                    .ok_or_else(|| bad("expected `input`, `param`, `output` or `NAME = OP(...)`"))?;
+                    .ok_or_else(|| bad("expected `input`, `param`, `state`, `output` or `NAME = OP(...)`"))?;
                 let name = name.trim();
                 let call = call.trim();
                 let open = call.find('(').ok_or_else(|| bad(format!("expected OP(...) after `{name} =`")))?;

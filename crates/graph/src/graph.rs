@@ -147,6 +147,10 @@ impl Graph {
                 h.write_u64(u64::from(s.0));
             }
             h.write(&[u8::from(n.flags.input), u8::from(n.flags.output), u8::from(n.flags.param)]);
+            if n.flags.state {
+                // only when set, so that the hashes of graphs without state are unchanged
+                h.write(b"state");
+            }
         }
         h.finish()
     }

@@ -33,6 +33,10 @@ pub struct Flags {
     pub output: bool,
     /// A weight: uploaded once, lives where it was placed, never overwritten.
     pub param: bool,
+    /// State that persists across steps and re-plans (a KV cache, penalty counts, mirostat's mu):
+    /// zero when first allocated, optionally written from outside, and written in place by the
+    /// graph (`set_rows`). See the scheduler's invariants for where it lives.
+    pub state: bool,
 }
 
 impl Flags {
@@ -44,6 +48,9 @@ impl Flags {
         }
         if self.param {
             v.push("param");
+        }
+        if self.state {
+            v.push("state");
         }
         if self.output {
             v.push("output");

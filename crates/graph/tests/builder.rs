@@ -344,3 +344,29 @@ fn consumers_and_storage() {
     assert_eq!(g.storage_of(z), z);
     assert_eq!(g.topo_order().collect::<Vec<_>>(), vec![x, y, v, z]);
 }
+
+#[test]
+fn state_leaves_are_flagged_named_hashed_and_parsed() {
+    let mut g = Graph::new();
+    let kv = g.state("kv", DType::F32, &[8, 4]).unwrap();
+    let n = g.node(kv);
+    assert!(n.flags.state && !n.flags.input && !n.flags.param);
+    assert_eq!(n.flags.describe(), "state");
+    has(&msg(g.state("bad", DType::F32, &[0])), &["state (node #1 'bad')", "zero dimension"]);
+    // a state leaf and an input leaf of the same shape are different topologies
+    let mut h = Graph::new();
+    h.input("kv", DType::F32, &[8, 4]).unwrap();
+    let mut g1 = Graph::new();
+    g1.state("kv", DType::F32, &[8, 4]).unwrap();
+    assert_ne!(g1.topology_hash(), h.topology_hash());
+    // the fixture format reads `state NAME DTYPE SHAPE`
+    let f = graph::fixture::parse("state kv f32 [8, 4]\ny = scale(kv, scale=2)\noutput y\n").unwrap();
+    assert_eq!(f.topology_hash(), {
+        let mut e = Graph::new();
+        let kv = e.state("kv", DType::F32, &[8, 4]).unwrap();
+        let y = e.scale(kv, 2.0).unwrap();
+        e.set_output(y);
+        e.topology_hash()
+    });
+    assert!(graph::dump::to_dot(&f).contains("diagonals"));
+}

@@ -80,7 +80,7 @@ fn malformed_fixtures_point_at_their_line() {
         ("input x f32 [4, 2]\ny = scale(x, scale=2, gain=3)\n", "line 2: scale has no parameter `gain`"),
         ("input x f32 [4, 2]\ny = scale(x, scale=two)\n", "line 2: `two` is not a number"),
         ("input x f32 [4, 2]\ny = exp(x\n", "line 2: missing closing `)`"),
-        ("input x f32 [4, 2]\nexp(x)\n", "line 2: expected `input`, `param`, `output` or `NAME = OP(...)`"),
+        ("input x f32 [4, 2]\nexp(x)\n", "line 2: expected `input`, `param`, `state`, `output` or `NAME = OP(...)`"),
         ("input x f32 [4, 2]\noutput y\n", "line 2: unknown tensor `y`"),
         ("input x f32 [4, 2]\n9y = exp(x)\n", "line 2: `9y` is not a valid name"),
         (

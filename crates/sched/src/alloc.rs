@@ -1,14 +1,25 @@
-//! Pass 3, buffer allocation: a region for every storage and copy slot, per backend.
+//! Pass 3, buffer allocation: a region for every storage and copy slot, per backend, in five
+//! named sub-passes.
 //!
-//! Dedicated, never reused regions: params (a device buffer each, `backend.param.NAME`, so that a
-//! re-plan can keep them), inputs and the storages of outputs (in `io`, host-visible memory, so the
-//! CPU reads outputs without a staging copy). Everything else (intermediate storages and copy slots)
-//! shares the `arena` by liveness: on a timeline of copy events and node executions (split by
-//! split), a storage is allocated when its producer (or first copy) runs and freed after its last
-//! reader (views and in-place results read and write their storage, so they extend its life; a copy
-//! out of it is a read). A node's result is allocated before its dead sources are freed, so it never
-//! aliases its own inputs. Offsets respect the backend's alignment; a region that would exceed
-//! `max_buffer_size` opens another buffer.
+//! 1. [`roles`]: which storages get a dedicated, never reused region, and in which role: params
+//!    and state tensors a device buffer each (`backend.param.NAME`, `backend.state.NAME`, so that a
+//!    re-plan or another cached plan keeps them), inputs host-visible memory (`inputs`, written by
+//!    the host every step), the storages of outputs device memory (`outputs`: a node on the same
+//!    device that consumes an output reads it without crossing the bus).
+//! 2. [`place_dedicated`]: bump allocation of those regions.
+//! 3. [`place_readback`]: every output storage in device memory, on a backend whose device memory
+//!    is not host memory, gets a host-visible read-back region of the same size (`readback`),
+//!    allocated once with the plan and reused every step: `Scheduler::read_rows` copies the
+//!    requested rows there in one batch and reads them from it.
+//! 4. [`liveness`]: on a timeline of copy events and node executions (split by split), each
+//!    arena holder (an intermediate storage, or a copy slot) is defined when its producer (or its
+//!    copy) runs and dies after its last reader (views and in-place results read and write their
+//!    storage, so they extend its life; a copy out of it is a read).
+//! 5. [`place_arena`]: holders share the `arena` by liveness: a node's result is allocated before
+//!    its dead sources are freed, so it never aliases its own inputs.
+//!
+//! Offsets respect the backend's alignment; a region that would exceed `max_buffer_size` opens
+//! another buffer. [`buffers`] turns the chunks into the plan's buffer list.
 
 use crate::arena::{Arena, Slot, align_up};
 use crate::assign::{Assignment, is_compute};
@@ -25,13 +36,67 @@ pub(crate) struct Allocation {
     pub buffers: Vec<PlanBuffer>,
     /// Region of every storage owner on its own backend.
     pub regions: Vec<Option<Region>>,
+    /// Read-back region of every output storage that needs one.
+    pub readback: Vec<Option<Region>>,
     /// Region of every copy slot `(storage, backend)`.
     pub slots: HashMap<(NodeId, usize), Region>,
     pub arena_bytes: usize,
     pub no_reuse_bytes: usize,
 }
 
+/// An arena holder: a storage on a backend (its own, or a copy slot on another).
 type Holder = (NodeId, usize);
+
+/// A region placed in chunk `Slot::chunk` of `(backend, role)`.
+type Placed = (usize, BufferRole, Slot);
+
+/// Per-backend facts the sub-passes need.
+struct Limits {
+    align: Vec<usize>,
+    max: Vec<usize>,
+    names: Vec<String>,
+}
+
+impl Limits {
+    fn too_large(&self, g: &Graph, b: usize, st: NodeId, what: &str) -> SchedError {
+        SchedError::TooLarge {
+            backend: self.names[b].clone(),
+            what: format!("{what} {}", g.describe(st)),
+            bytes: g.node(st).nbytes(),
+            max: self.max[b],
+        }
+    }
+}
+
+/// Bump allocation of dedicated regions: `(backend, role)` -> the used size of each chunk.
+#[derive(Default)]
+struct Bump {
+    chunks: BTreeMap<(usize, BufferRole), Vec<usize>>,
+    /// The param or state leaf of each chunk that holds one.
+    leaf_of: HashMap<(usize, BufferRole, usize), NodeId>,
+}
+
+impl Bump {
+    /// Places `bytes` for `id` in `(b, role)`; params and state get a chunk of their own.
+    fn place(&mut self, lim: &Limits, g: &Graph, b: usize, role: BufferRole, id: NodeId) -> Result<Slot, SchedError> {
+        let size = align_up(g.node(id).nbytes(), lim.align[b]);
+        if size > lim.max[b] {
+            return Err(lim.too_large(g, b, id, role.name()));
+        }
+        let chunks = self.chunks.entry((b, role)).or_default();
+        let own = role.per_leaf();
+        if own || chunks.last().is_none_or(|&used| used + size > lim.max[b]) {
+            chunks.push(0);
+        }
+        let chunk = chunks.len() - 1;
+        if own {
+            self.leaf_of.insert((b, role, chunk), id);
+        }
+        let offset = chunks[chunk];
+        chunks[chunk] += size;
+        Ok(Slot { chunk, offset, size })
+    }
+}
 
 /// Runs the pass.
 pub(crate) fn allocate(
@@ -41,61 +106,122 @@ pub(crate) fn allocate(
     splits: &[RawSplit],
 ) -> Result<Allocation, SchedError> {
     let _span = tracing::debug_span!("alloc").entered();
-    let nb = backends.len();
-    let align: Vec<usize> = backends.iter().map(|b| b.alignment().max(1)).collect();
-    let max: Vec<usize> = backends.iter().map(|b| b.max_buffer_size()).collect();
-    let too_large = |b: usize, st: NodeId, what: &str| SchedError::TooLarge {
-        backend: backends[b].name().to_string(),
-        what: format!("{what} {}", g.describe(st)),
-        bytes: g.node(st).nbytes(),
-        max: max[b],
+    let lim = Limits {
+        align: backends.iter().map(|b| b.alignment().max(1)).collect(),
+        max: backends.iter().map(|b| b.max_buffer_size()).collect(),
+        names: backends.iter().map(|b| b.name().to_string()).collect(),
     };
+    let roles = roles(g);
+    let mut bump = Bump::default();
+    let placed = place_dedicated(g, a, &lim, &roles, &mut bump)?;
+    let host_device: Vec<bool> = backends.iter().map(|b| b.device_memory_is_host()).collect();
+    let readback = place_readback(g, a, &lim, &roles, &host_device, &mut bump)?;
+    let (defs, frees, end) = liveness(g, a, splits, &roles);
+    let (arenas, slot_of, no_reuse_bytes) = place_arena(g, &lim, &defs, &frees, end)?;
+    let (buffers, index, arena_bytes) = buffers(g, &lim, &bump, &arenas);
+    let region = |b: usize, role: BufferRole, s: Slot| Region {
+        buffer: index[&(b, role, s.chunk)],
+        offset: s.offset,
+        size: s.size,
+    };
+    let mut regions = vec![None; g.len()];
+    for (i, p) in placed.iter().enumerate() {
+        if let Some((b, role, s)) = *p {
+            regions[i] = Some(region(b, role, s));
+        }
+    }
+    let readback = readback.iter().map(|p| p.map(|(b, role, s)| region(b, role, s))).collect();
+    let mut slots = HashMap::new();
+    for (h, s) in &slot_of {
+        let r = region(h.1, BufferRole::Arena, *s);
+        if h.1 == a.backend[h.0.index()] {
+            regions[h.0.index()] = Some(r);
+        } else {
+            slots.insert(*h, r);
+        }
+    }
+    Ok(Allocation { buffers, regions, readback, slots, arena_bytes, no_reuse_bytes })
+}
 
-    // Dedicated storages: leaves and the storages of outputs.
-    let mut dedicated = vec![None; g.len()];
+/// Sub-pass 1: the dedicated role of every storage owner that has one (`None`: the arena).
+fn roles(g: &Graph) -> Vec<Option<BufferRole>> {
+    let mut roles = vec![None; g.len()];
     for (id, n) in g.nodes() {
         if g.storage_of(id) != id {
             continue;
         }
-        if n.flags.param {
-            dedicated[id.index()] = Some(BufferRole::Params);
+        roles[id.index()] = if n.flags.param {
+            Some(BufferRole::Params)
+        } else if n.flags.state {
+            Some(BufferRole::State)
         } else if n.flags.input || !is_compute(g, id) {
-            dedicated[id.index()] = Some(BufferRole::Io);
-        }
+            Some(BufferRole::Inputs)
+        } else {
+            None
+        };
     }
     for o in g.outputs() {
         let st = g.storage_of(o);
-        if dedicated[st.index()].is_none() {
-            dedicated[st.index()] = Some(BufferRole::Io);
+        if roles[st.index()].is_none() {
+            roles[st.index()] = Some(BufferRole::Outputs);
         }
     }
+    roles
+}
 
-    // Bump allocation of dedicated regions: (backend, role) -> chunk sizes.
-    let mut bump: BTreeMap<(usize, BufferRole), Vec<usize>> = BTreeMap::new();
-    let mut placed: Vec<Option<(usize, BufferRole, Slot)>> = vec![None; g.len()];
-    let mut param_of: HashMap<(usize, usize), NodeId> = HashMap::new();
+/// Sub-pass 2: bump-allocates every dedicated storage, in topological order.
+fn place_dedicated(
+    g: &Graph,
+    a: &Assignment,
+    lim: &Limits,
+    roles: &[Option<BufferRole>],
+    bump: &mut Bump,
+) -> Result<Vec<Option<Placed>>, SchedError> {
+    let mut placed = vec![None; g.len()];
     for id in g.topo_order() {
-        let Some(role) = dedicated[id.index()] else { continue };
+        let Some(role) = roles[id.index()] else { continue };
         let b = a.backend[id.index()];
-        let size = align_up(g.node(id).nbytes(), align[b]);
-        if size > max[b] {
-            return Err(too_large(b, id, role.name()));
-        }
-        let chunks = bump.entry((b, role)).or_default();
-        // Each param gets a buffer of its own, so a re-plan can keep it (see `Scheduler::plan`).
-        if role == BufferRole::Params || chunks.last().is_none_or(|&used| used + size > max[b]) {
-            chunks.push(0);
-        }
-        if role == BufferRole::Params {
-            param_of.insert((b, chunks.len() - 1), id);
-        }
-        let ci = chunks.len() - 1;
-        let offset = chunks[ci];
-        chunks[ci] += size;
-        placed[id.index()] = Some((b, role, Slot { chunk: ci, offset, size }));
+        placed[id.index()] = Some((b, role, bump.place(lim, g, b, role, id)?));
     }
+    Ok(placed)
+}
 
-    // Liveness timeline of arena holders: (storage, backend) for originals and copy slots.
+/// Sub-pass 3: a read-back region for every output storage that lives in device memory the host
+/// cannot read in place.
+fn place_readback(
+    g: &Graph,
+    a: &Assignment,
+    lim: &Limits,
+    roles: &[Option<BufferRole>],
+    host_device: &[bool],
+    bump: &mut Bump,
+) -> Result<Vec<Option<Placed>>, SchedError> {
+    let mut readback = vec![None; g.len()];
+    let mut outputs: Vec<NodeId> = g.outputs().into_iter().map(|o| g.storage_of(o)).collect();
+    outputs.sort();
+    outputs.dedup();
+    for st in outputs {
+        let b = a.backend[st.index()];
+        let role = roles[st.index()].expect("output storages are dedicated");
+        if role.kind() == crate::MemoryKind::Host || host_device[b] {
+            continue;
+        }
+        readback[st.index()] = Some((b, BufferRole::ReadBack, bump.place(lim, g, b, BufferRole::ReadBack, st)?));
+    }
+    Ok(readback)
+}
+
+/// The arenas, each holder's slot, and the bytes the arenas would need without reuse.
+type ArenaPlacement = (Vec<Arena>, HashMap<Holder, Slot>, usize);
+
+/// The plan's buffers, the index of each `(backend, role, chunk)` in them, and the arena bytes.
+type BufferList = (Vec<PlanBuffer>, HashMap<(usize, BufferRole, usize), usize>, usize);
+
+/// Holders defined and freed at each time of the timeline, and its last time.
+type Timeline = (BTreeMap<usize, Vec<Holder>>, BTreeMap<usize, Vec<Holder>>, usize);
+
+/// Sub-pass 4: the liveness of every arena holder on the timeline of copies and node executions.
+fn liveness(g: &Graph, a: &Assignment, splits: &[RawSplit], roles: &[Option<BufferRole>]) -> Timeline {
     let mut def: HashMap<Holder, usize> = HashMap::new();
     let mut last: HashMap<Holder, usize> = HashMap::new();
     let mut order: Vec<Holder> = Vec::new(); // first definition order (deterministic)
@@ -125,20 +251,32 @@ pub(crate) fn allocate(
             }
         }
     }
-    let is_arena = |h: &Holder| h.1 != a.backend[h.0.index()] || dedicated[h.0.index()].is_none();
+    let is_arena = |h: &Holder| h.1 != a.backend[h.0.index()] || roles[h.0.index()].is_none();
     let mut frees: BTreeMap<usize, Vec<Holder>> = BTreeMap::new();
     let mut defs: BTreeMap<usize, Vec<Holder>> = BTreeMap::new();
     for h in order.iter().filter(|h| is_arena(h)) {
         defs.entry(def[h]).or_default().push(*h);
         frees.entry(last[h]).or_default().push(*h);
     }
-    let mut arenas: Vec<Arena> = (0..nb).map(|b| Arena::new(align[b], max[b])).collect();
+    (defs, frees, t)
+}
+
+/// Sub-pass 5: places the arena holders by liveness; returns the arenas, each holder's slot and
+/// the bytes the arenas would need without reuse.
+fn place_arena(
+    g: &Graph,
+    lim: &Limits,
+    defs: &BTreeMap<usize, Vec<Holder>>,
+    frees: &BTreeMap<usize, Vec<Holder>>,
+    end: usize,
+) -> Result<ArenaPlacement, SchedError> {
+    let mut arenas: Vec<Arena> = lim.align.iter().zip(&lim.max).map(|(&al, &mx)| Arena::new(al, mx)).collect();
     let mut slot_of: HashMap<Holder, Slot> = HashMap::new();
     let mut no_reuse_bytes = 0;
-    for time in 1..=t {
+    for time in 1..=end {
         for h in defs.get(&time).into_iter().flatten() {
             let bytes = g.node(h.0).nbytes();
-            let slot = arenas[h.1].alloc(bytes).ok_or_else(|| too_large(h.1, h.0, "intermediate"))?;
+            let slot = arenas[h.1].alloc(bytes).ok_or_else(|| lim.too_large(g, h.1, h.0, "intermediate"))?;
             no_reuse_bytes += slot.size;
             slot_of.insert(*h, slot);
         }
@@ -146,16 +284,25 @@ pub(crate) fn allocate(
             arenas[h.1].free(slot_of[h]);
         }
     }
+    Ok((arenas, slot_of, no_reuse_bytes))
+}
 
-    // Buffers: per backend, params chunks, io chunks, arena chunks (empty ones omitted).
+/// The plan's buffers, per backend in role order (empty chunks omitted); returns them, the index
+/// of each `(backend, role, chunk)` and the arena bytes.
+fn buffers(
+    g: &Graph,
+    lim: &Limits,
+    bump: &Bump,
+    arenas: &[Arena],
+) -> BufferList {
     let mut buffers = Vec::new();
-    let mut index: HashMap<(usize, BufferRole, usize), usize> = HashMap::new();
+    let mut index = HashMap::new();
     let mut arena_bytes = 0;
     for (b, arena) in arenas.iter().enumerate() {
-        for role in [BufferRole::Params, BufferRole::Io, BufferRole::Arena] {
+        for role in BufferRole::ALL {
             let sizes = match role {
                 BufferRole::Arena => arena.chunk_sizes(),
-                _ => bump.get(&(b, role)).cloned().unwrap_or_default(),
+                _ => bump.chunks.get(&(b, role)).cloned().unwrap_or_default(),
             };
             for (ci, &size) in sizes.iter().enumerate() {
                 if size == 0 {
@@ -164,40 +311,19 @@ pub(crate) fn allocate(
                 if role == BufferRole::Arena {
                     arena_bytes += size;
                 }
-                let param = if role == BufferRole::Params { param_of.get(&(b, ci)).copied() } else { None };
-                let name = if let Some(pid) = param {
-                    let label = g.node(pid).name.clone().unwrap_or_else(|| pid.to_string());
-                    format!("{}.param.{label}", backends[b].name())
+                let leaf = bump.leaf_of.get(&(b, role, ci)).copied();
+                let name = if let Some(id) = leaf {
+                    let label = g.node(id).name.clone().unwrap_or_else(|| id.to_string());
+                    format!("{}.{}.{label}", lim.names[b], role.leaf_prefix())
                 } else if ci == 0 {
-                    format!("{}.{}", backends[b].name(), role.name())
+                    format!("{}.{}", lim.names[b], role.name())
                 } else {
-                    format!("{}.{}{ci}", backends[b].name(), role.name())
+                    format!("{}.{}{ci}", lim.names[b], role.name())
                 };
                 index.insert((b, role, ci), buffers.len());
-                buffers.push(PlanBuffer { backend: b, role, chunk: ci, size, kind: role.kind(), name, param });
+                buffers.push(PlanBuffer { backend: b, role, chunk: ci, size, kind: role.kind(), name, leaf });
             }
         }
     }
-    let region = |b: usize, role: BufferRole, s: Slot| Region {
-        buffer: index[&(b, role, s.chunk)],
-        offset: s.offset,
-        size: s.size,
-    };
-
-    let mut regions = vec![None; g.len()];
-    let mut slots = HashMap::new();
-    for (i, p) in placed.iter().enumerate() {
-        if let Some((b, role, s)) = *p {
-            regions[i] = Some(region(b, role, s));
-        }
-    }
-    for (h, s) in &slot_of {
-        let r = region(h.1, BufferRole::Arena, *s);
-        if h.1 == a.backend[h.0.index()] {
-            regions[h.0.index()] = Some(r);
-        } else {
-            slots.insert(*h, r);
-        }
-    }
-    Ok(Allocation { buffers, regions, slots, arena_bytes, no_reuse_bytes })
+    (buffers, index, arena_bytes)
 }

@@ -174,7 +174,7 @@ fn choose(
     }
     for &s in &node.srcs {
         let st = g.storage_of(s);
-        if g.node(st).flags.param
+        if (g.node(st).flags.param || g.node(st).flags.state)
             && let Some(b) = be[st.index()]
             && supports[b]
         {

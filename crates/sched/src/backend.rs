@@ -68,6 +68,17 @@ pub enum MemoryKind {
     Host,
 }
 
+/// One byte range of a batched copy ([`Backend::copy_regions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CopyRegion {
+    /// Byte offset in the source buffer.
+    pub src_offset: usize,
+    /// Byte offset in the destination buffer.
+    pub dst_offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
 /// A backend-local buffer handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BufferId(pub u32);
@@ -158,18 +169,25 @@ pub trait Backend: Send + std::fmt::Debug {
         None
     }
 
-    /// Copies bytes between two buffers of this backend. The default goes through the host.
-    fn copy_within(
-        &mut self,
-        src: BufferId,
-        src_offset: usize,
-        dst: BufferId,
-        dst_offset: usize,
-        len: usize,
-    ) -> BackendResult<()> {
-        let mut tmp = vec![0u8; len];
-        self.download(src, src_offset, &mut tmp)?;
-        self.upload(dst, dst_offset, &tmp)
+    /// Copies byte ranges from `src` to `dst` (two buffers of this backend, possibly the same one)
+    /// in one batch: one submission on a GPU, which waits only for that batch. The scheduler uses it
+    /// to bring the requested rows of a device-resident output into the output's host-visible
+    /// read-back region. Ranges are bounds-checked; within one buffer a range must not overlap
+    /// another's destination. The default goes through the host, range by range.
+    fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
+        let mut tmp = Vec::new();
+        for r in regions {
+            tmp.resize(r.len, 0);
+            self.download(src, r.src_offset, &mut tmp)?;
+            self.upload(dst, r.dst_offset, &tmp)?;
+        }
+        Ok(())
+    }
+
+    /// Whether buffers of [`MemoryKind::Device`] are host memory that [`Backend::host_slice`] reads
+    /// directly (the CPU backend). Then outputs need no read-back region: rows are read in place.
+    fn device_memory_is_host(&self) -> bool {
+        false
     }
 
     /// Required alignment of tensor offsets inside a buffer, in bytes.

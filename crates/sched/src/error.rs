@@ -105,7 +105,7 @@ pub enum SchedError {
         what: &'static str,
     },
     /// `set_input` on a node that is neither an input nor a parameter.
-    #[error("set_input: node {node} ({op}) is not an input or parameter leaf")]
+    #[error("set_input: node {node} ({op}) is not an input, parameter or state leaf")]
     NotAnInput {
         /// The node.
         node: String,
@@ -142,7 +142,7 @@ pub enum SchedError {
         /// The node.
         node: String,
     },
-    /// `read` of a node that is not flagged as an output.
+    /// `read` of a node that is neither flagged as an output nor a state tensor.
     #[error("read: node {node} is not an output (mark it with Graph::set_output before planning)")]
     NotAnOutput {
         /// The node.
@@ -153,5 +153,30 @@ pub enum SchedError {
     NotComputed {
         /// The node.
         node: String,
+    },
+    /// A row index past the tensor's rows (`read_rows`, `set_input_rows`).
+    #[error("{what}: row {row} of node {node} is out of range (it has {rows} rows of ne[0] elements)")]
+    RowOutOfRange {
+        /// The call.
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// The bad row.
+        row: usize,
+        /// Rows the tensor has (`ne[1] * ne[2] * ne[3]`).
+        rows: usize,
+    },
+    /// A state tensor pinned to a backend other than the one its contents live on.
+    #[error(
+        "node {node} is state that lives on {lives}; it cannot be pinned to {pinned} (state stays where it was \
+         first placed; reset the scheduler to move it)"
+    )]
+    StatePinned {
+        /// The state leaf.
+        node: String,
+        /// Where its buffer is.
+        lives: String,
+        /// Where the pin asked for it.
+        pinned: String,
     },
 }

@@ -15,7 +15,8 @@
 //! for step in 0..n {
 //!     sched.set_input_f32(x, &inputs[step])?;
 //!     sched.compute()?;
-//!     let y = sched.read_f32(out)?;                         // outputs only
+//!     let y = sched.read_f32(out)?;                         // outputs (and state) only
+//!     let row = sched.read_rows_f32(out, &[3])?;            // or only some rows
 //! }
 //! let text = sched.plan_text();                            // splits, causes, copies, buffers
 //! ```
@@ -28,11 +29,15 @@ mod bind;
 pub mod error;
 pub mod plan;
 mod planner;
+mod pool;
 pub mod scheduler;
 mod split;
+mod transfer;
 
-pub use backend::{Backend, BackendError, BackendResult, Bindings, BufferId, MemoryKind, SplitTask, TensorLoc};
+pub use backend::{
+    Backend, BackendError, BackendResult, Bindings, BufferId, CopyRegion, MemoryKind, SplitTask, TensorLoc,
+};
 pub use error::SchedError;
 pub use plan::{BufferRole, Cause, NodePlan, Plan, PlanBuffer, Region, Split, TensorCopy};
 pub use planner::plan_graph;
-pub use scheduler::{Scheduler, Stats};
+pub use scheduler::{PLAN_CACHE, Scheduler, Stats};

@@ -54,29 +54,64 @@ impl fmt::Display for Cause {
 /// What a plan buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BufferRole {
-    /// Parameters (weights): uploaded once, never reused.
+    /// One parameter (weight) per buffer: uploaded once, never reused, kept across re-plans.
     Params,
-    /// Inputs and outputs: host-visible, never reused.
-    Io,
+    /// One state tensor per buffer (KV cache, sampler state): persists across steps and re-plans,
+    /// written in place by the graph, never reused.
+    State,
+    /// Inputs written by the host every step: host-visible, never reused.
+    Inputs,
+    /// The storages of outputs: device memory, never reused within a step, so a node on the same
+    /// device reads an output without crossing the bus.
+    Outputs,
+    /// Host-visible read-back regions of device-resident outputs: rows are copied here on request
+    /// and read by the host.
+    ReadBack,
     /// Intermediates and copies, shared by liveness.
     Arena,
 }
 
 impl BufferRole {
+    /// Every role, in the order a backend's buffers are listed.
+    pub const ALL: [BufferRole; 6] = [
+        BufferRole::Params,
+        BufferRole::State,
+        BufferRole::Inputs,
+        BufferRole::Outputs,
+        BufferRole::ReadBack,
+        BufferRole::Arena,
+    ];
+
     /// Name used in plan text.
     pub const fn name(self) -> &'static str {
         match self {
             BufferRole::Params => "params",
-            BufferRole::Io => "io",
+            BufferRole::State => "state",
+            BufferRole::Inputs => "inputs",
+            BufferRole::Outputs => "outputs",
+            BufferRole::ReadBack => "readback",
             BufferRole::Arena => "arena",
+        }
+    }
+
+    /// Whether each leaf of this role has a buffer of its own (params and state).
+    pub const fn per_leaf(self) -> bool {
+        matches!(self, BufferRole::Params | BufferRole::State)
+    }
+
+    /// `param` or `state`: the middle of a per-leaf buffer's name (`cpu.param.w`).
+    pub(crate) const fn leaf_prefix(self) -> &'static str {
+        match self {
+            BufferRole::State => "state",
+            _ => "param",
         }
     }
 
     /// The memory kind buffers of this role are allocated in.
     pub const fn kind(self) -> MemoryKind {
         match self {
-            BufferRole::Params | BufferRole::Arena => MemoryKind::Device,
-            BufferRole::Io => MemoryKind::Host,
+            BufferRole::Params | BufferRole::State | BufferRole::Outputs | BufferRole::Arena => MemoryKind::Device,
+            BufferRole::Inputs | BufferRole::ReadBack => MemoryKind::Host,
         }
     }
 }
@@ -94,10 +129,11 @@ pub struct PlanBuffer {
     pub size: usize,
     /// Memory kind.
     pub kind: MemoryKind,
-    /// `backend.role`, `backend.roleN` for later chunks, `backend.param.NAME` for a param's buffer.
+    /// `backend.role`, `backend.roleN` for later chunks, `backend.param.NAME` for a param's buffer
+    /// and `backend.state.NAME` for a state tensor's.
     pub name: String,
-    /// For a params buffer, the param it holds (each param has a buffer of its own).
-    pub param: Option<NodeId>,
+    /// For a params or state buffer, the leaf it holds (each has a buffer of its own).
+    pub leaf: Option<NodeId>,
 }
 
 /// Where a storage (or a copy of one) lives: a plan buffer index and a byte range in it.
@@ -150,6 +186,9 @@ pub struct NodePlan {
     pub cause: Cause,
     /// The storage region, for nodes that own their storage.
     pub region: Option<Region>,
+    /// For an output storage in device memory that the host cannot read in place: its host-visible
+    /// read-back region (same size and layout as `region`).
+    pub readback: Option<Region>,
 }
 
 /// The result of planning a graph: printable with [`Plan::to_text`].
@@ -212,11 +251,14 @@ impl Plan {
         );
         let _ = writeln!(
             out,
-            "memory: arena {} B (no reuse {} B), params {} B, io {} B",
+            "memory: arena {} B (no reuse {} B), params {} B, state {} B, inputs {} B, outputs {} B, readback {} B",
             self.arena_bytes,
             self.no_reuse_bytes,
             self.role_bytes(BufferRole::Params),
-            self.role_bytes(BufferRole::Io)
+            self.role_bytes(BufferRole::State),
+            self.role_bytes(BufferRole::Inputs),
+            self.role_bytes(BufferRole::Outputs),
+            self.role_bytes(BufferRole::ReadBack)
         );
         for b in &self.buffers {
             let kind = match b.kind {
@@ -257,10 +299,13 @@ impl Plan {
                 }
             }
             let np = &self.nodes[id.index()];
-            let place = match np.region {
+            let mut place = match np.region {
                 Some(r) => self.region_text(r),
                 None => format!("-> {}", g.storage_of(id)),
             };
+            if let Some(rb) = np.readback {
+                let _ = write!(place, " (read back via {})", self.region_text(rb));
+            }
             let row = format!("{line:<width$} | {:<8} {:<40} {place}", self.backends[np.backend], np.cause.to_string());
             out.push_str(row.trim_end());
             out.push('\n');

@@ -52,6 +52,7 @@ pub fn plan_graph(
             backend: a.backend[id.index()],
             cause: a.cause[id.index()].clone(),
             region: if g.storage_of(id) == id { mem.regions[id.index()] } else { None },
+            readback: mem.readback[id.index()],
         })
         .collect();
     let plan = Plan {

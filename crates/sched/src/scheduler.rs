@@ -1,23 +1,35 @@
-//! The executor: [`Scheduler`] owns the backends, plans a graph (only when its topology or the pins
-//! changed), allocates the plan's buffers once, and then per step writes inputs, runs the splits in
-//! order with their copies, and reads outputs from host-visible memory.
+//! The executor: [`Scheduler`] owns the backends and a small cache of plans keyed by topology
+//! hash and pins, whose buffers come from a shared [`Pool`]; per step it writes inputs, runs the
+//! current plan's splits in order with their copies, and reads outputs (whole, or some rows).
+//!
+//! Planning happens only for a key the cache does not hold; switching between cached plans
+//! (alternating batch shapes or sampler configurations) costs nothing but re-resolving bindings
+//! when a shared buffer grew. [`Scheduler::reserve`] plans the worst case first, so that later,
+//! smaller plans fit the pool and allocate nothing. Reading and writing tensors lives in
+//! `transfer.rs`.
 
 use crate::backend::{Backend, Bindings, BufferId};
 use crate::bind::bindings;
 use crate::error::SchedError;
-use crate::plan::{Plan, Region};
+use crate::plan::{BufferRole, Plan};
 use crate::planner::plan_graph;
-use graph::{DType, Graph, NodeId, Op};
+use crate::pool::{Pool, Slot};
+use graph::{Graph, NodeId, Op};
 use std::collections::BTreeMap;
+
+/// Plans kept in the cache; the least recently used one leaves first.
+pub const PLAN_CACHE: usize = 8;
 
 /// Counters, cumulative since the scheduler was created (the `step_*` ones since the last compute).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Plans made (a re-plan happens only when the topology hash or the pins change).
+    /// Plans made (only for a topology hash and pins the cache does not hold).
     pub plans: u64,
-    /// Allocation rounds (one per plan).
+    /// `plan`/`reserve` calls answered from the plan cache.
+    pub cache_hits: u64,
+    /// Allocation rounds: plans that had to allocate (or grow) at least one buffer.
     pub allocations: u64,
-    /// Buffers allocated in total (params carried over by a re-plan are not allocated again).
+    /// Buffers allocated in total (shared buffers that fit and leaves carried over are not).
     pub buffers: u64,
     /// Completed `compute` calls.
     pub steps: u64,
@@ -25,7 +37,7 @@ pub struct Stats {
     pub copies: u64,
     /// Bytes copied between backends.
     pub bytes_between_backends: u64,
-    /// Bytes read back to the host (`read*`).
+    /// Bytes read back to the host (`read*`): exactly the bytes of the rows or elements read.
     pub bytes_to_host: u64,
     /// Bytes written from the host (`set_input*`).
     pub bytes_from_host: u64,
@@ -35,34 +47,48 @@ pub struct Stats {
     pub step_bytes_to_host: u64,
 }
 
-/// The current plan and its resources.
+/// A cached plan and what it needs to run.
 #[derive(Debug)]
-struct Planned {
-    key: u64,
-    graph: Graph,
-    plan: Plan,
-    /// Backend buffer of each plan buffer.
-    buffers: Vec<BufferId>,
-    /// Bindings of each split.
-    bindings: Vec<Bindings>,
-    /// Per node: written by `set_input` since the plan.
-    set: Vec<bool>,
-    computed: bool,
+pub(crate) struct Planned {
+    pub key: u64,
+    pub graph: Graph,
+    pub plan: Plan,
+    /// Pool slot of each plan buffer.
+    pub slots: Vec<Slot>,
+    /// Backend buffer of each plan buffer, resolved at pool generation `generation`.
+    pub buffers: Vec<BufferId>,
+    /// Bindings of each split, resolved with `buffers`.
+    pub bindings: Vec<Bindings>,
+    pub generation: u64,
+    /// Per node: an input written since this plan became current.
+    pub set: Vec<bool>,
+    /// Computed since this plan became current.
+    pub computed: bool,
+    /// Last use (a counter), for eviction.
+    pub used: u64,
+}
+
+impl Planned {
+    /// The pool slot of the plan buffer holding `node`'s storage.
+    pub fn slot_of(&self, node: NodeId) -> Option<Slot> {
+        let st = self.graph.storage_of(node);
+        self.plan.nodes[st.index()].region.map(|r| self.slots[r.buffer])
+    }
 }
 
 /// Plans graphs onto backends and runs them. See the crate docs for the flow.
 #[derive(Debug)]
 pub struct Scheduler {
-    backends: Vec<Box<dyn Backend>>,
+    pub(crate) backends: Vec<Box<dyn Backend>>,
     pins: BTreeMap<NodeId, usize>,
-    planned: Option<Planned>,
-    stats: Stats,
+    pub(crate) cache: Vec<Planned>,
+    /// Index into `cache` of the current plan.
+    pub(crate) current: Option<usize>,
+    pub(crate) pool: Pool,
+    pub(crate) stats: Stats,
+    clock: u64,
     /// Host staging memory for copies from backends without `host_slice`, kept between steps.
     staging: Vec<u8>,
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 impl Scheduler {
@@ -76,7 +102,16 @@ impl Scheduler {
                 return Err(SchedError::DuplicateBackend(b.name().to_string()));
             }
         }
-        Ok(Scheduler { backends, pins: BTreeMap::new(), planned: None, stats: Stats::default(), staging: Vec::new() })
+        Ok(Scheduler {
+            backends,
+            pins: BTreeMap::new(),
+            cache: Vec::new(),
+            current: None,
+            pool: Pool::default(),
+            stats: Stats::default(),
+            clock: 0,
+            staging: Vec::new(),
+        })
     }
 
     /// The backends' names, preference order.
@@ -85,7 +120,7 @@ impl Scheduler {
     }
 
     /// Pins `node` (a compute node or a leaf; not a view) to the backend named `backend`. Takes
-    /// effect at the next `plan` (a changed pin set forces a re-plan).
+    /// effect at the next `plan` (a changed pin set is another cache key).
     pub fn pin(&mut self, node: NodeId, backend: &str) -> Result<(), SchedError> {
         let b = self.backends.iter().position(|x| x.name() == backend).ok_or_else(|| SchedError::UnknownBackend {
             name: backend.to_string(),
@@ -110,125 +145,135 @@ impl Scheduler {
         h.finish()
     }
 
-    /// Plans `g` (assignment, splits, copies, buffers) and allocates its buffers, unless the current
-    /// plan has the same topology hash and pins: then it is reused as is (no re-plan, no
-    /// re-allocation; inputs and params keep their data).
+    /// Makes `g` the current graph and returns its plan. A graph whose topology hash and pins the
+    /// cache holds is not planned again; otherwise it is planned (assignment, splits, copies,
+    /// buffers), its buffers are taken from the pool (allocating or growing only what the pool
+    /// lacks), and the plan is cached (the least recently used of [`PLAN_CACHE`] plans leaves).
     ///
-    /// On a re-plan, params are carried over: a param of the new graph with the same name, dtype and
-    /// shape as a param of the old one, placed on the same backend, keeps its buffer and data (no
-    /// re-upload). Every other input and param must be set again before `compute`. When a planning
-    /// pass fails (say, a node no backend supports), the previous plan stays in place; when
-    /// allocating the new plan's buffers fails, no plan remains.
+    /// Params and state tensors with the same name, dtype and shape on the same backend share one
+    /// buffer across plans: weights are not uploaded again and state keeps its contents. Inputs
+    /// share buffers with other plans' inputs, so whenever the current plan changes, every input
+    /// must be set again before `compute` (params only once, state never). When a planning pass
+    /// fails (say, a node no backend supports) or an allocation fails, the error is returned and no
+    /// plan is current; cached plans stay.
     pub fn plan(&mut self, g: &Graph) -> Result<&Plan, SchedError> {
         let key = self.key(g);
-        if self.planned.as_ref().is_some_and(|p| p.key == key) {
-            return Ok(&self.planned.as_ref().expect("checked").plan);
+        self.clock += 1;
+        if let Some(i) = self.cache.iter().position(|p| p.key == key) {
+            self.stats.cache_hits += 1;
+            self.switch_to(i);
+            return Ok(&self.cache[i].plan);
         }
-        let plan = plan_graph(g, &self.backends, &self.pins)?;
+        self.current = None;
+        let pins = self.pins_with_state(g)?;
+        let plan = plan_graph(g, &self.backends, &pins)?;
         self.stats.plans += 1;
-        let mut set = vec![false; g.len()];
-        let mut adopted: Vec<Option<BufferId>> = vec![None; plan.buffers.len()];
-        if let Some(old) = self.planned.take() {
-            let mut kept = vec![false; old.buffers.len()];
-            for (i, pb) in plan.buffers.iter().enumerate() {
-                let Some(pid) = pb.param else { continue };
-                let found = old.plan.buffers.iter().enumerate().find_map(|(j, ob)| {
-                    let op = ob.param?;
-                    let same = !kept[j]
-                        && ob.backend == pb.backend
-                        && ob.size == pb.size
-                        && same_param(&old.graph, op, g, pid);
-                    same.then_some((j, op))
-                });
-                if let Some((j, op)) = found {
-                    kept[j] = true;
-                    adopted[i] = Some(old.buffers[j]);
-                    set[pid.index()] = old.set[op.index()];
-                }
-            }
-            let mut freed = Ok(());
-            for (j, (ob, &id)) in old.plan.buffers.iter().zip(&old.buffers).enumerate() {
-                if !kept[j] {
-                    let r = self.backends[ob.backend].free(id);
-                    freed = freed.and(r);
-                }
-            }
-            if let Err(e) = freed {
-                for (pb, id) in plan.buffers.iter().zip(&adopted) {
-                    if let Some(id) = id {
-                        let _ = self.backends[pb.backend].free(*id);
-                    }
-                }
-                return Err(e.into());
-            }
+        let (slots, fresh) = self.pool.ensure(&mut self.backends, g, &plan, key)?;
+        if fresh > 0 {
+            self.stats.allocations += 1;
+            self.stats.buffers += fresh;
         }
-        let buffers = self.allocate(&plan, &adopted)?;
-        let bindings = bindings(g, &plan, &buffers);
-        self.planned = Some(Planned { key, graph: g.clone(), plan, buffers, bindings, set, computed: false });
-        Ok(&self.planned.as_ref().expect("just set").plan)
+        if self.cache.len() >= PLAN_CACHE {
+            let lru = (0..self.cache.len()).min_by_key(|&i| self.cache[i].used).expect("non-empty");
+            let old = self.cache.swap_remove(lru);
+            self.pool.release(&mut self.backends, old.key)?;
+        }
+        let set = vec![false; g.len()];
+        let planned = Planned {
+            key,
+            graph: g.clone(),
+            plan,
+            slots,
+            buffers: Vec::new(),
+            bindings: Vec::new(),
+            generation: u64::MAX,
+            set,
+            computed: false,
+            used: self.clock,
+        };
+        self.cache.push(planned);
+        let i = self.cache.len() - 1;
+        self.switch_to(i);
+        Ok(&self.cache[i].plan)
     }
 
-    /// Allocates the plan's buffers, except those `adopted` from the previous plan.
-    fn allocate(&mut self, plan: &Plan, adopted: &[Option<BufferId>]) -> Result<Vec<BufferId>, SchedError> {
-        let _span = tracing::debug_span!("allocate", buffers = plan.buffers.len()).entered();
-        let mut out: Vec<BufferId> = Vec::with_capacity(plan.buffers.len());
-        let mut fresh = 0u64;
-        for (pb, carried) in plan.buffers.iter().zip(adopted) {
-            if let Some(id) = carried {
-                out.push(*id);
-                continue;
-            }
-            match self.backends[pb.backend].alloc(pb.size, pb.kind) {
-                Ok(id) => {
-                    out.push(id);
-                    fresh += 1;
+    /// The user's pins plus one for every state tensor of `g` whose contents the pool already
+    /// holds: state stays on the backend where it was first placed (a re-plan that moved it would
+    /// start it from zero).
+    fn pins_with_state(&self, g: &Graph) -> Result<BTreeMap<NodeId, usize>, SchedError> {
+        let mut pins = self.pins.clone();
+        for (id, n) in g.nodes() {
+            let Some(name) = n.name.as_deref().filter(|_| n.flags.state) else { continue };
+            let Some(b) = self.pool.state_backend(name, n.dtype, n.layout.ne) else { continue };
+            match pins.insert(id, b) {
+                Some(pinned) if pinned != b => {
+                    return Err(SchedError::StatePinned {
+                        node: g.describe(id),
+                        lives: self.backends[b].name().to_string(),
+                        pinned: self.backends[pinned].name().to_string(),
+                    });
                 }
-                Err(e) => {
-                    // Give back what this round holds (adopted buffers included): the allocation
-                    // error is the one to report.
-                    for (done, &id) in plan.buffers.iter().zip(&out) {
-                        let _ = self.backends[done.backend].free(id);
-                    }
-                    for (pb, id) in plan.buffers.iter().zip(adopted).skip(out.len()) {
-                        if let Some(id) = id {
-                            let _ = self.backends[pb.backend].free(*id);
-                        }
-                    }
-                    return Err(e.into());
-                }
+                _ => {}
             }
         }
-        self.stats.allocations += 1;
-        self.stats.buffers += fresh;
-        Ok(out)
+        Ok(pins)
     }
 
-    /// Drops the current plan and frees all of its buffers (params included); the next `plan`
+    /// Plans `worst` (the largest batch and configuration the runner will use) and sizes the pool
+    /// for it, so that later plans whose buffers fit allocate nothing. The worst-case plan is cached
+    /// like any other and becomes current.
+    pub fn reserve(&mut self, worst: &Graph) -> Result<&Plan, SchedError> {
+        self.plan(worst)
+    }
+
+    /// Makes cache entry `i` current: refreshes its buffers and bindings if the pool changed, and
+    /// forgets which inputs were set if another plan ran in between (they share buffers).
+    fn switch_to(&mut self, i: usize) {
+        let p = &mut self.cache[i];
+        p.used = self.clock;
+        if p.generation != self.pool.generation {
+            p.buffers = p.slots.iter().map(|&s| self.pool.buffer(s)).collect();
+            p.bindings = bindings(&p.graph, &p.plan, &p.buffers);
+            p.generation = self.pool.generation;
+        }
+        if self.current != Some(i) {
+            p.set.iter_mut().for_each(|s| *s = false);
+            p.computed = false;
+            self.current = Some(i);
+        }
+    }
+
+    /// Drops every cached plan and frees all buffers (params and state included); the next `plan`
     /// starts from scratch. Pins and counters are kept.
     pub fn reset(&mut self) -> Result<(), SchedError> {
-        let mut freed = Ok(());
-        if let Some(p) = self.planned.take() {
-            for (pb, &id) in p.plan.buffers.iter().zip(&p.buffers) {
-                let r = self.backends[pb.backend].free(id);
-                freed = freed.and(r);
-            }
-        }
-        Ok(freed?)
+        self.cache.clear();
+        self.current = None;
+        self.pool.clear(&mut self.backends)
     }
 
     /// The graph of the current plan, if any.
     pub fn graph(&self) -> Option<&Graph> {
-        self.planned.as_ref().map(|p| &p.graph)
+        self.planned().map(|p| &p.graph)
     }
 
     /// The current plan, if any.
     pub fn current_plan(&self) -> Option<&Plan> {
-        self.planned.as_ref().map(|p| &p.plan)
+        self.planned().map(|p| &p.plan)
     }
 
     /// The current plan as text (empty before the first `plan`).
     pub fn plan_text(&self) -> String {
-        self.planned.as_ref().map(|p| p.plan.to_text(&p.graph)).unwrap_or_default()
+        self.planned().map(|p| p.plan.to_text(&p.graph)).unwrap_or_default()
+    }
+
+    /// Plans in the cache.
+    pub fn cached_plans(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Bytes the pool holds in buffers of `role` (shared and per-leaf).
+    pub fn pool_bytes(&self, role: BufferRole) -> usize {
+        self.pool.bytes(role)
     }
 
     /// Counters.
@@ -236,72 +281,21 @@ impl Scheduler {
         self.stats
     }
 
-    fn check_node(&self, what: &'static str, node: NodeId) -> Result<&Planned, SchedError> {
-        check_node(&self.planned, what, node)
+    pub(crate) fn planned(&self) -> Option<&Planned> {
+        self.current.map(|i| &self.cache[i])
     }
 
-    /// Writes the data of an input or param leaf (`bytes` in element order, little endian). Params
-    /// are written once and keep their data across steps; inputs are written before each step where
-    /// they change.
-    pub fn set_input(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), SchedError> {
-        let Scheduler { backends, planned, stats, .. } = self;
-        let p = check_node(planned, "set_input", node)?;
-        let n = p.graph.node(node);
-        if n.op != Op::Input {
-            return Err(SchedError::NotAnInput { node: p.graph.describe(node), op: n.op.to_string() });
-        }
-        if bytes.len() != n.nbytes() {
-            return Err(SchedError::InputSize { node: p.graph.describe(node), expected: n.nbytes(), got: bytes.len() });
-        }
-        let np = &p.plan.nodes[node.index()];
-        let region = np.region.expect("leaves own a region");
-        let buffer = p.buffers[region.buffer];
-        let _span = tracing::trace_span!("set_input", node = %node, bytes = bytes.len()).entered();
-        backends[np.backend].upload(buffer, region.offset, bytes)?;
-        stats.bytes_from_host += bytes.len() as u64;
-        planned.as_mut().expect("checked").set[node.index()] = true;
-        Ok(())
-    }
-
-    fn dtype_of(&self, what: &'static str, node: NodeId) -> Result<DType, SchedError> {
-        let p = self.check_node(what, node)?;
-        Ok(p.graph.node(node).dtype)
-    }
-
-    fn dtype_error(&self, what: &'static str, node: NodeId, dtype: DType, wanted: &'static str) -> SchedError {
-        let node = self.planned.as_ref().map(|p| p.graph.describe(node)).unwrap_or_default();
-        SchedError::DType { what, node, dtype, wanted }
-    }
-
-    /// [`Scheduler::set_input`] from f32 values; f16/bf16 tensors are converted (round to nearest even).
-    pub fn set_input_f32(&mut self, node: NodeId, values: &[f32]) -> Result<(), SchedError> {
-        let bytes = match self.dtype_of("set_input_f32", node)? {
-            DType::F32 => f32_bytes(values),
-            DType::F16 => values.iter().flat_map(|&x| graph::f16::from_f32(x).to_le_bytes()).collect(),
-            DType::BF16 => values.iter().flat_map(|&x| graph::bf16::from_f32(x).to_le_bytes()).collect(),
-            d => return Err(self.dtype_error("set_input_f32", node, d, "f32, f16 or bf16")),
-        };
-        self.set_input(node, &bytes)
-    }
-
-    /// [`Scheduler::set_input`] from i32 values (i32 tensors only).
-    pub fn set_input_i32(&mut self, node: NodeId, values: &[i32]) -> Result<(), SchedError> {
-        match self.dtype_of("set_input_i32", node)? {
-            DType::I32 => {
-                let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
-                self.set_input(node, &bytes)
-            }
-            d => Err(self.dtype_error("set_input_i32", node, d, "i32")),
-        }
-    }
-
-    /// Runs one step of the planned graph: per split, its copies, then its nodes; then waits for
+    /// Runs one step of the current plan: per split, its copies, then its nodes; then waits for
     /// every backend.
     pub fn compute(&mut self) -> Result<(), SchedError> {
-        let Scheduler { backends, planned, stats, staging, .. } = self;
-        let p = planned.as_mut().ok_or(SchedError::NotPlanned { what: "compute" })?;
+        let Scheduler { backends, cache, current, pool, stats, staging, .. } = self;
+        let p = current.map(|i| &mut cache[i]).ok_or(SchedError::NotPlanned { what: "compute" })?;
         for (id, n) in p.graph.nodes() {
-            if n.op == Op::Input && !p.set[id.index()] {
+            if n.op != Op::Input || n.flags.state {
+                continue;
+            }
+            let set = if n.flags.param { p.slot_of(id).is_some_and(|s| pool.leaf_set(s)) } else { p.set[id.index()] };
+            if !set {
                 let kind = if n.flags.param { "param" } else { "input" };
                 return Err(SchedError::InputNotSet { kind, node: p.graph.describe(id) });
             }
@@ -348,96 +342,6 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Reads an output's bytes in the element order of a contiguous tensor (views are gathered).
-    /// Reads straight from host-visible memory through `Backend::host_slice` when the backend offers
-    /// it, else downloads.
-    pub fn read(&mut self, node: NodeId) -> Result<Vec<u8>, SchedError> {
-        let mut out = Vec::new();
-        self.read_with(node, |bytes| out.extend_from_slice(bytes))?;
-        Ok(out)
-    }
-
-    /// Like [`Scheduler::read`], but hands the bytes to `f` without allocating when the output is
-    /// contiguous and host-visible.
-    pub fn read_with(&mut self, node: NodeId, f: impl FnOnce(&[u8])) -> Result<(), SchedError> {
-        let Scheduler { backends, planned, stats, .. } = self;
-        let p = check_node(planned, "read", node)?;
-        let n = p.graph.node(node);
-        if !n.flags.output {
-            return Err(SchedError::NotAnOutput { node: p.graph.describe(node) });
-        }
-        if !p.computed {
-            return Err(SchedError::NotComputed { node: p.graph.describe(node) });
-        }
-        let st = p.graph.storage_of(node);
-        let sp = &p.plan.nodes[st.index()];
-        let region: Region = sp.region.expect("output storages own a region");
-        let buffer = p.buffers[region.buffer];
-        let storage_bytes = p.graph.node(st).nbytes();
-        let layout = n.layout;
-        let es = n.dtype.size();
-        let nbytes = n.nbytes();
-        let contiguous = layout.is_contiguous(n.dtype);
-        let backend = &mut backends[sp.backend];
-        backend.synchronize()?;
-        let _span = tracing::trace_span!("read", node = %node, bytes = nbytes).entered();
-        let gather = |src: &[u8]| -> Vec<u8> {
-            let mut out = Vec::with_capacity(nbytes);
-            let ne = layout.ne.0;
-            for i3 in 0..ne[3] {
-                for i2 in 0..ne[2] {
-                    for i1 in 0..ne[1] {
-                        for i0 in 0..ne[0] {
-                            let off = layout.byte_offset([i0, i1, i2, i3]);
-                            out.extend_from_slice(&src[off..off + es]);
-                        }
-                    }
-                }
-            }
-            out
-        };
-        match backend.host_slice(buffer, region.offset, storage_bytes) {
-            Some(src) if contiguous => f(&src[layout.offset..layout.offset + nbytes]),
-            Some(src) => f(&gather(src)),
-            None => {
-                let mut tmp = vec![0u8; storage_bytes];
-                backend.download(buffer, region.offset, &mut tmp)?;
-                if contiguous {
-                    f(&tmp[layout.offset..layout.offset + nbytes]);
-                } else {
-                    f(&gather(&tmp));
-                }
-            }
-        }
-        stats.bytes_to_host += nbytes as u64;
-        stats.step_bytes_to_host += nbytes as u64;
-        Ok(())
-    }
-
-    /// An f32 output as values (f16/bf16 outputs are converted).
-    pub fn read_f32(&mut self, node: NodeId) -> Result<Vec<f32>, SchedError> {
-        let dtype = self.dtype_of("read_f32", node)?;
-        let conv: fn(&[u8]) -> f32 = match dtype {
-            DType::F32 => |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-            DType::F16 => |b| graph::f16::from_le_bytes([b[0], b[1]]).to_f32(),
-            DType::BF16 => |b| graph::bf16::from_le_bytes([b[0], b[1]]).to_f32(),
-            d => return Err(self.dtype_error("read_f32", node, d, "f32, f16 or bf16")),
-        };
-        let bytes = self.read(node)?;
-        Ok(bytes.chunks_exact(dtype.size()).map(conv).collect())
-    }
-
-    /// An i32 output as values.
-    pub fn read_i32(&mut self, node: NodeId) -> Result<Vec<i32>, SchedError> {
-        match self.dtype_of("read_i32", node)? {
-            DType::I32 => {
-                let bytes = self.read(node)?;
-                Ok(bytes.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
-            }
-            d => Err(self.dtype_error("read_i32", node, d, "i32")),
-        }
-    }
-
     /// The backends (for inspection).
     pub fn backends(&self) -> &[Box<dyn Backend>] {
         &self.backends
@@ -447,23 +351,9 @@ impl Scheduler {
 impl Drop for Scheduler {
     fn drop(&mut self) {
         if let Err(e) = self.reset() {
-            tracing::warn!(error = %e, "freeing the plan's buffers failed");
+            tracing::warn!(error = %e, "freeing the pool's buffers failed");
         }
     }
-}
-
-/// Whether param `a` of `ga` and param `b` of `gb` are the same weight (name, dtype, shape).
-fn same_param(ga: &Graph, a: NodeId, gb: &Graph, b: NodeId) -> bool {
-    let (na, nb) = (ga.node(a), gb.node(b));
-    na.name.is_some() && na.name == nb.name && na.dtype == nb.dtype && na.layout.ne == nb.layout.ne
-}
-
-fn check_node<'a>(planned: &'a Option<Planned>, what: &'static str, node: NodeId) -> Result<&'a Planned, SchedError> {
-    let p = planned.as_ref().ok_or(SchedError::NotPlanned { what })?;
-    if node.index() >= p.graph.len() {
-        return Err(SchedError::UnknownNode { what, node, len: p.graph.len() });
-    }
-    Ok(p)
 }
 
 /// Two distinct backends, mutably.

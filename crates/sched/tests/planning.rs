@@ -211,19 +211,21 @@ fn liveness_reuse_shrinks_the_arena_of_the_fixtures() {
         if name != "sampling_tail" {
             assert!(p.arena_bytes < p.no_reuse_bytes, "{name}: arena {} vs {}", p.arena_bytes, p.no_reuse_bytes);
         }
-        // Inputs and outputs in host memory, params on the device, nothing else outside the arena.
+        // Inputs in host memory; params, outputs and everything else (the arena) on the device.
         for (id, n) in g.nodes() {
             let Some(r) = p.nodes[id.index()].region else { continue };
             let buf = &p.buffers[r.buffer];
             let want = if n.flags.param {
                 BufferRole::Params
-            } else if n.flags.input || g.outputs().iter().any(|&o| g.storage_of(o) == id) {
-                BufferRole::Io
+            } else if n.flags.input {
+                BufferRole::Inputs
+            } else if g.outputs().iter().any(|&o| g.storage_of(o) == id) {
+                BufferRole::Outputs
             } else {
                 BufferRole::Arena
             };
             assert_eq!(buf.role, want, "{name}: {}", g.describe(id));
-            assert_eq!(buf.kind, if want == BufferRole::Io { MemoryKind::Host } else { MemoryKind::Device });
+            assert_eq!(buf.kind, if want == BufferRole::Inputs { MemoryKind::Host } else { MemoryKind::Device });
         }
     }
     // mlp2: h1 and h1b (16 KiB each) are reused by a1 and h2.
@@ -308,12 +310,13 @@ fn planning_errors_name_the_node_op_and_backends() {
     let _ = x;
 }
 
+/// The plan of a fixture on a GPU-like mock (device memory the host cannot read in place, so
+/// its outputs get read-back regions) and a CPU-like one.
 fn fixture_plan(name: &str) -> String {
     let g = fixture(name);
     let l = log();
-    let mut s =
-        Scheduler::new(vec![Mock::new("gpu", &l).refusing(&["top_k", "rope"]).boxed(), Mock::new("cpu", &l).boxed()])
-            .unwrap();
+    let gpu = Mock::new("gpu", &l).refusing(&["top_k", "rope"]).device_only();
+    let mut s = Scheduler::new(vec![gpu.boxed(), Mock::new("cpu", &l).boxed()]).unwrap();
     s.plan(&g).unwrap();
     s.plan_text()
 }

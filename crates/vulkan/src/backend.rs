@@ -1,14 +1,39 @@
 //! [`VulkanBackend`]: buffers (device-local, and host-visible pinned memory that is host-cached where
-//! the device offers it), uploads and downloads (mapped, or through a staging buffer), one command
-//! buffer per split, fences, optional timestamps (`GGS_VULKAN_TIMESTAMPS=1`) reported via `tracing`.
+//! the device offers it), uploads and downloads (mapped, or through pooled staging buffers), batched
+//! buffer-to-buffer copies (`copy_regions`), one command buffer per split, fences, optional
+//! timestamps (`GGS_VULKAN_TIMESTAMPS=1`) reported via `tracing`.
+//!
+//! Ordering: there is one queue, and every command buffer starts its work behind a full memory
+//! barrier (each compute dispatch has one, see [`crate::encoder`]; every transfer command buffer
+//! opens with one), so submissions run one after another in submission order and each sees the
+//! writes of all earlier ones. Every command buffer ends with a barrier that makes its writes
+//! visible to host reads once its fence has signalled. Submissions carry increasing serials;
+//! finishing serial `s` finishes everything submitted before it.
+//!
+//! Waiting rules:
+//! - Uploads into device memory, and the zero fill of a new device buffer, do not wait for the
+//!   device: the data goes into a staging buffer and the copy is submitted behind the barrier
+//!   (so it cannot overtake earlier work that reads or writes the destination). The only wait is
+//!   for the previous transfer of the staging buffer about to be reused.
+//! - Downloads from device memory and `copy_regions` submit one command buffer (ordered after all
+//!   earlier work by its barrier, nothing is drained first) and wait for that submission's fence;
+//!   the earlier submissions, already finished by then, are retired too, so their run-time errors
+//!   are reported and host reads (`host_slice`) see no work in flight.
+//! - Host-visible buffers are written and read in place after waiting for all in-flight work (a
+//!   submitted split may read or write them); `free` also waits for everything.
+//!
+//! Staging: one pool of host-visible buffers in power-of-two size classes from [`STAGING_MIN`] to
+//! [`STAGING_MAX`] bytes, at most [`STAGING_PER_CLASS`] per class, allocated on first use, reused
+//! across transfers and freed when the backend is dropped. Transfers longer than `STAGING_MAX` go
+//! through it in chunks, two of which can be in flight at once.
 
 use crate::device::{self, Gpu, MessageLog};
 use crate::encoder::{Encoder, Status};
 use crate::shaders::{self, ShaderId};
 use ash::vk;
 use graph::{Graph, NodeId};
-use sched::{Backend, BackendError, BackendResult, BufferId, MemoryKind, SplitTask};
-use std::collections::{BTreeMap, HashMap};
+use sched::{Backend, BackendError, BackendResult, BufferId, CopyRegion, MemoryKind, SplitTask};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use vulkano::VulkanObject;
 use vulkano::buffer::{Buffer, BufferCreateInfo, BufferMemory, BufferUsage, Subbuffer};
@@ -27,6 +52,7 @@ use vulkano::pipeline::{ComputePipeline, PipelineLayout, PipelineShaderStageCrea
 use vulkano::query::{QueryPool, QueryResultFlags};
 use vulkano::shader::{ShaderModule, ShaderModuleCreateInfo, ShaderStages, SpecializationConstant};
 use vulkano::sync::fence::{Fence, FenceCreateInfo};
+use vulkano::sync::{AccessFlags, DependencyInfo, MemoryBarrier, PipelineStages};
 
 /// Construction options.
 #[derive(Debug, Clone, Default)]
@@ -52,11 +78,36 @@ pub(crate) struct Buf {
     pub len: usize,
 }
 
+/// Smallest staging buffer, in bytes (the first size class).
+pub const STAGING_MIN: usize = 64 << 10;
+/// Largest staging buffer, in bytes (the last size class); longer transfers are split into chunks
+/// of this size.
+pub const STAGING_MAX: usize = 16 << 20;
+/// Staging buffers kept per size class: with two, a chunked transfer fills one while the copy
+/// from the other runs.
+pub const STAGING_PER_CLASS: usize = 2;
+
+/// The staging size class for a transfer (chunk) of `len` bytes: a power of two in
+/// `STAGING_MIN..=STAGING_MAX`.
+fn staging_class(len: usize) -> usize {
+    len.clamp(STAGING_MIN, STAGING_MAX).next_power_of_two()
+}
+
+/// A pooled staging buffer and the serial of the last submission that used it (0: none).
+#[derive(Debug)]
+struct Staging {
+    sub: Subbuffer<[u8]>,
+    last_use: u64,
+}
+
 #[derive(Debug)]
 struct InFlight {
+    serial: u64,
     fence: Fence,
     _cb: CommandBuffer,
     _keep: Vec<Arc<DescriptorSet>>,
+    /// Buffers a transfer reads or writes, kept alive until its fence signals.
+    _bufs: Vec<Subbuffer<[u8]>>,
     timing: Option<(Arc<QueryPool>, Vec<String>)>,
     status: Status,
 }
@@ -73,7 +124,12 @@ pub struct VulkanBackend {
     pub(crate) buffers: BTreeMap<u32, Buf>,
     next_id: u32,
     pub(crate) scratch: Vec<Subbuffer<[u8]>>,
-    in_flight: Vec<InFlight>,
+    /// Submitted, not yet retired command buffers, in submission (= completion) order.
+    in_flight: VecDeque<InFlight>,
+    /// Serial of the next submission (serials start at 1; 0 means "never submitted").
+    next_serial: u64,
+    /// The staging pool (see the module documentation).
+    staging: Vec<Staging>,
     log: MessageLog,
     timestamps: bool,
 }
@@ -148,7 +204,9 @@ impl VulkanBackend {
             buffers: BTreeMap::new(),
             next_id: 0,
             scratch: Vec::new(),
-            in_flight: Vec::new(),
+            in_flight: VecDeque::new(),
+            next_serial: 1,
+            staging: Vec::new(),
             log,
             timestamps,
         })
@@ -447,25 +505,40 @@ impl Backend for VulkanBackend {
         all.get(offset..offset + len)
     }
 
-    fn copy_within(
-        &mut self,
-        src: BufferId,
-        src_offset: usize,
-        dst: BufferId,
-        dst_offset: usize,
-        len: usize,
-    ) -> BackendResult<()> {
-        self.check_range(src, src_offset, len)?;
-        self.check_range(dst, dst_offset, len)?;
-        if len == 0 {
+    fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
+        for r in regions {
+            self.check_range(src, r.src_offset, r.len)?;
+            self.check_range(dst, r.dst_offset, r.len)?;
+        }
+        let regions: Vec<&CopyRegion> = regions.iter().filter(|r| r.len > 0).collect();
+        if regions.is_empty() {
             return Ok(());
         }
-        let (s, d) = (self.buf(src)?.sub.clone(), self.buf(dst)?.sub.clone());
-        if src == dst && src_offset.abs_diff(dst_offset) < len {
-            return Err(err("copy_within: overlapping ranges"));
+        if src == dst {
+            for (i, a) in regions.iter().enumerate() {
+                for b in &regions[i..] {
+                    let overlap = |x: usize, y: usize| x < y + b.len && y < x + a.len;
+                    if overlap(a.src_offset, b.dst_offset) || overlap(a.dst_offset, b.src_offset) {
+                        return Err(err("copy_regions: overlapping ranges within one buffer"));
+                    }
+                }
+            }
         }
-        let info = copy_info(&s, src_offset as u64, &d, dst_offset as u64, len as u64);
-        // SAFETY: as in `upload`.
+        let (s, d) = (self.buf(src)?.sub.clone(), self.buf(dst)?.sub.clone());
+        let info = CopyBufferInfo {
+            regions: regions
+                .iter()
+                .map(|r| BufferCopy {
+                    src_offset: r.src_offset as u64,
+                    dst_offset: r.dst_offset as u64,
+                    size: r.len as u64,
+                    ..Default::default()
+                })
+                .collect(),
+            ..CopyBufferInfo::buffers(s, d)
+        };
+        // SAFETY: ranges were bounds-checked and do not overlap within one buffer; `run_transfer`
+        // waits for earlier work (which may write `src`) before and for the copy after.
         self.run_transfer(|rec| unsafe {
             rec.copy_buffer_unchecked(&info);
         })

@@ -37,7 +37,8 @@ fn buffers_round_trip_in_both_memory_kinds() {
         vk.download(b, 37, &mut out).unwrap();
         assert_eq!(out, data);
         let c = vk.alloc(300, MemoryKind::Device).unwrap();
-        vk.copy_within(b, 37, c, 10, 256).unwrap();
+        let region = sched::CopyRegion { src_offset: 37, dst_offset: 10, len: 256 };
+        vk.copy_regions(b, c, &[region]).unwrap();
         vk.download(c, 10, &mut out).unwrap();
         assert_eq!(out, data);
         assert!(vk.upload(b, 999, &[1, 2]).is_err(), "out-of-bounds upload is an error");

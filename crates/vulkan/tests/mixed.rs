@@ -106,10 +106,15 @@ fn portable_plan(text: &str) -> String {
         .map(|l| {
             let l = l.trim_end();
             if l.contains(" | ") {
-                // Drop the location column (`vulkan.arena+128`, `-> #3`).
+                // Drop the location column (`vulkan.arena+128`, `-> #3`), keeping whether the
+                // storage has a read-back region.
+                let (l, readback) = match l.find(" (read back via ") {
+                    Some(i) => (&l[..i], " [read back]"),
+                    None => (l, ""),
+                };
                 let cut = l.rfind(|c: char| c.is_whitespace()).unwrap_or(l.len());
                 let head = l[..cut].trim_end();
-                head.strip_suffix(" ->").unwrap_or(head).trim_end().to_string()
+                format!("{}{readback}", head.strip_suffix(" ->").unwrap_or(head).trim_end())
             } else if l.starts_with("   copy ") {
                 // `copy x@cpu <- #3 vulkan.arena+0 -> cpu.arena+0 (16000 B)`: keep names and size.
                 let parts: Vec<&str> = l.split_whitespace().collect();

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use graph::{BinaryOp, DType, Graph, NodeId, Op, UnaryOp};
-use sched::{Backend, BackendError, BackendResult, BufferId, MemoryKind, SplitTask};
+use sched::{Backend, BackendError, BackendResult, BufferId, CopyRegion, MemoryKind, SplitTask};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -237,6 +237,24 @@ impl Backend for Mock {
         }
         let buf = &self.buffers.get(&buffer.0)?.0;
         buf.get(offset..offset + len)
+    }
+
+    fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
+        let bytes: usize = regions.iter().map(|r| r.len).sum();
+        self.note(format!("copy_regions b{}->b{} {} regions {bytes} B", src.0, dst.0, regions.len()));
+        for r in regions {
+            let rs = self.range(src, r.src_offset, r.len)?;
+            let rd = self.range(dst, r.dst_offset, r.len)?;
+            let piece = self.buffers[&src.0].0[rs].to_vec();
+            self.buffers.get_mut(&dst.0).unwrap().0[rd].copy_from_slice(&piece);
+        }
+        Ok(())
+    }
+
+    /// A host-visible mock is host memory throughout (like the CPU backend); a `device_only` one
+    /// models a GPU: its outputs get read-back regions.
+    fn device_memory_is_host(&self) -> bool {
+        self.host_visible
     }
 
     fn alignment(&self) -> usize {

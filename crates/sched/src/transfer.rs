@@ -1,0 +1,386 @@
+//! Moving tensor data between the host and the current plan: writing inputs, params and state
+//! (whole, or some rows), and reading outputs and state (whole, or some rows).
+//!
+//! A *row* is the `ne[0]` elements at one `(i1, i2, i3)`; rows are numbered
+//! `i1 + ne[1] * (i2 + ne[2] * i3)` (for logits `[n_vocab, n_outputs]`, row `i` is output `i`).
+//!
+//! Reads take the cheapest path the output's placement allows, and count exactly the bytes handed
+//! to the caller in `Stats::bytes_to_host`:
+//! - host-visible storage (the CPU backend, inputs): read in place (`Backend::host_slice`);
+//! - device storage with a read-back region: the requested rows are copied into it in one batch
+//!   (`Backend::copy_regions`, only those rows' bytes), then read from it;
+//! - otherwise (a state tensor that is not an output): each row is downloaded.
+
+use crate::backend::CopyRegion;
+use crate::error::SchedError;
+use crate::scheduler::{Planned, Scheduler};
+use graph::{DType, Layout, NodeId, Op};
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Rows of a tensor: `ne[1] * ne[2] * ne[3]`.
+fn n_rows(layout: &Layout) -> usize {
+    let ne = layout.ne.0;
+    ne[1] * ne[2] * ne[3]
+}
+
+/// Byte ranges `(offset from the storage start, length)` of `rows` of a tensor laid out as
+/// `layout`, in order: one per row when a row is contiguous, else one per element.
+fn row_ranges(layout: &Layout, es: usize, rows: &[usize]) -> Vec<(usize, usize)> {
+    let ne = layout.ne.0;
+    let contiguous_rows = ne[0] == 1 || layout.nb[0] == es;
+    let mut out = Vec::with_capacity(if contiguous_rows { rows.len() } else { rows.len() * ne[0] });
+    for &r in rows {
+        let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
+        if contiguous_rows {
+            out.push((layout.byte_offset([0, i1, i2, i3]), ne[0] * es));
+        } else {
+            out.extend((0..ne[0]).map(|i0| (layout.byte_offset([i0, i1, i2, i3]), es)));
+        }
+    }
+    out
+}
+
+/// The distinct bytes of `ranges` as sorted, non-overlapping, merged ranges.
+fn merged(ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut v = ranges.to_vec();
+    v.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(v.len());
+    for (o, l) in v {
+        match out.last_mut() {
+            Some((lo, ll)) if o <= *lo + *ll => *ll = (*ll).max(o + l - *lo),
+            _ => out.push((o, l)),
+        }
+    }
+    out
+}
+
+fn check_node<'a>(
+    cache: &'a mut [Planned],
+    current: Option<usize>,
+    what: &'static str,
+    node: NodeId,
+) -> Result<&'a mut Planned, SchedError> {
+    let p = current.map(|i| &mut cache[i]).ok_or(SchedError::NotPlanned { what })?;
+    if node.index() >= p.graph.len() {
+        return Err(SchedError::UnknownNode { what, node, len: p.graph.len() });
+    }
+    Ok(p)
+}
+
+fn check_rows(p: &Planned, what: &'static str, node: NodeId, rows: &[usize]) -> Result<(), SchedError> {
+    let n_rows = n_rows(&p.graph.node(node).layout);
+    match rows.iter().find(|&&r| r >= n_rows) {
+        Some(&row) => Err(SchedError::RowOutOfRange { what, node: p.graph.describe(node), row, rows: n_rows }),
+        None => Ok(()),
+    }
+}
+
+impl Scheduler {
+    fn dtype_of(&self, what: &'static str, node: NodeId) -> Result<DType, SchedError> {
+        let p = self.planned().ok_or(SchedError::NotPlanned { what })?;
+        if node.index() >= p.graph.len() {
+            return Err(SchedError::UnknownNode { what, node, len: p.graph.len() });
+        }
+        Ok(p.graph.node(node).dtype)
+    }
+
+    fn dtype_error(&self, what: &'static str, node: NodeId, dtype: DType, wanted: &'static str) -> SchedError {
+        let node = self.planned().map(|p| p.graph.describe(node)).unwrap_or_default();
+        SchedError::DType { what, node, dtype, wanted }
+    }
+
+    /// Writes the data of an input, param or state leaf (`bytes` in element order, little
+    /// endian). Params are written once and keep their data across steps and plans; state starts
+    /// at zero and keeps what the graph writes; inputs are written before each step where they
+    /// change (and again whenever the current plan changed).
+    pub fn set_input(&mut self, node: NodeId, bytes: &[u8]) -> Result<(), SchedError> {
+        let n_bytes = self.leaf_check("set_input", node)?;
+        if bytes.len() != n_bytes {
+            let node = self.planned().expect("checked").graph.describe(node);
+            return Err(SchedError::InputSize { node, expected: n_bytes, got: bytes.len() });
+        }
+        self.write_ranges(node, &[(0, bytes)])
+    }
+
+    /// Writes some rows of an input, param or state leaf: `bytes` holds `rows.len()` rows of
+    /// `ne[0]` elements, in the order of `rows`. Other rows keep their contents (zero at first).
+    /// The leaf then counts as set.
+    pub fn set_input_rows(&mut self, node: NodeId, rows: &[usize], bytes: &[u8]) -> Result<(), SchedError> {
+        self.leaf_check("set_input_rows", node)?;
+        let p = self.planned().expect("checked");
+        check_rows(p, "set_input_rows", node, rows)?;
+        let n = p.graph.node(node);
+        let row_bytes = n.layout.ne.0[0] * n.dtype.size();
+        if bytes.len() != rows.len() * row_bytes {
+            return Err(SchedError::InputSize {
+                node: p.graph.describe(node),
+                expected: rows.len() * row_bytes,
+                got: bytes.len(),
+            });
+        }
+        let writes: Vec<(usize, &[u8])> =
+            rows.iter().zip(bytes.chunks(row_bytes)).map(|(&r, c)| (r * row_bytes, c)).collect();
+        self.write_ranges(node, &writes)
+    }
+
+    /// Checks that `node` is a leaf of the current plan; returns its size in bytes.
+    fn leaf_check(&mut self, what: &'static str, node: NodeId) -> Result<usize, SchedError> {
+        let p = check_node(&mut self.cache, self.current, what, node)?;
+        let n = p.graph.node(node);
+        if n.op != Op::Input {
+            return Err(SchedError::NotAnInput { node: p.graph.describe(node), op: n.op.to_string() });
+        }
+        Ok(n.nbytes())
+    }
+
+    /// Uploads `(offset in the leaf, bytes)` pieces into a checked leaf and marks it set.
+    fn write_ranges(&mut self, node: NodeId, writes: &[(usize, &[u8])]) -> Result<(), SchedError> {
+        let Scheduler { backends, cache, current, pool, stats, .. } = self;
+        let p = &mut cache[current.expect("checked")];
+        let n = p.graph.node(node);
+        let np = &p.plan.nodes[node.index()];
+        let region = np.region.expect("leaves own a region");
+        let buffer = p.buffers[region.buffer];
+        let _span = tracing::trace_span!("set_input", node = %node, pieces = writes.len()).entered();
+        for &(offset, bytes) in writes {
+            backends[np.backend].upload(buffer, region.offset + offset, bytes)?;
+            stats.bytes_from_host += bytes.len() as u64;
+        }
+        if n.flags.param || n.flags.state {
+            pool.mark_set(p.slots[region.buffer]);
+        } else {
+            p.set[node.index()] = true;
+        }
+        Ok(())
+    }
+
+    /// [`Scheduler::set_input`] from f32 values; f16/bf16 tensors are converted (round to nearest even).
+    pub fn set_input_f32(&mut self, node: NodeId, values: &[f32]) -> Result<(), SchedError> {
+        let bytes = match self.dtype_of("set_input_f32", node)? {
+            DType::F32 => f32_bytes(values),
+            DType::F16 => values.iter().flat_map(|&x| graph::f16::from_f32(x).to_le_bytes()).collect(),
+            DType::BF16 => values.iter().flat_map(|&x| graph::bf16::from_f32(x).to_le_bytes()).collect(),
+            d => return Err(self.dtype_error("set_input_f32", node, d, "f32, f16 or bf16")),
+        };
+        self.set_input(node, &bytes)
+    }
+
+    /// [`Scheduler::set_input`] from i32 values (i32 tensors only).
+    pub fn set_input_i32(&mut self, node: NodeId, values: &[i32]) -> Result<(), SchedError> {
+        match self.dtype_of("set_input_i32", node)? {
+            DType::I32 => {
+                let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+                self.set_input(node, &bytes)
+            }
+            d => Err(self.dtype_error("set_input_i32", node, d, "i32")),
+        }
+    }
+
+    /// Reads an output's (or a state tensor's) bytes in the element order of a contiguous tensor
+    /// (views are gathered).
+    pub fn read(&mut self, node: NodeId) -> Result<Vec<u8>, SchedError> {
+        let mut out = Vec::new();
+        self.read_with(node, |bytes| out.extend_from_slice(bytes))?;
+        Ok(out)
+    }
+
+    /// Like [`Scheduler::read`], but hands the bytes to `f`, without a copy when the output is
+    /// contiguous and its memory host-visible.
+    pub fn read_with(&mut self, node: NodeId, f: impl FnOnce(&[u8])) -> Result<(), SchedError> {
+        let p = readable(&mut self.cache, self.current, "read", node)?;
+        let n = p.graph.node(node);
+        let (nbytes, contiguous) = (n.nbytes(), n.layout.is_contiguous(n.dtype));
+        let layout_offset = n.layout.offset;
+        let rows: Vec<usize> = (0..n_rows(&n.layout)).collect();
+        let st = p.graph.storage_of(node);
+        let sp = &p.plan.nodes[st.index()];
+        let region = sp.region.expect("readable storages own a region");
+        let (b, buffer, storage_bytes) = (sp.backend, p.buffers[region.buffer], p.graph.node(st).nbytes());
+        if contiguous {
+            let backend = &mut self.backends[b];
+            backend.synchronize()?;
+            if let Some(src) = backend.host_slice(buffer, region.offset, storage_bytes) {
+                f(&src[layout_offset..layout_offset + nbytes]);
+                self.stats.bytes_to_host += nbytes as u64;
+                self.stats.step_bytes_to_host += nbytes as u64;
+                return Ok(());
+            }
+        }
+        let mut out = Vec::with_capacity(nbytes);
+        self.read_rows_into("read", node, &rows, &mut out)?;
+        f(&out);
+        Ok(())
+    }
+}
+
+/// Checks that `node` can be read (an output after a compute, or a state tensor).
+fn readable<'a>(
+    cache: &'a mut [Planned],
+    current: Option<usize>,
+    what: &'static str,
+    node: NodeId,
+) -> Result<&'a Planned, SchedError> {
+    let p = check_node(cache, current, what, node)?;
+    let n = p.graph.node(node);
+    let state = p.graph.node(p.graph.storage_of(node)).flags.state;
+    if !n.flags.output && !state {
+        return Err(SchedError::NotAnOutput { node: p.graph.describe(node) });
+    }
+    if !p.computed && !state {
+        return Err(SchedError::NotComputed { node: p.graph.describe(node) });
+    }
+    Ok(p)
+}
+
+impl Scheduler {
+    /// Reads only `rows` of an output (or state tensor), in the order given (a row may repeat):
+    /// `rows.len()` rows of `ne[0]` elements each, in element order. Only those rows' bytes are
+    /// copied back and counted. For logits `[n_vocab, n_outputs]`, row `i` is output `i`.
+    pub fn read_rows(&mut self, node: NodeId, rows: &[usize]) -> Result<Vec<u8>, SchedError> {
+        let mut out = Vec::new();
+        self.read_rows_into("read_rows", node, rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Scheduler::read_rows`] as f32 values (f16/bf16 outputs are converted).
+    pub fn read_rows_f32(&mut self, node: NodeId, rows: &[usize]) -> Result<Vec<f32>, SchedError> {
+        let dtype = self.dtype_of("read_rows_f32", node)?;
+        let conv =
+            f32_reader(dtype).ok_or_else(|| self.dtype_error("read_rows_f32", node, dtype, "f32, f16 or bf16"))?;
+        let bytes = self.read_rows(node, rows)?;
+        Ok(bytes.chunks_exact(dtype.size()).map(conv).collect())
+    }
+
+    /// [`Scheduler::read_rows`] as i32 values (i32 outputs only).
+    pub fn read_rows_i32(&mut self, node: NodeId, rows: &[usize]) -> Result<Vec<i32>, SchedError> {
+        match self.dtype_of("read_rows_i32", node)? {
+            DType::I32 => Ok(i32s(&self.read_rows(node, rows)?)),
+            d => Err(self.dtype_error("read_rows_i32", node, d, "i32")),
+        }
+    }
+
+    fn read_rows_into(
+        &mut self,
+        what: &'static str,
+        node: NodeId,
+        rows: &[usize],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SchedError> {
+        let p = readable(&mut self.cache, self.current, what, node)?;
+        check_rows(p, what, node, rows)?;
+        let n = p.graph.node(node);
+        let ranges = row_ranges(&n.layout, n.dtype.size(), rows);
+        let total: usize = ranges.iter().map(|r| r.1).sum();
+        let st = p.graph.storage_of(node);
+        let sp = &p.plan.nodes[st.index()];
+        let region = sp.region.expect("readable storages own a region");
+        let buffer = p.buffers[region.buffer];
+        let storage_bytes = p.graph.node(st).nbytes();
+        let readback = sp.readback.map(|rb| (p.buffers[rb.buffer], rb.offset));
+        let backend = &mut self.backends[sp.backend];
+        let _span = tracing::trace_span!("read_rows", node = %node, rows = rows.len(), bytes = total).entered();
+        backend.synchronize()?;
+        out.reserve(total);
+        let gather = |src: &[u8], out: &mut Vec<u8>| {
+            for &(o, l) in &ranges {
+                out.extend_from_slice(&src[o..o + l]);
+            }
+        };
+        if let Some(src) = backend.host_slice(buffer, region.offset, storage_bytes) {
+            gather(src, out);
+        } else if let Some((rbuf, rb_offset)) = readback {
+            let regions: Vec<CopyRegion> = merged(&ranges)
+                .into_iter()
+                .map(|(o, len)| CopyRegion { src_offset: region.offset + o, dst_offset: rb_offset + o, len })
+                .collect();
+            backend.copy_regions(buffer, rbuf, &regions)?;
+            match backend.host_slice(rbuf, rb_offset, storage_bytes) {
+                Some(src) => gather(src, out),
+                None => download_gather(&mut **backend, rbuf, rb_offset, &ranges, out)?,
+            }
+        } else {
+            download_gather(&mut **backend, buffer, region.offset, &ranges, out)?;
+        }
+        self.stats.bytes_to_host += total as u64;
+        self.stats.step_bytes_to_host += total as u64;
+        Ok(())
+    }
+
+    /// An f32 output as values (f16/bf16 outputs are converted).
+    pub fn read_f32(&mut self, node: NodeId) -> Result<Vec<f32>, SchedError> {
+        let dtype = self.dtype_of("read_f32", node)?;
+        let conv = f32_reader(dtype).ok_or_else(|| self.dtype_error("read_f32", node, dtype, "f32, f16 or bf16"))?;
+        let bytes = self.read(node)?;
+        Ok(bytes.chunks_exact(dtype.size()).map(conv).collect())
+    }
+
+    /// An i32 output as values.
+    pub fn read_i32(&mut self, node: NodeId) -> Result<Vec<i32>, SchedError> {
+        match self.dtype_of("read_i32", node)? {
+            DType::I32 => Ok(i32s(&self.read(node)?)),
+            d => Err(self.dtype_error("read_i32", node, d, "i32")),
+        }
+    }
+}
+
+/// Downloads the distinct bytes of `ranges` (offsets from `base` in `buffer`), one download per
+/// merged range, and appends `ranges` in order to `out`.
+fn download_gather(
+    backend: &mut dyn crate::Backend,
+    buffer: crate::BufferId,
+    base: usize,
+    ranges: &[(usize, usize)],
+    out: &mut Vec<u8>,
+) -> Result<(), SchedError> {
+    let pieces = merged(ranges);
+    let mut bytes = Vec::with_capacity(pieces.iter().map(|p| p.1).sum());
+    let mut starts = Vec::with_capacity(pieces.len());
+    for &(o, l) in &pieces {
+        starts.push((o, bytes.len()));
+        bytes.resize(bytes.len() + l, 0);
+        let at = bytes.len() - l;
+        backend.download(buffer, base + o, &mut bytes[at..])?;
+    }
+    for &(o, l) in ranges {
+        // the merged piece holding [o, o + l)
+        let i = starts.partition_point(|&(po, _)| po <= o) - 1;
+        let (po, at) = starts[i];
+        out.extend_from_slice(&bytes[at + o - po..at + o - po + l]);
+    }
+    Ok(())
+}
+
+/// The little-endian decoder of one element of a float dtype.
+fn f32_reader(dtype: DType) -> Option<fn(&[u8]) -> f32> {
+    match dtype {
+        DType::F32 => Some(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        DType::F16 => Some(|b| graph::f16::from_le_bytes([b[0], b[1]]).to_f32()),
+        DType::BF16 => Some(|b| graph::bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+        _ => None,
+    }
+}
+
+fn i32s(bytes: &[u8]) -> Vec<i32> {
+    bytes.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_ranges_are_sorted_distinct_and_joined() {
+        assert_eq!(merged(&[(40, 8), (0, 8), (8, 8), (40, 8), (44, 8)]), vec![(0, 16), (40, 12)]);
+        assert_eq!(merged(&[]), vec![]);
+    }
+
+    #[test]
+    fn row_ranges_follow_the_layout() {
+        // [3, 2, 2] f32, contiguous: row r starts at 12 r.
+        let l = Layout::contiguous(graph::Shape([3, 2, 2, 1]), DType::F32);
+        assert_eq!(row_ranges(&l, 4, &[0, 3, 1]), vec![(0, 12), (36, 12), (12, 12)]);
+    }
+}
