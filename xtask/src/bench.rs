@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const SUITES: &str = "suites: sampling, ops";
+const SUITES: &str = "suites: sampling, ops, readback";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
@@ -23,6 +23,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let rest = std::iter::once(format!("xtask bench {suite}")).chain(args[2..].iter().cloned());
     match suite.as_str() {
         "sampling" => crate::bench_sampling::run(rest),
+        "readback" => crate::bench_readback::run(rest),
         "ops" if vulkan => crate::bench_vulkan::run(rest),
         #[cfg(feature = "ggml")]
         "ops" => crate::bench_ops::run(rest),

@@ -5,6 +5,7 @@
 mod bench;
 #[cfg(feature = "ggml")]
 mod bench_ops;
+mod bench_readback;
 mod bench_sampling;
 mod bench_vulkan;
 mod ci;

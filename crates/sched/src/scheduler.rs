@@ -173,11 +173,6 @@ impl Scheduler {
             self.stats.allocations += 1;
             self.stats.buffers += fresh;
         }
-        if self.cache.len() >= PLAN_CACHE {
-            let lru = (0..self.cache.len()).min_by_key(|&i| self.cache[i].used).expect("non-empty");
-            let old = self.cache.swap_remove(lru);
-            self.pool.release(&mut self.backends, old.key)?;
-        }
         let set = vec![false; g.len()];
         let planned = Planned {
             key,
@@ -192,8 +187,19 @@ impl Scheduler {
             used: self.clock,
         };
         self.cache.push(planned);
-        let i = self.cache.len() - 1;
+        // The new plan is the most recently used: the least recently used one leaves, and frees
+        // the leaves (params, state) no remaining plan shares. The new plan registered as a user of
+        // its leaves first, so a weight or state it shares with the leaving plan stays.
+        let mut released = Ok(());
+        if self.cache.len() > PLAN_CACHE {
+            let lru = (0..self.cache.len()).min_by_key(|&i| self.cache[i].used).expect("non-empty");
+            let old = self.cache.swap_remove(lru);
+            released = self.pool.release(&mut self.backends, old.key);
+        }
+        let i = self.cache.iter().position(|p| p.key == key).expect("just cached");
+        self.current = None;
         self.switch_to(i);
+        released?;
         Ok(&self.cache[i].plan)
     }
 

@@ -20,7 +20,9 @@
 //!   the earlier submissions, already finished by then, are retired too, so their run-time errors
 //!   are reported and host reads (`host_slice`) see no work in flight.
 //! - Host-visible buffers are written and read in place after waiting for all in-flight work (a
-//!   submitted split may read or write them); `free` also waits for everything.
+//!   submitted split may read or write them); `free` also waits for everything. Device memory
+//!   that the host can map (integrated GPUs, lavapipe) counts as host-visible unless
+//!   [`Options::staged`] is set.
 //!
 //! Staging: one pool of host-visible buffers in power-of-two size classes from [`STAGING_MIN`] to
 //! [`STAGING_MAX`] bytes, at most [`STAGING_PER_CLASS`] per class, allocated on first use, reused
@@ -68,6 +70,10 @@ pub struct Options {
     pub log: Option<MessageLog>,
     /// Use the shared-memory shader variants even where subgroup operations exist.
     pub no_subgroups: bool,
+    /// Treat device-memory buffers as not host-visible even where device-local memory is mapped
+    /// (integrated GPUs, lavapipe), so uploads and downloads go through the staging pool as on a
+    /// discrete GPU (also enabled by `GGS_VULKAN_STAGED=1`; the tests use it to cover that path).
+    pub staged: bool,
 }
 
 #[derive(Debug)]
@@ -132,6 +138,8 @@ pub struct VulkanBackend {
     staging: Vec<Staging>,
     log: MessageLog,
     timestamps: bool,
+    /// See [`Options::staged`].
+    staged: bool,
 }
 
 impl std::fmt::Debug for VulkanBackend {
@@ -193,6 +201,7 @@ impl VulkanBackend {
         .map_err(|e| unavailable(format!("pipeline layout: {e}")))?;
         let timestamps = (opts.timestamps || std::env::var_os("GGS_VULKAN_TIMESTAMPS").is_some_and(|v| v == "1"))
             && gpu.timestamps_valid;
+        let staged = opts.staged || std::env::var_os("GGS_VULKAN_STAGED").is_some_and(|v| v == "1");
         Ok(VulkanBackend {
             gpu,
             mem,
@@ -209,6 +218,7 @@ impl VulkanBackend {
             staging: Vec::new(),
             log,
             timestamps,
+            staged,
         })
     }
 
@@ -225,6 +235,12 @@ impl VulkanBackend {
     /// Whether the validation layer is active.
     pub fn validation_enabled(&self) -> bool {
         self.gpu.validation
+    }
+
+    /// The sizes of the pooled staging buffers, in bytes, in allocation order (for tests and
+    /// diagnostics: the pool only grows to [`STAGING_PER_CLASS`] buffers per size class).
+    pub fn staging_pool(&self) -> Vec<usize> {
+        self.staging.iter().map(|s| s.sub.len() as usize).collect()
     }
 
     /// Every validation message recorded so far (warnings and errors).
@@ -304,14 +320,24 @@ impl VulkanBackend {
         .map_err(|e| err(format!("begin command buffer: {e}")))
     }
 
-    /// Ends and submits `rec` with a new fence; the returned record keeps its resources alive.
+    /// Ends `rec` behind a barrier that makes its device writes visible to host reads once its
+    /// fence has signalled, and submits it with a new fence. The returned serial names the
+    /// submission; the in-flight record keeps its descriptor sets and buffers alive until it is
+    /// retired.
     fn submit(
         &mut self,
-        rec: RecordingCommandBuffer,
+        mut rec: RecordingCommandBuffer,
         keep: Vec<Arc<DescriptorSet>>,
+        bufs: Vec<Subbuffer<[u8]>>,
         timing: Option<(Arc<QueryPool>, Vec<String>)>,
         status: Status,
-    ) -> BackendResult<()> {
+    ) -> BackendResult<u64> {
+        let to_host = barrier(PipelineStages::ALL_COMMANDS, PipelineStages::HOST, AccessFlags::HOST_READ);
+        // SAFETY: a memory barrier needs no resources; it only orders earlier commands' writes
+        // before host reads that follow the fence wait.
+        unsafe {
+            rec.pipeline_barrier_unchecked(&to_host);
+        }
         // SAFETY: recording followed the rules documented at each command (barriers between
         // dependent commands, resources kept alive in `InFlight` until the fence signals).
         let cb = unsafe { rec.end() }.map_err(|e| err(format!("end command buffer: {e}")))?;
@@ -327,51 +353,94 @@ impl VulkanBackend {
         if r != vk::Result::SUCCESS {
             return Err(err(format!("queue submit failed: {r:?}")));
         }
-        self.in_flight.push(InFlight { fence, _cb: cb, _keep: keep, timing, status });
-        Ok(())
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.in_flight.push_back(InFlight { serial, fence, _cb: cb, _keep: keep, _bufs: bufs, timing, status });
+        Ok(serial)
+    }
+
+    /// Records a transfer command buffer — a full barrier (so it runs after, and sees, everything
+    /// submitted before it), then `f`'s commands — and submits it without waiting. `bufs` are the
+    /// buffers the commands touch (kept alive until the fence signals). Returns its serial.
+    fn submit_transfer(
+        &mut self,
+        bufs: Vec<Subbuffer<[u8]>>,
+        f: impl FnOnce(&mut RecordingCommandBuffer),
+    ) -> BackendResult<u64> {
+        let mut rec = self.begin()?;
+        let after_all = barrier(
+            PipelineStages::ALL_COMMANDS,
+            PipelineStages::ALL_COMMANDS,
+            AccessFlags::MEMORY_READ | AccessFlags::MEMORY_WRITE,
+        );
+        // SAFETY: a memory barrier needs no resources; it orders the commands `f` records after
+        // every command submitted earlier on this (only) queue.
+        unsafe {
+            rec.pipeline_barrier_unchecked(&after_all);
+        }
+        f(&mut rec);
+        self.submit(rec, Vec::new(), bufs, None, None)
     }
 
     /// Waits for every submitted command buffer, reports timestamps, and returns the first
     /// run-time error a shader flagged (an out-of-range row id), naming its node.
     pub(crate) fn wait_all(&mut self) -> BackendResult<()> {
+        self.wait_through(u64::MAX)
+    }
+
+    /// Waits for the submission with serial `serial` and retires it with every earlier one (they
+    /// ran before it, so their fences are already signalled or about to be), in submission order:
+    /// reports timestamps and returns the first run-time error a shader flagged, naming its node.
+    /// Later submissions stay in flight.
+    fn wait_through(&mut self, serial: u64) -> BackendResult<()> {
+        let n = self.in_flight.iter().take_while(|f| f.serial <= serial).count();
+        if n == 0 {
+            return Ok(());
+        }
+        let wait = |f: &InFlight| f.fence.wait(None).map_err(|e| err(format!("waiting for the device: {e}")));
+        wait(&self.in_flight[n - 1])?;
         let mut first_error = None;
-        for f in self.in_flight.drain(..) {
-            f.fence.wait(None).map_err(|e| err(format!("waiting for the device: {e}")))?;
-            if let Some((buf, owners)) = &f.status
-                && first_error.is_none()
-            {
-                let words = buf.read().map_err(|e| err(format!("mapping: {e}")))?;
-                first_error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
-                    let w = &words[i * 4..i * 4 + 4];
-                    (w != [0, 0, 0, 0]).then(|| BackendError::Compute {
-                        backend: crate::NAME.into(),
-                        node,
-                        op,
-                        msg: "row id out of range".into(),
-                    })
-                });
-            }
-            if let Some((pool, labels)) = f.timing {
-                let mut ticks = vec![0u64; labels.len() + 1];
-                if pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).is_ok() {
-                    let period = f64::from(self.gpu.timestamp_period);
-                    for (i, l) in labels.iter().enumerate() {
-                        let us = ticks[i + 1].wrapping_sub(ticks[i]) as f64 * period / 1000.0;
-                        tracing::info!(target: "vulkan::timestamps", node = %l, us, "gpu time");
-                    }
-                }
-            }
+        for _ in 0..n {
+            wait(self.in_flight.front().expect("n entries are in flight"))?;
+            let f = self.in_flight.pop_front().expect("n entries are in flight");
+            let e = self.retire(f)?;
+            first_error = first_error.or(e);
         }
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Runs one transfer command buffer to completion (staging copies, zero fills).
-    fn run_transfer(&mut self, f: impl FnOnce(&mut RecordingCommandBuffer)) -> BackendResult<()> {
-        self.wait_all()?;
-        let mut rec = self.begin()?;
-        f(&mut rec);
-        self.submit(rec, Vec::new(), None, None)?;
-        self.wait_all()
+    /// Reads a finished submission's status words and timestamps: the run-time error its first
+    /// failing node flagged, if any.
+    fn retire(&self, f: InFlight) -> BackendResult<Option<BackendError>> {
+        let mut error = None;
+        if let Some((buf, owners)) = &f.status {
+            let words = buf.read().map_err(|e| err(format!("mapping: {e}")))?;
+            error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
+                let w = &words[i * 4..i * 4 + 4];
+                (w != [0, 0, 0, 0]).then(|| BackendError::Compute {
+                    backend: crate::NAME.into(),
+                    node,
+                    op,
+                    msg: "row id out of range".into(),
+                })
+            });
+        }
+        if let Some((pool, labels)) = &f.timing {
+            let mut ticks = vec![0u64; labels.len() + 1];
+            if pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).is_ok() {
+                let period = f64::from(self.gpu.timestamp_period);
+                for (i, l) in labels.iter().enumerate() {
+                    let us = ticks[i + 1].wrapping_sub(ticks[i]) as f64 * period / 1000.0;
+                    tracing::info!(target: "vulkan::timestamps", node = %l, us, "gpu time");
+                }
+            }
+        }
+        Ok(error)
+    }
+
+    /// Whether submission `serial` has been retired (serial 0: nothing was ever submitted).
+    fn retired(&self, serial: u64) -> bool {
+        self.in_flight.front().is_none_or(|f| f.serial > serial)
     }
 
     fn check_range(&self, id: BufferId, offset: usize, len: usize) -> BackendResult<()> {
@@ -382,8 +451,84 @@ impl VulkanBackend {
         Ok(())
     }
 
-    fn staging(&self, len: usize) -> BackendResult<Subbuffer<[u8]>> {
-        Ok(self.new_buffer(len, MemoryKind::Host)?.sub)
+    /// A staging buffer of `class` bytes (see [`staging_class`]) that no unfinished transfer uses,
+    /// as an index into the pool: a retired one of that class; else a new one while the class
+    /// holds fewer than [`STAGING_PER_CLASS`]; else the least recently used one, after waiting for
+    /// its last transfer (and what was submitted before it). The caller records its next use in
+    /// `last_use`.
+    fn staging(&mut self, class: usize) -> BackendResult<usize> {
+        let in_class = || self.staging.iter().enumerate().filter(|(_, s)| s.sub.len() as usize == class);
+        if let Some((i, _)) = in_class().find(|(_, s)| self.retired(s.last_use)) {
+            return Ok(i);
+        }
+        if in_class().count() < STAGING_PER_CLASS {
+            let b = self.new_buffer(class, MemoryKind::Host)?;
+            if !b.host_visible {
+                return Err(err("no host-visible memory for a staging buffer"));
+            }
+            tracing::debug!(bytes = class, "vulkan staging buffer");
+            self.staging.push(Staging { sub: b.sub, last_use: 0 });
+            return Ok(self.staging.len() - 1);
+        }
+        let (i, s) = in_class().min_by_key(|(_, s)| s.last_use).expect("the class is full");
+        let last = s.last_use;
+        self.wait_through(last)?;
+        Ok(i)
+    }
+
+    /// Writes `data` at `offset` of the device-memory buffer `dst` through the staging pool,
+    /// chunk by chunk, without waiting for the copies (see the module documentation).
+    fn upload_staged(&mut self, dst: Subbuffer<[u8]>, offset: usize, data: &[u8]) -> BackendResult<()> {
+        for (k, chunk) in data.chunks(STAGING_MAX).enumerate() {
+            let i = self.staging(staging_class(chunk.len()))?;
+            let st = self.staging[i].sub.clone();
+            st.write().map_err(|e| err(format!("mapping: {e}")))?[..chunk.len()].copy_from_slice(chunk);
+            let info = copy_info(&st, 0, &dst, (offset + k * STAGING_MAX) as u64, chunk.len() as u64);
+            // SAFETY: the range was bounds-checked; the leading barrier orders the copy after
+            // earlier work on `dst`, and the staging buffer's previous transfer has finished.
+            let serial = self.submit_transfer(vec![st, dst.clone()], |rec| unsafe {
+                rec.copy_buffer_unchecked(&info);
+            })?;
+            self.staging[i].last_use = serial;
+        }
+        Ok(())
+    }
+
+    /// Reads `out.len()` bytes at `offset` of the device-memory buffer `src` through the staging
+    /// pool, chunk by chunk: each copy is submitted behind the barrier and only its fence (with the
+    /// submissions before it) is waited for.
+    fn download_staged(&mut self, src: Subbuffer<[u8]>, offset: usize, out: &mut [u8]) -> BackendResult<()> {
+        for (k, chunk) in out.chunks_mut(STAGING_MAX).enumerate() {
+            let i = self.staging(staging_class(chunk.len()))?;
+            let st = self.staging[i].sub.clone();
+            let info = copy_info(&src, (offset + k * STAGING_MAX) as u64, &st, 0, chunk.len() as u64);
+            // SAFETY: the range was bounds-checked; the leading barrier orders the copy after the
+            // work that wrote `src`, and the staging buffer's previous transfer has finished.
+            let serial = self.submit_transfer(vec![src.clone(), st.clone()], |rec| unsafe {
+                rec.copy_buffer_unchecked(&info);
+            })?;
+            self.staging[i].last_use = serial;
+            self.wait_through(serial)?;
+            chunk.copy_from_slice(&st.read().map_err(|e| err(format!("mapping: {e}")))?[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+/// A global memory barrier: everything before it in `src` stages (all memory writes) happens before
+/// `dst` stages' `dst_access` accesses after it.
+fn barrier(src: PipelineStages, dst: PipelineStages, dst_access: AccessFlags) -> DependencyInfo {
+    DependencyInfo {
+        memory_barriers: [MemoryBarrier {
+            src_stages: src,
+            src_access: AccessFlags::MEMORY_WRITE,
+            dst_stages: dst,
+            dst_access,
+            ..Default::default()
+        }]
+        .into_iter()
+        .collect(),
+        ..Default::default()
     }
 }
 
@@ -392,6 +537,50 @@ fn copy_info(src: &Subbuffer<[u8]>, so: u64, dst: &Subbuffer<[u8]>, doff: u64, l
         regions: [BufferCopy { src_offset: so, dst_offset: doff, size: len, ..Default::default() }].into(),
         ..CopyBufferInfo::buffers(src.clone(), dst.clone())
     }
+}
+
+/// Checks the regions of a batched copy for overlaps: no destination range may overlap another
+/// destination range (the result would depend on the copy order) and, when source and destination
+/// are the same buffer, no source range may overlap any destination range (its own included), as
+/// `vkCmdCopyBuffer` requires. Zero-length ranges overlap nothing. `O(n log n)` in the regions.
+fn check_disjoint(same_buffer: bool, regions: &[CopyRegion]) -> Result<(), String> {
+    // (start, end, is_destination, region index), sorted by start: an earlier-starting range
+    // overlaps a later one exactly when it ends after the later one starts.
+    let mut ranges: Vec<(usize, usize, bool, usize)> = Vec::with_capacity(regions.len() * 2);
+    for (i, r) in regions.iter().enumerate().filter(|(_, r)| r.len > 0) {
+        ranges.push((r.dst_offset, r.dst_offset + r.len, true, i));
+        if same_buffer {
+            ranges.push((r.src_offset, r.src_offset + r.len, false, i));
+        }
+    }
+    ranges.sort_unstable();
+    // The furthest-reaching destination and source range seen so far: (end, region index).
+    let mut dst_end: Option<(usize, usize)> = None;
+    let mut src_end: Option<(usize, usize)> = None;
+    for &(start, end, is_dst, i) in &ranges {
+        if let Some((e, j)) = dst_end
+            && start < e
+        {
+            return Err(if is_dst {
+                format!("destination ranges of regions {j} and {i} overlap")
+            } else {
+                format!("source range of region {i} overlaps the destination range of region {j} in the same buffer")
+            });
+        }
+        if is_dst
+            && let Some((e, j)) = src_end
+            && start < e
+        {
+            return Err(format!(
+                "source range of region {j} overlaps the destination range of region {i} in the same buffer"
+            ));
+        }
+        let slot = if is_dst { &mut dst_end } else { &mut src_end };
+        if slot.is_none_or(|(e, _)| end > e) {
+            *slot = Some((end, i));
+        }
+    }
+    Ok(())
 }
 
 impl Backend for VulkanBackend {
@@ -404,14 +593,17 @@ impl Backend for VulkanBackend {
     }
 
     fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {
-        let b = self.new_buffer(bytes, kind)?;
+        let mut b = self.new_buffer(bytes, kind)?;
+        b.host_visible &= !(self.staged && kind == MemoryKind::Device);
         if b.host_visible {
             let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
             w.fill(0);
         } else {
             let sub = b.sub.clone();
-            // SAFETY: the buffer is new and only this command touches it.
-            self.run_transfer(|rec| unsafe {
+            // SAFETY: the buffer is new and only this command touches it (its size is a multiple
+            // of 4); later work on it is ordered after the fill by its leading barrier. Nothing
+            // waits for the fill.
+            self.submit_transfer(vec![sub.clone()], |rec| unsafe {
                 rec.fill_buffer_unchecked(&sub.reinterpret::<[u32]>(), 0);
             })?;
         }
@@ -427,48 +619,41 @@ impl Backend for VulkanBackend {
         self.buffers.remove(&buffer.0).map(|_| ()).ok_or_else(|| err(format!("unknown buffer {}", buffer.0)))
     }
 
+    /// Host-visible buffers: waits for all in-flight work, then writes in place. Device memory:
+    /// through the staging pool without waiting for the device (see the module documentation).
     fn upload(&mut self, buffer: BufferId, offset: usize, data: &[u8]) -> BackendResult<()> {
         self.check_range(buffer, offset, data.len())?;
         if data.is_empty() {
             return Ok(());
         }
+        let b = self.buf(buffer)?;
+        if !b.host_visible {
+            let dst = b.sub.clone();
+            return self.upload_staged(dst, offset, data);
+        }
         self.wait_all()?;
         let b = self.buf(buffer)?;
-        if b.host_visible {
-            let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
-            w[offset..offset + data.len()].copy_from_slice(data);
-            return Ok(());
-        }
-        let dst = b.sub.clone();
-        let st = self.staging(data.len())?;
-        st.write().map_err(|e| err(format!("mapping: {e}")))?[..data.len()].copy_from_slice(data);
-        let info = copy_info(&st, 0, &dst, offset as u64, data.len() as u64);
-        // SAFETY: no other work is pending (`run_transfer` waits first and after).
-        self.run_transfer(|rec| unsafe {
-            rec.copy_buffer_unchecked(&info);
-        })
+        let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
+        w[offset..offset + data.len()].copy_from_slice(data);
+        Ok(())
     }
 
+    /// Host-visible buffers: waits for all in-flight work, then reads in place. Device memory:
+    /// one staged copy per chunk, waiting for that copy's fence (see the module documentation).
     fn download(&mut self, buffer: BufferId, offset: usize, out: &mut [u8]) -> BackendResult<()> {
         self.check_range(buffer, offset, out.len())?;
         if out.is_empty() {
             return Ok(());
         }
+        let b = self.buf(buffer)?;
+        if !b.host_visible {
+            let src = b.sub.clone();
+            return self.download_staged(src, offset, out);
+        }
         self.wait_all()?;
         let b = self.buf(buffer)?;
-        if b.host_visible {
-            let r = b.sub.read().map_err(|e| err(format!("mapping: {e}")))?;
-            out.copy_from_slice(&r[offset..offset + out.len()]);
-            return Ok(());
-        }
-        let src = b.sub.clone();
-        let st = self.staging(out.len())?;
-        let info = copy_info(&src, offset as u64, &st, 0, out.len() as u64);
-        // SAFETY: as in `upload`.
-        self.run_transfer(|rec| unsafe {
-            rec.copy_buffer_unchecked(&info);
-        })?;
-        out.copy_from_slice(&st.read().map_err(|e| err(format!("mapping: {e}")))?[..out.len()]);
+        let r = b.sub.read().map_err(|e| err(format!("mapping: {e}")))?;
+        out.copy_from_slice(&r[offset..offset + out.len()]);
         Ok(())
     }
 
@@ -486,7 +671,7 @@ impl Backend for VulkanBackend {
             enc.mark(task.graph, n);
         }
         let (rec, keep, timing, status) = enc.finish();
-        self.submit(rec, keep, timing, status)
+        self.submit(rec, keep, Vec::new(), timing, status).map(|_| ())
     }
 
     fn synchronize(&mut self) -> BackendResult<()> {
@@ -505,43 +690,47 @@ impl Backend for VulkanBackend {
         all.get(offset..offset + len)
     }
 
+    /// All non-empty regions go into one `vkCmdCopyBuffer` in one command buffer, submitted behind
+    /// the leading barrier (so earlier splits that write `src` are finished before it reads, with
+    /// no host wait first); then waits for that submission's fence and retires the submissions
+    /// before it (already finished), so `host_slice` can read `dst` right away.
     fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
-        for r in regions {
-            self.check_range(src, r.src_offset, r.len)?;
-            self.check_range(dst, r.dst_offset, r.len)?;
-        }
-        let regions: Vec<&CopyRegion> = regions.iter().filter(|r| r.len > 0).collect();
-        if regions.is_empty() {
-            return Ok(());
-        }
-        if src == dst {
-            for (i, a) in regions.iter().enumerate() {
-                for b in &regions[i..] {
-                    let overlap = |x: usize, y: usize| x < y + b.len && y < x + a.len;
-                    if overlap(a.src_offset, b.dst_offset) || overlap(a.dst_offset, b.src_offset) {
-                        return Err(err("copy_regions: overlapping ranges within one buffer"));
-                    }
+        let (src_len, dst_len) = (self.buf(src)?.len, self.buf(dst)?.len);
+        for (i, r) in regions.iter().enumerate() {
+            for (what, id, offset, len) in
+                [("source", src, r.src_offset, src_len), ("destination", dst, r.dst_offset, dst_len)]
+            {
+                if offset.checked_add(r.len).is_none_or(|e| e > len) {
+                    return Err(err(format!(
+                        "copy_regions: region {i}: {what} range {offset}+{} outside buffer {} of {len} bytes",
+                        r.len, id.0
+                    )));
                 }
             }
         }
+        check_disjoint(src == dst, regions).map_err(|m| err(format!("copy_regions: {m}")))?;
+        let copies: Vec<BufferCopy> = regions
+            .iter()
+            .filter(|r| r.len > 0)
+            .map(|r| BufferCopy {
+                src_offset: r.src_offset as u64,
+                dst_offset: r.dst_offset as u64,
+                size: r.len as u64,
+                ..Default::default()
+            })
+            .collect();
+        if copies.is_empty() {
+            return Ok(());
+        }
         let (s, d) = (self.buf(src)?.sub.clone(), self.buf(dst)?.sub.clone());
-        let info = CopyBufferInfo {
-            regions: regions
-                .iter()
-                .map(|r| BufferCopy {
-                    src_offset: r.src_offset as u64,
-                    dst_offset: r.dst_offset as u64,
-                    size: r.len as u64,
-                    ..Default::default()
-                })
-                .collect(),
-            ..CopyBufferInfo::buffers(s, d)
-        };
-        // SAFETY: ranges were bounds-checked and do not overlap within one buffer; `run_transfer`
-        // waits for earlier work (which may write `src`) before and for the copy after.
-        self.run_transfer(|rec| unsafe {
+        let info =
+            CopyBufferInfo { regions: copies.into_iter().collect(), ..CopyBufferInfo::buffers(s.clone(), d.clone()) };
+        // SAFETY: every range was bounds-checked, no destination overlaps another or (within one
+        // buffer) a source; the leading barrier orders the copy after earlier work on both buffers.
+        let serial = self.submit_transfer(vec![s, d], |rec| unsafe {
             rec.copy_buffer_unchecked(&info);
-        })
+        })?;
+        self.wait_through(serial)
     }
 
     fn alignment(&self) -> usize {
@@ -554,9 +743,58 @@ impl Backend for VulkanBackend {
 }
 
 impl Drop for VulkanBackend {
+    /// Waits for all submitted work, then frees the staging pool (the rest drops with the fields).
     fn drop(&mut self) {
         if let Err(e) = self.wait_all() {
             tracing::error!("vulkan: waiting for the device on drop: {e}");
         }
+        self.staging.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(src_offset: usize, dst_offset: usize, len: usize) -> CopyRegion {
+        CopyRegion { src_offset, dst_offset, len }
+    }
+
+    #[test]
+    fn staging_classes_are_powers_of_two_between_the_bounds() {
+        assert_eq!(staging_class(1), STAGING_MIN);
+        assert_eq!(staging_class(STAGING_MIN), STAGING_MIN);
+        assert_eq!(staging_class(STAGING_MIN + 1), 2 * STAGING_MIN);
+        assert_eq!(staging_class(3 << 20), 4 << 20);
+        assert_eq!(staging_class(STAGING_MAX), STAGING_MAX);
+        assert_eq!(staging_class(usize::MAX), STAGING_MAX);
+        assert!(STAGING_MIN.is_power_of_two() && STAGING_MAX.is_power_of_two() && STAGING_MIN.is_multiple_of(4));
+    }
+
+    #[test]
+    fn disjoint_regions_pass() {
+        assert_eq!(check_disjoint(true, &[]), Ok(()));
+        // Sources may overlap each other; destinations touch but do not overlap.
+        let ok = [r(0, 100, 10), r(5, 110, 10), r(0, 120, 0), r(50, 40, 10)];
+        assert_eq!(check_disjoint(true, &ok), Ok(()));
+        // Across two buffers a source range may coincide with a destination range.
+        assert_eq!(check_disjoint(false, &[r(0, 0, 10), r(10, 10, 10)]), Ok(()));
+        // Zero-length ranges overlap nothing.
+        assert_eq!(check_disjoint(true, &[r(3, 3, 0), r(0, 10, 8)]), Ok(()));
+    }
+
+    #[test]
+    fn overlapping_regions_are_named() {
+        let e = check_disjoint(false, &[r(0, 0, 10), r(20, 9, 4)]).unwrap_err();
+        assert!(e.contains("destination ranges of regions 0 and 1 overlap"), "{e}");
+        let e = check_disjoint(true, &[r(0, 4, 8)]).unwrap_err();
+        assert!(e.contains("source range of region 0 overlaps the destination range of region 0"), "{e}");
+        let e = check_disjoint(true, &[r(100, 0, 8), r(4, 200, 8)]).unwrap_err();
+        assert!(e.contains("source range of region 1 overlaps the destination range of region 0"), "{e}");
+        let e = check_disjoint(true, &[r(0, 50, 8), r(200, 4, 8)]).unwrap_err();
+        assert!(e.contains("source range of region 0 overlaps the destination range of region 1"), "{e}");
+        // A short range nested in a long earlier one is still found.
+        let e = check_disjoint(false, &[r(0, 0, 100), r(0, 150, 8), r(0, 40, 4)]).unwrap_err();
+        assert!(e.contains("regions 0 and 2"), "{e}");
     }
 }

@@ -12,7 +12,7 @@ mod ops;
 mod push;
 pub mod shaders;
 
-pub use backend::{Options, VulkanBackend};
+pub use backend::{Options, STAGING_MAX, STAGING_MIN, STAGING_PER_CLASS, VulkanBackend};
 
 /// The backend's name in plans and errors.
 pub const NAME: &str = "vulkan";

@@ -1,8 +1,9 @@
 //! Partial read-back on the Vulkan backend through `sched::Scheduler`: an output `[V, n]` that a
 //! node on the device consumes lives in device memory with a host-visible read-back region; any
 //! subset of its rows (and of a transposed and a strided view of it) read with `read_rows` equals
-//! the same rows of the full read, and the bytes counter moves by exactly rows x row bytes. The
-//! validation layer must stay silent.
+//! the same rows of the full read, and the bytes counter moves by exactly rows x row bytes, with
+//! device memory used in place and through the staging pool (`Options::staged`). The validation
+//! layer must stay silent.
 
 mod common;
 
@@ -15,8 +16,15 @@ use vulkan::{Options, VulkanBackend};
 fn read_rows_of_any_subset_equals_the_full_read_and_counts_exactly_its_bytes() {
     let Some(probe) = common::vulkan("read_rows_of_any_subset_equals_the_full_read") else { return };
     drop(probe);
+    // In place where the device maps its memory, and through the staging pool.
+    for staged in [false, true] {
+        read_rows_case(staged);
+    }
+}
+
+fn read_rows_case(staged: bool) {
     let log = Arc::new(Mutex::new(Vec::new()));
-    let opts = Options { validation: true, log: Some(log.clone()), ..Options::default() };
+    let opts = Options { validation: true, staged, log: Some(log.clone()), ..Options::default() };
     let vk = VulkanBackend::with_options(opts).unwrap();
     let mut s = Scheduler::new(vec![Box::new(vk)]).unwrap();
     let (v, n) = (1000, 6);
@@ -48,7 +56,7 @@ fn read_rows_of_any_subset_equals_the_full_read_and_counts_exactly_its_bytes() {
             let got = s.read_rows(node, &subset).unwrap();
             let want: Vec<u8> =
                 subset.iter().flat_map(|&r| full[r * row_bytes..(r + 1) * row_bytes].to_vec()).collect();
-            assert_eq!(got, want, "{}, rows {subset:?}", g.describe(node));
+            assert_eq!(got, want, "{}, rows {subset:?}, staged {staged}", g.describe(node));
             assert_eq!(s.stats().bytes_to_host - before, (subset.len() * row_bytes) as u64);
         }
     }
