@@ -6,7 +6,9 @@ use thiserror::Error;
 /// Everything that can go wrong while building or running a sampler chain.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum SamplingError {
-    /// A parameter value outside the sampler's domain (and not an edge value that llama.cpp defines).
+    /// A parameter value outside the sampler's domain (and not an edge value that llama.cpp defines):
+    /// at construction, or while a stage runs where a row makes llama.cpp's arithmetic on the
+    /// parameter NaN (e.g. `temp(t=inf)` with masked candidates: `-inf / inf`).
     #[error("{stage}: invalid parameter `{param}` = {value}: {reason}")]
     InvalidParam {
         /// Sampler name, as in a SPEC.
@@ -73,25 +75,25 @@ pub enum SamplingError {
 pub type Result<T> = std::result::Result<T, SamplingError>;
 
 /// Checks that a parameter is not NaN; returns an [`SamplingError::InvalidParam`] naming it otherwise.
+/// (llama.cpp checks no parameter; what it does with NaN is whatever its comparisons happen to give.)
 pub(crate) fn not_nan(stage: &'static str, param: &'static str, v: f32) -> Result<f32> {
     if v.is_nan() {
-        return Err(SamplingError::InvalidParam { stage, param, value: format!("{v}"), reason: "must not be NaN" });
+        return Err(SamplingError::InvalidParam {
+            stage,
+            param,
+            value: format!("{v}"),
+            reason: "must not be NaN: what llama.cpp does with NaN is an accident of its comparisons (all false), not a defined behaviour",
+        });
     }
     Ok(v)
 }
 
-/// Checks that a parameter is finite.
-pub(crate) fn finite(stage: &'static str, param: &'static str, v: f32) -> Result<f32> {
-    if !v.is_finite() {
-        return Err(SamplingError::InvalidParam { stage, param, value: format!("{v}"), reason: "must be finite" });
-    }
-    Ok(v)
-}
-
-/// Checks that a probability parameter lies in `[0, 1]`.
-pub(crate) fn unit(stage: &'static str, param: &'static str, v: f32) -> Result<f32> {
-    if !(0.0..=1.0).contains(&v) {
-        return Err(SamplingError::InvalidParam { stage, param, value: format!("{v}"), reason: "must lie in [0, 1]" });
-    }
-    Ok(v)
+/// An [`SamplingError::InvalidParam`] for `stage`'s parameter `param`.
+pub(crate) fn invalid(
+    stage: &'static str,
+    param: &'static str,
+    value: impl ToString,
+    reason: &'static str,
+) -> SamplingError {
+    SamplingError::InvalidParam { stage, param, value: value.to_string(), reason }
 }

@@ -8,10 +8,10 @@
 //! draws use stream [`graph::philox::stream::DRAW`], XTC's coin stream `XTC`, the mirostat samplers
 //! stream `MIROSTAT`, always element 0 of the stream. Each random sampler keeps a `step: u64`
 //! counter: the k-th draw since construction or [`Sampler::reset`] uses `step = k` (0-based), and
-//! [`Sampler::set_step`] sets the step the next draw uses. A sampler that does not draw in an
-//! `apply` (XTC when disabled or with fewer than two candidates) does not advance its step. So a
-//! given `(seed, step)` selects the same token on every run and on every backend that implements the
-//! same generator.
+//! [`Sampler::set_step`] sets the step the next draw uses. A random sampler advances its step on
+//! every `apply`, also where it needs no number (XTC when disabled or with fewer than two
+//! candidates), so step k's number never depends on earlier rows, and a given `(seed, step)`
+//! selects the same token on every run and on every backend that implements the same generator.
 //!
 //! A seed is a plain `u64`; there is no "random seed" value (llama.cpp's `LLAMA_DEFAULT_SEED =
 //! 0xFFFFFFFF` means "pick one at random"; here it is just another seed). A SPEC stage without a

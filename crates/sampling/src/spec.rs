@@ -17,7 +17,7 @@
 //! | `mirostat_v2` | `tau=5.0`, `eta=0.1`, `seed` |
 //! | `penalties` | `last_n=64`, `repeat=1.0`, `freq=0.0`, `present=0.0` |
 //! | `dry` | `multiplier=0.0`, `base=1.75`, `allowed_length=2`, `last_n=-1`, `n_ctx=4096`, `breakers=` |
-//! | `logit_bias` | `TOKEN=BIAS`, any number (`-inf` bans) |
+//! | `logit_bias` | `TOKEN=BIAS`, any number (`-inf` bans; a negative TOKEN is ignored) |
 //! | `adaptive_p` | `target=-1.0` (disabled), `decay=0.9`, `seed` |
 //!
 //! Names may also be written with `-` (llama.cpp's spelling: `top-k`, `min-p`, ...). A missing
@@ -195,10 +195,16 @@ fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
         "logit_bias" => {
             let mut biases = Vec::new();
             for &(k, v) in &st.order {
+                // llama.cpp's llama_token is an int32_t; a negative one matches no candidate and
+                // is ignored there, so it is dropped here.
                 let tok = k
-                    .parse::<u32>()
+                    .parse::<i32>()
                     .map_err(|_| st.err(format!("parameter `{k}`: expected a token id (TOKEN=BIAS)")))?;
-                biases.push((tok, parse_f32(st, k, v)?));
+                let bias = parse_f32(st, k, v)?;
+                st.wrap(crate::samplers::logit_bias::check_bias(i64::from(tok), bias))?;
+                if let Ok(tok) = u32::try_from(tok) {
+                    biases.push((tok, bias));
+                }
             }
             Box::new(st.wrap(LogitBias::new(biases))?)
         }

@@ -3,7 +3,7 @@
 //! every kind of chain (each fast path and the materialising path), never a panic or a token.
 
 mod common;
-use sampling::{Candidates, Chain, SamplingError, TokenData};
+use sampling::{Candidates, Chain, Sampler, SamplingError, TokenData};
 
 const CHAINS: &[&str] = &[
     "greedy",
@@ -86,4 +86,103 @@ fn no_selecting_stage_is_an_error_for_sample() {
     // but run() reports the candidates with selected = None
     let o = Chain::parse("top_k(k=2)").unwrap().run(&[1.0, 2.0]).unwrap();
     assert_eq!(o.selected, None);
+}
+
+/// Every parameter value that llama.cpp gives no meaning to (NaN, or values whose arithmetic is
+/// NaN, undefined, or a crash in llama.cpp) is an `InvalidParam` naming the stage and the
+/// parameter, wrapped by the SPEC parser with the stage's index; every edge value llama.cpp does
+/// define is accepted (its known answer is in `known_answers.rs`).
+#[test]
+fn rejected_parameter_values_name_stage_and_parameter() {
+    const REJECTED: &[(&str, &str, &str)] = &[
+        ("top_p(p=nan)", "top_p", "p"),
+        ("min_p(p=nan)", "min_p", "p"),
+        ("typical(p=nan)", "typical", "p"),
+        ("temp(t=nan)", "temp", "t"),
+        ("temp_ext(t=nan)", "temp_ext", "t"),
+        ("temp_ext(delta=nan)", "temp_ext", "delta"),
+        ("temp_ext(exponent=nan)", "temp_ext", "exponent"),
+        ("temp_ext(t=inf,delta=0.5)", "temp_ext", "t"),
+        ("temp_ext(t=-inf,delta=inf)", "temp_ext", "delta"),
+        ("xtc(p=nan)", "xtc", "p"),
+        ("xtc(p=1,t=nan)", "xtc", "t"),
+        ("top_n_sigma(n=nan)", "top_n_sigma", "n"),
+        ("mirostat(m=1)", "mirostat", "m"),
+        ("mirostat(m=-2147483648)", "mirostat", "m"),
+        ("mirostat(tau=nan)", "mirostat", "tau"),
+        ("mirostat(tau=inf)", "mirostat", "tau"),
+        ("mirostat(tau=-inf)", "mirostat", "tau"),
+        ("mirostat(tau=3e38)", "mirostat", "tau"),
+        ("mirostat(eta=nan)", "mirostat", "eta"),
+        ("mirostat(eta=inf)", "mirostat", "eta"),
+        ("mirostat_v2(tau=nan)", "mirostat_v2", "tau"),
+        ("mirostat_v2(tau=inf,eta=0)", "mirostat_v2", "tau"),
+        ("mirostat_v2(tau=-inf,eta=-1)", "mirostat_v2", "tau"),
+        ("mirostat_v2(eta=nan)", "mirostat_v2", "eta"),
+        ("mirostat_v2(eta=-inf)", "mirostat_v2", "eta"),
+        ("penalties(last_n=-2)", "penalties", "last_n"),
+        ("penalties(repeat=0)", "penalties", "repeat"),
+        ("penalties(repeat=-inf)", "penalties", "repeat"),
+        ("penalties(repeat=nan)", "penalties", "repeat"),
+        ("penalties(freq=-inf)", "penalties", "freq"),
+        ("penalties(freq=nan)", "penalties", "freq"),
+        ("penalties(present=-inf)", "penalties", "present"),
+        ("penalties(present=nan)", "penalties", "present"),
+        ("dry(multiplier=nan)", "dry", "multiplier"),
+        ("dry(multiplier=-inf)", "dry", "multiplier"),
+        ("dry(multiplier=-0.5,base=inf)", "dry", "multiplier"),
+        ("dry(base=nan)", "dry", "base"),
+        ("dry(last_n=-2)", "dry", "last_n"),
+        ("dry(multiplier=1,last_n=-1,n_ctx=0)", "dry", "n_ctx"),
+        ("dry(n_ctx=2147483648)", "dry", "n_ctx"),
+        ("dry(multiplier=1,allowed_length=-2147483648)", "dry", "allowed_length"),
+        ("logit_bias(1=nan)", "logit_bias", "bias"),
+        ("logit_bias(1=inf)", "logit_bias", "bias"),
+        ("adaptive_p(target=nan)", "adaptive_p", "target"),
+        ("adaptive_p(target=inf,decay=0)", "adaptive_p", "target"),
+        ("adaptive_p(decay=nan)", "adaptive_p", "decay"),
+    ];
+    for &(spec, stage, param) in REJECTED {
+        let e = Chain::parse(&format!("greedy;{spec}")).unwrap_err();
+        assert!(matches!(e, SamplingError::Spec { stage_index: 1, .. }), "{spec}: {e:?}");
+        let msg = e.to_string();
+        let want = format!("{stage}: invalid parameter `{param}` = ");
+        assert!(msg.contains(&want), "{spec}: {msg}");
+    }
+}
+
+/// Edge values whose llama.cpp result is NaN only for some rows are accepted, and such a row is an
+/// error when the stage runs, on both representations, never NaN probabilities or a token.
+#[test]
+fn row_dependent_nan_is_an_error_when_the_stage_runs() {
+    let list_of = |row: &[f32]| {
+        let list = row.iter().enumerate().map(|(i, &l)| TokenData { id: i as u32, logit: l, p: 0.0 }).collect();
+        Candidates::from_list(list, row.len()).unwrap()
+    };
+    // (spec, row, stage, parameter): an infinite temperature with a masked token (-inf / inf);
+    // a dynamic temperature of inf with a masked token; a dynamic temperature of 0 * inf = NaN
+    // (t = -0.5, delta = 0.5: max_t = min_t = 0; zero entropy, exponent -1: 0^-1 = inf).
+    let cases: &[(&str, &[f32], &str)] = &[
+        ("temp(t=inf);dist", &[1.0, f32::NEG_INFINITY, 2.0], "temp"),
+        ("temp_ext(t=inf,delta=-1);dist", &[1.0, f32::NEG_INFINITY], "temp_ext"),
+        ("top_k(k=2);temp(t=inf);dist", &[f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY], "temp"),
+        ("temp_ext(t=1,delta=0.5,exponent=-1);dist", &[5.0, f32::NEG_INFINITY], "temp_ext"),
+        ("temp_ext(t=-0.5,delta=0.5,exponent=-1);dist", &[0.0, -1000.0], "temp_ext"),
+    ];
+    for &(spec, row, stage) in cases {
+        let view = Chain::parse(spec).unwrap().sample(row);
+        let mut cur = list_of(row);
+        let list = Chain::parse(spec).unwrap().apply(&mut cur);
+        for r in [view.map(|_| ()), list] {
+            match r {
+                Err(SamplingError::InvalidParam { stage: s, param: "t", .. }) => assert_eq!(s, stage, "{spec}"),
+                other => panic!("{spec}: expected InvalidParam for `t`, got {other:?}"),
+            }
+        }
+    }
+    // penalties(repeat = inf) on a seen token whose logit is exactly 0: 0 * inf = NaN, which the
+    // next stage reports (as any NaN or +inf logit made inside a chain).
+    let mut c = Chain::parse("penalties(repeat=inf);greedy").unwrap();
+    c.accept(0);
+    assert!(matches!(c.sample(&[0.0, 1.0]), Err(SamplingError::BadLogit { index: 0, .. })));
 }

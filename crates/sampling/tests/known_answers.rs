@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use sampling::samplers::*;
-use sampling::{Candidates, Chain, Sampler, SamplingError};
+use sampling::{Candidates, Chain, Sampler, SamplingError, TokenData};
 
 /// p = [1/2, 1/4, 1/8, 1/8] for ids 0..3: logits ln p, so every softmax below is exact.
 fn quarter() -> Vec<f32> {
@@ -73,11 +73,22 @@ fn top_p_regimes() {
     assert_eq!(id_set(&run_both("top_p(p=0.6,min_keep=3)", &l)), vec![0, 1, 2]);
     // min_keep larger than n: everything.
     assert_eq!(id_set(&run_both("top_p(p=0.1,min_keep=10)", &l)), vec![0, 1, 2, 3]);
-    // invalid p
-    for bad in ["1.5", "-0.1", "NaN"] {
-        let e = spec_err(&format!("top_p(p={bad})"));
-        assert!(e.to_string().contains("`p`"), "{e}");
+    // p > 1 and +inf: disabled (llama.cpp: `p >= 1`).
+    for p in ["1.5", "inf"] {
+        assert_probs(&run_both(&format!("top_p(p={p})"), &l), &[(0, 0.5), (1, 0.25), (2, 0.125), (3, 0.125)]);
     }
+    // p < 0 and -inf: every running sum is >= 0 > p, so only min_keep decides: one token, or the
+    // top min_keep (min_keep 0 and 1 alike).
+    for p in ["-0.1", "-1", "-inf"] {
+        for mk in [0, 1] {
+            assert_probs(&run_both(&format!("top_p(p={p},min_keep={mk})"), &l), &[(0, 1.0)]);
+        }
+        assert_eq!(id_set(&run_both(&format!("top_p(p={p},min_keep=3)"), &l)), vec![0, 1, 2]);
+        assert_eq!(id_set(&run_both(&format!("top_p(p={p},min_keep=9)"), &l)), vec![0, 1, 2, 3]);
+    }
+    // NaN: no defined behaviour in llama.cpp (`cum_sum >= NaN` is always false).
+    let e = spec_err("top_p(p=NaN)");
+    assert!(e.to_string().contains("`p`") && e.to_string().contains("NaN"), "{e}");
 }
 
 #[test]
@@ -113,9 +124,31 @@ fn min_p_regimes() {
     MinP::new(0.5, 0).unwrap().apply(&mut c).unwrap();
     assert!(!c.is_sorted());
     assert_eq!(c.list("t").unwrap().iter().map(|t| t.id).collect::<Vec<_>>(), vec![1, 2]);
-    for bad in ["1.01", "-1", "nan"] {
-        assert!(spec_err(&format!("min_p(p={bad})")).to_string().contains("min_p"));
+    // p < 0 and -inf: disabled (llama.cpp: `p <= 0`).
+    for p in ["-1", "-inf"] {
+        assert_eq!(id_set(&run_both(&format!("min_p(p={p})"), &l)), vec![0, 1, 2, 3]);
     }
+    // p > 1 and +inf: the threshold max + ln p lies above the max; llama.cpp's unsorted path keeps
+    // nothing, its sorted fallback keeps the first token (or the top min_keep), sorted.
+    for p in ["1.01", "2", "inf"] {
+        assert_probs(&run_both(&format!("min_p(p={p})"), &l), &[(0, 1.0)]);
+        assert_probs(&run_both(&format!("min_p(p={p},min_keep=1)"), &l), &[(0, 1.0)]);
+        assert_probs(&run_both(&format!("min_p(p={p},min_keep=2)"), &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+        assert_eq!(id_set(&run_both(&format!("min_p(p={p},min_keep=9)"), &l)), vec![0, 1, 2, 3]);
+        // ties at the max: the lower id
+        assert_eq!(ids(&run_both(&format!("min_p(p={p})"), &[1.0, 3.0, 3.0])), vec![1]);
+        // the sorted path (after top_k) gives the same
+        assert_probs(&run_both(&format!("top_k(k=3);min_p(p={p})"), &l), &[(0, 1.0)]);
+        assert_probs(&run_both(&format!("top_k(k=3);min_p(p={p},min_keep=2)"), &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    }
+    // p just above 1: ln p = 1.19e-7 in f32. Against a max of 100 (f32 spacing 7.6e-6) the
+    // threshold 100 + 1.19e-7 rounds to 100, so the ties of the max pass (llama.cpp computes the
+    // threshold in f32 the same way); against a max of 0.5 (spacing 6e-8) it stays above: one.
+    assert_eq!(id_set(&run_both("min_p(p=1.0000001)", &[100.0, 100.0, 50.0])), vec![0, 1]);
+    assert_eq!(id_set(&run_both("min_p(p=1.0000001)", &[0.5, 0.5, 0.1])), vec![0]);
+    // NaN: no defined behaviour (every `logit < NaN` is false).
+    let e = spec_err("min_p(p=nan)");
+    assert!(e.to_string().contains("min_p") && e.to_string().contains("`p`"), "{e}");
 }
 
 // ------------------------------------------------------------------ typical
@@ -134,9 +167,18 @@ fn typical_regimes() {
     assert_probs(&run_both("typical(p=0)", &l), &[(1, 1.0)]);
     // min_keep = 3: {1, 0, 2} (2 before 3: equal scores keep the logit order, lower id first).
     assert_eq!(id_set(&run_both("typical(p=0.2,min_keep=3)", &l)), vec![0, 1, 2]);
-    // disabled: p = 1.
-    assert_eq!(id_set(&run_both("typical(p=1)", &l)), vec![0, 1, 2, 3]);
-    assert!(spec_err("typical(p=2)").to_string().contains("`p`"));
+    // disabled: p = 1, p > 1, +inf (llama.cpp: `p >= 1`).
+    for p in ["1", "2", "inf"] {
+        assert_eq!(id_set(&run_both(&format!("typical(p={p})"), &l)), vec![0, 1, 2, 3]);
+    }
+    // p < 0, -inf: the first token of the typical order already has cum 0.25 > p: {1}, or the
+    // first min_keep of the order 1, 0, 2, 3.
+    for p in ["-0.5", "-inf"] {
+        assert_probs(&run_both(&format!("typical(p={p})"), &l), &[(1, 1.0)]);
+        assert_eq!(id_set(&run_both(&format!("typical(p={p},min_keep=2)"), &l)), vec![0, 1]);
+        assert_eq!(id_set(&run_both(&format!("typical(p={p},min_keep=9)"), &l)), vec![0, 1, 2, 3]);
+    }
+    assert!(spec_err("typical(p=nan)").to_string().contains("`p`"));
 }
 
 // ------------------------------------------------------------------ temp, temp_ext
@@ -154,8 +196,17 @@ fn temp_regimes() {
     // t = 0 and t < 0: llama.cpp keeps only the (first) max.
     assert_probs(&run_both("temp(t=0)", &[3.0, 1.0, 3.0]), &[(0, 1.0)]);
     assert_probs(&run_both("temp(t=-2)", &[1.0, 3.0, 2.0]), &[(1, 1.0)]);
+    // t = -inf: also only the max (llama.cpp: `temp <= 0`).
+    assert_probs(&run_both("temp(t=-inf)", &[1.0, 3.0, 2.0]), &[(1, 1.0)]);
     // two temperatures compose: (x / 2) / 0.5 = x.
     assert_eq!(logit_of(&run_both("temp(t=2);temp(t=0.5)", &[1.0, 2.0, 3.0]), 2), 3.0);
+    // t = +inf: every finite logit / inf = 0: uniform; ties then go to the lower id everywhere.
+    let o = run_both("temp(t=inf)", &[1.0, -2.0, 3.0]);
+    assert_probs(&o, &[(0, 1.0 / 3.0), (1, 1.0 / 3.0), (2, 1.0 / 3.0)]);
+    assert_eq!(logit_of(&o, 2), 0.0);
+    assert_eq!(id_set(&run_both("temp(t=inf);top_k(k=2)", &[1.0, 2.0, 3.0])), vec![0, 1]);
+    assert_eq!(run_both("temp(t=inf);greedy", &[1.0, 2.0, 3.0]).selected, Some(0));
+    // ... but llama.cpp makes a masked logit -inf / inf = NaN: an error naming `t` (bad_input.rs).
     assert!(spec_err("temp(t=nan)").to_string().contains("`t`"));
 }
 
@@ -178,7 +229,38 @@ fn temp_ext_regimes() {
     assert!((logit_of(&o, 0)).abs() < 1e-6);
     // one candidate: unchanged.
     assert_probs(&run_both("temp_ext(t=1,delta=0.5)", &[4.0]), &[(0, 1.0)]);
-    assert!(spec_err("temp_ext(delta=inf)").to_string().contains("`delta`"));
+    // delta = -inf: delta <= 0, plain temp(t): logits / 0.5.
+    let o = run_both("temp_ext(t=0.5,delta=-inf)", &l);
+    assert!((logit_of(&o, 0) - 2.0 * 0.5f32.ln()).abs() < 1e-6);
+    // delta = +inf: min_t = 0, max_t = inf, dyn_t = inf * 0.875 = inf: every logit 0, uniform.
+    let o = run_both("temp_ext(t=1,delta=inf)", &l);
+    assert_probs(&o, &[(0, 0.25), (1, 0.25), (2, 0.25), (3, 0.25)]);
+    assert_eq!(logit_of(&o, 0), 0.0);
+    // exponent = +inf: 0.875^inf = 0, dyn_t = min_t = 0.5: logits / 0.5, p ∝ p^2.
+    let o = run_both("temp_ext(t=1,delta=0.5,exponent=inf)", &l);
+    let w = [0.25f64, 0.0625, 0.015625, 0.015625];
+    let s: f64 = w.iter().sum();
+    assert_probs(&o, &[(0, w[0] / s), (1, w[1] / s), (2, w[2] / s), (3, w[3] / s)]);
+    // exponent = -inf: 0.875^-inf = inf, dyn_t = inf: uniform.
+    assert_probs(&run_both("temp_ext(t=1,delta=0.5,exponent=-inf)", &l), &[(0, 0.25), (1, 0.25), (2, 0.25), (3, 0.25)]);
+    // exponent < 0 with zero entropy ([0, -1000]: p = 1, 0): powf(0, -1) = inf, dyn_t = inf:
+    // -1000 / inf = -0, so both tokens end up with p = 1/2, as in llama.cpp.
+    assert_probs(&run_both("temp_ext(t=1,delta=0.5,exponent=-1)", &[0.0, -1000.0]), &[(0, 0.5), (1, 0.5)]);
+    // t = -inf with a finite delta > 0: max_t = -inf, dyn_t = -inf * 0.875^1 = -inf: only the max.
+    assert_probs(&run_both("temp_ext(t=-inf,delta=0.5)", &l), &[(0, 1.0)]);
+    // errors: NaN anywhere; a NaN range max_t - min_t (inf - inf) at construction.
+    for (bad, param) in [
+        ("t=nan", "`t`"),
+        ("delta=nan", "`delta`"),
+        ("exponent=nan", "`exponent`"),
+        ("t=inf,delta=0.5", "`t`"),
+        ("t=-inf,delta=inf", "`delta`"),
+    ] {
+        let e = spec_err(&format!("temp_ext({bad})")).to_string();
+        assert!(e.contains("temp_ext") && e.contains(param), "{bad}: {e}");
+    }
+    // t = +inf with delta <= 0 is temp(inf): uniform.
+    assert_probs(&run_both("temp_ext(t=inf,delta=0)", &[1.0, 2.0]), &[(0, 0.5), (1, 0.5)]);
 }
 
 // ------------------------------------------------------------------ xtc
@@ -198,8 +280,21 @@ fn xtc_regimes() {
     assert_eq!(id_set(&run_both("xtc(p=1,t=0.6)", &l)), vec![0, 1, 2, 3]);
     // t = 0: every token is above: removes all but the last one, {3}.
     assert_probs(&run_both("xtc(p=1,t=0)", &l), &[(3, 1.0)]);
-    assert!(spec_err("xtc(p=1.5)").to_string().contains("`p`"));
-    assert!(spec_err("xtc(t=-0.5)").to_string().contains("`t`"));
+    // p > 1, +inf: applies at every step, as p = 1 (the coin in [0, 1) is never > p).
+    for p in ["1.5", "inf"] {
+        assert_probs(&run_both(&format!("xtc(p={p},t=0.2)"), &l), &[(1, 0.5), (2, 0.25), (3, 0.25)]);
+    }
+    // p < 0, -inf, t > 0.5, +inf: disabled.
+    for spec in ["xtc(p=-1,t=0.2)", "xtc(p=-inf,t=0.2)", "xtc(p=1,t=0.51)", "xtc(p=1,t=inf)"] {
+        assert_eq!(id_set(&run_both(spec, &l)), vec![0, 1, 2, 3], "{spec}");
+    }
+    // t < 0, -inf: as t = 0, every token is above: only the last one, {3}; min_keep = 2 stops it.
+    for t in ["-0.5", "-inf"] {
+        assert_probs(&run_both(&format!("xtc(p=1,t={t})"), &l), &[(3, 1.0)]);
+        assert_eq!(id_set(&run_both(&format!("xtc(p=1,t={t},min_keep=2)"), &l)), vec![0, 1, 2, 3]);
+    }
+    assert!(spec_err("xtc(p=nan)").to_string().contains("`p`"));
+    assert!(spec_err("xtc(t=nan)").to_string().contains("`t`"));
 }
 
 // ------------------------------------------------------------------ top_n_sigma
@@ -219,6 +314,15 @@ fn top_n_sigma_regimes() {
     assert_eq!(id_set(&run_both("top_n_sigma(n=-1)", &l)), vec![0, 1, 2, 3, 4]);
     // -inf logits are left out of the statistics: [-inf, 0, 4]: mean 2, sigma 2; n = 1 keeps >= 2.
     assert_eq!(id_set(&run_both("top_n_sigma(n=1)", &[f32::NEG_INFINITY, 0.0, 4.0])), vec![2]);
+    // n = +inf: nothing masked (threshold -inf); with sigma = 0 the threshold is inf * 0 = NaN,
+    // which llama.cpp's `logit < threshold` never meets: still nothing masked.
+    assert_eq!(id_set(&run_both("top_n_sigma(n=inf)", &l)), vec![0, 1, 2, 3, 4]);
+    assert_probs(&run_both("top_n_sigma(n=inf)", &[2.0, 2.0, 2.0]), &[(0, 1.0 / 3.0), (1, 1.0 / 3.0), (2, 1.0 / 3.0)]);
+    assert_probs(&run_both("top_n_sigma(n=inf)", &[5.0, f32::NEG_INFINITY]), &[(0, 1.0)]);
+    // sigma = 0 with a finite n: threshold = max, all the (equal) finite logits pass.
+    assert_eq!(id_set(&run_both("top_n_sigma(n=1)", &[2.0, 2.0, 2.0])), vec![0, 1, 2]);
+    // n = -inf: disabled.
+    assert_eq!(id_set(&run_both("top_n_sigma(n=-inf)", &l)), vec![0, 1, 2, 3, 4]);
     assert!(spec_err("top_n_sigma(n=nan)").to_string().contains("`n`"));
 }
 
@@ -244,10 +348,24 @@ fn mirostat_v1_known_k() {
     assert!((m.mu() - (2.0 - 0.1 * (-p_sel.log2() - 1.0))).abs() < 1e-5);
     m.reset();
     assert_eq!(m.mu(), 2.0);
-    // m = 1: no pairs, s_hat = 0/0: k = 1 (as llama.cpp's int(NaN) -> max(.., 1)).
-    assert_probs(&run_both("mirostat(tau=1,m=1)", &l), &[(0, 1.0)]);
-    assert!(spec_err("mirostat(m=0)").to_string().contains("`m`"));
-    assert!(spec_err("mirostat(tau=inf)").to_string().contains("`tau`"));
+    // m <= 0: llama.cpp's bound size_t(m - 1) wraps, so every pair is used: as m = 100 here.
+    for m in [0, -5, i32::MAX] {
+        assert_probs(&run_both(&format!("mirostat(tau=1,eta=0.1,m={m},seed=3)"), &l), &[(0, 0.8), (1, 0.2)]);
+    }
+    // tau <= 0 and negative eta are plain arithmetic: tau = -1 -> mu = -2: k = (1 * 2^-2 / 0.75)^(1/2)
+    // = 0.577 -> int 0 -> max(0, 1) = 1 token.
+    assert_probs(&run_both("mirostat(tau=-1,eta=-0.5)", &l), &[(0, 1.0)]);
+    // m = 1: s = 0/0 = NaN and llama.cpp's int(NaN) is undefined: an error, as is i32::MIN.
+    for bad in ["m=1", "m=-2147483648"] {
+        let e = spec_err(&format!("mirostat({bad})")).to_string();
+        assert!(e.contains("`m`"), "{bad}: {e}");
+    }
+    for bad in ["tau=inf", "tau=-inf", "tau=2e38", "tau=nan"] {
+        assert!(spec_err(&format!("mirostat({bad})")).to_string().contains("`tau`"), "{bad}");
+    }
+    for bad in ["eta=inf", "eta=-inf", "eta=nan"] {
+        assert!(spec_err(&format!("mirostat({bad})")).to_string().contains("`eta`"), "{bad}");
+    }
 }
 
 #[test]
@@ -266,6 +384,33 @@ fn mirostat_v2_truncation_and_mu() {
     m.reset();
     assert!((m.mu() - 0.8).abs() < 1e-7);
     assert_eq!(m.step(), Some(0));
+    // tau = +inf (eta > 0): mu = inf truncates nothing, a plain draw; mu stays inf.
+    let o = run_both("mirostat_v2(tau=inf,eta=0.1)", &l);
+    assert_probs(&o, &[(0, 0.5), (1, 0.25), (2, 0.125), (3, 0.125)]);
+    let mut m = MirostatV2::new(0, f32::INFINITY, 0.1).unwrap();
+    for _ in 0..3 {
+        let mut c = Candidates::from_row(&l).unwrap();
+        m.apply(&mut c).unwrap();
+        assert_eq!(m.mu(), f32::INFINITY);
+    }
+    // tau = -inf (eta > 0): mu = -inf keeps only the most likely token; mu stays -inf.
+    let mut m = MirostatV2::new(0, f32::NEG_INFINITY, 0.1).unwrap();
+    for _ in 0..3 {
+        let mut c = Candidates::from_row(&l).unwrap();
+        m.apply(&mut c).unwrap();
+        assert_eq!(c.selected_token(), Some(0));
+        assert_eq!(m.mu(), f32::NEG_INFINITY);
+    }
+    assert_probs(&run_both("mirostat_v2(tau=-inf,eta=0.1)", &l), &[(0, 1.0)]);
+    // eta <= 0 with an infinite mu: NaN after one update (0 * inf, inf - inf): error.
+    for bad in ["tau=inf,eta=0", "tau=inf,eta=-0.1", "tau=-inf,eta=0", "tau=nan"] {
+        assert!(spec_err(&format!("mirostat_v2({bad})")).to_string().contains("`tau`"), "{bad}");
+    }
+    for bad in ["eta=inf", "eta=nan"] {
+        assert!(spec_err(&format!("mirostat_v2({bad})")).to_string().contains("`eta`"), "{bad}");
+    }
+    // a negative or zero eta with a finite tau is plain arithmetic
+    assert!(MirostatV2::new(0, 1.0, -0.1).is_ok() && MirostatV2::new(0, -3.0, 0.0).is_ok());
 }
 
 // ------------------------------------------------------------------ penalties
@@ -310,8 +455,31 @@ fn penalties_regimes() {
     let mut cur = Candidates::from_row(&l).unwrap();
     p.apply(&mut cur).unwrap();
     assert_eq!(logit_of(&cur.output().unwrap(), 0), 2.0);
-    for bad in ["repeat=0", "repeat=-1", "last_n=-2", "freq=inf"] {
-        assert!(matches!(spec_err(&format!("penalties({bad})")), SamplingError::Spec { .. }), "{bad}");
+    // repeat < 0: plain arithmetic: id0 2 / -2 = -1, id1 -1 * -2 = 2.
+    let o = run("penalties(last_n=64,repeat=-2)", &[0, 0, 1]);
+    assert_eq!((logit_of(&o, 0), logit_of(&o, 1)), (-1.0, 2.0));
+    // repeat = +inf: id0 2 / inf = 0, id1 -1 * inf = -inf (banned).
+    let o = run("penalties(last_n=64,repeat=inf)", &[0, 0, 1]);
+    assert_eq!(logit_of(&o, 0), 0.0);
+    assert_eq!(id_set(&o), vec![0, 2, 3]);
+    // freq = +inf or present = +inf: every seen token banned.
+    for spec in ["penalties(freq=inf)", "penalties(present=inf)", "penalties(repeat=2,freq=inf,present=-3)"] {
+        assert_eq!(id_set(&run(spec, &[0, 0, 1])), vec![2, 3], "{spec}");
+    }
+    // errors: last_n < -1 (llama.cpp's common layer), repeat 0 or -inf, -inf freq/present, NaN.
+    for (bad, param) in [
+        ("last_n=-2", "`last_n`"),
+        ("repeat=0", "`repeat`"),
+        ("repeat=-0", "`repeat`"),
+        ("repeat=-inf", "`repeat`"),
+        ("repeat=nan", "`repeat`"),
+        ("freq=-inf", "`freq`"),
+        ("freq=nan", "`freq`"),
+        ("present=-inf", "`present`"),
+        ("present=nan", "`present`"),
+    ] {
+        let e = spec_err(&format!("penalties({bad})")).to_string();
+        assert!(e.contains("penalties") && e.contains(param), "{bad}: {e}");
     }
 }
 
@@ -353,8 +521,49 @@ fn dry_regimes() {
     for spec in ["dry(multiplier=0,base=2)", "dry(multiplier=1,base=0.5)", "dry(multiplier=1,base=2,last_n=0)"] {
         assert_eq!(logit_of(&run(spec, &h), 4), 0.0, "{spec}");
     }
-    for bad in ["multiplier=-1", "allowed_length=-1", "last_n=-2", "breakers=x", "base=nan"] {
-        assert!(matches!(spec_err(&format!("dry({bad})")), SamplingError::Spec { .. }), "{bad}");
+    // an empty breaker sequence is skipped (llama.cpp: "skipping DRY empty sequence breaker").
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,breakers=)", &h), 4), -2.0);
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,breakers=|5|4)", &h), 4), 0.0);
+    // multiplier < 0: the logit rises by the same amount.
+    assert_eq!(logit_of(&run("dry(multiplier=-1,base=2,allowed_length=2)", &h), 4), 2.0);
+    // multiplier = +inf: the token extending the repeat is banned.
+    assert_eq!(id_set(&run("dry(multiplier=inf,base=2,allowed_length=2)", &h)), vec![0, 1, 2, 3, 5]);
+    // base = +inf: no exponent clamp (88.72 / ln inf = 0); exponent 0 gives the multiplier,
+    // exponent 1 gives inf (a ban).
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=inf,allowed_length=3)", &h), 4), -1.0);
+    assert_eq!(id_set(&run("dry(multiplier=1,base=inf,allowed_length=2)", &h)), vec![0, 1, 2, 3, 5]);
+    // base = -inf: base < 1, disabled.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=-inf)", &h), 4), 0.0);
+    // allowed_length = -1: every repeat length (0 included) counts. Repeat lengths ending at each
+    // position of 1 2 3 4 1 2 3: only the "1 2 3" before 4 matches the end (length 3); every other
+    // token that followed another (1, 2, 3) extends a repeat of length 0. Penalties 2^(L + 1):
+    // token 4: 2^4 = 16; tokens 1, 2, 3: 2^1 = 2; tokens 0, 5 never followed anything.
+    let o = run("dry(multiplier=1,base=2,allowed_length=-1)", &h);
+    for (t, want) in [(0, 0.0), (1, -2.0), (2, -2.0), (3, -2.0), (4, -16.0), (5, 0.0)] {
+        assert_eq!(logit_of(&o, t), want, "token {t}");
+    }
+    // ... and with no history (or n_ctx = 0) nothing, without indexing an empty window.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=-1)", &[]), 4), 0.0);
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=-1,last_n=4,n_ctx=0)", &h), 4), 0.0);
+    // n_ctx = 0 with last_n > 0: the window min(history, last_n, n_ctx) is empty: nothing.
+    assert_eq!(logit_of(&run("dry(multiplier=1,base=2,allowed_length=2,last_n=64,n_ctx=0)", &h), 4), 0.0);
+    // the largest negative allowed_length whose `L - allowed_length` fits int32 (window 4096)
+    assert!(Chain::parse("dry(multiplier=1,allowed_length=-2147479552)").is_ok());
+    // a disabled DRY (multiplier 0) checks nothing further, as llama.cpp's empty sampler
+    assert!(Chain::parse("dry(multiplier=0,last_n=-1,n_ctx=0)").is_ok());
+    for (bad, param) in [
+        ("multiplier=nan", "`multiplier`"),
+        ("multiplier=-inf", "`multiplier`"),
+        ("multiplier=-1,base=inf", "`multiplier`"),
+        ("multiplier=1,last_n=-2", "`last_n`"),
+        ("multiplier=1,last_n=-1,n_ctx=0", "`n_ctx`"),
+        ("multiplier=1,n_ctx=4294967296", "`n_ctx`"),
+        ("multiplier=1,allowed_length=-2147479553", "`allowed_length`"),
+        ("base=nan", "`base`"),
+        ("breakers=x", "`breakers`"),
+    ] {
+        let e = spec_err(&format!("dry({bad})")).to_string();
+        assert!(e.contains("dry") && e.contains(param), "{bad}: {e}");
     }
 }
 
@@ -381,9 +590,35 @@ fn logit_bias_regimes() {
     assert_probs(&o, &[(1, e / (e + 2.0)), (0, 1.0 / (e + 2.0)), (2, 1.0 / (e + 2.0))]);
     // empty bias list: nothing changes.
     assert_eq!(id_set(&run_both("logit_bias", &[0.0; 3])), vec![0, 1, 2]);
-    assert!(spec_err("logit_bias(1=nan)").to_string().contains("logit_bias"));
-    assert!(spec_err("logit_bias(1=inf)").to_string().contains("logit_bias"));
+    // a negative token (llama.cpp: looked up, never found) is ignored.
+    assert_probs(
+        &run_both("logit_bias(-5=3,1=1,3=-inf)", &[0.0; 4]),
+        &[(1, e / (e + 2.0)), (0, 1.0 / (e + 2.0)), (2, 1.0 / (e + 2.0))],
+    );
+    // a token listed twice (only through the API: a SPEC key may not repeat): on the vocabulary
+    // (token at its own index) both entries add, 1 + 2, on both representations.
+    let twice = |biases: Vec<(u32, f32)>, top_k: i32, row: &[f32], tok: u32| {
+        let chain = Chain::new().with(TopK::new(top_k)).with(LogitBias::new(biases).unwrap());
+        let view = chain.clone().run(row).unwrap();
+        let list = row.iter().enumerate().map(|(i, &l)| TokenData { id: i as u32, logit: l, p: 0.0 }).collect();
+        let mut cur = Candidates::from_list(list, row.len()).unwrap();
+        chain.clone().apply(&mut cur).unwrap();
+        let list = cur.output().unwrap();
+        assert_eq!(logit_of(&view, tok), logit_of(&list, tok));
+        logit_of(&view, tok)
+    };
+    assert_eq!(twice(vec![(1, 1.0), (1, 2.0)], 0, &[0.0; 4], 1), 3.0);
+    // after top_k(3) on [0, 0.5, 1, 2] the list is [3, 2, 1]: token 1 is not at index 1, so
+    // llama.cpp searches for it and adds only the first entry: 0.5 + 1.
+    assert_eq!(twice(vec![(1, 1.0), (1, 2.0)], 3, &[0.0, 0.5, 1.0, 2.0], 1), 1.5);
+    // ... while token 0 of [2, 0.5, 1, 0] stays at index 0: both entries add, 2 + 3.
+    assert_eq!(twice(vec![(0, 1.0), (0, 2.0)], 3, &[2.0, 0.5, 1.0, 0.0], 0), 5.0);
+    for bad in ["1=nan", "1=inf", "-5=nan", "99=inf"] {
+        let e = spec_err(&format!("logit_bias({bad})")).to_string();
+        assert!(e.contains("logit_bias") && e.contains("`bias`"), "{bad}: {e}");
+    }
     assert!(spec_err("logit_bias(x=1)").to_string().contains("`x`"));
+    assert!(spec_err("logit_bias(4294967295=1)").to_string().contains("token id"));
 }
 
 // ------------------------------------------------------------------ adaptive_p
@@ -415,6 +650,47 @@ fn adaptive_p_transform_and_history() {
     a.reset();
     assert!((a.average() - 0.25).abs() < 1e-6);
     assert!(spec_err("adaptive_p(target=nan)").to_string().contains("`target`"));
+    assert!(spec_err("adaptive_p(target=0.5,decay=nan)").to_string().contains("`decay`"));
+}
+
+#[test]
+fn adaptive_p_edge_values() {
+    let l = quarter();
+    let f = |d: f64| 5.0 - 10.0 * d * d / (1.0 + d);
+    let check = |spec: &str, adapted: f64| {
+        let o = run_both(spec, &l);
+        for (id, p) in [(0u32, 0.5f64), (1, 0.25), (2, 0.125), (3, 0.125)] {
+            let want = f((p - adapted).abs() / 0.3);
+            assert!((f64::from(logit_of(&o, id)) - want).abs() < 1e-4, "{spec}: token {id}");
+        }
+    };
+    // target = 1.5: the average is primed with the unclamped 1.5 / (1 - 0.9) / 10 = 1.5, the
+    // adapted target is clamp(2 * 1 - 1.5) = 0.5, not 1 (llama.cpp clamps only the target).
+    check("adaptive_p(target=1.5,decay=0.9)", 0.5);
+    check("adaptive_p(target=1,decay=0.9)", 1.0);
+    // target = +inf (decay > 0): average inf, adapted clamp(2 - inf) = 0, and it stays inf.
+    check("adaptive_p(target=inf,decay=0.9)", 0.0);
+    let mut a = AdaptiveP::new(f32::INFINITY, 0.9, 1).unwrap();
+    let mut c = Candidates::from_row(&l).unwrap();
+    a.apply(&mut c).unwrap();
+    a.accept(c.selected_token().unwrap());
+    assert_eq!(a.average(), f32::INFINITY);
+    // decay outside [0, 0.99] is clamped: decay = inf acts as 0.99, -inf as 0.
+    check("adaptive_p(target=0.25,decay=inf)", 0.25);
+    check("adaptive_p(target=0.25,decay=-inf)", 0.25);
+    assert_eq!(
+        AdaptiveP::new(0.25, f32::INFINITY, 1).unwrap().average(),
+        AdaptiveP::new(0.25, 0.99, 1).unwrap().average()
+    );
+    // target < 0, -inf: no transform, a plain draw: the logits are unchanged.
+    for t in ["-1", "-inf"] {
+        let o = run_both(&format!("adaptive_p(target={t})"), &l);
+        assert_probs(&o, &[(0, 0.5), (1, 0.25), (2, 0.125), (3, 0.125)]);
+    }
+    // target = +inf with decay 0: the first update is p + 0 * inf = NaN: error.
+    for bad in ["target=inf,decay=0", "target=inf,decay=-1"] {
+        assert!(spec_err(&format!("adaptive_p({bad})")).to_string().contains("`target`"), "{bad}");
+    }
 }
 
 // ------------------------------------------------------------------ dist
@@ -474,8 +750,8 @@ fn spec_errors_name_stage_and_parameter() {
     assert_eq!(e.to_string(), "SPEC stage 1 (`top_p`): unknown parameter `q` (expected p, min_keep)");
     let e = spec_err("top_k(k=40);bogus");
     assert!(e.to_string().contains("stage 1") && e.to_string().contains("unknown sampler `bogus`"));
-    let e = spec_err("min_p(p=2)");
-    assert!(e.to_string().contains("stage 0") && e.to_string().contains("`p`") && e.to_string().contains("[0, 1]"));
+    let e = spec_err("min_p(p=nan)");
+    assert!(e.to_string().contains("stage 0") && e.to_string().contains("`p`") && e.to_string().contains("NaN"));
     assert!(spec_err("top_k(k=40").to_string().contains("missing `)`"));
     assert!(spec_err("top_k(40)").to_string().contains("key=value"));
     assert!(spec_err("top_k(k=1,k=2)").to_string().contains("twice"));
@@ -483,4 +759,43 @@ fn spec_errors_name_stage_and_parameter() {
     assert!(spec_err("greedy(x=1)").to_string().contains("expected none"));
     // llama.cpp spellings and a trailing `;` are accepted
     assert_eq!(Chain::parse("top-k(k=3);min-p(p=0.1);greedy;").unwrap().stages().len(), 3);
+}
+
+// ------------------------------------------------------------------ edge values on long rows
+
+#[test]
+fn edge_values_on_long_rows() {
+    // 10,000 tokens: the vocabulary-view fast paths (top_p's pipelined pass and replay, min_p's
+    // gather, top_k's rescan) against the explicit list, and against the top-k that llama.cpp's
+    // edge values reduce to.
+    let l = gaussian_logits(10_000, 5, 2.0);
+    let top = |k: i32| ref_ids(&ref_top_k(ref_all(&l), k));
+    let all: Vec<u32> = (0..10_000).collect();
+    for (spec, want) in [
+        ("top_p(p=-1)", top(1)),
+        ("top_p(p=-inf,min_keep=7)", top(7)),
+        ("top_p(p=0,min_keep=7)", top(7)),
+        ("top_p(p=1.5)", all.clone()),
+        ("top_p(p=inf,min_keep=3)", all.clone()),
+        ("min_p(p=2)", top(1)),
+        ("min_p(p=inf,min_keep=5)", top(5)),
+        ("min_p(p=-1)", all.clone()),
+        ("top_k(k=-1)", all.clone()),
+        ("typical(p=-1,min_keep=1)", vec![]),
+        ("xtc(p=2,t=-1)", vec![]),
+        ("top_n_sigma(n=inf)", all.clone()),
+        ("temp(t=-inf)", top(1)),
+    ] {
+        let o = run_both(spec, &l);
+        match spec {
+            // one token (typical: the most typical one); xtc: all but the least likely one
+            s if s.starts_with("typical") => assert_eq!(o.candidates.len(), 1, "{spec}"),
+            s if s.starts_with("xtc") => {
+                assert_eq!(o.candidates.len(), 1, "{spec}");
+                let min = l.iter().copied().fold(f32::INFINITY, f32::min);
+                assert_eq!(o.candidates[0].logit, min, "{spec}");
+            }
+            _ => assert_eq!(id_set(&o), want, "{spec}"),
+        }
+    }
 }

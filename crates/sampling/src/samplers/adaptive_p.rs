@@ -8,11 +8,20 @@
 //! The average is updated in `accept` when the accepted token is the one it selected:
 //! `weighted_sum = p_orig + decay * weighted_sum`, `total_weight = 1 + decay * total_weight`,
 //! primed (and reset) to `target / (1 - decay)` and `1 / (1 - decay)`.
-//! Edge values (llama.cpp): `target < 0` disables the transform (plain draw from the softmax);
-//! `target > 1` acts as 1; `decay` is clamped to `[0, 0.99]`. NaN: error.
+//!
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_adaptive_p`,
+//! `llama_sampler_adaptive_p_apply` and `_accept`):
+//! * `target < 0`, `-inf` included: no transform, a plain draw from the softmax;
+//! * `target > 1`: clamped to 1 where the adapted target is computed, but the average is primed
+//!   (and reset) with the *unclamped* `target / (1 - decay)`, as in llama.cpp; so e.g.
+//!   `target = 1.5` starts with an average of 1.5 and an adapted target `clamp(2 - 1.5) = 0.5`,
+//!   not 1. `target = +inf` (with `decay > 0`) keeps the average infinite and the adapted target
+//!   0; with `decay = 0` the first update gives `p + 0 * inf = NaN`, an error;
+//! * `decay` is clamped to `[0, 0.99]` (`-inf` and `+inf` included), as `init_adaptive_p` does;
+//! * NaN `target` or `decay`: error (`std::clamp` passes NaN through, every logit would be NaN).
 
 use crate::candidates::{Candidates, draw_index};
-use crate::error::{Result, not_nan};
+use crate::error::{Result, invalid, not_nan};
 use crate::sampler::{Rng, Sampler, Token, rng_methods};
 use graph::philox::stream;
 
@@ -34,11 +43,19 @@ pub struct AdaptiveP {
 const NAME: &str = "adaptive_p";
 
 impl AdaptiveP {
-    /// Adaptive-p with `target`, `decay` and `seed`.
+    /// Adaptive-p with `target` (`< 0`: disabled), `decay` (clamped to `[0, 0.99]`) and `seed`.
     pub fn new(target: f32, decay: f32, seed: u64) -> Result<Self> {
         not_nan(NAME, "target", target)?;
         not_nan(NAME, "decay", decay)?;
         let decay = decay.clamp(0.0, 0.99);
+        if target == f32::INFINITY && decay == 0.0 {
+            return Err(invalid(
+                NAME,
+                "target",
+                target,
+                "target = inf needs decay > 0: with decay 0 the first update computes p + 0 * inf = NaN",
+            ));
+        }
         Ok(Self {
             target,
             decay,

@@ -7,6 +7,10 @@
 //! mass, and only that block is rescanned to find the token. llama.cpp selects the first index
 //! whose running sum reaches `u * sum`; here the first index whose running sum *exceeds* it, so a
 //! zero-probability (masked) token is never drawn even when `u = 0`.
+//!
+//! Edge values: the only parameter is the seed, any `u64` (llama.cpp's `llama_sampler_init_dist`
+//! takes a `uint32_t` and treats `LLAMA_DEFAULT_SEED` as "random"; here every seed is a seed).
+//! One candidate: selected (llama.cpp's `llama_sampler_dist_apply` returns early with it).
 
 use crate::candidates::{Candidates, check_scan, draw_index};
 use crate::error::Result;

@@ -6,12 +6,34 @@
 //! repeat search: a repeat never extends across a breaker, and a single-token breaker is never
 //! penalised.
 //!
-//! Edge values (llama.cpp): `multiplier = 0`, `base < 1` or `last_n = 0` disables it; `last_n = -1`
-//! means the context size `n_ctx`. Errors: negative or non-finite `multiplier`, NaN `base`,
-//! `allowed_length < 0`, `last_n < -1`, an empty breaker sequence.
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_dry`,
+//! `llama_sampler_init_dry_testing`, `llama_sampler_dry_accept` and `llama_sampler_dry_apply`):
+//! * `multiplier = 0`, `base < 1` (`-inf` included) or `last_n = 0`: disabled (`init_dry` returns
+//!   the empty sampler);
+//! * `last_n = -1`: the context size `n_ctx`; `last_n < -1` is an error: with the sampler
+//!   enabled, llama.cpp sizes its ring buffer `max(last_n, 0) = 0` and throws ("ring buffer:
+//!   capacity is zero") on the first accepted token (and its common layer rejects it);
+//! * `n_ctx = 0` with `last_n = -1` (enabled): an error for the same reason; `n_ctx` must fit
+//!   llama.cpp's `int32_t`. `n_ctx = 0` with `last_n > 0` never penalises (the window is
+//!   `min(history, last_n, n_ctx)`);
+//! * `multiplier < 0`: plain arithmetic, the logit *rises* by `|multiplier| base^(L - allowed)`,
+//!   accepted; `multiplier = +inf`: every token extending a repeat gets `-inf`, a ban, accepted;
+//!   `multiplier = -inf` (the logit would become `+inf`) and a negative multiplier with
+//!   `base = +inf` (`+inf` for repeats longer than `allowed_length`) are errors;
+//! * `base = +inf`: llama.cpp's exponent clamp is 0 (`88.72 / ln inf`), so the penalty is
+//!   `multiplier` at `L = allowed_length` and `multiplier * inf` (a ban) beyond it;
+//! * `allowed_length < 0`: every token that followed another in the window is penalised (every
+//!   repeat length, 0 included, is `>= allowed_length`) by `multiplier base^(L - allowed_length)`;
+//!   an `allowed_length` for which `L - allowed_length` can overflow llama.cpp's `int` is an
+//!   error (undefined there);
+//! * the penalty is computed as llama.cpp does: `multiplier * std::pow(base, exponent)` in double
+//!   (`std::pow(float, int)` promotes), rounded to `f32`, then subtracted in `f32`;
+//! * an empty breaker sequence is skipped (llama.cpp skips empty breakers with a warning);
+//! * NaN `multiplier` or `base`: error (llama.cpp's enable test `base >= 1` or the penalty would
+//!   decide by accident).
 
 use crate::candidates::Candidates;
-use crate::error::{Result, SamplingError, finite, not_nan};
+use crate::error::{Result, SamplingError, not_nan};
 use crate::sampler::{Sampler, Token};
 use std::collections::{HashMap, VecDeque};
 
@@ -20,7 +42,7 @@ use std::collections::{HashMap, VecDeque};
 pub struct Dry {
     multiplier: f32,
     base: f32,
-    allowed_length: usize,
+    allowed_length: i64,
     last_n: i32,
     n_ctx: usize,
     breakers: HashMap<Token, Vec<Vec<Token>>>,
@@ -35,7 +57,7 @@ fn invalid(param: &'static str, value: String, reason: &'static str) -> Sampling
 
 impl Dry {
     /// DRY with the given parameters; `n_ctx` is the window when `last_n = -1`; `breakers` are
-    /// token sequences.
+    /// token sequences (empty ones skipped).
     pub fn new(
         multiplier: f32,
         base: f32,
@@ -44,45 +66,79 @@ impl Dry {
         n_ctx: usize,
         breakers: Vec<Vec<Token>>,
     ) -> Result<Self> {
-        finite(NAME, "multiplier", multiplier)?;
-        if multiplier < 0.0 {
-            return Err(invalid("multiplier", multiplier.to_string(), "must be >= 0"));
-        }
+        not_nan(NAME, "multiplier", multiplier)?;
         not_nan(NAME, "base", base)?;
-        if allowed_length < 0 {
-            return Err(invalid("allowed_length", allowed_length.to_string(), "must be >= 0"));
-        }
         if last_n < -1 {
-            return Err(invalid("last_n", last_n.to_string(), "must be -1 (n_ctx) or >= 0"));
+            return Err(invalid(
+                "last_n",
+                last_n.to_string(),
+                "must be -1 (n_ctx) or >= 0: llama.cpp sizes its history max(last_n, 0) = 0 and throws on the first accepted token",
+            ));
+        }
+        if i32::try_from(n_ctx).is_err() {
+            return Err(invalid("n_ctx", n_ctx.to_string(), "must fit llama.cpp's int32_t"));
         }
         let mut map: HashMap<Token, Vec<Vec<Token>>> = HashMap::new();
         for b in breakers {
-            let Some((&head, tail)) = b.split_first() else {
-                return Err(invalid(
-                    "breakers",
-                    "(empty sequence)".into(),
-                    "a sequence breaker needs at least one token",
-                ));
-            };
-            map.entry(head).or_default().push(tail.to_vec());
+            if let Some((&head, tail)) = b.split_first() {
+                map.entry(head).or_default().push(tail.to_vec());
+            }
         }
-        Ok(Self {
+        let dry = Self {
             multiplier,
             base,
-            allowed_length: allowed_length as usize,
+            allowed_length: i64::from(allowed_length),
             last_n,
             n_ctx,
             breakers: map,
             last_tokens: VecDeque::new(),
-        })
+        };
+        if !dry.enabled() {
+            // llama.cpp's empty sampler: nothing below is ever computed.
+            return Ok(dry);
+        }
+        if multiplier == f32::NEG_INFINITY {
+            return Err(invalid(
+                "multiplier",
+                multiplier.to_string(),
+                "must not be -inf: a penalised logit would become +inf",
+            ));
+        }
+        if multiplier < 0.0 && base == f32::INFINITY {
+            return Err(invalid(
+                "multiplier",
+                format!("{multiplier} (with base = inf)"),
+                "a negative multiplier with base = inf makes the logit of a token extending a long repeat +inf",
+            ));
+        }
+        if last_n == -1 && n_ctx == 0 {
+            return Err(invalid(
+                "n_ctx",
+                n_ctx.to_string(),
+                "must be > 0 with last_n = -1: llama.cpp sizes its history n_ctx = 0 and throws on the first accepted token",
+            ));
+        }
+        // The longest repeat is at most window - 1; llama.cpp computes `repeat_len - allowed_length` in int.
+        let longest = dry.window().saturating_sub(1) as i64;
+        if longest - dry.allowed_length > i64::from(i32::MAX) {
+            return Err(invalid(
+                "allowed_length",
+                allowed_length.to_string(),
+                "repeat length - allowed_length would overflow llama.cpp's int (undefined)",
+            ));
+        }
+        Ok(dry)
     }
 
     fn enabled(&self) -> bool {
         self.multiplier != 0.0 && self.base >= 1.0 && self.last_n != 0
     }
 
+    /// The history window: `last_n`, or `n_ctx` for -1, at most `n_ctx` (llama.cpp's
+    /// `last_n_repeat` bound).
     fn window(&self) -> usize {
-        if self.last_n == -1 { self.n_ctx } else { self.last_n.max(0) as usize }
+        let w = if self.last_n == -1 { self.n_ctx } else { self.last_n.max(0) as usize };
+        w.min(self.n_ctx)
     }
 
     /// `i`-th token from the end of the history (0 = last).
@@ -94,7 +150,9 @@ impl Dry {
     fn penalties(&self) -> HashMap<Token, f32> {
         let mut out = HashMap::new();
         let n = self.last_tokens.len().min(self.window()).min(self.n_ctx);
-        if n <= self.allowed_length {
+        let allowed = self.allowed_length;
+        // (n = 0 with a negative allowed_length: llama.cpp's loops below are all empty.)
+        if n as i64 <= allowed || n == 0 {
             return out;
         }
         // Step 1: the most recent sequence breaker limits how far back a repeat may reach.
@@ -116,7 +174,7 @@ impl Dry {
                 break;
             }
         }
-        if rep_limit < self.allowed_length {
+        if (rep_limit as i64) < allowed {
             return out;
         }
         // Step 2: reverse Z-algorithm: repeat[last - k] = length of the longest suffix of the
@@ -154,7 +212,7 @@ impl Dry {
         // Step 3: the token following each repeat would extend it.
         let mut max_repeat: HashMap<Token, usize> = HashMap::new();
         for (i, &len) in repeat.iter().enumerate().take(n - 1) {
-            if len >= self.allowed_length {
+            if len as i64 >= allowed {
                 let tok = self.rat(n - 2 - i);
                 let e = max_repeat.entry(tok).or_insert(len);
                 *e = (*e).max(len);
@@ -166,11 +224,14 @@ impl Dry {
             if self.breakers.get(&tok).is_some_and(|tails| tails.iter().any(|t| t.is_empty())) {
                 continue;
             }
-            let mut exp = len as i64 - self.allowed_length as i64;
+            let mut exp = len as i64 - allowed;
             if max_exponent > 0 && exp > max_exponent {
                 exp = max_exponent;
             }
-            out.insert(tok, self.multiplier * self.base.powi(exp as i32));
+            // llama.cpp: `float penalty = multiplier * std::pow(base, exp)`, the power and the
+            // product in double (`std::pow(float, int)` promotes), rounded to f32.
+            let penalty = (f64::from(self.multiplier) * f64::from(self.base).powf(exp as f64)) as f32;
+            out.insert(tok, penalty);
         }
         out
     }

@@ -1,5 +1,8 @@
 //! `greedy`: selects the token with the highest logit (llama.cpp's `llama_sampler_init_greedy`;
 //! ties go to the lowest index). On the vocabulary view this is one vectorised argmax pass.
+//!
+//! Edge values: none (no parameters; `llama_sampler_greedy_apply` in llama.cpp's
+//! `src/llama-sampler.cpp` keeps the first index with the strictly greatest logit).
 
 use crate::candidates::{Candidates, check_list, check_scan};
 use crate::error::Result;

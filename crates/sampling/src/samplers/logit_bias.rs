@@ -1,6 +1,17 @@
 //! `logit_bias`: adds a fixed bias to chosen tokens' logits (llama.cpp's
-//! `llama_sampler_init_logit_bias`). A bias of `-inf` bans a token; NaN or `+inf`: error. Tokens
-//! not among the candidates (or outside the vocabulary) are ignored, as in llama.cpp.
+//! `llama_sampler_init_logit_bias`).
+//!
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_logit_bias_apply`, which checks
+//! nothing):
+//! * a bias of `-inf` bans the token; no biases: unchanged (`init_logit_bias` returns the empty
+//!   sampler);
+//! * a token not among the candidates, outside the vocabulary or negative (a SPEC `-5=1`) is
+//!   ignored: llama.cpp looks it up and finds nothing;
+//! * a token listed twice: llama.cpp adds every entry whose token still sits at its own index
+//!   (`cur_p->data[token].id == token`, always so on the vocabulary), and of the others it
+//!   searches for, only the first entry per candidate. Both paths here do the same;
+//! * NaN or `+inf` bias: error (the logit would become NaN or `+inf`, which no later stage can
+//!   use).
 
 use crate::candidates::Candidates;
 use crate::error::{Result, SamplingError};
@@ -18,17 +29,23 @@ impl LogitBias {
     /// Biases as `(token, bias)` pairs.
     pub fn new(biases: Vec<(Token, f32)>) -> Result<Self> {
         for &(t, b) in &biases {
-            if b.is_nan() || b == f32::INFINITY {
-                return Err(SamplingError::InvalidParam {
-                    stage: NAME,
-                    param: "bias",
-                    value: format!("{t}={b}"),
-                    reason: "must be finite or -inf",
-                });
-            }
+            check_bias(i64::from(t), b)?;
         }
         Ok(Self { biases })
     }
+}
+
+/// Checks one bias: NaN or `+inf` is an error (also for a token that will be ignored).
+pub(crate) fn check_bias(token: i64, b: f32) -> Result<()> {
+    if b.is_nan() || b == f32::INFINITY {
+        return Err(SamplingError::InvalidParam {
+            stage: NAME,
+            param: "bias",
+            value: format!("{token}={b}"),
+            reason: "must be finite or -inf",
+        });
+    }
+    Ok(())
 }
 
 impl Sampler for LogitBias {
@@ -48,9 +65,19 @@ impl Sampler for LogitBias {
             }
             return Ok(());
         }
-        for e in cur.list_mut(NAME)?.iter_mut() {
-            for &(t, b) in &self.biases {
-                if e.id == t {
+        // llama.cpp: an entry whose token sits at its own index is added there; the rest are
+        // searched for, the first matching entry per candidate.
+        let list = cur.list_mut(NAME)?;
+        let mut to_search = Vec::new();
+        for &(t, b) in &self.biases {
+            match list.get_mut(t as usize) {
+                Some(e) if e.id == t => e.logit += b,
+                _ => to_search.push((t, b)),
+            }
+        }
+        if !to_search.is_empty() {
+            for e in list.iter_mut() {
+                if let Some(&(_, b)) = to_search.iter().find(|&&(t, _)| t == e.id) {
                     e.logit += b;
                 }
             }

@@ -1,16 +1,27 @@
 //! `min_p`: keeps the tokens whose probability is at least `p` times the largest one, i.e. whose
 //! logit is at least `max + ln p`, but at least `min_keep` (llama.cpp's `llama_sampler_init_min_p`).
+//! Like llama.cpp's unsorted path, the kept tokens stay in their current (vocabulary) order and
+//! the array is marked unsorted; when none or fewer than `min_keep` pass, llama.cpp's sorted
+//! fallback runs: sorted, the first token always kept, then every token `>= max + ln p` and at
+//! least `min_keep`, which is the top `max(min_keep, 1)` (all that pass were fewer).
 //!
-//! Edge values: `p = 0` disables it (llama.cpp: `p <= 0`); `p = 1` keeps the tokens tied with the
-//! max; `p` outside `[0, 1]` or NaN is an error. Like llama.cpp's unsorted path, the kept tokens
-//! stay in their current (vocabulary) order and the array is marked unsorted; when fewer than
-//! `min_keep` pass, the top `min_keep` are kept, sorted (llama.cpp's sorted fallback).
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_min_p` and
+//! `llama_sampler_min_p_apply`):
+//! * `p <= 0`, `-inf` included: disabled (`init_min_p` returns the empty sampler);
+//! * `p = 1`: the tokens tied with the max;
+//! * `p > 1`, `+inf` included: the threshold `max + logf(p)` lies above the max, the unsorted
+//!   path keeps nothing and the sorted fallback keeps the first token: the top `max(min_keep, 1)`,
+//!   sorted. (The threshold is computed in `f32` as llama.cpp does, so a `p` just above 1 whose
+//!   `ln p` is lost against a large max keeps the ties of the max, as there.)
+//! * `min_keep` 0 and 1 are the same; `min_keep >= n` keeps all `n`, sorted;
+//! * NaN `p` is an error: llama.cpp would keep everything (sorted) only because `logit < NaN` is
+//!   false for every token, an accident of the comparison.
 //!
 //! On the vocabulary view: one pass, block by block, tracks the running max and gathers every
 //! token above `running max + ln p`; the final max then trims the gathered set.
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
-use crate::error::{Result, unit};
+use crate::error::{Result, not_nan};
 use crate::kernels;
 use crate::sampler::Sampler;
 use crate::samplers::top_k::{top_k_list, top_k_row};
@@ -25,9 +36,10 @@ pub struct MinP {
 const NAME: &str = "min_p";
 
 impl MinP {
-    /// Min-p with `p` in `[0, 1]` and `min_keep`.
+    /// Min-p with ratio `p` and `min_keep` (`p <= 0`: disabled; `p > 1`: the top
+    /// `max(min_keep, 1)`; NaN: error).
     pub fn new(p: f32, min_keep: usize) -> Result<Self> {
-        unit(NAME, "p", p)?;
+        not_nan(NAME, "p", p)?;
         Ok(Self { p, min_keep })
     }
 }

@@ -6,14 +6,46 @@
 //!
 //! v1 estimates the Zipf exponent `s` from the `m` most probable tokens, computes
 //! `k = (eps * 2^mu / (1 - n^-eps))^(1/s)` with `eps = s - 1` and `n` the vocabulary size, keeps
-//! the top `max(k, 1)` (a NaN `k`, e.g. with `m = 1`, keeps 1; an infinite one keeps all) and
-//! draws. v2 keeps the sorted prefix of tokens with surprise at most `mu` (at least one) and draws.
-//! Parameters: `tau`, `eta` finite, `m >= 1`, else an error.
+//! the top `max(int(k), 1)` and draws. v2 keeps the sorted prefix of tokens with surprise at most
+//! `mu` (at least one) and draws.
+//!
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_mirostat_apply`,
+//! `llama_sampler_mirostat_v2_apply` and their `init` functions, which check nothing):
+//! * v1 `m <= 0`: the estimate uses every candidate (`size_t(m - 1)` wraps to a huge bound, the
+//!   loop stops at `size - 1`); `m > n` likewise. `m = 1` is an error: no pair enters the
+//!   estimate, `s = 0 / 0 = NaN`, so `k` is NaN and llama.cpp's `int(k)` is undefined behaviour;
+//!   `m = i32::MIN` is an error (`m - 1` overflows, undefined);
+//! * v1: where a row makes `k` NaN, infinite or beyond `i32` (llama.cpp's `int(k)` is undefined
+//!   there too), NaN keeps 1 token and the rest is clamped to `[1, n]`: what the conversion gives
+//!   on AArch64 (x86-64 gives `INT_MIN`, so 1 token, for all three);
+//! * v1 `tau`: `2 * tau` must be finite (an infinite `mu` makes `k` infinite or NaN and the
+//!   update `inf - inf`); `eta` finite (an infinite step makes `mu` infinite or NaN after one
+//!   draw). Negative or zero `tau` and `eta` are plain arithmetic and accepted;
+//! * v2 `tau`: any non-NaN value. `mu = +inf` (from `tau = +inf`) truncates nothing, a plain draw
+//!   from the softmax, and `mu = -inf` keeps only the most likely token; both stay so under the
+//!   update only with `eta > 0` (`eta <= 0` makes `mu` NaN after one draw: `0 * inf` or
+//!   `inf - inf`), so an infinite `2 * tau` with `eta <= 0` is an error. `eta` must be finite;
+//! * NaN `tau` or `eta`: error (`mu` NaN: v1's `k` NaN, v2's `surprise > mu` false for every
+//!   token, accidental).
 
 use crate::candidates::{Candidates, draw_index};
-use crate::error::{Result, SamplingError, finite};
+use crate::error::{Result, invalid, not_nan};
 use crate::sampler::{Rng, Sampler, rng_methods};
 use graph::philox::stream;
+
+/// Checks that `eta` is finite: an infinite learning rate makes `mu` infinite or NaN after one draw.
+fn finite_eta(stage: &'static str, eta: f32) -> Result<()> {
+    not_nan(stage, "eta", eta)?;
+    if eta.is_infinite() {
+        return Err(invalid(
+            stage,
+            "eta",
+            eta,
+            "must be finite: an infinite step makes mu infinite or NaN after one draw",
+        ));
+    }
+    Ok(())
+}
 
 /// Mirostat 1.0.
 #[derive(Debug, Clone)]
@@ -29,17 +61,24 @@ const V1: &str = "mirostat";
 const V2: &str = "mirostat_v2";
 
 impl Mirostat {
-    /// Mirostat with target surprise `tau`, learning rate `eta`, `m` tokens for the estimate, `seed`.
+    /// Mirostat with target surprise `tau`, learning rate `eta`, `m` tokens for the estimate
+    /// (`m <= 0`: all), `seed`. Errors: `2 * tau` or `eta` not finite, `m = 1`, `m = i32::MIN`.
     pub fn new(seed: u64, tau: f32, eta: f32, m: i32) -> Result<Self> {
-        finite(V1, "tau", tau)?;
-        finite(V1, "eta", eta)?;
-        if m < 1 {
-            return Err(SamplingError::InvalidParam {
-                stage: V1,
-                param: "m",
-                value: m.to_string(),
-                reason: "must be at least 1",
-            });
+        not_nan(V1, "tau", tau)?;
+        if !(2.0 * tau).is_finite() {
+            return Err(invalid(V1, "tau", tau, "mu = 2 tau must be finite: an infinite mu makes k infinite or NaN"));
+        }
+        finite_eta(V1, eta)?;
+        if m == 1 {
+            return Err(invalid(
+                V1,
+                "m",
+                m,
+                "m = 1 estimates s from no pair: s = 0/0 = NaN, and llama.cpp's int(NaN) is undefined",
+            ));
+        }
+        if m == i32::MIN {
+            return Err(invalid(V1, "m", m, "llama.cpp computes m - 1, which overflows int32 (undefined)"));
         }
         Ok(Self { tau, eta, m, mu: 2.0 * tau, rng: Rng::new(seed, stream::MIROSTAT) })
     }
@@ -105,10 +144,19 @@ pub struct MirostatV2 {
 }
 
 impl MirostatV2 {
-    /// Mirostat 2.0 with target surprise `tau`, learning rate `eta` and `seed`.
+    /// Mirostat 2.0 with target surprise `tau`, learning rate `eta` and `seed`. Errors: NaN,
+    /// infinite `eta`, an infinite `2 * tau` with `eta <= 0`.
     pub fn new(seed: u64, tau: f32, eta: f32) -> Result<Self> {
-        finite(V2, "tau", tau)?;
-        finite(V2, "eta", eta)?;
+        not_nan(V2, "tau", tau)?;
+        finite_eta(V2, eta)?;
+        if (2.0 * tau).is_infinite() && eta <= 0.0 {
+            return Err(invalid(
+                V2,
+                "tau",
+                tau,
+                "an infinite mu = 2 tau needs eta > 0: otherwise the update makes mu NaN (0 * inf or inf - inf)",
+            ));
+        }
         Ok(Self { tau, eta, mu: 2.0 * tau, rng: Rng::new(seed, stream::MIROSTAT) })
     }
 

@@ -3,12 +3,26 @@
 //! window: a logit `<= 0` is multiplied by `repeat`, a positive one divided by it, then
 //! `c * freq + present` is subtracted.
 //!
-//! Edge values: `last_n = 0`, or `repeat = 1, freq = 0, present = 0`, disables it (llama.cpp);
-//! `last_n = -1` means the whole history since reset (llama.cpp's common layer: the context);
-//! `last_n < -1`, `repeat <= 0`, non-finite values: errors.
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_penalties`,
+//! `llama_sampler_penalties_apply`; `common/common.cpp` and `common/arg.cpp` for `last_n`):
+//! * `last_n = 0`, or `repeat = 1, freq = 0, present = 0`: disabled (`init_penalties` returns the
+//!   empty sampler);
+//! * `last_n = -1`: the whole history since reset. This is the common layer's meaning (it
+//!   replaces -1 by the context size before calling `init_penalties`, which itself would clamp
+//!   every negative `last_n` to 0, disabled); `last_n < -1` is an error, as in the common layer's
+//!   `--repeat-last-n` ("invalid repeat-last-n") and the server;
+//! * `repeat < 0`: plain arithmetic (a seen token's logit changes sign), accepted; `repeat = +inf`:
+//!   a seen token's negative logit becomes `-inf` (banned) and a positive one 0, accepted (an
+//!   exact 0 logit becomes `0 * inf = NaN`, which the next stage reports, as any NaN or `+inf`
+//!   logit made inside a chain, e.g. a masked token times a negative `repeat`);
+//!   `repeat = 0` is an error (every seen positive logit divided by 0 becomes `+inf`), as is
+//!   `repeat = -inf` (every seen negative logit becomes `+inf`);
+//! * `freq = +inf` or `present = +inf`: every seen token's logit becomes `-inf`, a ban, accepted;
+//!   `-inf` would make it `+inf` and is an error;
+//! * NaN `repeat`, `freq` or `present`: error.
 
 use crate::candidates::Candidates;
-use crate::error::{Result, SamplingError, finite};
+use crate::error::{Result, invalid, not_nan};
 use crate::sampler::{Sampler, Token};
 use std::collections::{HashMap, VecDeque};
 
@@ -26,27 +40,29 @@ pub struct Penalties {
 const NAME: &str = "penalties";
 
 impl Penalties {
-    /// Penalties over the last `last_n` tokens (-1: all).
+    /// Penalties over the last `last_n` tokens (-1: all, 0: disabled).
     pub fn new(last_n: i32, repeat: f32, freq: f32, present: f32) -> Result<Self> {
         if last_n < -1 {
-            return Err(SamplingError::InvalidParam {
-                stage: NAME,
-                param: "last_n",
-                value: last_n.to_string(),
-                reason: "must be -1 (all) or >= 0",
-            });
+            return Err(invalid(
+                NAME,
+                "last_n",
+                last_n,
+                "must be -1 (all) or >= 0 (llama.cpp's common layer rejects < -1)",
+            ));
         }
-        finite(NAME, "repeat", repeat)?;
-        if repeat <= 0.0 {
-            return Err(SamplingError::InvalidParam {
-                stage: NAME,
-                param: "repeat",
-                value: repeat.to_string(),
-                reason: "must be > 0",
-            });
+        not_nan(NAME, "repeat", repeat)?;
+        if repeat == 0.0 {
+            return Err(invalid(NAME, "repeat", repeat, "must not be 0: a positive logit divided by 0 becomes +inf"));
         }
-        finite(NAME, "freq", freq)?;
-        finite(NAME, "present", present)?;
+        if repeat == f32::NEG_INFINITY {
+            return Err(invalid(NAME, "repeat", repeat, "must not be -inf: a negative logit times -inf becomes +inf"));
+        }
+        for (param, v) in [("freq", freq), ("present", present)] {
+            not_nan(NAME, param, v)?;
+            if v == f32::NEG_INFINITY {
+                return Err(invalid(NAME, param, v, "must not be -inf: a seen token's logit would become +inf"));
+            }
+        }
         let last_n = if last_n == -1 { None } else { Some(last_n as usize) };
         Ok(Self { last_n, repeat, freq, present, prev: VecDeque::new(), counts: HashMap::new() })
     }

@@ -1,25 +1,51 @@
 //! `temp` and `temp_ext`: temperature scaling (llama.cpp's `llama_sampler_init_temp` and
 //! `llama_sampler_init_temp_ext`, "dynamic temperature").
 //!
-//! `temp(t)` divides every logit by `t`. llama.cpp defines `t <= 0` as "keep only the token with
-//! the highest logit" (`llama_sampler_temp_impl`: the first maximum keeps its logit, the rest
-//! become `-inf`); here the others are removed rather than set to `-inf`, which no later stage can
-//! tell apart. NaN is an error. On the vocabulary view the division is deferred (a pending divisor
-//! that the next kernel applies on the fly), so `temp` itself costs nothing.
+//! `temp(t)` divides every logit by `t`. On the vocabulary view the division is deferred (a
+//! pending divisor that the next kernel applies on the fly), so `temp` itself costs nothing.
 //!
 //! `temp_ext(t, delta, exponent)`: with `delta > 0` the temperature is
 //! `min_t + (max_t - min_t) * (H / ln n)^exponent` with `min_t = max(0, t - delta)`,
 //! `max_t = t + delta` and `H` the entropy of the softmax over the `n` candidates (zero
 //! probabilities contribute nothing); then the probabilities are recomputed. With `delta <= 0` it
 //! is `temp(t)`. One candidate or none: unchanged.
+//!
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_temp_impl`,
+//! `llama_sampler_init_temp`, `llama_sampler_temp_ext_apply`):
+//! * `t <= 0`, `-inf` included (a dynamic temperature too): only the first maximum survives
+//!   (`temp_impl` keeps its logit and sets the others to `-inf`; here they are removed, see
+//!   docs/SAMPLING.md, "Deliberate differences");
+//! * `t = 1`: unchanged (`init_temp` returns the empty sampler);
+//! * `t = +inf`: every finite logit becomes `logit / inf = ±0`, a uniform distribution; a masked
+//!   (`-inf`) candidate would become `-inf / inf = NaN` in llama.cpp, so that case is an error
+//!   (`InvalidParam` for `t`, raised when the stage runs);
+//! * `temp_ext`: `delta <= 0`, `-inf` included, is `temp(t)`; `delta = +inf` gives `max_t = inf`
+//!   and a dynamic temperature of `inf` (see `t = +inf`) unless the entropy is 0; an `exponent`
+//!   of any sign or `±inf` is used as `powf` uses it (e.g. `exponent < 0` with `H = 0`:
+//!   `powf(0, exponent) = inf`). `t` and `delta` whose range `max_t - min_t` is NaN (`t = +inf`
+//!   with a finite `delta > 0`: `inf - inf`; `t = -inf` with `delta = +inf`) are errors at
+//!   construction, and a dynamic temperature that comes out NaN for a row (`0 * inf` or
+//!   `inf * 0` in the formula) is an error when the stage runs: llama.cpp would divide every
+//!   logit by NaN;
+//! * NaN `t`, `delta` or `exponent`: error (llama.cpp's `temp <= 0` and `delta > 0` tests would
+//!   both be false: accidental).
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
-use crate::error::{Result, finite, not_nan};
+use crate::error::{Result, invalid, not_nan};
 use crate::kernels;
 use crate::sampler::Sampler;
 
-/// Applies temperature `t` as llama.cpp's `llama_sampler_temp_impl` does.
-pub(crate) fn temp_impl(stage: &'static str, cur: &mut Candidates<'_>, t: f32) -> Result<()> {
+/// Applies temperature `t` as llama.cpp's `llama_sampler_temp_impl` does. `what` describes the
+/// temperature for an error (the parameter, or how a dynamic temperature came about).
+pub(crate) fn temp_impl(
+    stage: &'static str,
+    cur: &mut Candidates<'_>,
+    t: f32,
+    what: &dyn Fn() -> String,
+) -> Result<()> {
+    if t.is_nan() {
+        return Err(invalid(stage, "t", what(), "the temperature is NaN: llama.cpp would divide every logit by NaN"));
+    }
     if t <= 0.0 {
         if let Some((row, div)) = cur.vocab_row() {
             let (i, m, bad) = kernels::argmax(row);
@@ -40,6 +66,23 @@ pub(crate) fn temp_impl(stage: &'static str, cur: &mut Candidates<'_>, t: f32) -
         cur.set_list(vec![keep], true);
         return Ok(());
     }
+    if t == f32::INFINITY {
+        // Every finite logit becomes ±0; llama.cpp would make a masked one NaN.
+        let list = cur.list_mut(stage)?;
+        check_list(stage, list)?;
+        if list.iter().any(|e| e.logit == f32::NEG_INFINITY) {
+            return Err(invalid(
+                stage,
+                "t",
+                what(),
+                "an infinite temperature with masked (-inf) candidates: llama.cpp computes -inf / inf = NaN",
+            ));
+        }
+        for e in list.iter_mut() {
+            e.logit /= t;
+        }
+        return Ok(());
+    }
     if cur.vocab_row().is_some() {
         cur.set_div(t);
         return Ok(());
@@ -57,7 +100,8 @@ pub struct Temp {
 }
 
 impl Temp {
-    /// Temperature `t` (`t <= 0`: keep only the max, as in llama.cpp; NaN: error).
+    /// Temperature `t` (`t <= 0`: keep only the max, as in llama.cpp; `+inf`: uniform; NaN:
+    /// error).
     pub fn new(t: f32) -> Result<Self> {
         not_nan("temp", "t", t)?;
         Ok(Self { t })
@@ -70,7 +114,7 @@ impl Sampler for Temp {
     }
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        temp_impl("temp", cur, self.t)
+        temp_impl("temp", cur, self.t, &|| self.t.to_string())
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {
@@ -89,12 +133,31 @@ pub struct TempExt {
 const EXT: &str = "temp_ext";
 
 impl TempExt {
-    /// Dynamic temperature around `t` with range `delta` and `exponent`.
+    /// Dynamic temperature around `t` with range `delta` and `exponent` (none NaN; with
+    /// `delta > 0`, `max_t - min_t` must not be NaN).
     pub fn new(t: f32, delta: f32, exponent: f32) -> Result<Self> {
         not_nan(EXT, "t", t)?;
-        finite(EXT, "delta", delta)?;
-        finite(EXT, "exponent", exponent)?;
-        Ok(Self { t, delta, exponent })
+        not_nan(EXT, "delta", delta)?;
+        not_nan(EXT, "exponent", exponent)?;
+        let s = Self { t, delta, exponent };
+        if delta > 0.0 {
+            let (min_t, max_t) = s.range();
+            if (max_t - min_t).is_nan() {
+                return Err(invalid(
+                    EXT,
+                    if t == f32::INFINITY { "t" } else { "delta" },
+                    format!("t = {t}, delta = {delta}"),
+                    "the temperature range max_t - min_t = (t + delta) - max(0, t - delta) is NaN",
+                ));
+            }
+        }
+        Ok(s)
+    }
+
+    /// llama.cpp's `min_temp = max(0, t - delta)` and `max_temp = t + delta` (`std::max` returns
+    /// 0 for a NaN `t - delta`, as `f32::max` does).
+    fn range(&self) -> (f32, f32) {
+        ((self.t - self.delta).max(0.0), self.t + self.delta)
     }
 }
 
@@ -105,14 +168,14 @@ impl Sampler for TempExt {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         if self.delta <= 0.0 {
-            return temp_impl(EXT, cur, self.t);
+            return temp_impl(EXT, cur, self.t, &|| self.t.to_string());
         }
-        let min_t = (self.t - self.delta).max(0.0);
-        let max_t = self.t + self.delta;
+        let (min_t, max_t) = self.range();
         if cur.len() <= 1 {
             return Ok(());
         }
-        let max_entropy = (cur.len() as f32).ln();
+        // llama.cpp: -logf(1.0f / size).
+        let max_entropy = -(1.0 / cur.len() as f32).ln();
         cur.softmax(EXT, true)?;
         let list = cur.list(EXT)?;
         let mut entropy = 0.0f32;
@@ -123,7 +186,13 @@ impl Sampler for TempExt {
         }
         let norm = entropy / max_entropy;
         let dyn_t = min_t + (max_t - min_t) * norm.powf(self.exponent);
-        temp_impl(EXT, cur, dyn_t)?;
+        let what = || {
+            format!(
+                "{dyn_t} (the dynamic temperature {min_t} + ({max_t} - {min_t}) * {norm}^{} of t = {}, delta = {})",
+                self.exponent, self.t, self.delta
+            )
+        };
+        temp_impl(EXT, cur, dyn_t, &what)?;
         let list = cur.list_mut(EXT)?;
         let max = f64::from(list[0].logit);
         let mut sum = 0.0f64;

@@ -1,7 +1,11 @@
 //! `top_k`: keeps the `k` highest logits (llama.cpp's `llama_sampler_init_top_k`).
 //!
-//! Edge values follow llama.cpp: `k <= 0` disables the sampler, `k > n` keeps all `n`. On the
-//! vocabulary view it is one pass computing the max of every 128-token sub-block, then a rescan of
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_top_k` and
+//! `llama_sampler_top_k_impl`): `k <= 0` disables the sampler (`init_top_k` returns the empty
+//! sampler, `top_k_impl` returns at `k <= 0`); `k > n` keeps all `n` (`k = min(k, size)`).
+//! `k` is llama.cpp's `int32_t`: a SPEC value outside it, or not an integer, does not parse.
+//!
+//! On the vocabulary view it is one pass computing the max of every 128-token sub-block, then a rescan of
 //! the about `k` sub-blocks that can hold a top-k token (see `kernels::top_k`); only the `k`
 //! survivors are sorted.
 

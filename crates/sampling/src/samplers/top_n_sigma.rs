@@ -1,9 +1,17 @@
 //! `top_n_sigma`: keeps the tokens whose logit is at least `max - n * sigma`, where `sigma` is the
 //! standard deviation of the finite logits (llama.cpp's `llama_sampler_init_top_n_sigma`), then
-//! computes the softmax, sorted.
+//! computes the softmax, sorted. Masked tokens are removed rather than set to `-inf`.
 //!
-//! Edge values (llama.cpp): `n <= 0` disables it, as does a single candidate; NaN: error. Masked
-//! tokens are removed rather than set to `-inf`.
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_top_n_sigma` and
+//! `llama_sampler_top_n_sigma_apply`):
+//! * `n <= 0`, `-inf` included: disabled (`init_top_n_sigma` returns the empty sampler), as is a
+//!   single candidate;
+//! * `n = +inf`: nothing is masked: the threshold is `max - inf = -inf` where `sigma > 0`, and
+//!   `max - inf * 0 = NaN` where `sigma = 0` (every finite logit equal), which llama.cpp's
+//!   `logit < threshold` test never meets; the stage still sorts and computes the softmax. The
+//!   test here is llama.cpp's (`logit < threshold` masks), not its complement, so a NaN
+//!   threshold keeps everything as there;
+//! * NaN `n` is an error: llama.cpp would mask nothing only because `logit < NaN` is false.
 
 use crate::candidates::{Candidates, check_list};
 use crate::error::{Result, not_nan};
@@ -18,7 +26,7 @@ pub struct TopNSigma {
 const NAME: &str = "top_n_sigma";
 
 impl TopNSigma {
-    /// Top-n-sigma with `n` (`n <= 0`: disabled).
+    /// Top-n-sigma with `n` (`n <= 0`: disabled; `+inf`: nothing masked; NaN: error).
     pub fn new(n: f32) -> Result<Self> {
         not_nan(NAME, "n", n)?;
         Ok(Self { n })
@@ -53,7 +61,8 @@ impl Sampler for TopNSigma {
             / count as f64;
         let std = var.sqrt() as f32;
         let thr = max - self.n * std;
-        list.retain(|t| t.logit >= thr);
+        // llama.cpp masks `logit < thr`; a NaN threshold (n = inf, sigma = 0) masks nothing.
+        list.retain(|t| thr.is_nan() || t.logit >= thr);
         cur.set_sorted(false);
         cur.set_selected(None);
         cur.softmax(NAME, true)

@@ -1,10 +1,19 @@
 //! `top_p` (nucleus): keeps the smallest prefix of the candidates sorted by probability whose
 //! cumulative probability reaches `p`, but at least `min_keep` (llama.cpp's
-//! `llama_sampler_init_top_p`).
+//! `llama_sampler_init_top_p`). The kept candidates carry llama.cpp's probabilities: the softmax
+//! over the set *before* truncation.
 //!
-//! Edge values: `p >= 1` disables it (llama.cpp); `p = 0` keeps the single most likely token (or
-//! `min_keep`); `p` outside `[0, 1]` or NaN is an error. The kept candidates carry llama.cpp's
-//! probabilities: the softmax over the set *before* truncation.
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_top_p` and
+//! `llama_sampler_top_p_apply`):
+//! * `p >= 1`, `+inf` included: disabled (`init_top_p` returns the empty sampler, `apply` returns
+//!   at `p >= 1`);
+//! * `p <= 0`, `-inf` included: the single most likely token, or the top `min_keep` (the running
+//!   sum of non-negative probabilities is `>= 0 >= p` from the first token on, so only the
+//!   `i + 1 >= min_keep` condition decides). `p < 0` decides exactly as `p = 0`, so [`TopP::new`]
+//!   stores `max(p, 0)`;
+//! * `min_keep` 0 and 1 are the same; `min_keep >= n` keeps all `n`;
+//! * NaN `p` is an error: llama.cpp would keep everything, but only because `cum_sum >= NaN` is
+//!   false for every prefix, an accident of the comparison rather than a defined behaviour.
 //!
 //! On the vocabulary view the vocabulary is never sorted: one pass, block by block, computes the
 //! softmax denominator (online max) and the 128-token sub-block maxima; the best `k` tokens are
@@ -19,7 +28,7 @@
 //! (docs/SAMPLING.md, "Exactness of top-p").
 
 use crate::candidates::{Candidates, TokenData, check_list, sort_desc};
-use crate::error::{Result, unit};
+use crate::error::{Result, not_nan};
 use crate::kernels::{self, BlockStats};
 use crate::llama_f32;
 use crate::sampler::Sampler;
@@ -37,10 +46,11 @@ pub struct TopP {
 const NAME: &str = "top_p";
 
 impl TopP {
-    /// Top-p with `p` in `[0, 1]` and `min_keep`.
+    /// Top-p with mass `p` and `min_keep`: `p >= 1` disables it, `p <= 0` keeps the top
+    /// `max(min_keep, 1)` (stored as `p = 0`, which llama.cpp cannot tell apart); NaN: error.
     pub fn new(p: f32, min_keep: usize) -> Result<Self> {
-        unit(NAME, "p", p)?;
-        Ok(Self { p, min_keep, stats: BlockStats::default(), hint: 32 })
+        not_nan(NAME, "p", p)?;
+        Ok(Self { p: p.max(0.0), min_keep, stats: BlockStats::default(), hint: 32 })
     }
 }
 
@@ -66,8 +76,9 @@ impl TopP {
             let before = cum;
             cum += f64::from(kernels::exp_at(x, a, b));
             if cum >= target && i + 1 >= self.min_keep {
-                // Earlier prefixes count only where min_keep did not force this one.
-                let close = cum - target <= tol || (i >= self.min_keep && target - before <= tol);
+                // Earlier prefixes count only where min_keep did not force this one; with p = 0
+                // every prefix reaches p, so no rounding can move the cut.
+                let close = self.p > 0.0 && (cum - target <= tol || (i >= self.min_keep && target - before <= tol));
                 return (Some(i + 1), close);
             }
         }

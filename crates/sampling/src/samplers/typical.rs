@@ -3,12 +3,21 @@
 //! shortest prefix of that order whose cumulative probability exceeds `p`, but at least
 //! `min_keep`. The result is in that order and marked unsorted.
 //!
-//! Edge values: `p >= 1` disables it (llama.cpp); `p = 0` keeps the single most typical token;
-//! outside `[0, 1]` or NaN: error. Zero-probability candidates add nothing to the entropy
-//! (llama.cpp would compute `0 * ln 0 = NaN` there).
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_typical` and
+//! `llama_sampler_typical_apply`):
+//! * `p >= 1`, `+inf` included: disabled (`init_typical` returns the empty sampler);
+//! * `p < 0`, `-inf` included: the first token of the typical order already has `cum_sum > p`,
+//!   so the single most typical token, or the first `min_keep`; `p = 0` the same here (the most
+//!   typical token has a nonzero probability, see below);
+//! * `min_keep` 0 and 1 are the same; `min_keep >= n` keeps all `n` in typical order;
+//! * NaN `p` is an error: llama.cpp would keep everything only because `cum_sum > NaN` is false.
+//!
+//! Zero-probability candidates add nothing to the entropy (llama.cpp computes `-0 * ln 0 = NaN`
+//! there, which makes every score NaN and its sort order undefined); they have an infinite score
+//! and come last.
 
 use crate::candidates::Candidates;
-use crate::error::{Result, unit};
+use crate::error::{Result, not_nan};
 use crate::sampler::Sampler;
 
 /// Locally typical sampling.
@@ -21,9 +30,10 @@ pub struct Typical {
 const NAME: &str = "typical";
 
 impl Typical {
-    /// Typical sampling with mass `p` in `[0, 1]` and `min_keep`.
+    /// Typical sampling with mass `p` and `min_keep` (`p >= 1`: disabled; `p <= 0`: the most
+    /// typical `max(min_keep, 1)`; NaN: error).
     pub fn new(p: f32, min_keep: usize) -> Result<Self> {
-        unit(NAME, "p", p)?;
+        not_nan(NAME, "p", p)?;
         Ok(Self { p, min_keep })
     }
 }

@@ -1,13 +1,22 @@
 //! `xtc`: "exclude top choices" (llama.cpp's `llama_sampler_init_xtc`). With probability `p` per
 //! step (coin from the Philox `XTC` stream), removes every token whose probability is at least
-//! `t` except the least likely of them, provided at least `min_keep` tokens remain.
+//! `t` except the least likely of them, provided at least `min_keep` tokens remain. The step
+//! advances on every apply (the coin is drawn even when unused), so the coin of step k does not
+//! depend on earlier rows.
 //!
-//! Edge values (llama.cpp): `p <= 0` or `t > 0.5` disables it, as do fewer than two candidates;
-//! `p`, `t` outside `[0, 1]` or NaN: error. The step advances on every apply (the coin is drawn
-//! even when unused), so the coin of step k does not depend on earlier rows.
+//! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_xtc` and
+//! `llama_sample_xtc_apply`):
+//! * `p <= 0`, `-inf` included, or `t > 0.5`, `+inf` included: disabled (`init_xtc` returns the
+//!   empty sampler), as are fewer than two candidates;
+//! * `p >= 1`, `+inf` included: applies at every step (the coin, in `[0, 1)`, is never `> p`);
+//! * `t <= 0`, `-inf` included: every probability is `>= t`, so all but the least likely
+//!   candidate are removed (if `min_keep <= 1`);
+//! * `min_keep` 0 and 1 are the same; `min_keep > n - (number >= t) + 1` leaves them all;
+//! * NaN `p` or `t` is an error: llama.cpp would always apply (`chance > NaN` is false) or never
+//!   remove (`p >= NaN` is false), accidents of the comparisons.
 
 use crate::candidates::Candidates;
-use crate::error::{Result, unit};
+use crate::error::{Result, not_nan};
 use crate::sampler::{Rng, Sampler, rng_methods};
 use graph::philox::stream;
 
@@ -23,10 +32,11 @@ pub struct Xtc {
 const NAME: &str = "xtc";
 
 impl Xtc {
-    /// XTC with probability `p`, threshold `t`, `min_keep` and `seed`.
+    /// XTC with probability `p`, threshold `t`, `min_keep` and `seed` (`p <= 0` or `t > 0.5`:
+    /// disabled; NaN: error).
     pub fn new(p: f32, t: f32, min_keep: usize, seed: u64) -> Result<Self> {
-        unit(NAME, "p", p)?;
-        unit(NAME, "t", t)?;
+        not_nan(NAME, "p", p)?;
+        not_nan(NAME, "t", t)?;
         Ok(Self { p, t, min_keep, rng: Rng::new(seed, stream::XTC) })
     }
 }
