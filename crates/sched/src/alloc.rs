@@ -289,12 +289,7 @@ fn place_arena(
 
 /// The plan's buffers, per backend in role order (empty chunks omitted); returns them, the index
 /// of each `(backend, role, chunk)` and the arena bytes.
-fn buffers(
-    g: &Graph,
-    lim: &Limits,
-    bump: &Bump,
-    arenas: &[Arena],
-) -> BufferList {
+fn buffers(g: &Graph, lim: &Limits, bump: &Bump, arenas: &[Arena]) -> BufferList {
     let mut buffers = Vec::new();
     let mut index = HashMap::new();
     let mut arena_bytes = 0;

@@ -183,36 +183,52 @@ impl Scheduler {
     /// (views are gathered).
     pub fn read(&mut self, node: NodeId) -> Result<Vec<u8>, SchedError> {
         let mut out = Vec::new();
-        self.read_with(node, |bytes| out.extend_from_slice(bytes))?;
+        if !self.read_in_place(node, |bytes| out.extend_from_slice(bytes))? {
+            let rows = self.all_rows(node);
+            self.read_rows_into("read", node, &rows, &mut out)?;
+        }
         Ok(out)
     }
 
     /// Like [`Scheduler::read`], but hands the bytes to `f`, without a copy when the output is
     /// contiguous and its memory host-visible.
     pub fn read_with(&mut self, node: NodeId, f: impl FnOnce(&[u8])) -> Result<(), SchedError> {
+        let mut f = Some(f);
+        if !self.read_in_place(node, |bytes| (f.take().expect("called once"))(bytes))? {
+            let rows = self.all_rows(node);
+            let mut out = Vec::new();
+            self.read_rows_into("read", node, &rows, &mut out)?;
+            (f.take().expect("not called yet"))(&out);
+        }
+        Ok(())
+    }
+
+    /// Every row index of a checked node.
+    fn all_rows(&self, node: NodeId) -> Vec<usize> {
+        let p = self.planned().expect("checked by read_in_place");
+        (0..n_rows(&p.graph.node(node).layout)).collect()
+    }
+
+    /// Hands a readable node's bytes to `f` straight from host-visible memory when the node is
+    /// contiguous and its memory can be read in place; returns whether it did.
+    fn read_in_place(&mut self, node: NodeId, f: impl FnOnce(&[u8])) -> Result<bool, SchedError> {
         let p = readable(&mut self.cache, self.current, "read", node)?;
         let n = p.graph.node(node);
-        let (nbytes, contiguous) = (n.nbytes(), n.layout.is_contiguous(n.dtype));
-        let layout_offset = n.layout.offset;
-        let rows: Vec<usize> = (0..n_rows(&n.layout)).collect();
+        if !n.layout.is_contiguous(n.dtype) {
+            return Ok(false);
+        }
+        let (nbytes, layout_offset) = (n.nbytes(), n.layout.offset);
         let st = p.graph.storage_of(node);
         let sp = &p.plan.nodes[st.index()];
         let region = sp.region.expect("readable storages own a region");
-        let (b, buffer, storage_bytes) = (sp.backend, p.buffers[region.buffer], p.graph.node(st).nbytes());
-        if contiguous {
-            let backend = &mut self.backends[b];
-            backend.synchronize()?;
-            if let Some(src) = backend.host_slice(buffer, region.offset, storage_bytes) {
-                f(&src[layout_offset..layout_offset + nbytes]);
-                self.stats.bytes_to_host += nbytes as u64;
-                self.stats.step_bytes_to_host += nbytes as u64;
-                return Ok(());
-            }
-        }
-        let mut out = Vec::with_capacity(nbytes);
-        self.read_rows_into("read", node, &rows, &mut out)?;
-        f(&out);
-        Ok(())
+        let (buffer, storage_bytes) = (p.buffers[region.buffer], p.graph.node(st).nbytes());
+        let backend = &mut self.backends[sp.backend];
+        backend.synchronize()?;
+        let Some(src) = backend.host_slice(buffer, region.offset, storage_bytes) else { return Ok(false) };
+        f(&src[layout_offset..layout_offset + nbytes]);
+        self.stats.bytes_to_host += nbytes as u64;
+        self.stats.step_bytes_to_host += nbytes as u64;
+        Ok(true)
     }
 }
 
