@@ -1,7 +1,7 @@
 //! `CpuBackend` as a `sched::Backend`: buffers (alignment, zeroing, bounds errors, host slices,
 //! copies), `supports` on every fixture graph and on a misaligned view, correct results when the
-//! planner places an op's output over its own input, and a whole graph through `sched::Scheduler`
-//! matching the harness run.
+//! planner places an op's output over its own input, a whole graph through `sched::Scheduler`
+//! matching the harness run, and partial read-back of a logits-like output (`read_rows`).
 
 mod harness;
 
@@ -173,4 +173,35 @@ fn a_graph_through_the_scheduler_matches_the_harness() {
         );
     }
     let _: NodeId = w;
+}
+
+#[test]
+fn read_rows_reads_outputs_in_place_and_counts_exactly_the_rows() {
+    let mut s = Scheduler::new(vec![Box::new(CpuBackend::with_threads(2))]).unwrap();
+    let (v, n) = (3000, 5);
+    let mut g = Graph::new();
+    let x = g.input("logits", DType::F32, &[v, n]).unwrap();
+    let y = g.scale(x, -1.0).unwrap();
+    let t = g.transpose(y).unwrap();
+    let sm = g.soft_max(y, None, 1.0).unwrap();
+    for o in [y, t, sm] {
+        g.set_output(o);
+    }
+    let p = s.plan(&g).unwrap();
+    // device memory is host memory on the CPU: outputs are read in place, no read-back region
+    assert!(p.nodes.iter().all(|np| np.readback.is_none()));
+    let mut rng = Rng::new(5);
+    let xs = rng.vec(v * n, -3.0, 3.0);
+    s.set_input_f32(x, &xs).unwrap();
+    s.compute().unwrap();
+    for (node, rows, row_len) in [(y, n, v), (t, v, n), (sm, n, v)] {
+        let full = s.read_f32(node).unwrap();
+        for subset in [vec![], vec![4 % rows], vec![2, 0, 2], (0..rows).rev().collect::<Vec<_>>()] {
+            let before = s.stats().bytes_to_host;
+            let got = s.read_rows_f32(node, &subset).unwrap();
+            let want: Vec<f32> = subset.iter().flat_map(|&r| full[r * row_len..(r + 1) * row_len].to_vec()).collect();
+            assert_eq!(got, want, "{}, rows {subset:?}", g.describe(node));
+            assert_eq!(s.stats().bytes_to_host - before, (subset.len() * row_len * 4) as u64);
+        }
+    }
 }
