@@ -118,16 +118,23 @@ impl Pool {
                     match self.shared.get(&k) {
                         Some(&(_, size)) if size >= pb.size => Ok(Slot::Shared(k.0, k.1, k.2)),
                         old => {
-                            if let Some(&(id, _)) = old {
-                                backends[pb.backend].free(id)?;
-                                self.shared.remove(&k);
-                                self.generation += 1;
+                            // The larger buffer first: if it cannot be had, the old one (and every
+                            // cached plan using it) stays as it was.
+                            let old = old.map(|&(id, _)| id);
+                            match backends[pb.backend].alloc(pb.size, pb.kind) {
+                                Ok(id) => {
+                                    fresh += 1;
+                                    self.shared.insert(k, (id, pb.size));
+                                    match old {
+                                        Some(old) => {
+                                            self.generation += 1;
+                                            backends[pb.backend].free(old).map(|()| Slot::Shared(k.0, k.1, k.2))
+                                        }
+                                        None => Ok(Slot::Shared(k.0, k.1, k.2)),
+                                    }
+                                }
+                                Err(e) => Err(e),
                             }
-                            backends[pb.backend].alloc(pb.size, pb.kind).map(|id| {
-                                fresh += 1;
-                                self.shared.insert(k, (id, pb.size));
-                                Slot::Shared(k.0, k.1, k.2)
-                            })
                         }
                     }
                 }

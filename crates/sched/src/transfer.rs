@@ -9,7 +9,8 @@
 //! - host-visible storage (the CPU backend, inputs): read in place (`Backend::host_slice`);
 //! - device storage with a read-back region: the requested rows are copied into it in one batch
 //!   (`Backend::copy_regions`, only those rows' bytes), then read from it;
-//! - otherwise (a state tensor that is not an output): each row is downloaded.
+//! - otherwise (a state tensor that is not an output, or a read-back region the host cannot map):
+//!   one download per merged range of the requested rows.
 
 use crate::backend::CopyRegion;
 use crate::error::SchedError;

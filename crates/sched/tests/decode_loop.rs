@@ -324,3 +324,27 @@ proptest! {
         prop_assert!(s.stats().plans <= 2);
     }
 }
+
+#[test]
+fn a_failed_growth_leaves_the_cached_plans_working() {
+    let l = log();
+    // batch 2 allocates 4 buffers (w, inputs, outputs, arena); the 5th alloc call, the first
+    // growth for batch 64, fails
+    let mut s = Scheduler::new(vec![Mock::new("gpu", &l).fail_alloc(4).boxed()]).unwrap();
+    let (small, x, w, y) = batch_graph(2);
+    s.plan(&small).unwrap();
+    assert_eq!(count(&l, " alloc "), 4);
+    s.set_input_f32(w, &[1.0; 8]).unwrap();
+    let (big, ..) = batch_graph(64);
+    let e = s.plan(&big).unwrap_err();
+    assert!(matches!(e, SchedError::Backend(sched::BackendError::OutOfMemory { .. })), "{e}");
+    assert_eq!(count(&l, " free "), 0, "the buffers the small plan uses were kept");
+    // the small plan is still cached and runs
+    s.plan(&small).unwrap();
+    assert_eq!(s.stats().cache_hits, 1);
+    s.set_input_f32(x, &[2.0; 16]).unwrap();
+    s.compute().unwrap();
+    assert_eq!(s.read_f32(y).unwrap(), vec![9.0; 16]);
+    // and the big one can be planned once memory is there again
+    s.plan(&big).unwrap();
+}
