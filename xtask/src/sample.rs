@@ -66,7 +66,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         bail!("--backend vulkan arrives with backend sampling (a later issue); use --backend cpu");
     }
     let (rows, n_vocab, data) = read_logits(&args.logits)?;
-    let mut chain = sampling::spec::parse(&args.chain, args.seed.unwrap_or(sampling::DEFAULT_SEED))
+    let mut chain = sampling::chain_spec::parse(&args.chain, args.seed.unwrap_or(sampling::DEFAULT_SEED))
         .with_context(|| format!("parsing --chain {:?}", args.chain))?;
     for &t in &args.history {
         if t as usize >= n_vocab {

@@ -39,6 +39,7 @@ pub mod cases;
 pub mod compare;
 pub mod error;
 pub mod generate;
+pub mod ops;
 pub mod reference;
 pub mod runner;
 pub mod values;

@@ -138,7 +138,7 @@ impl RopeMode {
 }
 
 /// An operation and its parameters. Sources are stored on the node, in the order documented here.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, strum::EnumCount)]
 pub enum Op {
     /// A leaf whose data comes from outside the graph (an input, or a parameter/weight; see the flags).
     Input,

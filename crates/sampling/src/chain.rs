@@ -1,5 +1,5 @@
 //! Sampler chains: an ordered list of samplers that is itself a [`Sampler`] (llama.cpp's
-//! `llama_sampler_chain`), built in code or parsed from a SPEC string ([`crate::spec`]).
+//! `llama_sampler_chain`), built in code or parsed from a SPEC string ([`crate::chain_spec`]).
 
 use crate::candidates::{Candidates, SampleOutput};
 use crate::error::{Result, SamplingError};
@@ -33,10 +33,10 @@ impl Chain {
         &self.stages
     }
 
-    /// Parses a SPEC string (see [`crate::spec`]); random stages without `seed=` get
+    /// Parses a SPEC string (see [`crate::chain_spec`]); random stages without `seed=` get
     /// [`crate::DEFAULT_SEED`].
     pub fn parse(spec: &str) -> Result<Self> {
-        crate::spec::parse(spec, crate::sampler::DEFAULT_SEED)
+        crate::chain_spec::parse(spec, crate::sampler::DEFAULT_SEED)
     }
 
     /// Runs the chain on a logits row without accepting: returns the surviving candidates and

@@ -1,6 +1,6 @@
 //! LLM token samplers with llama.cpp's semantics, on the CPU: the [`Sampler`] interface
 //! (llama.cpp's `llama_sampler_i`), every sampler ([`samplers`]), [`Chain`]s built in code or
-//! parsed from a SPEC string ([`spec`]), and the [`Candidates`] array they work on.
+//! parsed from a SPEC string ([`chain_spec`]), and the [`Candidates`] array they work on.
 //!
 //! The common chains never build a vocabulary-sized `(id, logit, p)` array and never sort the
 //! vocabulary: the first truncating or selecting stage reads the raw logits row directly with the
@@ -21,12 +21,12 @@
 
 pub mod candidates;
 pub mod chain;
+pub mod chain_spec;
 pub mod error;
 pub mod kernels;
 mod llama_f32;
 pub mod sampler;
 pub mod samplers;
-pub mod spec;
 
 pub use candidates::{Candidates, SampleOutput, TokenData};
 pub use chain::Chain;
