@@ -1,0 +1,114 @@
+//! The checking builder: one method per op, each validating dtypes and shapes and returning an error
+//! that names the op, the node being built and the offending operands.
+//!
+//! Layout rules every backend may rely on: element-wise ops (`cont`, `cast`, unary, binary, scale,
+//! clamp, compare, `where`) accept any strided source; row-wise ops (reductions, orderings, `soft_max`,
+//! `cumsum`, `rms_norm`, `rope`, `get_rows`, `set_rows`, `scatter_add`, `mul_mat`, `random_uniform`)
+//! need contiguous rows (`nb[0]` = element size) and accept any outer strides. Results of non-view
+//! ops are always contiguous.
+//!
+//! One file per op family: [`leaves`], [`views`], [`elementwise`], [`rows`], [`linalg`], [`reduce`]; this file holds the
+//! helpers they share (error construction, source checks, node creation).
+
+mod elementwise;
+mod leaves;
+mod linalg;
+mod reduce;
+mod rows;
+mod views;
+
+use crate::dtype::DType;
+use crate::error::GraphError;
+use crate::graph::Graph;
+use crate::node::{Flags, Node, NodeId};
+use crate::op::Op;
+use crate::shape::{Layout, MAX_DIMS, Shape};
+use smallvec::SmallVec;
+
+pub(crate) type R = Result<NodeId, GraphError>;
+
+impl Graph {
+    // ----- error helpers -----
+
+    /// `#id 'name' dtype [shape]` of an existing node, for error messages.
+    pub fn describe(&self, id: NodeId) -> String {
+        let n = self.node(id);
+        match &n.name {
+            Some(name) => format!("{id} '{name}' {} {}", n.dtype, n.layout.ne),
+            None => format!("{id} {} {}", n.dtype, n.layout.ne),
+        }
+    }
+
+    fn err(&self, op: &'static str, msg: impl Into<String>) -> GraphError {
+        let id = NodeId(self.nodes.len() as u32);
+        let node = match &self.pending_name {
+            Some(name) => format!("{id} '{name}'"),
+            None => id.to_string(),
+        };
+        GraphError::Invalid { op, node, msg: msg.into() }
+    }
+
+    fn src(&self, op: &'static str, id: NodeId) -> Result<&Node, GraphError> {
+        self.check_id(op, id)
+    }
+
+    fn float_src(&self, op: &'static str, role: &str, id: NodeId) -> Result<&Node, GraphError> {
+        let n = self.src(op, id)?;
+        if !n.dtype.is_float() {
+            return Err(self.err(op, format!("{role} {} must be f32, f16 or bf16", self.describe(id))));
+        }
+        Ok(n)
+    }
+
+    fn rows_src(&self, op: &'static str, role: &str, id: NodeId) -> Result<&Node, GraphError> {
+        let n = self.src(op, id)?;
+        if !n.layout.rows_contiguous(n.dtype) {
+            return Err(self.err(
+                op,
+                format!(
+                    "{role} {} needs contiguous rows (nb[0] = {} is not the element size; insert cont())",
+                    self.describe(id),
+                    n.layout.nb[0]
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
+    fn shape_arg(&self, op: &'static str, dims: &[usize]) -> Result<Shape, GraphError> {
+        if dims.is_empty() || dims.len() > MAX_DIMS {
+            return Err(self.err(op, format!("a shape has 1 to 4 dimensions, got {}: {dims:?}", dims.len())));
+        }
+        if dims.contains(&0) {
+            return Err(self.err(op, format!("shape {dims:?} has a zero dimension (empty tensors are not supported)")));
+        }
+        Ok(Shape::new(dims))
+    }
+
+    fn new_node(&mut self, op: Op, srcs: &[NodeId], dtype: DType, ne: Shape) -> NodeId {
+        self.push(Node {
+            op,
+            srcs: SmallVec::from_slice(srcs),
+            dtype,
+            layout: Layout::contiguous(ne, dtype),
+            storage: None,
+            name: None,
+            flags: Flags::default(),
+        })
+    }
+
+    fn new_view(&mut self, op: Op, src: NodeId, layout: Layout) -> NodeId {
+        let s = self.node(src);
+        let dtype = s.dtype;
+        let storage = Some(self.storage_of(src));
+        self.push(Node {
+            op,
+            srcs: SmallVec::from_slice(&[src]),
+            dtype,
+            layout,
+            storage,
+            name: None,
+            flags: Flags::default(),
+        })
+    }
+}

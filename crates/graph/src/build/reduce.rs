@@ -1,0 +1,75 @@
+//! Row reductions and orderings along `ne[0]` (`sum_rows`, `max_rows`, `argmax`, `argsort`, `top_k`, `cumsum`) and randomness (`random_uniform`).
+
+use crate::dtype::DType;
+use crate::graph::Graph;
+use crate::node::NodeId;
+use crate::op::{Op, SortOrder};
+
+use super::R;
+
+impl Graph {
+    fn row_op(&mut self, op: Op, src: NodeId, dtype: DType, ne0: usize) -> R {
+        let name = op.name();
+        self.float_src(name, "source", src)?;
+        self.rows_src(name, "source", src)?;
+        let mut ne = self.node(src).layout.ne;
+        ne.0[0] = ne0;
+        Ok(self.new_node(op, &[src], dtype, ne))
+    }
+
+    /// Row sums `[1, ne1, ne2, ne3]`.
+    pub fn sum_rows(&mut self, src: NodeId) -> R {
+        self.row_op(Op::SumRows, src, DType::F32, 1)
+    }
+
+    /// Row maxima `[1, ne1, ne2, ne3]`.
+    pub fn max_rows(&mut self, src: NodeId) -> R {
+        self.row_op(Op::MaxRows, src, DType::F32, 1)
+    }
+
+    /// Index of each row's maximum, i32 `[1, ne1, ne2, ne3]`.
+    pub fn argmax(&mut self, src: NodeId) -> R {
+        self.row_op(Op::Argmax, src, DType::I32, 1)
+    }
+
+    /// Sorting permutation of each row, i32, stable.
+    pub fn argsort(&mut self, src: NodeId, order: SortOrder) -> R {
+        let ne0 = self.src("argsort", src)?.layout.ne[0];
+        self.row_op(Op::Argsort { order }, src, DType::I32, ne0)
+    }
+
+    /// Indices of the `k` largest of each row, by value descending, i32 `[k, ...]`.
+    pub fn top_k(&mut self, src: NodeId, k: usize) -> R {
+        let ne0 = self.src("top_k", src)?.layout.ne[0];
+        if k == 0 || k > ne0 {
+            return Err(self.err("top_k", format!("k = {k} must be in 1..={ne0} for {}", self.describe(src))));
+        }
+        self.row_op(Op::TopK { k: k as u32 }, src, DType::I32, k)
+    }
+
+    /// Inclusive prefix sums along `ne[0]`.
+    pub fn cumsum(&mut self, src: NodeId) -> R {
+        let ne0 = self.src("cumsum", src)?.layout.ne[0];
+        self.row_op(Op::Cumsum, src, DType::F32, ne0)
+    }
+
+    // ----- randomness -----
+
+    /// `n` uniforms per row keyed by `keys i32 [4, rows..]`, see [`Op::RandomUniform`].
+    pub fn random_uniform(&mut self, keys: NodeId, n: usize, stream: u32) -> R {
+        const OP: &str = "random_uniform";
+        let nk = self.rows_src(OP, "keys", keys)?.clone();
+        if nk.dtype != DType::I32 || nk.layout.ne[0] != 4 {
+            return Err(self.err(
+                OP,
+                format!("keys {} must be i32 [4, rows..] (seed lo, seed hi, step lo, step hi)", self.describe(keys)),
+            ));
+        }
+        if n == 0 || n as u64 > u64::from(u32::MAX) {
+            return Err(self.err(OP, format!("n = {n} must be in 1..2^32")));
+        }
+        let mut ne = nk.layout.ne;
+        ne.0[0] = n;
+        Ok(self.new_node(Op::RandomUniform { stream }, &[keys], DType::F32, ne))
+    }
+}
