@@ -1,6 +1,6 @@
 //! The graph container: nodes in creation (topological) order, names, flags and the topology hash.
 //!
-//! Builder methods that add nodes live in `build.rs`; dumps in `dump.rs`.
+//! Builder methods that add nodes live in `build/` (one file per op family); dumps in `dump.rs`.
 
 use crate::error::GraphError;
 use crate::hash::Fnv64;

@@ -1,6 +1,6 @@
 //! The closed set of operations a node can compute, with their typed parameters and exact semantics.
 //!
-//! Every backend implements these semantics; the builder (`build.rs`) checks shapes and dtypes. All
+//! Every backend implements these semantics; the builder (`build/`) checks shapes and dtypes. All
 //! row-wise operations work along `ne[0]`. "Float" inputs may be f32, f16 or bf16 and are computed in
 //! f32. Broadcasting follows ggml's repeat rule: a source `b` broadcasts to `a` when every `b.ne[i]`
 //! divides `a.ne[i]`, element `i` of `a` pairing with element `i % b.ne` of `b`.
