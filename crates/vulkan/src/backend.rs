@@ -31,10 +31,11 @@
 
 use crate::device::{self, Gpu, MessageLog};
 use crate::encoder::{Encoder, Status};
+use crate::error::{CopySide, HostBuffer, NodeError, Result, VulkanError};
 use crate::shaders::{self, ShaderId};
 use ash::vk;
 use graph::{Graph, NodeId};
-use sched::{Backend, BackendError, BackendResult, BufferId, CopyRegion, MemoryKind, SplitTask};
+use sched::{Backend, BackendResult, BufferId, CopyRegion, MemoryKind, SplitTask};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use vulkano::VulkanObject;
@@ -152,10 +153,6 @@ impl std::fmt::Debug for VulkanBackend {
     }
 }
 
-fn err(msg: impl Into<String>) -> BackendError {
-    BackendError::Other { backend: crate::NAME.into(), msg: msg.into() }
-}
-
 impl VulkanBackend {
     /// Opens the preferred device (see [`crate::device`]); the validation layer and the recording
     /// messenger are enabled when `GGS_VULKAN_VALIDATION=1` or `VK_LOADER_LAYERS_ENABLE` names it.
@@ -168,8 +165,7 @@ impl VulkanBackend {
     /// Opens a device with explicit options.
     pub fn with_options(opts: Options) -> BackendResult<VulkanBackend> {
         let log: MessageLog = opts.log.clone().unwrap_or_else(|| Arc::new(Mutex::new(Vec::new())));
-        let unavailable = |reason: String| BackendError::Unavailable { backend: crate::NAME.into(), reason };
-        let mut gpu = device::open(opts.validation, opts.device.as_deref(), &log).map_err(unavailable)?;
+        let mut gpu = device::open(opts.validation, opts.device.as_deref(), &log)?;
         gpu.subgroups &= !opts.no_subgroups;
         let device = gpu.device.clone();
         let mem = Arc::new(StandardMemoryAllocator::new_default(device.clone()));
@@ -189,7 +185,7 @@ impl VulkanBackend {
                 ..Default::default()
             },
         )
-        .map_err(|e| unavailable(format!("descriptor set layout: {e}")))?;
+        .map_err(|e| VulkanError::LayoutCreation { what: "descriptor set layout", cause: e.to_string() })?;
         let layout = PipelineLayout::new(
             device.clone(),
             PipelineLayoutCreateInfo {
@@ -198,7 +194,7 @@ impl VulkanBackend {
                 ..Default::default()
             },
         )
-        .map_err(|e| unavailable(format!("pipeline layout: {e}")))?;
+        .map_err(|e| VulkanError::LayoutCreation { what: "pipeline layout", cause: e.to_string() })?;
         let timestamps = (opts.timestamps || std::env::var_os("GGS_VULKAN_TIMESTAMPS").is_some_and(|v| v == "1"))
             && gpu.timestamps_valid;
         let staged = opts.staged || std::env::var_os("GGS_VULKAN_STAGED").is_some_and(|v| v == "1");
@@ -248,7 +244,7 @@ impl VulkanBackend {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
-    pub(crate) fn pipeline(&mut self, id: ShaderId) -> BackendResult<Arc<ComputePipeline>> {
+    pub(crate) fn pipeline(&mut self, id: ShaderId) -> Result<Arc<ComputePipeline>> {
         if let Some(p) = self.pipelines.get(&id) {
             return Ok(p.clone());
         }
@@ -258,31 +254,28 @@ impl VulkanBackend {
         // SAFETY: the SPIR-V comes from glslc (checked against its source by a test) and only
         // accesses the bound buffers within the bounds the host code computes.
         let module = unsafe { ShaderModule::new(device.clone(), ShaderModuleCreateInfo::new(&words)) }
-            .map_err(|e| err(format!("shader {}: {e}", v.name)))?;
+            .map_err(|e| VulkanError::ShaderModule { shader: v.name, cause: e.to_string() })?;
         let spec = [(0u32, SpecializationConstant::U32(v.wg))].into_iter().collect();
         let entry = module
             .specialize(spec)
-            .map_err(|e| err(format!("shader {}: {e}", v.name)))?
+            .map_err(|e| VulkanError::Specialization { shader: v.name, cause: e.to_string() })?
             .entry_point("main")
-            .ok_or_else(|| err(format!("shader {} has no main", v.name)))?;
+            .ok_or(VulkanError::NoEntryPoint { shader: v.name })?;
         let stage = PipelineShaderStageCreateInfo::new(entry);
         let p = ComputePipeline::new(device, None, ComputePipelineCreateInfo::stage_layout(stage, self.layout.clone()))
-            .map_err(|e| err(format!("pipeline {}: {e}", v.name)))?;
+            .map_err(|e| VulkanError::PipelineCreation { shader: v.name, cause: e.to_string() })?;
         self.pipelines.insert(id, p.clone());
         Ok(p)
     }
 
-    pub(crate) fn buf(&self, id: BufferId) -> BackendResult<&Buf> {
-        self.buffers.get(&id.0).ok_or_else(|| err(format!("unknown buffer {}", id.0)))
+    pub(crate) fn buf(&self, id: BufferId) -> Result<&Buf> {
+        self.buffers.get(&id.0).ok_or(VulkanError::UnknownBuffer { buffer: id.0 })
     }
 
-    pub(crate) fn new_buffer(&self, bytes: usize, kind: MemoryKind) -> BackendResult<Buf> {
+    pub(crate) fn new_buffer(&self, bytes: usize, kind: MemoryKind) -> Result<Buf> {
         let size = bytes.max(4).next_multiple_of(4) as u64;
         if size > self.gpu.max_storage_range {
-            return Err(err(format!(
-                "buffer of {bytes} bytes exceeds maxStorageBufferRange {}",
-                self.gpu.max_storage_range
-            )));
+            return Err(VulkanError::BufferTooLarge { bytes, max: self.gpu.max_storage_range });
         }
         let filter = match kind {
             MemoryKind::Device => MemoryTypeFilter::PREFER_DEVICE,
@@ -299,9 +292,9 @@ impl VulkanBackend {
         )
         .map_err(|e| match e {
             vulkano::Validated::Error(vulkano::buffer::AllocateBufferError::AllocateMemory(_)) => {
-                BackendError::OutOfMemory { backend: crate::NAME.into(), bytes, kind }
+                VulkanError::OutOfMemory { bytes, kind }
             }
-            other => err(format!("allocating {bytes} bytes: {other}")),
+            other => VulkanError::Allocation { bytes, kind, cause: other.to_string() },
         })?;
         let (host_visible, coherent) = match sub.buffer().memory() {
             BufferMemory::Normal(a) => (a.mapped_slice(..).is_some(), a.atom_size().is_none()),
@@ -310,14 +303,14 @@ impl VulkanBackend {
         Ok(Buf { sub, host_visible, coherent, len: bytes })
     }
 
-    fn begin(&self) -> BackendResult<RecordingCommandBuffer> {
+    fn begin(&self) -> Result<RecordingCommandBuffer> {
         RecordingCommandBuffer::new(
             self.cmd.clone(),
             self.gpu.queue.queue_family_index(),
             CommandBufferLevel::Primary,
             CommandBufferBeginInfo { usage: CommandBufferUsage::OneTimeSubmit, ..Default::default() },
         )
-        .map_err(|e| err(format!("begin command buffer: {e}")))
+        .map_err(|e| VulkanError::CommandBufferBegin { cause: e.to_string() })
     }
 
     /// Ends `rec` behind a barrier that makes its device writes visible to host reads once its
@@ -331,7 +324,7 @@ impl VulkanBackend {
         bufs: Vec<Subbuffer<[u8]>>,
         timing: Option<(Arc<QueryPool>, Vec<String>)>,
         status: Status,
-    ) -> BackendResult<u64> {
+    ) -> Result<u64> {
         let to_host = barrier(PipelineStages::ALL_COMMANDS, PipelineStages::HOST, AccessFlags::HOST_READ);
         // SAFETY: a memory barrier needs no resources; it only orders earlier commands' writes
         // before host reads that follow the fence wait.
@@ -340,9 +333,9 @@ impl VulkanBackend {
         }
         // SAFETY: recording followed the rules documented at each command (barriers between
         // dependent commands, resources kept alive in `InFlight` until the fence signals).
-        let cb = unsafe { rec.end() }.map_err(|e| err(format!("end command buffer: {e}")))?;
-        let fence =
-            Fence::new(self.gpu.device.clone(), FenceCreateInfo::default()).map_err(|e| err(format!("fence: {e}")))?;
+        let cb = unsafe { rec.end() }.map_err(|e| VulkanError::CommandBufferEnd { cause: e.to_string() })?;
+        let fence = Fence::new(self.gpu.device.clone(), FenceCreateInfo::default())
+            .map_err(|e| VulkanError::FenceCreation { cause: e.to_string() })?;
         let handles = [cb.handle()];
         let info = vk::SubmitInfo::default().command_buffers(&handles);
         let queue = self.gpu.queue.clone();
@@ -351,7 +344,7 @@ impl VulkanBackend {
         // fence are valid and unsignalled.
         let r = queue.with(|_guard| unsafe { (fns.v1_0.queue_submit)(queue.handle(), 1, &info, fence.handle()) });
         if r != vk::Result::SUCCESS {
-            return Err(err(format!("queue submit failed: {r:?}")));
+            return Err(VulkanError::QueueSubmit { result: r });
         }
         let serial = self.next_serial;
         self.next_serial += 1;
@@ -366,7 +359,7 @@ impl VulkanBackend {
         &mut self,
         bufs: Vec<Subbuffer<[u8]>>,
         f: impl FnOnce(&mut RecordingCommandBuffer),
-    ) -> BackendResult<u64> {
+    ) -> Result<u64> {
         let mut rec = self.begin()?;
         let after_all = barrier(
             PipelineStages::ALL_COMMANDS,
@@ -384,7 +377,7 @@ impl VulkanBackend {
 
     /// Waits for every submitted command buffer, reports timestamps, and returns the first
     /// run-time error a shader flagged (an out-of-range row id), naming its node.
-    pub(crate) fn wait_all(&mut self) -> BackendResult<()> {
+    pub(crate) fn wait_all(&mut self) -> Result<()> {
         self.wait_through(u64::MAX)
     }
 
@@ -392,12 +385,14 @@ impl VulkanBackend {
     /// ran before it, so their fences are already signalled or about to be), in submission order:
     /// reports timestamps and returns the first run-time error a shader flagged, naming its node.
     /// Later submissions stay in flight.
-    fn wait_through(&mut self, serial: u64) -> BackendResult<()> {
+    fn wait_through(&mut self, serial: u64) -> Result<()> {
         let n = self.in_flight.iter().take_while(|f| f.serial <= serial).count();
         if n == 0 {
             return Ok(());
         }
-        let wait = |f: &InFlight| f.fence.wait(None).map_err(|e| err(format!("waiting for the device: {e}")));
+        let wait = |f: &InFlight| {
+            f.fence.wait(None).map_err(|e| VulkanError::DeviceWait { serial: f.serial, cause: e.to_string() })
+        };
         wait(&self.in_flight[n - 1])?;
         let mut first_error = None;
         for _ in 0..n {
@@ -411,18 +406,14 @@ impl VulkanBackend {
 
     /// Reads a finished submission's status words and timestamps: the run-time error its first
     /// failing node flagged, if any.
-    fn retire(&self, f: InFlight) -> BackendResult<Option<BackendError>> {
+    fn retire(&self, f: InFlight) -> Result<Option<VulkanError>> {
         let mut error = None;
         if let Some((buf, owners)) = &f.status {
-            let words = buf.read().map_err(|e| err(format!("mapping: {e}")))?;
+            let words =
+                buf.read().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?;
             error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
                 let w = &words[i * 4..i * 4 + 4];
-                (w != [0, 0, 0, 0]).then(|| BackendError::Compute {
-                    backend: crate::NAME.into(),
-                    node,
-                    op,
-                    msg: "row id out of range".into(),
-                })
+                (w != [0, 0, 0, 0]).then_some(VulkanError::Node { node, op, error: NodeError::RowIdOutOfRange })
             });
         }
         if let Some((pool, labels)) = &f.timing {
@@ -443,10 +434,10 @@ impl VulkanBackend {
         self.in_flight.front().is_none_or(|f| f.serial > serial)
     }
 
-    fn check_range(&self, id: BufferId, offset: usize, len: usize) -> BackendResult<()> {
+    fn check_range(&self, id: BufferId, offset: usize, len: usize) -> Result<()> {
         let b = self.buf(id)?;
         if offset.checked_add(len).is_none_or(|e| e > b.len) {
-            return Err(err(format!("range {offset}+{len} outside buffer {} of {} bytes", id.0, b.len)));
+            return Err(VulkanError::RangeOutsideBuffer { buffer: id.0, offset, len, size: b.len });
         }
         Ok(())
     }
@@ -456,7 +447,7 @@ impl VulkanBackend {
     /// holds fewer than [`STAGING_PER_CLASS`]; else the least recently used one, after waiting for
     /// its last transfer (and what was submitted before it). The caller records its next use in
     /// `last_use`.
-    fn staging(&mut self, class: usize) -> BackendResult<usize> {
+    fn staging(&mut self, class: usize) -> Result<usize> {
         let in_class = || self.staging.iter().enumerate().filter(|(_, s)| s.sub.len() as usize == class);
         if let Some((i, _)) = in_class().find(|(_, s)| self.retired(s.last_use)) {
             return Ok(i);
@@ -464,7 +455,7 @@ impl VulkanBackend {
         if in_class().count() < STAGING_PER_CLASS {
             let b = self.new_buffer(class, MemoryKind::Host)?;
             if !b.host_visible {
-                return Err(err("no host-visible memory for a staging buffer"));
+                return Err(VulkanError::NoHostVisibleMemory { purpose: HostBuffer::Staging(class) });
             }
             tracing::debug!(bytes = class, "vulkan staging buffer");
             self.staging.push(Staging { sub: b.sub, last_use: 0 });
@@ -478,11 +469,11 @@ impl VulkanBackend {
 
     /// Writes `data` at `offset` of the device-memory buffer `dst` through the staging pool,
     /// chunk by chunk, without waiting for the copies (see the module documentation).
-    fn upload_staged(&mut self, dst: Subbuffer<[u8]>, offset: usize, data: &[u8]) -> BackendResult<()> {
+    fn upload_staged(&mut self, dst: Subbuffer<[u8]>, offset: usize, data: &[u8]) -> Result<()> {
         for (k, chunk) in data.chunks(STAGING_MAX).enumerate() {
             let i = self.staging(staging_class(chunk.len()))?;
             let st = self.staging[i].sub.clone();
-            st.write().map_err(|e| err(format!("mapping: {e}")))?[..chunk.len()].copy_from_slice(chunk);
+            st.write().map_err(|e| staging_mapping(&st, e))?[..chunk.len()].copy_from_slice(chunk);
             let info = copy_info(&st, 0, &dst, (offset + k * STAGING_MAX) as u64, chunk.len() as u64);
             // SAFETY: the range was bounds-checked; the leading barrier orders the copy after
             // earlier work on `dst`, and the staging buffer's previous transfer has finished.
@@ -497,7 +488,7 @@ impl VulkanBackend {
     /// Reads `out.len()` bytes at `offset` of the device-memory buffer `src` through the staging
     /// pool, chunk by chunk: each copy is submitted behind the barrier and only its fence (with the
     /// submissions before it) is waited for.
-    fn download_staged(&mut self, src: Subbuffer<[u8]>, offset: usize, out: &mut [u8]) -> BackendResult<()> {
+    fn download_staged(&mut self, src: Subbuffer<[u8]>, offset: usize, out: &mut [u8]) -> Result<()> {
         for (k, chunk) in out.chunks_mut(STAGING_MAX).enumerate() {
             let i = self.staging(staging_class(chunk.len()))?;
             let st = self.staging[i].sub.clone();
@@ -509,10 +500,20 @@ impl VulkanBackend {
             })?;
             self.staging[i].last_use = serial;
             self.wait_through(serial)?;
-            chunk.copy_from_slice(&st.read().map_err(|e| err(format!("mapping: {e}")))?[..chunk.len()]);
+            chunk.copy_from_slice(&st.read().map_err(|e| staging_mapping(&st, e))?[..chunk.len()]);
         }
         Ok(())
     }
+}
+
+/// The error for a failed mapping of staging buffer `st`.
+fn staging_mapping(st: &Subbuffer<[u8]>, e: impl std::fmt::Display) -> VulkanError {
+    VulkanError::Mapping { what: HostBuffer::Staging(st.len() as usize), cause: e.to_string() }
+}
+
+/// The error for a failed mapping of buffer `id`.
+fn mapping(id: u32, e: impl std::fmt::Display) -> VulkanError {
+    VulkanError::Mapping { what: HostBuffer::Buffer(id), cause: e.to_string() }
 }
 
 /// A global memory barrier: everything before it in `src` stages (all memory writes) happens before
@@ -543,7 +544,7 @@ fn copy_info(src: &Subbuffer<[u8]>, so: u64, dst: &Subbuffer<[u8]>, doff: u64, l
 /// destination range (the result would depend on the copy order) and, when source and destination
 /// are the same buffer, no source range may overlap any destination range (its own included), as
 /// `vkCmdCopyBuffer` requires. Zero-length ranges overlap nothing. `O(n log n)` in the regions.
-fn check_disjoint(same_buffer: bool, regions: &[CopyRegion]) -> Result<(), String> {
+fn check_disjoint(same_buffer: bool, regions: &[CopyRegion]) -> Result<()> {
     // (start, end, is_destination, region index), sorted by start: an earlier-starting range
     // overlaps a later one exactly when it ends after the later one starts.
     let mut ranges: Vec<(usize, usize, bool, usize)> = Vec::with_capacity(regions.len() * 2);
@@ -562,18 +563,16 @@ fn check_disjoint(same_buffer: bool, regions: &[CopyRegion]) -> Result<(), Strin
             && start < e
         {
             return Err(if is_dst {
-                format!("destination ranges of regions {j} and {i} overlap")
+                VulkanError::CopyDestinationsOverlap { first: j, second: i }
             } else {
-                format!("source range of region {i} overlaps the destination range of region {j} in the same buffer")
+                VulkanError::CopySourceOverlapsDestination { src_region: i, dst_region: j }
             });
         }
         if is_dst
             && let Some((e, j)) = src_end
             && start < e
         {
-            return Err(format!(
-                "source range of region {j} overlaps the destination range of region {i} in the same buffer"
-            ));
+            return Err(VulkanError::CopySourceOverlapsDestination { src_region: j, dst_region: i });
         }
         let slot = if is_dst { &mut dst_end } else { &mut src_end };
         if slot.is_none_or(|(e, _)| end > e) {
@@ -596,7 +595,7 @@ impl Backend for VulkanBackend {
         let mut b = self.new_buffer(bytes, kind)?;
         b.host_visible &= !(self.staged && kind == MemoryKind::Device);
         if b.host_visible {
-            let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
+            let mut w = b.sub.write().map_err(|e| mapping(self.next_id, e))?;
             w.fill(0);
         } else {
             let sub = b.sub.clone();
@@ -616,7 +615,8 @@ impl Backend for VulkanBackend {
 
     fn free(&mut self, buffer: BufferId) -> BackendResult<()> {
         self.wait_all()?;
-        self.buffers.remove(&buffer.0).map(|_| ()).ok_or_else(|| err(format!("unknown buffer {}", buffer.0)))
+        self.buffers.remove(&buffer.0).ok_or(VulkanError::UnknownBuffer { buffer: buffer.0 })?;
+        Ok(())
     }
 
     /// Host-visible buffers: waits for all in-flight work, then writes in place. Device memory:
@@ -629,11 +629,11 @@ impl Backend for VulkanBackend {
         let b = self.buf(buffer)?;
         if !b.host_visible {
             let dst = b.sub.clone();
-            return self.upload_staged(dst, offset, data);
+            return Ok(self.upload_staged(dst, offset, data)?);
         }
         self.wait_all()?;
         let b = self.buf(buffer)?;
-        let mut w = b.sub.write().map_err(|e| err(format!("mapping: {e}")))?;
+        let mut w = b.sub.write().map_err(|e| mapping(buffer.0, e))?;
         w[offset..offset + data.len()].copy_from_slice(data);
         Ok(())
     }
@@ -648,11 +648,11 @@ impl Backend for VulkanBackend {
         let b = self.buf(buffer)?;
         if !b.host_visible {
             let src = b.sub.clone();
-            return self.download_staged(src, offset, out);
+            return Ok(self.download_staged(src, offset, out)?);
         }
         self.wait_all()?;
         let b = self.buf(buffer)?;
-        let r = b.sub.read().map_err(|e| err(format!("mapping: {e}")))?;
+        let r = b.sub.read().map_err(|e| mapping(buffer.0, e))?;
         out.copy_from_slice(&r[offset..offset + out.len()]);
         Ok(())
     }
@@ -671,11 +671,12 @@ impl Backend for VulkanBackend {
             enc.mark(task.graph, n);
         }
         let (rec, keep, timing, status) = enc.finish();
-        self.submit(rec, keep, Vec::new(), timing, status).map(|_| ())
+        self.submit(rec, keep, Vec::new(), timing, status)?;
+        Ok(())
     }
 
     fn synchronize(&mut self) -> BackendResult<()> {
-        self.wait_all()
+        Ok(self.wait_all()?)
     }
 
     fn host_slice(&self, buffer: BufferId, offset: usize, len: usize) -> Option<&[u8]> {
@@ -697,18 +698,23 @@ impl Backend for VulkanBackend {
     fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
         let (src_len, dst_len) = (self.buf(src)?.len, self.buf(dst)?.len);
         for (i, r) in regions.iter().enumerate() {
-            for (what, id, offset, len) in
-                [("source", src, r.src_offset, src_len), ("destination", dst, r.dst_offset, dst_len)]
+            for (side, id, offset, size) in
+                [(CopySide::Source, src, r.src_offset, src_len), (CopySide::Destination, dst, r.dst_offset, dst_len)]
             {
-                if offset.checked_add(r.len).is_none_or(|e| e > len) {
-                    return Err(err(format!(
-                        "copy_regions: region {i}: {what} range {offset}+{} outside buffer {} of {len} bytes",
-                        r.len, id.0
-                    )));
+                if offset.checked_add(r.len).is_none_or(|e| e > size) {
+                    let e = VulkanError::CopyRegionOutsideBuffer {
+                        region: i,
+                        side,
+                        buffer: id.0,
+                        offset,
+                        len: r.len,
+                        size,
+                    };
+                    return Err(e.into());
                 }
             }
         }
-        check_disjoint(src == dst, regions).map_err(|m| err(format!("copy_regions: {m}")))?;
+        check_disjoint(src == dst, regions)?;
         let copies: Vec<BufferCopy> = regions
             .iter()
             .filter(|r| r.len > 0)
@@ -730,7 +736,7 @@ impl Backend for VulkanBackend {
         let serial = self.submit_transfer(vec![s, d], |rec| unsafe {
             rec.copy_buffer_unchecked(&info);
         })?;
-        self.wait_through(serial)
+        Ok(self.wait_through(serial)?)
     }
 
     fn alignment(&self) -> usize {
@@ -785,16 +791,19 @@ mod tests {
 
     #[test]
     fn overlapping_regions_are_named() {
-        let e = check_disjoint(false, &[r(0, 0, 10), r(20, 9, 4)]).unwrap_err();
-        assert!(e.contains("destination ranges of regions 0 and 1 overlap"), "{e}");
-        let e = check_disjoint(true, &[r(0, 4, 8)]).unwrap_err();
-        assert!(e.contains("source range of region 0 overlaps the destination range of region 0"), "{e}");
-        let e = check_disjoint(true, &[r(100, 0, 8), r(4, 200, 8)]).unwrap_err();
-        assert!(e.contains("source range of region 1 overlaps the destination range of region 0"), "{e}");
-        let e = check_disjoint(true, &[r(0, 50, 8), r(200, 4, 8)]).unwrap_err();
-        assert!(e.contains("source range of region 0 overlaps the destination range of region 1"), "{e}");
+        let dst = |first, second| Err(VulkanError::CopyDestinationsOverlap { first, second });
+        let src = |src_region, dst_region| Err(VulkanError::CopySourceOverlapsDestination { src_region, dst_region });
+        assert_eq!(check_disjoint(false, &[r(0, 0, 10), r(20, 9, 4)]), dst(0, 1));
+        assert_eq!(check_disjoint(true, &[r(0, 4, 8)]), src(0, 0));
+        assert_eq!(check_disjoint(true, &[r(100, 0, 8), r(4, 200, 8)]), src(1, 0));
+        assert_eq!(check_disjoint(true, &[r(0, 50, 8), r(200, 4, 8)]), src(0, 1));
         // A short range nested in a long earlier one is still found.
-        let e = check_disjoint(false, &[r(0, 0, 100), r(0, 150, 8), r(0, 40, 4)]).unwrap_err();
-        assert!(e.contains("regions 0 and 2"), "{e}");
+        assert_eq!(check_disjoint(false, &[r(0, 0, 100), r(0, 150, 8), r(0, 40, 4)]), dst(0, 2));
+        // The messages name the regions.
+        let e = check_disjoint(true, &[r(0, 4, 8)]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "copy_regions: source range of region 0 overlaps the destination range of region 0 in the same buffer"
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! (first discrete GPU, else integrated, else virtual, else CPU-type such as llvmpipe; the
 //! environment variable `GGS_VULKAN_DEVICE` picks one by index or name substring).
 
+use crate::error::{Result, VulkanError};
 use std::sync::{Arc, Mutex};
+use vulkano::Version;
 use vulkano::VulkanLibrary;
 use vulkano::device::physical::{PhysicalDevice, PhysicalDeviceType, SubgroupFeatures};
 use vulkano::device::{Device, DeviceCreateInfo, Queue, QueueCreateInfo, QueueFlags};
@@ -13,7 +15,6 @@ use vulkano::instance::debug::{
 };
 use vulkano::instance::{Instance, InstanceCreateFlags, InstanceCreateInfo, InstanceExtensions};
 use vulkano::shader::ShaderStages;
-use vulkano::{Version, VulkanError};
 
 /// Name of the Khronos validation layer.
 pub const VALIDATION_LAYER: &str = "VK_LAYER_KHRONOS_validation";
@@ -38,10 +39,6 @@ pub(crate) struct Gpu {
     pub _messenger: Option<DebugUtilsMessenger>,
 }
 
-fn unavailable(reason: impl Into<String>) -> String {
-    reason.into()
-}
-
 fn rank(t: PhysicalDeviceType) -> u32 {
     match t {
         PhysicalDeviceType::DiscreteGpu => 0,
@@ -64,7 +61,7 @@ fn compute_family(pd: &PhysicalDevice) -> Option<u32> {
 }
 
 /// Picks the device: `choice` (index or name substring) when given, else the best-ranked one.
-fn pick(devices: &[Arc<PhysicalDevice>], choice: Option<&str>) -> Result<Arc<PhysicalDevice>, String> {
+fn pick(devices: &[Arc<PhysicalDevice>], choice: Option<&str>) -> Result<Arc<PhysicalDevice>> {
     let usable: Vec<&Arc<PhysicalDevice>> =
         devices.iter().filter(|pd| pd.api_version() >= Version::V1_1 && compute_family(pd).is_some()).collect();
     let names = || devices.iter().map(|d| d.properties().device_name.clone()).collect::<Vec<_>>().join(", ");
@@ -74,27 +71,23 @@ fn pick(devices: &[Arc<PhysicalDevice>], choice: Option<&str>) -> Result<Arc<Phy
                 .get(i)
                 .filter(|pd| usable.iter().any(|u| Arc::ptr_eq(u, pd)))
                 .cloned()
-                .ok_or_else(|| format!("{DEVICE_ENV}={c}: no usable device with that index (devices: {})", names()));
+                .ok_or_else(|| VulkanError::NoDeviceAtIndex { choice: c.to_string(), devices: names() });
         }
         let lc = c.to_lowercase();
         return usable
             .iter()
             .find(|pd| pd.properties().device_name.to_lowercase().contains(&lc))
             .map(|pd| (*pd).clone())
-            .ok_or_else(|| format!("{DEVICE_ENV}={c}: no usable device name contains it (devices: {})", names()));
+            .ok_or_else(|| VulkanError::NoDeviceNamed { choice: c.to_string(), devices: names() });
     }
     usable.iter().min_by_key(|pd| rank(pd.properties().device_type)).map(|pd| (*pd).clone()).ok_or_else(|| {
-        if devices.is_empty() {
-            "no Vulkan physical device found".to_string()
-        } else {
-            format!("no device with Vulkan 1.1 and a compute queue (devices: {})", names())
-        }
+        if devices.is_empty() { VulkanError::NoDevice } else { VulkanError::NoUsableDevice { devices: names() } }
     })
 }
 
-/// Creates the instance and device. `Err` is the human-readable reason the backend is unavailable.
-pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> Result<Gpu, String> {
-    let library = VulkanLibrary::new().map_err(|e| unavailable(format!("cannot load the Vulkan loader: {e}")))?;
+/// Creates the instance and device. `Err` is why the backend is unavailable.
+pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> Result<Gpu> {
+    let library = VulkanLibrary::new().map_err(|e| VulkanError::LoaderUnavailable { cause: e.to_string() })?;
     let has_layer = library.layer_properties().map(|mut it| it.any(|l| l.name() == VALIDATION_LAYER)).unwrap_or(false);
     let use_validation = validation && has_layer && library.supported_extensions().ext_debug_utils;
     if validation && !use_validation {
@@ -143,17 +136,17 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         create.debug_utils_messengers = messenger_info.clone().into_iter().collect();
     }
     let instance =
-        Instance::new(library, create).map_err(|e| unavailable(format!("cannot create a Vulkan instance: {e}")))?;
+        Instance::new(library, create).map_err(|e| VulkanError::InstanceCreation { cause: e.to_string() })?;
     let messenger = match messenger_info {
         Some(info) => Some(
             DebugUtilsMessenger::new(instance.clone(), info)
-                .map_err(|e| unavailable(format!("cannot create the debug messenger: {e}")))?,
+                .map_err(|e| VulkanError::DebugMessenger { cause: e.to_string() })?,
         ),
         None => None,
     };
     let devices: Vec<Arc<PhysicalDevice>> = instance
         .enumerate_physical_devices()
-        .map_err(|e: VulkanError| unavailable(format!("cannot enumerate devices: {e}")))?
+        .map_err(|e| VulkanError::DeviceEnumeration { cause: e.to_string() })?
         .collect();
     let env_choice = std::env::var(DEVICE_ENV).ok();
     let pd = pick(&devices, choice.or(env_choice.as_deref()))?;
@@ -171,7 +164,7 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
             ..Default::default()
         },
     )
-    .map_err(|e| unavailable(format!("cannot create a device on {}: {e}", props.device_name)))?;
+    .map_err(|e| VulkanError::DeviceCreation { device: props.device_name.clone(), cause: e.to_string() })?;
     let queue = queues.next().expect("one queue was requested");
     let timestamps_valid = pd.queue_family_properties()[family as usize].timestamp_valid_bits.is_some();
     tracing::info!(device = %props.device_name, kind = ?props.device_type, subgroups, "vulkan device selected");

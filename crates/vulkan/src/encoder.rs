@@ -4,10 +4,11 @@
 //! submissions). Also hands out scratch buffers and records per-node timestamps when enabled.
 
 use crate::backend::VulkanBackend;
+use crate::error::{HostBuffer, NodeError, Result, VulkanError};
 use crate::push::{Push, TensorArg};
 use crate::shaders::{self, ShaderId};
 use graph::{Graph, NodeId};
-use sched::{BackendError, BackendResult, Bindings, MemoryKind};
+use sched::{Bindings, MemoryKind};
 use std::sync::Arc;
 use vulkano::buffer::Subbuffer;
 use vulkano::command_buffer::RecordingCommandBuffer;
@@ -39,17 +40,13 @@ pub(crate) struct Encoder<'a> {
 /// Status words of a split: the buffer and, per word, the node and op that may set it.
 pub(crate) type Status = Option<(Subbuffer<[u8]>, Vec<(NodeId, &'static str)>)>;
 
-pub(crate) fn other(msg: impl Into<String>) -> BackendError {
-    BackendError::Other { backend: crate::NAME.into(), msg: msg.into() }
-}
-
 /// Grid of workgroups covering `n` items (2-D when more than 65535 groups are needed).
-pub(crate) fn grid(n: u64, per_group: u64) -> BackendResult<[u32; 3]> {
+pub(crate) fn grid(n: u64, per_group: u64) -> Result<[u32; 3]> {
     let groups = n.div_ceil(per_group.max(1)).max(1);
     let x = groups.min(65_535);
     let y = groups.div_ceil(x);
     if y > 65_535 {
-        return Err(other(format!("{n} items need {groups} workgroups, more than a 2-D grid allows")));
+        return Err(VulkanError::GridTooLarge { items: n, groups });
     }
     Ok([x as u32, y as u32, 1])
 }
@@ -61,7 +58,7 @@ impl<'a> Encoder<'a> {
         bindings: &'a Bindings,
         timestamps: bool,
         nodes: usize,
-    ) -> BackendResult<Encoder<'a>> {
+    ) -> Result<Encoder<'a>> {
         let mut enc = Encoder {
             be,
             rec,
@@ -78,7 +75,7 @@ impl<'a> Encoder<'a> {
                 enc.be.gpu.device.clone(),
                 QueryPoolCreateInfo { query_count: count, ..QueryPoolCreateInfo::query_type(QueryType::Timestamp) },
             )
-            .map_err(|e| other(format!("timestamp query pool: {e}")))?;
+            .map_err(|e| VulkanError::QueryPool { cause: e.to_string() })?;
             // SAFETY: the pool is new; reset before use, then one timestamp per query index.
             unsafe {
                 enc.rec.reset_query_pool_unchecked(&pool, 0..count);
@@ -99,51 +96,50 @@ impl<'a> Encoder<'a> {
         self.node = Some(n);
     }
 
-    /// A compute error for the current node.
-    pub(crate) fn fail(&self, g: &Graph, msg: impl Into<String>) -> BackendError {
+    /// `error`, attributed to the current node.
+    pub(crate) fn fail(&self, g: &Graph, error: NodeError) -> VulkanError {
         match self.node {
-            Some(n) => {
-                BackendError::Compute { backend: crate::NAME.into(), node: n, op: g.node(n).op.name(), msg: msg.into() }
-            }
-            None => other(msg),
+            Some(node) => VulkanError::Node { node, op: g.node(node).op.name(), error },
+            None => VulkanError::OutsideNode { error },
         }
     }
 
     /// The operand for node `n` (located at its storage's binding).
-    pub(crate) fn operand(&self, g: &Graph, n: NodeId) -> BackendResult<Operand> {
-        let loc = self.bindings.get(n).ok_or_else(|| self.fail(g, format!("no storage bound for node {n}")))?;
+    pub(crate) fn operand(&self, g: &Graph, n: NodeId) -> Result<Operand> {
+        let loc = self.bindings.get(n).ok_or_else(|| self.fail(g, NodeError::Unbound { operand: n }))?;
         let b = self.be.buf(loc.buffer)?;
         let node = g.node(n);
-        let arg = TensorArg::of(node, loc.offset)
-            .filter(|_| loc.offset + node.layout.extent(node.dtype) <= b.len)
-            .ok_or_else(|| {
-                self.fail(g, format!("node {n} at offset {} does not fit its buffer or 32-bit addressing", loc.offset))
-            })?;
+        let extent = node.layout.extent(node.dtype);
+        let arg = TensorArg::of(node, loc.offset).filter(|_| loc.offset + extent <= b.len).ok_or_else(|| {
+            let error =
+                NodeError::Unaddressable { operand: n, offset: loc.offset, extent, buffer: loc.buffer.0, size: b.len };
+            self.fail(g, error)
+        })?;
         Ok(Operand { buf: b.sub.clone(), arg })
     }
 
     /// A zeroed status word for the current node (its shader sets it on a run-time error) and the
     /// host-visible buffer holding it.
-    pub(crate) fn status_word(&mut self, g: &Graph) -> BackendResult<(Subbuffer<[u8]>, u32)> {
+    pub(crate) fn status_word(&mut self, g: &Graph) -> Result<(Subbuffer<[u8]>, u32)> {
         if self.status.is_none() {
             let b = self.be.new_buffer(self.capacity * 4, MemoryKind::Host)?;
             if !b.host_visible {
-                return Err(other("no host-visible memory for the status buffer"));
+                return Err(VulkanError::NoHostVisibleMemory { purpose: HostBuffer::Status });
             }
-            b.sub.write().map_err(|e| other(format!("mapping: {e}")))?.fill(0);
+            b.sub.write().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?.fill(0);
             self.status = Some((b.sub, Vec::new()));
         }
-        let node = self.node.ok_or_else(|| other("status word outside a node"))?;
+        let node = self.node.ok_or(VulkanError::StatusOutsideNode)?;
         let (buf, owners) = self.status.as_mut().expect("just made");
         if owners.len() >= self.capacity {
-            return Err(other("more checked nodes than nodes in the split"));
+            return Err(VulkanError::TooManyCheckedNodes { capacity: self.capacity });
         }
         owners.push((node, g.node(node).op.name()));
         Ok((buf.clone(), owners.len() as u32 - 1))
     }
 
     /// Scratch buffer `slot` of at least `bytes` bytes (device memory, reused across splits).
-    pub(crate) fn scratch(&mut self, slot: usize, bytes: usize) -> BackendResult<Subbuffer<[u8]>> {
+    pub(crate) fn scratch(&mut self, slot: usize, bytes: usize) -> Result<Subbuffer<[u8]>> {
         while self.be.scratch.len() <= slot {
             let b = self.be.new_buffer(4, MemoryKind::Device)?;
             self.be.scratch.push(b.sub);
@@ -164,7 +160,7 @@ impl<'a> Encoder<'a> {
         bufs: [&Subbuffer<[u8]>; 4],
         push: &Push,
         groups: [u32; 3],
-    ) -> BackendResult<()> {
+    ) -> Result<()> {
         let pipeline = self.be.pipeline(shader)?;
         let set = DescriptorSet::new(
             self.be.sets.clone(),
@@ -172,7 +168,7 @@ impl<'a> Encoder<'a> {
             bufs.iter().enumerate().map(|(i, b)| WriteDescriptorSet::buffer(i as u32, (*b).clone())),
             [],
         )
-        .map_err(|e| other(format!("descriptor set for {}: {e}", shaders::variant(shader).name)))?;
+        .map_err(|e| VulkanError::DescriptorSet { shader: shaders::variant(shader).name, cause: e.to_string() })?;
         let barrier = DependencyInfo {
             memory_barriers: [MemoryBarrier {
                 src_stages: PipelineStages::ALL_COMMANDS,

@@ -1,17 +1,18 @@
 //! Cont and Cast (`shaders/copy.comp`): strided source, contiguous result, any dtype pair.
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
 use graph::{Graph, Node, NodeId};
-use sched::BackendResult;
 
 pub(super) fn supports(_g: &Graph, n: &Node) -> bool {
     contiguous(n)
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+/// Cont and Cast: `shaders/copy.comp` converts while it copies.
+pub(super) fn cont_cast(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
     let n = g.node(id);
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;

@@ -1,18 +1,18 @@
 //! Cumsum (`shaders/cumsum.comp`): one workgroup per row, chunked scan with a carried total.
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
 use graph::{Graph, Node, NodeId};
-use sched::BackendResult;
 
 pub(super) fn supports(g: &Graph, n: &Node) -> bool {
     let s = g.node(n.srcs[0]);
     contiguous(n) && float(s.dtype) && s.layout.rows_contiguous(s.dtype)
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn cumsum(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
     let n = g.node(id);
     let src = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;

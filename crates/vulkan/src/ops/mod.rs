@@ -1,5 +1,7 @@
 //! Op families, one module per family (same names as `crates/cpu/src/ops/` and `shaders/`): each
-//! says exactly which nodes it runs (`supports`) and records their dispatches (`encode`).
+//! says exactly which nodes it runs (`supports*`) and records their dispatches. The two `match`es on
+//! [`Op`] here are the only ones: they hand each family function the op's typed parameters, so no
+//! family looks at `Op` again.
 
 mod binary;
 mod copy;
@@ -17,8 +19,8 @@ mod sort;
 mod unary;
 
 use crate::encoder::Encoder;
+use crate::error::{NodeError, Result};
 use graph::{DType, Graph, Node, NodeId, Op};
-use sched::BackendResult;
 
 /// Largest element count one tensor may have (32-bit indexing in the shaders).
 pub(crate) const MAX_ELEMS: usize = u32::MAX as usize / 4;
@@ -60,9 +62,12 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Input | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => true,
         Op::Cont | Op::Cast => copy::supports(g, n),
         Op::Unary(_) | Op::Scale { .. } | Op::Clamp { .. } => unary::supports(g, n),
-        Op::Binary(_) | Op::Compare(_) | Op::Where => binary::supports(g, n),
+        Op::Binary(_) => binary::supports_binary(g, n),
+        Op::Compare(_) => binary::supports_compare(g, n),
+        Op::Where => binary::supports_where(g, n),
         Op::Fill { .. } | Op::Arange { .. } => fill::supports(g, n),
-        Op::GetRows | Op::SetRows => rows::supports(g, n),
+        Op::GetRows => rows::supports_get_rows(g, n),
+        Op::SetRows => rows::supports_set_rows(g, n),
         Op::ScatterAdd => scatter::supports(g, n),
         Op::MulMat => mul_mat::supports(g, n),
         Op::RmsNorm { .. } => norm::supports(g, n),
@@ -75,29 +80,39 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
     }
 }
 
-/// Records node `id`'s dispatches.
-pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+/// Records node `id`'s dispatches: the one map from [`Op`] to the family function, which gets the
+/// op's parameters typed.
+pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
     enc.at(id);
     let n = g.node(id);
     if !supports(g, id) {
-        return Err(enc.fail(g, format!("not supported by the Vulkan backend: {}", g.describe(id))));
+        return Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) }));
     }
     let _span = tracing::trace_span!("vulkan_node", node = %id, op = n.op.name()).entered();
     match n.op {
         Op::Input | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(()),
-        Op::Cont | Op::Cast => copy::encode(enc, g, id),
-        Op::Unary(_) | Op::Scale { .. } | Op::Clamp { .. } => unary::encode(enc, g, id),
-        Op::Binary(_) | Op::Compare(_) | Op::Where => binary::encode(enc, g, id),
-        Op::Fill { .. } | Op::Arange { .. } => fill::encode(enc, g, id),
-        Op::GetRows | Op::SetRows => rows::encode(enc, g, id),
-        Op::ScatterAdd => scatter::encode(enc, g, id),
-        Op::MulMat => mul_mat::encode(enc, g, id),
-        Op::RmsNorm { .. } => norm::encode(enc, g, id),
-        Op::Rope { .. } => rope::encode(enc, g, id),
-        Op::SoftMax { .. } => softmax::encode(enc, g, id),
-        Op::SumRows | Op::MaxRows | Op::Argmax => reduce::encode(enc, g, id),
-        Op::Argsort { .. } | Op::TopK { .. } => sort::encode(enc, g, id),
-        Op::Cumsum => cumsum::encode(enc, g, id),
-        Op::RandomUniform { .. } => random::encode(enc, g, id),
+        Op::Cont | Op::Cast => copy::cont_cast(enc, g, id),
+        Op::Unary(u) => unary::unary(enc, g, id, u),
+        Op::Scale { scale, bias } => unary::scale(enc, g, id, scale, bias),
+        Op::Clamp { min, max } => unary::clamp(enc, g, id, min, max),
+        Op::Binary(b) => binary::binary(enc, g, id, b),
+        Op::Compare(c) => binary::compare(enc, g, id, c),
+        Op::Where => binary::where_(enc, g, id),
+        Op::Fill { value } => fill::fill(enc, g, id, value),
+        Op::Arange { start, step } => fill::arange(enc, g, id, start, step),
+        Op::GetRows => rows::get_rows(enc, g, id),
+        Op::SetRows => rows::set_rows(enc, g, id),
+        Op::ScatterAdd => scatter::scatter_add(enc, g, id),
+        Op::MulMat => mul_mat::mul_mat(enc, g, id),
+        Op::RmsNorm { eps } => norm::rms_norm(enc, g, id, eps),
+        Op::Rope { n_dims, mode, freq_base, freq_scale } => rope::rope(enc, g, id, n_dims, mode, freq_base, freq_scale),
+        Op::SoftMax { scale } => softmax::soft_max(enc, g, id, scale),
+        Op::SumRows => reduce::sum_rows(enc, g, id),
+        Op::MaxRows => reduce::max_rows(enc, g, id),
+        Op::Argmax => reduce::argmax(enc, g, id),
+        Op::Argsort { order } => sort::argsort(enc, g, id, order),
+        Op::TopK { k } => sort::top_k(enc, g, id, k as usize),
+        Op::Cumsum => cumsum::cumsum(enc, g, id),
+        Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
     }
 }

@@ -2,11 +2,11 @@
 //! output element (a dot product split across the workgroup).
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
 use graph::{DType, Graph, Node, NodeId};
-use sched::BackendResult;
 
 pub(super) fn supports(g: &Graph, n: &Node) -> bool {
     let (a, b) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
@@ -19,7 +19,7 @@ pub(super) fn supports(g: &Graph, n: &Node) -> bool {
         && n.layout.ne[3].is_multiple_of(a.layout.ne[3])
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn mul_mat(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
     let n = g.node(id);
     let an = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;

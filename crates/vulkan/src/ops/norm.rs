@@ -1,20 +1,19 @@
 //! RmsNorm (`shaders/norm.comp`): one workgroup per row.
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
-use graph::{Graph, Node, NodeId, Op};
-use sched::BackendResult;
+use graph::{Graph, Node, NodeId};
 
 pub(super) fn supports(g: &Graph, n: &Node) -> bool {
     let s = g.node(n.srcs[0]);
     contiguous(n) && float(s.dtype) && s.layout.rows_contiguous(s.dtype)
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn rms_norm(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, eps: f32) -> Result<()> {
     let n = g.node(id);
-    let Op::RmsNorm { eps } = n.op else { unreachable!("norm::encode called for {}", n.op) };
     let src = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;

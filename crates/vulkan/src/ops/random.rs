@@ -1,20 +1,19 @@
 //! RandomUniform (`shaders/random.comp`), bit-identical to `graph::philox::uniform`.
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
-use graph::{DType, Graph, Node, NodeId, Op};
-use sched::BackendResult;
+use graph::{DType, Graph, Node, NodeId};
 
 pub(super) fn supports(g: &Graph, n: &Node) -> bool {
     let k = g.node(n.srcs[0]);
     contiguous(n) && k.dtype == DType::I32 && k.layout.rows_contiguous(k.dtype)
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn random_uniform(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32) -> Result<()> {
     let n = g.node(id);
-    let Op::RandomUniform { stream } = n.op else { unreachable!("random::encode called for {}", n.op) };
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;
     let push = Push::new(ne32(n)).a(&a.arg).d(&d.arg).pu(0, stream);

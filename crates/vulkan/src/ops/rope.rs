@@ -1,22 +1,27 @@
 //! Rope (`shaders/rope.comp`): normal and NeoX pairing.
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
-use graph::{DType, Graph, Node, NodeId, Op, RopeMode};
-use sched::BackendResult;
+use graph::{DType, Graph, Node, NodeId, RopeMode};
 
 pub(super) fn supports(g: &Graph, n: &Node) -> bool {
     let x = g.node(n.srcs[0]);
     contiguous(n) && x.dtype == DType::F32 && x.layout.rows_contiguous(x.dtype) && g.node(n.srcs[1]).dtype == DType::I32
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn rope(
+    enc: &mut Encoder<'_>,
+    g: &Graph,
+    id: NodeId,
+    n_dims: u32,
+    mode: RopeMode,
+    freq_base: f32,
+    freq_scale: f32,
+) -> Result<()> {
     let n = g.node(id);
-    let Op::Rope { n_dims, mode, freq_base, freq_scale } = n.op else {
-        unreachable!("rope::encode called for {}", n.op)
-    };
     let a = enc.operand(g, n.srcs[0])?;
     let p = enc.operand(g, n.srcs[1])?;
     let d = enc.operand(g, id)?;

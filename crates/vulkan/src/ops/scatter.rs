@@ -2,17 +2,17 @@
 //! one invocation per row adds its values in order (deterministic, no float atomics).
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
 use graph::{Graph, Node, NodeId};
-use sched::BackendResult;
 
 pub(super) fn supports(_g: &Graph, n: &Node) -> bool {
     contiguous(n)
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn scatter_add(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
     let n = g.node(id);
     let base = enc.operand(g, n.srcs[0])?;
     let idn = g.node(n.srcs[1]);

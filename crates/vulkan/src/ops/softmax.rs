@@ -1,11 +1,11 @@
 //! SoftMax with scale and optional mask (`shaders/softmax.comp`): one workgroup per row.
 
 use crate::encoder::{Encoder, grid};
+use crate::error::Result;
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::ShaderId;
-use graph::{Graph, Node, NodeId, Op};
-use sched::BackendResult;
+use graph::{Graph, Node, NodeId};
 
 pub(super) fn supports(g: &Graph, n: &Node) -> bool {
     let s = g.node(n.srcs[0]);
@@ -18,9 +18,8 @@ pub(super) fn supports(g: &Graph, n: &Node) -> bool {
         })
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+pub(super) fn soft_max(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, scale: f32) -> Result<()> {
     let n = g.node(id);
-    let Op::SoftMax { scale } = n.op else { unreachable!("softmax::encode called for {}", n.op) };
     let src = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;

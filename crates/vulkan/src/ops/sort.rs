@@ -7,12 +7,12 @@
 //! radix-select histogram passes find the k-th key exactly, a compaction pass lists the `k` winners
 //! in index order, and one block pass sorts them.
 
-use crate::encoder::{Encoder, Operand, grid, other};
+use crate::encoder::{Encoder, Operand, grid};
+use crate::error::{Result, VulkanError};
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::{SORT_BLOCK, ShaderId};
-use graph::{Graph, Node, NodeId, Op, SortOrder};
-use sched::BackendResult;
+use graph::{Graph, Node, NodeId, SortOrder};
 
 /// Longest row handled (merge-pass grids stay within 65535 x 256 invocations).
 const MAX_ROW: usize = 1 << 24;
@@ -39,26 +39,37 @@ pub(crate) fn passes(ne0: usize, k: usize) -> Vec<(usize, usize)> {
     v
 }
 
-pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendResult<()> {
+/// Argsort: every index of each row, in `order`.
+pub(super) fn argsort(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, order: SortOrder) -> Result<()> {
+    let ne0 = g.node(g.node(id).srcs[0]).layout.ne[0];
+    sort(enc, g, id, ne0, order == SortOrder::Desc)
+}
+
+/// TopK: the indices of each row's `k` largest entries, largest first (by radix select when `k`
+/// fits one block and the row does not).
+pub(super) fn top_k(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, k: usize) -> Result<()> {
+    let src = g.node(g.node(id).srcs[0]);
+    if k <= SORT_BLOCK && src.layout.ne[0] > SORT_BLOCK {
+        let a = enc.operand(g, g.node(id).srcs[0])?;
+        let d = enc.operand(g, id)?;
+        return select(enc, src, &a, &d, k, src.layout.ne.nrows());
+    }
+    sort(enc, g, id, k, true)
+}
+
+/// The block pass and merge passes keeping the first `k` of each row (descending when `desc`).
+fn sort(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, k: usize, desc: bool) -> Result<()> {
     let n = g.node(id);
     let src = g.node(n.srcs[0]);
     let (ne0, rows) = (src.layout.ne[0], src.layout.ne.nrows());
-    let (k, desc) = match n.op {
-        Op::TopK { k } => (k as usize, true),
-        Op::Argsort { order } => (ne0, order == SortOrder::Desc),
-        _ => unreachable!("sort::encode called for {}", n.op),
-    };
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;
-    if matches!(n.op, Op::TopK { .. }) && k <= SORT_BLOCK && ne0 > SORT_BLOCK {
-        return select(enc, src, &a, &d, k, rows);
-    }
     let plan = passes(ne0, k);
     let stride = plan.iter().map(|&(r, c)| r * c).max().unwrap_or(1);
     let bytes = rows * stride * 4;
     let (s0, s1) =
         if plan.len() > 1 { (enc.scratch(0, bytes)?, enc.scratch(1, bytes)?) } else { (d.buf.clone(), d.buf.clone()) };
-    let stride32 = u32::try_from(stride).map_err(|_| other("sort scratch row too long"))?;
+    let stride32 = u32::try_from(stride).map_err(|_| VulkanError::SortRowTooLong { stride })?;
     let flags = |last: bool| u32::from(desc) | (u32::from(last) << 1);
     let base = Push::new(ne32(src)).a(&a.arg).d(&d.arg).pu(0, k as u32);
 
@@ -84,7 +95,7 @@ pub(super) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> BackendRes
 }
 
 /// TopK by radix select (see the module documentation).
-fn select(enc: &mut Encoder<'_>, src: &Node, a: &Operand, d: &Operand, k: usize, rows: usize) -> BackendResult<()> {
+fn select(enc: &mut Encoder<'_>, src: &Node, a: &Operand, d: &Operand, k: usize, rows: usize) -> Result<()> {
     let state = enc.scratch(2, rows * 16)?;
     let cand = enc.scratch(0, rows * k * 4)?;
     let base = Push::new(ne32(src)).a(&a.arg).d(&d.arg).pu(0, k as u32);
