@@ -49,7 +49,7 @@ struct Out {
 /// Runs `xtask sample` on `logits` with `chain` and the accepted `history`.
 fn sample(logits: &[f32], chain: &str, history: &[u32]) -> Out {
     let dir = scratch();
-    let file = dir.join(format!("{:016x}.npy", fxhash(logits, chain, history)));
+    let file = dir.join(unique_name());
     write_npy(&file, logits);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
     cmd.args(["sample", "--logits"]).arg(&file).args(["--chain", chain]);
@@ -71,14 +71,11 @@ fn sample(logits: &[f32], chain: &str, history: &[u32]) -> Out {
     Out { candidates }
 }
 
-/// A file name that differs between the cases (tests run in parallel in one process).
-fn fxhash(logits: &[f32], chain: &str, history: &[u32]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut eat = |b: u8| h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-    logits.iter().flat_map(|x| x.to_le_bytes()).for_each(&mut eat);
-    chain.bytes().for_each(&mut eat);
-    history.iter().flat_map(|t| t.to_le_bytes()).for_each(&mut eat);
-    h
+/// A file name no other call uses: tests run in parallel in one process, and two of them may run
+/// the same chain on the same logits (one would delete the file the other is reading).
+fn unique_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("{}.npy", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
 /// llama.cpp's tester: logits are `ln p` in f32.
