@@ -51,3 +51,18 @@ fn rerun_release(args: &[String], ggml: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// Writes a suite's JSON report to `out`, or to `target/bench/NAME.json` in the workspace, creating
+/// the directory; prints where it went.
+pub fn write_report(out: Option<&std::path::Path>, name: &str, doc: &serde_json::Value) -> Result<()> {
+    let out = out.map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/bench/{name}.json")),
+        std::path::Path::to_path_buf,
+    );
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(doc)?).with_context(|| format!("writing {}", out.display()))?;
+    println!("wrote {}", out.display());
+    Ok(())
+}

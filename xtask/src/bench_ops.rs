@@ -12,7 +12,7 @@
 //! `bench_vulkan` (the Vulkan backend's suite). Writes `target/bench/ops.json` and prints a table.
 #![allow(clippy::print_stdout)]
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Parser;
 use cpu::CpuBackend;
 use ggml_sys_bleedingedge as sys;
@@ -332,13 +332,6 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             og
         );
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench/ops.json"));
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
     let results: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -350,7 +343,6 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         })
         .collect();
     let doc = serde_json::json!({ "suite": "ops", "reps": args.reps, "ms": args.ms, "results": results });
-    std::fs::write(&out, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", out.display()))?;
-    println!("wrote {}", out.display());
+    crate::bench::write_report(args.out.as_deref(), "ops", &doc)?;
     Ok(())
 }

@@ -99,13 +99,6 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     for (case, t, b) in &rows {
         println!("{case:<16} {:>12.1} {b:>14} {:>10.3}", t * 1e6, t / t_all);
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench/readback.json"));
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
     let results: Vec<serde_json::Value> = rows
         .iter()
         .map(|(case, t, b)| serde_json::json!({ "case": case, "us": t * 1e6, "bytes": b, "ratio_to_whole": t / t_all }))
@@ -114,7 +107,6 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "suite": "readback", "backend": args.backend, "vocab": v, "rows": n,
         "reps": args.reps, "ms": args.ms, "results": results,
     });
-    std::fs::write(&out, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", out.display()))?;
-    println!("wrote {}", out.display());
+    crate::bench::write_report(args.out.as_deref(), "readback", &doc)?;
     Ok(())
 }

@@ -179,17 +179,11 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             println!("{l}");
         }
     }
-    let out = args
-        .out
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench/sampling.json"));
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     let doc = serde_json::json!({
         "suite": "sampling", "cpu": cpu, "threads": threads, "avx2_fma": avx2,
         "rotate_rows": ROTATE, "reps": args.reps, "results": results,
     });
-    std::fs::write(&out, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", out.display()))?;
-    println!("\nwrote {}", out.display());
+    println!();
+    crate::bench::write_report(args.out.as_deref(), "sampling", &doc)?;
     Ok(())
 }

@@ -188,14 +188,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         println!("{name:<40} {:>12.1} {:>12.1} {:>9.2}", t * 1e6, f * 1e6, t / f);
         json.push(serde_json::json!({"case": name, "op_s": t, "copy_s": f, "ratio": t / f}));
     }
-    let out = args.out.clone().unwrap_or_else(|| {
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bench/ops_vulkan.json")
-    });
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
     let doc = serde_json::json!({"device": be.device_name(), "cases": json});
-    std::fs::write(&out, serde_json::to_string_pretty(&doc)?)?;
-    println!("wrote {}", out.display());
+    crate::bench::write_report(args.out.as_deref(), "ops_vulkan", &doc)?;
     Ok(())
 }

@@ -78,12 +78,12 @@ pub type Result<T> = std::result::Result<T, SamplingError>;
 /// (llama.cpp checks no parameter; what it does with NaN is whatever its comparisons happen to give.)
 pub(crate) fn not_nan(stage: &'static str, param: &'static str, v: f32) -> Result<f32> {
     if v.is_nan() {
-        return Err(SamplingError::InvalidParam {
+        return Err(invalid(
             stage,
             param,
-            value: format!("{v}"),
-            reason: "must not be NaN: what llama.cpp does with NaN is an accident of its comparisons (all false), not a defined behaviour",
-        });
+            v,
+            "must not be NaN: what llama.cpp does with NaN is an accident of its comparisons (all false), not a defined behaviour",
+        ));
     }
     Ok(v)
 }

@@ -55,6 +55,8 @@ struct Limits {
     align: Vec<usize>,
     max: Vec<usize>,
     names: Vec<String>,
+    /// `Backend::device_memory_is_host`: outputs there need no read-back region.
+    host_device: Vec<bool>,
 }
 
 impl Limits {
@@ -110,12 +112,12 @@ pub(crate) fn allocate(
         align: backends.iter().map(|b| b.alignment().max(1)).collect(),
         max: backends.iter().map(|b| b.max_buffer_size()).collect(),
         names: backends.iter().map(|b| b.name().to_string()).collect(),
+        host_device: backends.iter().map(|b| b.device_memory_is_host()).collect(),
     };
     let roles = roles(g);
     let mut bump = Bump::default();
     let placed = place_dedicated(g, a, &lim, &roles, &mut bump)?;
-    let host_device: Vec<bool> = backends.iter().map(|b| b.device_memory_is_host()).collect();
-    let readback = place_readback(g, a, &lim, &roles, &host_device, &mut bump)?;
+    let readback = place_readback(g, a, &lim, &roles, &mut bump)?;
     let (defs, frees, end) = liveness(g, a, splits, &roles);
     let (arenas, slot_of, no_reuse_bytes) = place_arena(g, &lim, &defs, &frees, end)?;
     let (buffers, index, arena_bytes) = buffers(g, &lim, &bump, &arenas);
@@ -193,7 +195,6 @@ fn place_readback(
     a: &Assignment,
     lim: &Limits,
     roles: &[Option<BufferRole>],
-    host_device: &[bool],
     bump: &mut Bump,
 ) -> Result<Vec<Option<Placed>>, SchedError> {
     let mut readback = vec![None; g.len()];
@@ -203,7 +204,7 @@ fn place_readback(
     for st in outputs {
         let b = a.backend[st.index()];
         let role = roles[st.index()].expect("output storages are dedicated");
-        if role.kind() == crate::MemoryKind::Host || host_device[b] {
+        if role.kind() == crate::MemoryKind::Host || lim.host_device[b] {
             continue;
         }
         readback[st.index()] = Some((b, BufferRole::ReadBack, bump.place(lim, g, b, BufferRole::ReadBack, st)?));

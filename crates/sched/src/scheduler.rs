@@ -197,7 +197,6 @@ impl Scheduler {
             released = self.pool.release(&mut self.backends, old.key);
         }
         let i = self.cache.iter().position(|p| p.key == key).expect("just cached");
-        self.current = None;
         self.switch_to(i);
         released?;
         Ok(&self.cache[i].plan)

@@ -58,6 +58,29 @@ fn merged(ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
     out
 }
 
+/// Where a readable node's bytes live: its storage's backend, buffer and byte offset, the storage's
+/// size, and its read-back region (buffer and offset) if it has one.
+struct Placement {
+    backend: usize,
+    buffer: crate::BufferId,
+    offset: usize,
+    storage_bytes: usize,
+    readback: Option<(crate::BufferId, usize)>,
+}
+
+fn placement(p: &Planned, node: NodeId) -> Placement {
+    let st = p.graph.storage_of(node);
+    let sp = &p.plan.nodes[st.index()];
+    let region = sp.region.expect("readable storages own a region");
+    Placement {
+        backend: sp.backend,
+        buffer: p.buffers[region.buffer],
+        offset: region.offset,
+        storage_bytes: p.graph.node(st).nbytes(),
+        readback: sp.readback.map(|rb| (p.buffers[rb.buffer], rb.offset)),
+    }
+}
+
 fn check_node<'a>(
     cache: &'a mut [Planned],
     current: Option<usize>,
@@ -151,7 +174,7 @@ impl Scheduler {
             stats.bytes_from_host += bytes.len() as u64;
         }
         if n.flags.param || n.flags.state {
-            pool.mark_set(p.slots[region.buffer]);
+            pool.mark_set(p.slots[region.buffer]); // the leaf's own buffer
         } else {
             p.set[node.index()] = true;
         }
@@ -185,8 +208,7 @@ impl Scheduler {
     pub fn read(&mut self, node: NodeId) -> Result<Vec<u8>, SchedError> {
         let mut out = Vec::new();
         if !self.read_in_place(node, |bytes| out.extend_from_slice(bytes))? {
-            let rows = self.all_rows(node);
-            self.read_rows_into("read", node, &rows, &mut out)?;
+            self.read_all_rows(node, &mut out)?;
         }
         Ok(out)
     }
@@ -196,18 +218,18 @@ impl Scheduler {
     pub fn read_with(&mut self, node: NodeId, f: impl FnOnce(&[u8])) -> Result<(), SchedError> {
         let mut f = Some(f);
         if !self.read_in_place(node, |bytes| (f.take().expect("called once"))(bytes))? {
-            let rows = self.all_rows(node);
             let mut out = Vec::new();
-            self.read_rows_into("read", node, &rows, &mut out)?;
+            self.read_all_rows(node, &mut out)?;
             (f.take().expect("not called yet"))(&out);
         }
         Ok(())
     }
 
-    /// Every row index of a checked node.
-    fn all_rows(&self, node: NodeId) -> Vec<usize> {
+    /// Every row of a node that `read_in_place` checked, gathered into `out`.
+    fn read_all_rows(&mut self, node: NodeId, out: &mut Vec<u8>) -> Result<(), SchedError> {
         let p = self.planned().expect("checked by read_in_place");
-        (0..n_rows(&p.graph.node(node).layout)).collect()
+        let rows: Vec<usize> = (0..n_rows(&p.graph.node(node).layout)).collect();
+        self.read_rows_into("read", node, &rows, out)
     }
 
     /// Hands a readable node's bytes to `f` straight from host-visible memory when the node is
@@ -219,13 +241,10 @@ impl Scheduler {
             return Ok(false);
         }
         let (nbytes, layout_offset) = (n.nbytes(), n.layout.offset);
-        let st = p.graph.storage_of(node);
-        let sp = &p.plan.nodes[st.index()];
-        let region = sp.region.expect("readable storages own a region");
-        let (buffer, storage_bytes) = (p.buffers[region.buffer], p.graph.node(st).nbytes());
-        let backend = &mut self.backends[sp.backend];
+        let at = placement(p, node);
+        let backend = &mut self.backends[at.backend];
         backend.synchronize()?;
-        let Some(src) = backend.host_slice(buffer, region.offset, storage_bytes) else { return Ok(false) };
+        let Some(src) = backend.host_slice(at.buffer, at.offset, at.storage_bytes) else { return Ok(false) };
         f(&src[layout_offset..layout_offset + nbytes]);
         self.stats.bytes_to_host += nbytes as u64;
         self.stats.step_bytes_to_host += nbytes as u64;
@@ -291,13 +310,8 @@ impl Scheduler {
         let n = p.graph.node(node);
         let ranges = row_ranges(&n.layout, n.dtype.size(), rows);
         let total: usize = ranges.iter().map(|r| r.1).sum();
-        let st = p.graph.storage_of(node);
-        let sp = &p.plan.nodes[st.index()];
-        let region = sp.region.expect("readable storages own a region");
-        let buffer = p.buffers[region.buffer];
-        let storage_bytes = p.graph.node(st).nbytes();
-        let readback = sp.readback.map(|rb| (p.buffers[rb.buffer], rb.offset));
-        let backend = &mut self.backends[sp.backend];
+        let Placement { backend, buffer, offset, storage_bytes, readback } = placement(p, node);
+        let backend = &mut self.backends[backend];
         let _span = tracing::trace_span!("read_rows", node = %node, rows = rows.len(), bytes = total).entered();
         backend.synchronize()?;
         out.reserve(total);
@@ -306,12 +320,12 @@ impl Scheduler {
                 out.extend_from_slice(&src[o..o + l]);
             }
         };
-        if let Some(src) = backend.host_slice(buffer, region.offset, storage_bytes) {
+        if let Some(src) = backend.host_slice(buffer, offset, storage_bytes) {
             gather(src, out);
         } else if let Some((rbuf, rb_offset)) = readback {
             let regions: Vec<CopyRegion> = merged(&ranges)
                 .into_iter()
-                .map(|(o, len)| CopyRegion { src_offset: region.offset + o, dst_offset: rb_offset + o, len })
+                .map(|(o, len)| CopyRegion { src_offset: offset + o, dst_offset: rb_offset + o, len })
                 .collect();
             backend.copy_regions(buffer, rbuf, &regions)?;
             match backend.host_slice(rbuf, rb_offset, storage_bytes) {
@@ -319,7 +333,7 @@ impl Scheduler {
                 None => download_gather(&mut **backend, rbuf, rb_offset, &ranges, out)?,
             }
         } else {
-            download_gather(&mut **backend, buffer, region.offset, &ranges, out)?;
+            download_gather(&mut **backend, buffer, offset, &ranges, out)?;
         }
         self.stats.bytes_to_host += total as u64;
         self.stats.step_bytes_to_host += total as u64;

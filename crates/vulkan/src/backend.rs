@@ -474,7 +474,7 @@ impl VulkanBackend {
             let i = self.staging(staging_class(chunk.len()))?;
             let st = self.staging[i].sub.clone();
             st.write().map_err(|e| staging_mapping(&st, e))?[..chunk.len()].copy_from_slice(chunk);
-            let info = copy_info(&st, 0, &dst, (offset + k * STAGING_MAX) as u64, chunk.len() as u64);
+            let info = copy_info(&st, &dst, [(0, offset + k * STAGING_MAX, chunk.len())]);
             // SAFETY: the range was bounds-checked; the leading barrier orders the copy after
             // earlier work on `dst`, and the staging buffer's previous transfer has finished.
             let serial = self.submit_transfer(vec![st, dst.clone()], |rec| unsafe {
@@ -492,7 +492,7 @@ impl VulkanBackend {
         for (k, chunk) in out.chunks_mut(STAGING_MAX).enumerate() {
             let i = self.staging(staging_class(chunk.len()))?;
             let st = self.staging[i].sub.clone();
-            let info = copy_info(&src, (offset + k * STAGING_MAX) as u64, &st, 0, chunk.len() as u64);
+            let info = copy_info(&src, &st, [(offset + k * STAGING_MAX, 0, chunk.len())]);
             // SAFETY: the range was bounds-checked; the leading barrier orders the copy after the
             // work that wrote `src`, and the staging buffer's previous transfer has finished.
             let serial = self.submit_transfer(vec![src.clone(), st.clone()], |rec| unsafe {
@@ -533,9 +533,22 @@ fn barrier(src: PipelineStages, dst: PipelineStages, dst_access: AccessFlags) ->
     }
 }
 
-fn copy_info(src: &Subbuffer<[u8]>, so: u64, dst: &Subbuffer<[u8]>, doff: u64, len: u64) -> CopyBufferInfo {
+/// A copy from `src` to `dst` of the byte ranges `regions` (`src_offset`, `dst_offset`, `len`).
+fn copy_info(
+    src: &Subbuffer<[u8]>,
+    dst: &Subbuffer<[u8]>,
+    regions: impl IntoIterator<Item = (usize, usize, usize)>,
+) -> CopyBufferInfo {
     CopyBufferInfo {
-        regions: [BufferCopy { src_offset: so, dst_offset: doff, size: len, ..Default::default() }].into(),
+        regions: regions
+            .into_iter()
+            .map(|(so, doff, len)| BufferCopy {
+                src_offset: so as u64,
+                dst_offset: doff as u64,
+                size: len as u64,
+                ..Default::default()
+            })
+            .collect(),
         ..CopyBufferInfo::buffers(src.clone(), dst.clone())
     }
 }
@@ -715,22 +728,11 @@ impl Backend for VulkanBackend {
             }
         }
         check_disjoint(src == dst, regions)?;
-        let copies: Vec<BufferCopy> = regions
-            .iter()
-            .filter(|r| r.len > 0)
-            .map(|r| BufferCopy {
-                src_offset: r.src_offset as u64,
-                dst_offset: r.dst_offset as u64,
-                size: r.len as u64,
-                ..Default::default()
-            })
-            .collect();
-        if copies.is_empty() {
+        if regions.iter().all(|r| r.len == 0) {
             return Ok(());
         }
         let (s, d) = (self.buf(src)?.sub.clone(), self.buf(dst)?.sub.clone());
-        let info =
-            CopyBufferInfo { regions: copies.into_iter().collect(), ..CopyBufferInfo::buffers(s.clone(), d.clone()) };
+        let info = copy_info(&s, &d, regions.iter().filter(|r| r.len > 0).map(|r| (r.src_offset, r.dst_offset, r.len)));
         // SAFETY: every range was bounds-checked, no destination overlaps another or (within one
         // buffer) a source; the leading barrier orders the copy after earlier work on both buffers.
         let serial = self.submit_transfer(vec![s, d], |rec| unsafe {

@@ -52,7 +52,7 @@ pub struct Dry {
 const NAME: &str = "dry";
 
 fn invalid(param: &'static str, value: String, reason: &'static str) -> SamplingError {
-    SamplingError::InvalidParam { stage: NAME, param, value, reason }
+    crate::error::invalid(NAME, param, value, reason)
 }
 
 impl Dry {

@@ -14,7 +14,7 @@
 //!   use).
 
 use crate::candidates::Candidates;
-use crate::error::{Result, SamplingError};
+use crate::error::{Result, invalid};
 use crate::sampler::{Sampler, Token};
 
 /// Per-token logit biases.
@@ -38,12 +38,7 @@ impl LogitBias {
 /// Checks one bias: NaN or `+inf` is an error (also for a token that will be ignored).
 pub(crate) fn check_bias(token: i64, b: f32) -> Result<()> {
     if b.is_nan() || b == f32::INFINITY {
-        return Err(SamplingError::InvalidParam {
-            stage: NAME,
-            param: "bias",
-            value: format!("{token}={b}"),
-            reason: "must be finite or -inf",
-        });
+        return Err(invalid(NAME, "bias", format!("{token}={b}"), "must be finite or -inf"));
     }
     Ok(())
 }

@@ -106,32 +106,31 @@ impl Sampler for TopP {
             kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
             let total = self.stats.weights(s);
             let (a, b) = kernels::exp_affine(self.stats.row_max, s);
-            // Short rows are always decided with llama.cpp's own arithmetic; long ones only when
-            // the fast f64 sum lands within `EXACT_TOL` of the boundary.
-            let mut close = n <= EXACT_ROW;
-            let mut last = None;
-            while !close {
-                (last, close) = self.fast_cut(&buf, a, b, total);
-                if close || last.is_some() || k == n {
-                    break;
+            // Short rows are always decided with llama.cpp's own arithmetic; long ones switch to it
+            // when the fast f64 sum lands within `EXACT_TOL` of the boundary.
+            let replay = || llama_f32::softmax_sum(row.iter().map(|&x| logit(x)));
+            let mut exact = (n <= EXACT_ROW).then(replay);
+            let last = loop {
+                let cut = match exact {
+                    Some((max, sum)) => {
+                        let probs = buf.iter().map(|&(_, x)| llama_f32::prob(logit(x), max, sum));
+                        llama_f32::top_p_cut(probs, self.p, self.min_keep)
+                    }
+                    None => match self.fast_cut(&buf, a, b, total) {
+                        (_, true) => {
+                            exact = Some(replay());
+                            continue;
+                        }
+                        (cut, false) => cut,
+                    },
+                };
+                if cut.is_some() || k == n {
+                    break cut.unwrap_or(k);
                 }
                 // The best k do not carry mass p yet (a flat row): widen and select again.
                 k = (k * 8).min(n);
                 kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
-            }
-            let exact = close.then(|| llama_f32::softmax_sum(row.iter().map(|&x| logit(x))));
-            if let Some((max, sum)) = exact {
-                loop {
-                    let probs = buf.iter().map(|&(_, x)| llama_f32::prob(logit(x), max, sum));
-                    last = llama_f32::top_p_cut(probs, self.p, self.min_keep);
-                    if last.is_some() || k == n {
-                        break;
-                    }
-                    k = (k * 8).min(n);
-                    kernels::top_k_from_maxima(row, &self.stats.sub_max, k, &mut buf);
-                }
-            }
-            let last = last.unwrap_or(k);
+            };
             let inv = (1.0 / total) as f32;
             let list: Vec<TokenData> = buf[..last]
                 .iter()
