@@ -43,6 +43,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::TopK { .. } => 26,
         Op::Cumsum => 27,
         Op::RandomUniform { .. } => 28,
+        Op::Categorical { .. } => 29,
     }
 }
 
@@ -78,6 +79,7 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::TopK { k: 2 },
         Op::Cumsum,
         Op::RandomUniform { stream: 0 },
+        Op::Categorical { stream: 0 },
     ]
 }
 
@@ -121,6 +123,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SoftMax { .. } => &[1, 2],
         Op::SumRows | Op::MaxRows | Op::Argmax | Op::Argsort { .. } | Op::TopK { .. } | Op::Cumsum => &[1],
         Op::RandomUniform { .. } => &[1],
+        Op::Categorical { .. } => &[2],
     }
 }
 

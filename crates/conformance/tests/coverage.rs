@@ -126,6 +126,11 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let k = x(&mut g, 0, &[4, 2])?;
             g.random_uniform(k, 3, stream)?
         }
+        Op::Categorical { stream } => {
+            let l = x(&mut g, 0, &[5, 2])?;
+            let k = x(&mut g, 1, &[4, 2])?;
+            g.categorical(l, k, stream)?
+        }
     };
     Ok(sig(&g, id))
 }

@@ -393,6 +393,13 @@ impl Parser {
                 })?;
                 g.random_uniform(s[0], n, stream)
             }
+            "categorical" => {
+                a.nsrc(2..=2)?;
+                let stream = a.take("stream").map_or(Ok(0), |v| {
+                    v.parse::<u32>().map_err(|_| bad(format!("categorical: stream `{v}` is not a u32")))
+                })?;
+                g.categorical(s[0], s[1], stream)
+            }
             other => Err(bad(format!("unknown op `{other}`"))),
         }
     }

@@ -273,6 +273,22 @@ pub enum Op {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,
     },
+    /// `categorical(logits, keys)`: one index per row drawn from the softmax of `logits`, i32
+    /// `[1, rows..]`. `logits` f32 `[n, rows..]`, `keys` as for [`Op::RandomUniform`].
+    ///
+    /// Per row: `m` is the row's maximum and `w_i = exp(logits_i - m)` (computed in f32; a `-inf`
+    /// logit has weight exactly 0); `u` is the 53-bit uniform
+    /// [`crate::philox::uniform_f64`]`(seed, step, philox::stream::element(stream, 0))` and
+    /// `W = sum w_i`. The result is the first index with `w_i > 0` whose inclusive running sum
+    /// exceeds `u * W`; if rounding leaves none, the last index with `w_i > 0`. Sums are kept to at
+    /// least 40 significant bits (f64 on the CPU, 64-bit fixed point on Vulkan), so a token of
+    /// probability 1e-9 is drawn with its probability: an f32 running sum over a vocabulary
+    /// would lose every weight below 2^-24 of the total. A row holding a NaN or `+inf`, or no
+    /// finite logit, gives -1 (a value, not an error, so one bad row does not fail a batch).
+    Categorical {
+        /// The stream (see [`crate::philox::stream`]).
+        stream: u32,
+    },
 }
 
 impl Op {
@@ -308,6 +324,7 @@ impl Op {
             Op::TopK { .. } => "top_k",
             Op::Cumsum => "cumsum",
             Op::RandomUniform { .. } => "random_uniform",
+            Op::Categorical { .. } => "categorical",
         }
     }
 
@@ -351,7 +368,7 @@ impl Op {
             Op::SoftMax { scale } => vec![("scale", f(scale))],
             Op::Argsort { order } => vec![("order", order.name().to_string())],
             Op::TopK { k } => vec![("k", k.to_string())],
-            Op::RandomUniform { stream } => vec![("stream", stream.to_string())],
+            Op::RandomUniform { stream } | Op::Categorical { stream } => vec![("stream", stream.to_string())],
             Op::Input
             | Op::View
             | Op::Reshape

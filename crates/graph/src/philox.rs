@@ -19,7 +19,9 @@
 //! * the output is the four words `c` after the tenth round.
 //!
 //! A uniform `f32` in `[0, 1)` is made from the first output word `x = c[0]` as
-//! `(x >> 8) as f32 * 2^-24`: 24 random bits, exactly representable, never 1.0.
+//! `(x >> 8) as f32 * 2^-24`: 24 random bits, exactly representable, never 1.0. A uniform `f64`
+//! (for inverse-CDF draws) is made from the first two words as `((c[0] << 32 | c[1]) >> 11) as f64
+//! * 2^-53`: 53 random bits.
 //!
 //! The element index is the position of the value inside the row that asks for it (`i0` of the
 //! tensor); samplers that need several independent numbers per step use disjoint element ranges
@@ -78,6 +80,22 @@ pub fn u32_to_unit_f32(x: u32) -> f32 {
 #[inline]
 pub fn uniform(seed: u64, step: u64, element: u64) -> f32 {
     u32_to_unit_f32(bits(seed, step, element)[0])
+}
+
+/// The 64 random bits for (seed, step, element): the first output word in the high half, the
+/// second in the low half.
+#[inline]
+pub fn bits_u64(seed: u64, step: u64, element: u64) -> u64 {
+    let w = bits(seed, step, element);
+    (u64::from(w[0]) << 32) | u64::from(w[1])
+}
+
+/// A uniform `f64` in `[0, 1)` with 53 random bits for (seed, step, element): the top 53 bits of
+/// [`bits_u64`] times `2^-53` (exact, never 1.0). Inverse-CDF draws use it so that probabilities
+/// far below `2^-24` are resolved: `Op::Categorical` and the CPU samplers' final draws.
+#[inline]
+pub fn uniform_f64(seed: u64, step: u64, element: u64) -> f64 {
+    (bits_u64(seed, step, element) >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
 }
 
 /// Element offsets that keep the independent random streams of one step apart.
@@ -146,6 +164,17 @@ mod tests {
         assert_ne!(bits(42, 7, 0), bits(42, 8, 0));
         assert_ne!(bits(42, 7, 0), bits(43, 7, 0));
         assert_ne!(bits(42, 7, 0), bits(42, 7, stream::element(stream::XTC, 0)));
+    }
+
+    #[test]
+    fn uniform_f64_uses_both_words() {
+        let w = bits(42, 7, 0);
+        assert_eq!(bits_u64(42, 7, 0), (u64::from(w[0]) << 32) | u64::from(w[1]));
+        let u = uniform_f64(42, 7, 0);
+        assert!((0.0..1.0).contains(&u));
+        // Its top 24 bits are the f32 uniform's.
+        assert_eq!((u * 16_777_216.0).floor() as f32 / 16_777_216.0, uniform(42, 7, 0));
+        assert_eq!(uniform_f64(0, 0, 0), (bits_u64(0, 0, 0) >> 11) as f64 / 9_007_199_254_740_992.0);
     }
 
     #[test]

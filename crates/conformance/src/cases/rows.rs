@@ -6,8 +6,9 @@
 use super::elementwise::{Src, source};
 use super::{Builder, Case, EDGE_SIZES, FLOATS};
 use crate::compare::{Cmp, IndexKind, Tol};
-use crate::generate::Gen;
+use crate::generate::{Gen, Rng};
 use graph::{DType, GraphError, NodeId, RopeMode, SortOrder};
+use std::sync::Arc;
 
 fn dt(d: DType) -> &'static str {
     d.name()
@@ -486,4 +487,42 @@ fn random(v: &mut Vec<Case>) {
             Ok(())
         }));
     }
+    categorical(v);
+}
+
+/// Categorical draws. Compared exactly: the index changes only where `u W` falls within the f32
+/// rounding of the weights (about 1e-7 relative) of a bracket's end, which the fixed inputs of
+/// these cases do not hit (a case is the same data on every run, so it cannot flake).
+fn categorical(v: &mut Vec<Case>) {
+    let keys_gen = || Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX));
+    for (n, rows, stream) in [(1, 1, 0), (33, 16, 0), (4097, 8, 2), (151_936, 3, 0)] {
+        v.push(Case::new(format!("random/categorical/{n}x{rows}/stream{stream}"), move |b| {
+            let x = b.input("x", DType::F32, &[n, rows], Gen::Uniform(-6.0, 6.0))?;
+            let keys = b.input("keys", DType::I32, &[4, rows], keys_gen())?;
+            let y = b.g.categorical(x, keys, stream)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+    }
+    // Rows 0..8: masked (-inf) entries mixed in; row 8: NaN; row 9: +inf; row 10: all -inf;
+    // row 11: one finite entry among -inf; rows 12..: a peaked row whose tail is drawn.
+    v.push(Case::new("random/categorical/special_rows", move |b| {
+        let vals = Gen::Fn(Arc::new(|r: &mut Rng, i: [usize; 4]| {
+            let ninf = f64::NEG_INFINITY;
+            match i[1] {
+                0..8 if r.below(3) == 0 => ninf,
+                8 if i[0] == 50 => f64::NAN,
+                9 if i[0] == 7 => f64::INFINITY,
+                10 => ninf,
+                11 if i[0] != 77 => ninf,
+                12.. if i[0] == 3 => 12.0,
+                _ => r.below(1000) as f64 / 100.0 - 5.0,
+            }
+        }));
+        let x = b.input("x", DType::F32, &[300, 16], vals)?;
+        let keys = b.input("keys", DType::I32, &[4, 16], keys_gen())?;
+        let y = b.g.categorical(x, keys, 5)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    }));
 }

@@ -195,3 +195,30 @@ mod tests {
         assert_eq!(m[3], 0.0);
     }
 }
+
+/// `categorical` of one row with the 53-bit uniform `u`, exactly (f64 weights and sums): the first
+/// index with a positive weight whose running sum exceeds `u W`, the last positive one if none
+/// does; -1 for a row with NaN or `+inf` or no finite value.
+pub(super) fn categorical_row(x: &[f64], u: f64) -> f64 {
+    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) {
+        return -1.0;
+    }
+    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return -1.0;
+    }
+    let w: Vec<f64> = x.iter().map(|&v| (v - m).exp()).collect();
+    let target = u * w.iter().sum::<f64>();
+    let mut cum = 0.0;
+    let mut last = -1.0;
+    for (i, &wi) in w.iter().enumerate() {
+        if wi > 0.0 {
+            cum += wi;
+            last = i as f64;
+            if cum > target {
+                return last;
+            }
+        }
+    }
+    last
+}

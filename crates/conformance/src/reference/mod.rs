@@ -198,6 +198,22 @@ impl<'g> Reference<'g> {
                     f64::from(philox::uniform(seed, step, element))
                 });
             }
+            Op::Categorical { stream } => {
+                let ne = n.ne();
+                let mut out = Vec::with_capacity(ne[1] * ne[2] * ne[3]);
+                for i3 in 0..ne[3] {
+                    for i2 in 0..ne[2] {
+                        for i1 in 0..ne[1] {
+                            let key = self.row(s(1), i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
+                            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
+                            let step = u64::from(key[2]) | u64::from(key[3]) << 32;
+                            let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
+                            out.push(kernels::categorical_row(&self.row(s(0), i1, i2, i3), u));
+                        }
+                    }
+                }
+                self.put(id, n, out);
+            }
         }
         Ok(())
     }

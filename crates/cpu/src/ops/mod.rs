@@ -61,6 +61,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::TopK { k: n } => sort::top_k(k, n as usize),
         Op::Cumsum => cumsum::cumsum(k),
         Op::RandomUniform { stream } => random::random_uniform(k, stream),
+        Op::Categorical { stream } => random::categorical(k, stream),
     }
 }
 

@@ -1,6 +1,13 @@
+//! `random_uniform` and `categorical`.
+//!
 //! `random_uniform`: element `[i0, row]` is `philox::uniform(seed, step, stream::element(stream, i0))`
 //! with the row's seed and step read from `keys i32 [4, rows..]` (seed lo, seed hi, step lo, step hi).
 //! Uses `graph::philox`, the single implementation of the generator.
+//!
+//! `categorical`: per row, the weights `w_i = exp(x_i - max)` by the shared exponential
+//! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
+//! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
+//! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
 
 use super::K;
 use crate::error::CpuError;
@@ -20,9 +27,7 @@ pub(crate) fn random_uniform(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
             // SAFETY: `keys` rows hold 4 contiguous i32; elements `i0..i0 + len` of row `r` of `d` are
             // written only by this block.
             unsafe {
-                let kr = keys.row::<i32>(r);
-                let seed = u64::from(kr[0] as u32) | (u64::from(kr[1] as u32) << 32);
-                let step = u64::from(kr[2] as u32) | (u64::from(kr[3] as u32) << 32);
+                let (seed, step) = seed_step(keys.row::<i32>(r));
                 let out = std::slice::from_raw_parts_mut((d.row_ptr(r) as *mut f32).add(i0), len);
                 for (j, o) in out.iter_mut().enumerate() {
                     let el = philox::stream::element(u64::from(stream), (i0 + j) as u64);
@@ -33,4 +38,97 @@ pub(crate) fn random_uniform(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
         }
     });
     Ok(())
+}
+
+/// The seed and step of one row of a keys tensor (seed lo, seed hi, step lo, step hi).
+fn seed_step(kr: &[i32]) -> (u64, u64) {
+    let seed = u64::from(kr[0] as u32) | (u64::from(kr[1] as u32) << 32);
+    let step = u64::from(kr[2] as u32) | (u64::from(kr[3] as u32) << 32);
+    (seed, step)
+}
+
+pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
+    let (x, keys, d) = (k.srcs[0], k.srcs[1], k.dst);
+    let n = x.ne[0];
+    super::for_rows(&d, 4 * n, n, |r, w| {
+        // SAFETY: the builder checked that `x` (f32) and `keys` (i32, 4 per row) have contiguous rows
+        // with `d`'s row count; row `r` of `d` is written only here.
+        unsafe {
+            let (seed, step) = seed_step(keys.row::<i32>(r));
+            let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
+            d.row_mut::<i32>(r)[0] = draw(x.row::<f32>(r), u, w).map_or(-1, |i| i as i32);
+        }
+    });
+    Ok(())
+}
+
+/// The draw of one row with the uniform `u` (see the module documentation); `None` for a row with
+/// NaN or `+inf` or no finite value. `w` is scratch of the row's length.
+pub(crate) fn draw(x: &[f32], u: f64, w: &mut [f32]) -> Option<usize> {
+    let (max, bad) = kernels::row::max_bad(x);
+    if bad || max == f32::NEG_INFINITY {
+        return None;
+    }
+    let (a, b) = kernels::exp::exp_affine(max, 1.0);
+    kernels::row::exp2_into(x, a, b, w);
+    let w = &w[..x.len()];
+    let total = sum_f64(w);
+    let target = u * total;
+    let mut cum = 0.0f64;
+    let mut last = None;
+    // Whole chunks whose sum keeps the running sum at or below the target are skipped.
+    for (c, chunk) in w.chunks(64).enumerate() {
+        let s = sum_f64(chunk);
+        if s > 0.0 {
+            last = Some(c);
+        }
+        if cum + s <= target {
+            cum += s;
+            continue;
+        }
+        for (j, &wj) in chunk.iter().enumerate() {
+            if wj > 0.0 {
+                cum += f64::from(wj);
+                if cum > target {
+                    return Some(c * 64 + j);
+                }
+            }
+        }
+    }
+    // Rounding left the target at or past the total: the last positive weight.
+    let c = last?;
+    let chunk = &w[c * 64..(c * 64 + 64).min(w.len())];
+    chunk.iter().rposition(|&v| v > 0.0).map(|j| c * 64 + j)
+}
+
+/// Sum in f64 with eight accumulators (the order is fixed, so the result is reproducible).
+fn sum_f64(w: &[f32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (chunks, rest) = w.as_chunks::<8>();
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f64::from(v);
+        }
+    }
+    acc.iter().sum::<f64>() + rest.iter().map(|&v| f64::from(v)).sum::<f64>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::draw;
+
+    #[test]
+    fn draw_edges() {
+        let mut w = [0.0f32; 4];
+        assert_eq!(draw(&[0.0, f32::NAN, 1.0], 0.5, &mut w), None);
+        assert_eq!(draw(&[0.0, f32::INFINITY], 0.5, &mut w), None);
+        assert_eq!(draw(&[f32::NEG_INFINITY; 3], 0.5, &mut w), None);
+        let ninf = f32::NEG_INFINITY;
+        // Masked entries are never drawn, at either end of [0, 1).
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.0, &mut w), Some(1));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.999_999, &mut w), Some(3));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.49, &mut w), Some(1));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.51, &mut w), Some(3));
+        assert_eq!(draw(&[2.0, ninf, ninf, ninf], 0.999_999, &mut w), Some(0));
+    }
 }

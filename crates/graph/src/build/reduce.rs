@@ -1,4 +1,4 @@
-//! Row reductions and orderings along `ne[0]` (`sum_rows`, `max_rows`, `argmax`, `argsort`, `top_k`, `cumsum`) and randomness (`random_uniform`).
+//! Row reductions and orderings along `ne[0]` (`sum_rows`, `max_rows`, `argmax`, `argsort`, `top_k`, `cumsum`) and randomness (`random_uniform`, `categorical`).
 
 use crate::dtype::DType;
 use crate::graph::Graph;
@@ -71,5 +71,31 @@ impl Graph {
         let mut ne = nk.layout.ne;
         ne.0[0] = n;
         Ok(self.new_node(Op::RandomUniform { stream }, &[keys], DType::F32, ne))
+    }
+
+    /// One index per row drawn from the softmax of `logits` with the random stream `stream` keyed by
+    /// `keys i32 [4, rows..]`, i32 `[1, rows..]`; see [`Op::Categorical`].
+    pub fn categorical(&mut self, logits: NodeId, keys: NodeId, stream: u32) -> R {
+        const OP: &str = "categorical";
+        let nl = self.rows_src(OP, "logits", logits)?.clone();
+        if nl.dtype != DType::F32 {
+            return Err(self.err(OP, format!("logits {} must be f32", self.describe(logits))));
+        }
+        let nk = self.rows_src(OP, "keys", keys)?.clone();
+        let mut want = nl.layout.ne;
+        want.0[0] = 4;
+        if nk.dtype != DType::I32 || nk.layout.ne != want {
+            return Err(self.err(
+                OP,
+                format!(
+                    "keys {} must be i32 [4, rows..] with the rows of logits {} (seed lo, seed hi, step lo, step hi)",
+                    self.describe(keys),
+                    self.describe(logits)
+                ),
+            ));
+        }
+        let mut ne = nl.layout.ne;
+        ne.0[0] = 1;
+        Ok(self.new_node(Op::Categorical { stream }, &[logits, keys], DType::I32, ne))
     }
 }

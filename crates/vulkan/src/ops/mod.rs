@@ -77,6 +77,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Argsort { .. } | Op::TopK { .. } => sort::supports(g, n),
         Op::Cumsum => cumsum::supports(g, n),
         Op::RandomUniform { .. } => random::supports(g, n),
+        Op::Categorical { .. } => random::supports_categorical(g, n),
     }
 }
 
@@ -114,5 +115,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::TopK { k } => sort::top_k(enc, g, id, k as usize),
         Op::Cumsum => cumsum::cumsum(enc, g, id),
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
+        Op::Categorical { stream } => random::categorical(enc, g, id, stream),
     }
 }

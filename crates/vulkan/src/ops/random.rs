@@ -20,3 +20,12 @@ pub(super) fn random_uniform(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, strea
     let groups = grid(n.layout.ne.numel() as u64, 256)?;
     enc.dispatch(ShaderId::Random, [&a.buf, &a.buf, &a.buf, &d.buf], &push, groups)
 }
+
+/// Categorical draws: not yet implemented on Vulkan (the planner keeps the node on the CPU).
+pub(super) fn supports_categorical(_g: &Graph, _n: &Node) -> bool {
+    false
+}
+
+pub(super) fn categorical(_enc: &mut Encoder<'_>, _g: &Graph, _id: NodeId, _stream: u32) -> Result<()> {
+    unreachable!("encode checks supports first")
+}
