@@ -99,11 +99,11 @@ pub(crate) fn check_scan(stage: &'static str, row: &[f32], bad: bool, max: f32) 
 }
 
 /// Index drawn by inverse CDF from the (not necessarily normalised) weights `p` of `list` with the
-/// uniform `u` in `[0, 1)`: the first index whose cumulative weight exceeds `u * total`. A zero
+/// uniform `u` in `[0, 1)` (53 bits, see `Rng::next_draw`): the first index whose cumulative weight exceeds `u * total`. A zero
 /// weight is never chosen.
-pub(crate) fn draw_index(list: &[TokenData], u: f32) -> usize {
+pub(crate) fn draw_index(list: &[TokenData], u: f64) -> usize {
     let total: f64 = list.iter().map(|t| f64::from(t.p)).sum();
-    let target = f64::from(u) * total;
+    let target = u * total;
     let mut cum = 0.0f64;
     let mut last_nonzero = 0;
     for (i, t) in list.iter().enumerate() {

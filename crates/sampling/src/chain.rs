@@ -58,6 +58,23 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// Applies the stages from index `start` on (the CPU suffix after a backend prefix).
+    pub fn apply_from(&mut self, start: usize, cur: &mut Candidates<'_>) -> Result<()> {
+        for s in self.stages.iter_mut().skip(start) {
+            s.apply(cur)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the step counter of the stages from index `start` on.
+    pub fn set_step_from(&mut self, start: usize, step: u64) {
+        for s in self.stages.iter_mut().skip(start) {
+            s.set_step(step);
+        }
+    }
+}
+
 impl Sampler for Chain {
     fn name(&self) -> &'static str {
         "chain"

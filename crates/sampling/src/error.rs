@@ -59,6 +59,66 @@ pub enum SamplingError {
         "the chain selected no token: end it with a selecting stage (greedy, dist, mirostat, mirostat_v2, adaptive_p)"
     )]
     NothingSelected,
+    /// A sequence id the registry does not hold.
+    #[error("unknown sequence {seq}: set its sampler configuration first")]
+    UnknownSequence {
+        /// The id.
+        seq: u32,
+    },
+    /// More output rows for one sequence in a step than the registry allows.
+    #[error("sequence {seq} has {n} output rows in this step; at most {max} were configured (Sequences::new)")]
+    TooManyOutputs {
+        /// The sequence.
+        seq: u32,
+        /// Rows asked for.
+        n: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A bad configuration of the backend sampling tail.
+    #[error("invalid configuration: {what} {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        what: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Asked for an output that this row's configuration did not reserve (so it was not read back).
+    #[error("{what} of output row {row} ({seq}) was not reserved: ask for it in the sequence's SeqConfig")]
+    NotReserved {
+        /// What was asked for (`"candidates"`, `"logprobs"`, `"logits"`, `"token"`).
+        what: &'static str,
+        /// The output row.
+        row: usize,
+        /// The sequence.
+        seq: String,
+    },
+    /// The backend found the row's logits unusable: a NaN or `+inf`, or every token masked.
+    #[error(
+        "output row {row} ({seq}): the logits hold a NaN or +inf, or every token is masked (found by the backend prefix {stage})"
+    )]
+    BadRow {
+        /// The output row.
+        row: usize,
+        /// The sequence.
+        seq: String,
+        /// The backend prefix that found it.
+        stage: String,
+    },
+    /// The tail was built for different sequence configurations than the registry now holds.
+    #[error("the sampling tail is stale: {what}; attach a new tail (and re-plan) after changing a chain's structure")]
+    StaleTail {
+        /// What changed.
+        what: String,
+    },
+    /// Building, planning or running the graph failed.
+    #[error("{context}: {message}")]
+    Engine {
+        /// What was being done.
+        context: &'static str,
+        /// The underlying error, printed.
+        message: String,
+    },
     /// A SPEC string that does not parse.
     #[error("SPEC stage {stage_index} (`{stage}`): {message}")]
     Spec {

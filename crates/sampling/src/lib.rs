@@ -19,6 +19,7 @@
 //! assert_eq!(same.sample(&logits).unwrap(), tok);
 //! ```
 
+pub mod backend;
 pub mod candidates;
 pub mod chain;
 pub mod chain_spec;

@@ -4,7 +4,8 @@
 //! # Randomness: seeds and steps
 //!
 //! Every random sampler draws its uniform numbers from the one counter-based generator,
-//! [`graph::philox`], keyed by `(seed, step, element)`: `dist`, `adaptive_p` and the other final
+//! [`graph::philox`], keyed by `(seed, step, element)` (inverse-CDF draws take the 53-bit
+//! uniform [`graph::philox::uniform_f64`], coins the 24-bit `f32` one): `dist`, `adaptive_p` and the other final
 //! draws use stream [`graph::philox::stream::DRAW`], XTC's coin stream `XTC`, the mirostat samplers
 //! stream `MIROSTAT`, always element 0 of the stream. Each random sampler keeps a `step: u64`
 //! counter: the k-th draw since construction or [`Sampler::reset`] uses `step = k` (0-based), and
@@ -30,9 +31,8 @@ pub const DEFAULT_SEED: u64 = 0;
 
 /// A sampler: one stage of a chain, or a chain itself.
 ///
-/// Backend stages (graph ops appended after the logits) are a later addition; they will come as a
-/// separate trait reachable from here (e.g. a `backend()` method returning an `Option`), so CPU
-/// samplers stay as they are.
+/// A sampler that can also run as graph ops after the logits describes itself through
+/// [`Sampler::backend_stage`] (see [`crate::backend`]); the CPU path is unchanged by it.
 pub trait Sampler: Send + fmt::Debug {
     /// Name as used in a SPEC (`top_k`, `dist`, ...).
     fn name(&self) -> &'static str;
@@ -59,6 +59,13 @@ pub trait Sampler: Send + fmt::Debug {
 
     /// Sets the seed of a random sampler (no-op for deterministic ones).
     fn set_seed(&mut self, _seed: u64) {}
+
+    /// The sampler as a backend stage with its current parameters, if it has a backend form
+    /// (whether the backend can run it for a given record and row width is decided when the
+    /// tail is attached, see [`crate::backend::Tail::attach`]).
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        None
+    }
 }
 
 impl Clone for Box<dyn Sampler> {
@@ -92,6 +99,15 @@ impl Rng {
     /// The next uniform number; advances the step.
     pub fn next_uniform(&mut self) -> f32 {
         let u = uniform(self.seed, self.step, self.stream);
+        self.step += 1;
+        u
+    }
+
+    /// The next uniform number with 53 random bits ([`graph::philox::uniform_f64`], the same bits
+    /// as `Op::Categorical` takes), for an inverse-CDF draw: it resolves probabilities far below
+    /// `2^-24`. Its top 24 bits are [`Rng::next_uniform`]'s. Advances the step.
+    pub fn next_draw(&mut self) -> f64 {
+        let u = graph::philox::uniform_f64(self.seed, self.step, graph::philox::stream::element(self.stream, 0));
         self.step += 1;
         u
     }

@@ -78,7 +78,7 @@ impl Sampler for AdaptiveP {
     }
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        let u = self.rng.next_uniform();
+        let u = self.rng.next_draw();
         cur.softmax(NAME, false)?;
         if self.target < 0.0 {
             let idx = draw_index(cur.list(NAME)?, u);

@@ -36,11 +36,11 @@ impl Dist {
 
 /// Draws an index of a raw row (logits `row[i] * s`) with the uniform `u`, using one pass of
 /// block statistics and a rescan of one block.
-pub(crate) fn draw_from_row(stage: &'static str, row: &[f32], s: f32, u: f32, st: &mut BlockStats) -> Result<usize> {
+pub(crate) fn draw_from_row(stage: &'static str, row: &[f32], s: f32, u: f64, st: &mut BlockStats) -> Result<usize> {
     kernels::block_stats(row, s, st);
     check_scan(stage, row, st.bad, st.row_max)?;
     let total = st.weights(s);
-    let target = f64::from(u) * total;
+    let target = u * total;
     let mut before = 0.0f64;
     let mut block = None;
     let mut last_nonzero = 0;
@@ -111,7 +111,7 @@ impl Sampler for Dist {
     }
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        let u = self.rng.next_uniform();
+        let u = self.rng.next_draw();
         if let Some((row, div)) = cur.vocab_row() {
             let i = draw_from_row(NAME, row, 1.0 / div, u, &mut self.stats)?;
             cur.set_selected(Some(i));
@@ -132,6 +132,10 @@ impl Sampler for Dist {
     }
 
     rng_methods!();
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::Dist { seed: self.rng.seed })
+    }
 }
 
 #[cfg(test)]

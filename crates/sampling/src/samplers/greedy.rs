@@ -57,4 +57,8 @@ impl Sampler for Greedy {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::Greedy)
+    }
 }

@@ -84,4 +84,8 @@ impl Sampler for LogitBias {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::LogitBias { biases: self.biases.clone() })
+    }
 }

@@ -103,4 +103,8 @@ impl Sampler for MinP {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::MinP { p: self.p, min_keep: self.min_keep })
+    }
 }

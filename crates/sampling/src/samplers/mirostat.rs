@@ -95,7 +95,7 @@ impl Sampler for Mirostat {
     }
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        let u = self.rng.next_uniform();
+        let u = self.rng.next_draw();
         let n_vocab = cur.n_vocab() as f32;
         cur.softmax(V1, true)?;
         let list = cur.list_mut(V1)?;
@@ -172,7 +172,7 @@ impl Sampler for MirostatV2 {
     }
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        let u = self.rng.next_uniform();
+        let u = self.rng.next_draw();
         cur.softmax(V2, true)?;
         let mu = self.mu;
         let list = cur.list_mut(V2)?;

@@ -120,6 +120,10 @@ impl Sampler for Temp {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::Temp { t: self.t })
+    }
 }
 
 /// Dynamic temperature.
@@ -209,5 +213,10 @@ impl Sampler for TempExt {
 
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
+    }
+
+    /// With `delta <= 0` this is `temp(t)`; a dynamic temperature has no backend form yet.
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        (self.delta <= 0.0).then_some(crate::backend::BackendStage::Temp { t: self.t })
     }
 }

@@ -79,4 +79,8 @@ impl Sampler for TopK {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::TopK { k: self.k })
+    }
 }

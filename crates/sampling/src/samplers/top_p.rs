@@ -168,4 +168,8 @@ impl Sampler for TopP {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::TopP { p: self.p, min_keep: self.min_keep })
+    }
 }

@@ -1,0 +1,311 @@
+//! Appending one group's backend prefix to a graph: the ops of every [`StageKey`], the inputs that
+//! carry the parameter values, and the group's outputs (what output reservation reads back).
+//!
+//! A group is `n` output rows whose prefixes have equal structure; its record starts as
+//! `x [n_vocab, n]` f32 (a view of contiguous logits rows, or gathered with `get_rows`). Parameter
+//! values are `[.., n]` inputs, one column per row, so a group of different temperatures is one
+//! subgraph and changing a temperature rebuilds nothing.
+//!
+//! Bad rows (NaN or `+inf` logits, or nothing left unmasked) never fail the batch: `categorical`
+//! returns -1 for them, and the other paths compute `ok` (the row maximum is finite) and fold it in:
+//! a token of -1, or NaN candidate logits, which the tail turns into that row's error.
+
+use super::stage::StageKey;
+use graph::{DType, Graph, GraphError, NodeId};
+
+/// What an input of a group holds (the tail writes it every step from the rows' current stages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// `i32 [n]`: the logits row of each column (only for a gathered record).
+    RowIds,
+    /// `i32 [4, n]`: the Philox key of each row's draw (seed lo/hi, step lo/hi).
+    Keys,
+    /// `f32 [1, n]`: the temperature of prefix stage `.0`.
+    Temp(usize),
+    /// `f32 [1, n]`: `ln p` of min-p stage `.0`.
+    LnP(usize),
+    /// `f32 [1, n]`: `p` of top-p stage `.0`.
+    TopP(usize),
+    /// `f32 [1, n]`: `-max(min_keep, 1)` of stage `.0` (a position `i` is kept when `-i > -min_keep`).
+    NegMinKeep(usize),
+    /// `i32 [m, n]`: token ids of logit-bias stage `.0` (`-1` never matches).
+    BiasIds(usize),
+    /// `f32 [m, n]`: biases of logit-bias stage `.0`.
+    BiasValues(usize),
+}
+
+/// The nodes a group reads back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outputs {
+    /// `i32 [1, n]` selected tokens (a prefix ending in a selecting stage).
+    pub token: Option<NodeId>,
+    /// `i32 [k, n]` ids and `f32 [k, n]` logits of the candidates (a prefix ending in a list, or
+    /// the list before the selecting stage when candidates were asked for).
+    pub list: Option<(NodeId, NodeId)>,
+    /// `f32 [n_vocab, n]` logits after the prefix (a prefix that keeps the vocabulary, or the
+    /// vocabulary before the selecting stage when candidates were asked for). `None` with
+    /// `vocab_is_logits` set: the rows of the logits node itself.
+    pub vocab: Option<NodeId>,
+    /// The prefix left the vocabulary untouched: read the logits node's rows.
+    pub vocab_is_logits: bool,
+    /// `i32 [n_lp, n]` ids and `f32 [n_lp, n]` log-probabilities of the most likely tokens.
+    pub logprobs: Option<(NodeId, NodeId)>,
+}
+
+/// A built group: its inputs (with what they hold) and outputs.
+#[derive(Debug, Clone, Default)]
+pub struct Built {
+    /// Input nodes and their meaning.
+    pub inputs: Vec<(NodeId, Param)>,
+    /// What to read back.
+    pub outputs: Outputs,
+    /// Every node this group appended (for the capability check).
+    pub nodes: Vec<NodeId>,
+}
+
+/// The record while stages are appended.
+#[derive(Debug, Clone, Copy)]
+enum Rec {
+    Vocab { x: NodeId, touched: bool },
+    List { ids: NodeId, vals: NodeId, k: usize },
+    Token(NodeId),
+}
+
+struct Ctx<'g> {
+    g: &'g mut Graph,
+    n_vocab: usize,
+    n: usize,
+    prefix: String,
+    inputs: Vec<(NodeId, Param)>,
+    /// `ok [1, n]`: 1 where the row maximum was finite when the record left the vocabulary.
+    ok: Option<NodeId>,
+}
+
+type R<T> = Result<T, GraphError>;
+
+impl Ctx<'_> {
+    fn input(&mut self, name: &str, dtype: DType, shape: &[usize], p: Param) -> R<NodeId> {
+        let id = self.g.input(&format!("{}.{name}", self.prefix), dtype, shape)?;
+        self.inputs.push((id, p));
+        Ok(id)
+    }
+
+    fn fill(&mut self, shape: &[usize], v: f32) -> R<NodeId> {
+        self.g.fill(DType::F32, shape, v)
+    }
+
+    /// `[1, n]` of `0, step, 2 step, ..`: the flat offset of each column.
+    fn column_offsets(&mut self, step: usize) -> R<NodeId> {
+        let a = self.g.arange(DType::F32, &[self.n], 0.0, step as f32)?;
+        self.g.reshape(a, &[1, self.n])
+    }
+
+    /// `[1, n]` mask: the row maximum of `x` is finite.
+    fn finite_max(&mut self, x: NodeId) -> R<NodeId> {
+        let m = self.g.max_rows(x)?;
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        let above = self.g.gt(m, ninf)?;
+        let inf = self.fill(&[1, self.n], f32::INFINITY)?;
+        let below = self.g.gt(inf, m)?;
+        self.g.mul(above, below)
+    }
+
+    /// Gathers `src[idx[j, c], c]` for `idx i32 [k, n]` from a contiguous `src [w, n]`: `[k, n]`.
+    fn gather(&mut self, src: NodeId, idx: NodeId, w: usize, k: usize) -> R<NodeId> {
+        let n = self.n;
+        let src = if self.g.node(src).layout.is_contiguous(self.g.node(src).dtype) { src } else { self.g.cont(src)? };
+        let flat = self.g.reshape(src, &[1, w * n])?;
+        let f = self.g.cast(idx, DType::F32)?;
+        let off = self.column_offsets(w)?;
+        let f = self.g.add(f, off)?;
+        let i = self.g.cast(f, DType::I32)?;
+        let i = self.g.cont(i)?;
+        let i = self.g.reshape(i, &[k * n])?;
+        let got = self.g.get_rows(flat, i)?;
+        self.g.reshape(got, &[k, n])
+    }
+
+    /// `tok` where `ok` (a `[1, n]` mask), else -1.
+    fn fold_token(&mut self, tok: NodeId, ok: NodeId) -> R<NodeId> {
+        let f = self.g.cast(tok, DType::F32)?;
+        let neg = self.fill(&[1, 1], -1.0)?;
+        let w = self.g.where_(ok, f, neg)?;
+        self.g.cast(w, DType::I32)
+    }
+
+    /// `[1, n]`: the first entry of each column of `[k, n]` (the largest, in a sorted list).
+    fn first_row(&mut self, src: NodeId) -> R<NodeId> {
+        let nb1 = self.g.node(src).layout.nb[1];
+        self.g.view(src, &[1, self.n], &[4, nb1], 0)
+    }
+
+    /// `[k, n]` of `-i` for position `i`: compared with `-min_keep` (`-i > -min_keep` keeps `i`).
+    fn neg_positions(&mut self, k: usize) -> R<NodeId> {
+        self.g.arange(DType::F32, &[k, self.n], 0.0, -1.0)
+    }
+
+    fn stage(&mut self, idx: usize, key: StageKey, rec: Rec) -> R<Rec> {
+        let n = self.n;
+        let nv = self.n_vocab;
+        Ok(match (key, rec) {
+            (StageKey::Nothing, r) => r,
+            (_, Rec::Token(_)) => unreachable!("BackendStage::key ends the prefix at a token"),
+            (StageKey::Greedy, Rec::Vocab { x, .. }) => {
+                let ok = self.finite_max(x)?;
+                let t = self.g.argmax(x)?;
+                Rec::Token(self.fold_token(t, ok)?)
+            }
+            (StageKey::Greedy, Rec::List { ids, vals, .. }) => {
+                // Sorted: the first candidate; its logit is NaN for a bad row.
+                let first = self.first_row(ids)?;
+                let v0 = self.first_row(vals)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let ok = self.g.gt(v0, ninf)?;
+                Rec::Token(self.fold_token(first, ok)?)
+            }
+            (StageKey::Dist, Rec::Vocab { x, .. }) => {
+                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys)?;
+                Rec::Token(self.g.categorical(x, keys, graph::philox::stream::DRAW as u32)?)
+            }
+            (StageKey::Dist, Rec::List { ids, vals, k }) => {
+                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys)?;
+                let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+                let pos = self.g.categorical(vals, keys, graph::philox::stream::DRAW as u32)?;
+                let pf = self.g.cast(pos, DType::F32)?;
+                let zero = self.fill(&[1, 1], 0.0)?;
+                let valid = self.g.ge(pf, zero)?;
+                let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
+                let pi = self.g.cast(pc, DType::I32)?;
+                let tok = self.gather(ids, pi, k, 1)?;
+                Rec::Token(self.fold_token(tok, valid)?)
+            }
+            (StageKey::TopK(kk), Rec::Vocab { x, .. }) => {
+                let ok = self.finite_max(x)?;
+                self.ok = Some(ok);
+                let ids = self.g.top_k(x, kk)?;
+                let vals = self.gather(x, ids, nv, kk)?;
+                let nan = self.fill(&[1, 1], f32::NAN)?;
+                let vals = self.g.where_(ok, vals, nan)?;
+                Rec::List { ids, vals, k: kk }
+            }
+            (StageKey::TopK(kk), Rec::List { ids, vals, k }) => {
+                if kk == k {
+                    Rec::List { ids, vals, k }
+                } else {
+                    // Sorted already: the first kk.
+                    let ids = self.g.view(ids, &[kk, n], &[4, self.g.node(ids).layout.nb[1]], 0)?;
+                    let vals = self.g.view(vals, &[kk, n], &[4, self.g.node(vals).layout.nb[1]], 0)?;
+                    Rec::List { ids, vals, k: kk }
+                }
+            }
+            (StageKey::Temp, Rec::Vocab { x, .. }) => {
+                let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
+                Rec::Vocab { x: self.g.div(x, t)?, touched: true }
+            }
+            (StageKey::Temp, Rec::List { ids, vals, k }) => {
+                let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
+                Rec::List { ids, vals: self.g.div(vals, t)?, k }
+            }
+            (StageKey::MinP, Rec::Vocab { x, .. }) => {
+                let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
+                let m = self.g.max_rows(x)?;
+                let thr = self.g.add(m, lnp)?;
+                let keep = self.g.ge(x, thr)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                Rec::Vocab { x: self.g.where_(keep, x, ninf)?, touched: true }
+            }
+            (StageKey::MinP, Rec::List { ids, vals, k }) => {
+                let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
+                let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
+                let m = self.first_row(vals)?;
+                let thr = self.g.add(m, lnp)?;
+                let pass = self.g.ge(vals, thr)?;
+                let pos = self.neg_positions(k)?;
+                let first = self.g.gt(pos, mk)?;
+                let keep = self.g.add(pass, first)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                Rec::List { ids, vals: self.g.where_(keep, vals, ninf)?, k }
+            }
+            (StageKey::TopP, Rec::List { ids, vals, k }) => {
+                let p = self.input(&format!("s{idx}.p"), DType::F32, &[1, n], Param::TopP(idx))?;
+                let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
+                let probs = self.g.soft_max(vals, None, 1.0)?;
+                let cum = self.g.cumsum(probs)?;
+                let before = self.g.sub(cum, probs)?;
+                let drop = self.g.ge(before, p)?;
+                let ninf = self.fill(&[k, n], f32::NEG_INFINITY)?;
+                let cut = self.g.where_(drop, ninf, vals)?;
+                let pos = self.neg_positions(k)?;
+                let first = self.g.gt(pos, mk)?;
+                Rec::List { ids, vals: self.g.where_(first, vals, cut)?, k }
+            }
+            (StageKey::LogitBias(m), Rec::Vocab { x, .. }) => {
+                let ids = self.input(&format!("s{idx}.bias_ids"), DType::I32, &[m, n], Param::BiasIds(idx))?;
+                let vals = self.input(&format!("s{idx}.bias"), DType::F32, &[m, n], Param::BiasValues(idx))?;
+                Rec::Vocab { x: self.g.scatter_add(x, ids, vals)?, touched: true }
+            }
+            (StageKey::TopP, Rec::Vocab { .. }) | (StageKey::LogitBias(_), Rec::List { .. }) => {
+                unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
+            }
+        })
+    }
+}
+
+/// What a group asks to read besides its prefix's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Extras {
+    /// Also read the candidates before the selecting stage.
+    pub candidates: bool,
+    /// Read the log-probabilities of this many most likely tokens (of the raw logits).
+    pub logprobs: usize,
+}
+
+/// Appends a group's prefix to `g` on the record `x [n_vocab, n]` (f32, contiguous rows); `prefix`
+/// names its inputs. `x_is_logits`: `x` addresses the logits node's rows unchanged.
+pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], extras: Extras, prefix: &str) -> R<Built> {
+    let first = g.len();
+    let [n_vocab, n, ..] = g.node(x).ne();
+    let mut c = Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new(), ok: None };
+    let mut rec = Rec::Vocab { x, touched: false };
+    let mut before_select = rec;
+    for (i, &k) in keys.iter().enumerate() {
+        if matches!(k, StageKey::Greedy | StageKey::Dist) {
+            before_select = rec;
+        }
+        rec = c.stage(i, k, rec)?;
+    }
+    if !matches!(rec, Rec::Token(_)) {
+        before_select = rec;
+    }
+    let mut out = Outputs::default();
+    let want_record = extras.candidates || !matches!(rec, Rec::Token(_));
+    if let Rec::Token(t) = rec {
+        out.token = Some(c.g.set_output(t));
+    }
+    if want_record {
+        match before_select {
+            Rec::Vocab { touched: false, .. } if x_is_logits => out.vocab_is_logits = true,
+            Rec::Vocab { x: v, .. } => {
+                let v = if c.g.node(v).op.is_view() { c.g.cont(v)? } else { v };
+                out.vocab = Some(c.g.set_output(v));
+            }
+            Rec::List { ids, vals, .. } => {
+                let ids = if c.g.node(ids).op.is_view() { c.g.cont(ids)? } else { ids };
+                let vals = if c.g.node(vals).op.is_view() { c.g.cont(vals)? } else { vals };
+                out.list = Some((c.g.set_output(ids), c.g.set_output(vals)));
+            }
+            Rec::Token(_) => unreachable!("the record before a selection is not a token"),
+        }
+    }
+    if extras.logprobs > 0 {
+        let nl = extras.logprobs.min(n_vocab);
+        let ids = c.g.top_k(x, nl)?;
+        let probs = c.g.soft_max(x, None, 1.0)?;
+        let p = c.gather(probs, ids, n_vocab, nl)?;
+        let lp = c.g.log(p)?;
+        out.logprobs = Some((c.g.set_output(ids), c.g.set_output(lp)));
+    }
+    let inputs = std::mem::take(&mut c.inputs);
+    let nodes = (first..g.len()).map(|i| NodeId(i as u32)).collect();
+    Ok(Built { inputs, outputs: out, nodes })
+}

@@ -1,0 +1,139 @@
+//! What a sampler looks like as graph ops: [`BackendStage`], the description a CPU sampler gives of
+//! itself ([`crate::Sampler::backend_stage`]), and how it transforms the flowing record, which is
+//! one of three [`Form`]s.
+//!
+//! The description separates *structure* (what ops are appended: the stage kind, fixed sizes such as
+//! top-k's `k`, and the class of a parameter where its value changes the semantics, such as a
+//! temperature of 1 (nothing) or `<= 0` (argmax only)) from *values* (written as inputs every step,
+//! so changing a temperature or a `p` between steps rebuilds nothing). [`StageKey`] is the
+//! structure; two sequences whose backend prefixes have equal keys share one subgraph.
+
+use crate::sampler::Token;
+
+/// A backend-capable sampler stage and its current parameter values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendStage {
+    /// `greedy`: the first index of the largest logit.
+    Greedy,
+    /// `dist(seed)`: a draw from the softmax ([`graph::Op::Categorical`]).
+    Dist {
+        /// The sampler's seed.
+        seed: u64,
+    },
+    /// `top_k(k)`: `k <= 0` does nothing.
+    TopK {
+        /// How many to keep.
+        k: i32,
+    },
+    /// `top_p(p, min_keep)`: `p >= 1` does nothing.
+    TopP {
+        /// Mass to keep (already clamped at 0 by [`crate::samplers::TopP::new`]).
+        p: f32,
+        /// At least this many.
+        min_keep: usize,
+    },
+    /// `min_p(p, min_keep)`: `p <= 0` does nothing.
+    MinP {
+        /// Ratio to the largest probability.
+        p: f32,
+        /// At least this many.
+        min_keep: usize,
+    },
+    /// `temp(t)` (and `temp_ext` with `delta <= 0`).
+    Temp {
+        /// The temperature.
+        t: f32,
+    },
+    /// `logit_bias`: `(token, bias)` pairs added to the logits.
+    LogitBias {
+        /// The pairs, in order.
+        biases: Vec<(Token, f32)>,
+    },
+}
+
+/// The flowing record's shape between stages (per row of a group of `n` rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// Logits in vocabulary order, `[n_vocab, n]` f32, masked entries `-inf`.
+    Vocab,
+    /// `k` candidates per row: ids `[k, n]` i32 and logits `[k, n]` f32, sorted by logit
+    /// descending (ties: lower id first), masked entries `-inf`.
+    List(usize),
+    /// One selected token per row, `[1, n]` i32 (-1 for a row whose logits were bad).
+    Token,
+}
+
+/// The structure of one stage as appended: equal keys append equal ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StageKey {
+    /// No ops (a disabled stage: `top_k(0)`, `temp(1)`, `top_p(1)`, `min_p(0)`, no biases).
+    Nothing,
+    /// argmax.
+    Greedy,
+    /// categorical.
+    Dist,
+    /// top-k keeping this many.
+    TopK(usize),
+    /// top-p mask (list form only).
+    TopP,
+    /// min-p mask.
+    MinP,
+    /// division by the temperature.
+    Temp,
+    /// scatter-add of this many biases.
+    LogitBias(usize),
+}
+
+impl BackendStage {
+    /// The stage's name, as in a SPEC.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendStage::Greedy => "greedy",
+            BackendStage::Dist { .. } => "dist",
+            BackendStage::TopK { .. } => "top_k",
+            BackendStage::TopP { .. } => "top_p",
+            BackendStage::MinP { .. } => "min_p",
+            BackendStage::Temp { .. } => "temp",
+            BackendStage::LogitBias { .. } => "logit_bias",
+        }
+    }
+
+    /// The structure this stage appends on a record of form `form` over a vocabulary of `n_vocab`,
+    /// and the form it leaves; `None` where it has no backend form for these values (the backend
+    /// prefix ends before it and the CPU runs it).
+    ///
+    /// The cases without one: a record that is already a token; `top_p` on the vocabulary (it
+    /// needs a sorted list: put a `top_k` before it); `min_p` on the vocabulary with
+    /// `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
+    /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
+    /// bias on a list.
+    pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        use BackendStage as S;
+        Some(match (self, form) {
+            (_, Form::Token) => return None,
+            (S::Greedy, _) => (StageKey::Greedy, Form::Token),
+            (S::Dist { .. }, _) => (StageKey::Dist, Form::Token),
+            (S::TopK { k }, _) if *k <= 0 => (StageKey::Nothing, form),
+            (S::TopK { k }, Form::Vocab) => {
+                let k = (*k as usize).min(n_vocab);
+                (StageKey::TopK(k), Form::List(k))
+            }
+            (S::TopK { k }, Form::List(k0)) => {
+                let k = (*k as usize).min(k0);
+                (StageKey::TopK(k), Form::List(k))
+            }
+            (S::TopP { p, .. }, _) if *p >= 1.0 => (StageKey::Nothing, form),
+            (S::TopP { .. }, Form::List(_)) => (StageKey::TopP, form),
+            (S::TopP { .. }, _) => return None,
+            (S::MinP { p, .. }, _) if *p <= 0.0 => (StageKey::Nothing, form),
+            (S::MinP { p, min_keep }, Form::Vocab) if *p > 1.0 || *min_keep > 1 => return None,
+            (S::MinP { .. }, _) => (StageKey::MinP, form),
+            (S::Temp { t }, _) if *t == 1.0 => (StageKey::Nothing, form),
+            (S::Temp { t }, _) if *t > 0.0 && t.is_finite() => (StageKey::Temp, form),
+            (S::Temp { .. }, _) => return None,
+            (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
+            (S::LogitBias { biases }, Form::Vocab) => (StageKey::LogitBias(biases.len()), form),
+            (S::LogitBias { .. }, _) => return None,
+        })
+    }
+}

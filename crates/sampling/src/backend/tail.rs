@@ -1,0 +1,497 @@
+//! [`Tail`]: the sampling subgraphs appended after a graph's logits, and each step's work around
+//! them: writing their inputs, reading back what was reserved, finishing rows on the CPU, and
+//! accepting tokens.
+//!
+//! # Attaching
+//!
+//! For every output row, its sequence's chain gives the structure of its longest prefix with a
+//! backend form ([`super::BackendStage::key`]). Rows with equal structure and equal extras form a
+//! group with one subgraph over `[n_vocab, n]` (a view of the logits when the rows are contiguous,
+//! else gathered). Each group is then built once on a scratch graph of the real row width and
+//! checked with the backend's own `supports`; where a node is unsupported the prefix is shortened
+//! stage by stage until it is (never a silent fallback: [`Tail::placement`] says `+name` for a
+//! stage on the backend and `-name` for one on the CPU, as llama.cpp prints it).
+//!
+//! # Output reservation
+//!
+//! Per row, only what its configuration needs is read back: 4 bytes of token for a prefix that
+//! selects; `8k` bytes of candidates for a prefix ending in a `k`-list (or asked for); the logits
+//! row (`4 n_vocab` bytes) only for a row whose prefix keeps the vocabulary; `8n` bytes for `n`
+//! log-probabilities. [`Tail::reserved_bytes`] is that total, and a step's
+//! [`StepOutput::bytes_read`] (the scheduler's own count) equals it.
+
+use super::build::{self, Built, Extras, Param};
+use super::output::{RowOutput, RowResult, StepOutput};
+use super::seqs::{SeqId, Sequences};
+use super::stage::{BackendStage, Form, StageKey};
+use crate::candidates::{Candidates, TokenData};
+use crate::error::{Result, SamplingError};
+use crate::sampler::Token;
+use graph::{DType, Graph, NodeId};
+use sched::{Backend, Scheduler};
+use std::collections::BTreeMap;
+
+/// Largest `n_vocab * n` of one group: flat indices into a group are carried through f32.
+const MAX_FLAT: usize = 1 << 24;
+
+fn engine(context: &'static str) -> impl Fn(&dyn std::fmt::Display) -> SamplingError {
+    move |e| SamplingError::Engine { context, message: e.to_string() }
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    keys: Vec<StageKey>,
+    extras: Extras,
+    form: Form,
+    rows: Vec<usize>,
+    built: Built,
+}
+
+#[derive(Debug, Clone)]
+struct SeqPlan {
+    prefix: usize,
+    keys: Vec<StageKey>,
+    extras: Extras,
+    rows: Vec<usize>,
+    placement: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    seq: SeqId,
+    output: usize,
+    group: usize,
+    col: usize,
+}
+
+/// The appended sampling subgraphs of one graph and how to use them each step.
+#[derive(Debug, Clone)]
+pub struct Tail {
+    n_vocab: usize,
+    logits: NodeId,
+    slots: Vec<Slot>,
+    groups: Vec<Group>,
+    seqs: BTreeMap<SeqId, SeqPlan>,
+}
+
+/// The length of the candidate list a prefix of `keys` reads back (its last top-k).
+fn list_len(keys: &[StageKey]) -> usize {
+    keys.iter().filter_map(|k| if let StageKey::TopK(k) = k { Some(*k) } else { None }).last().unwrap_or(0)
+}
+
+/// The form a prefix of `keys` leaves.
+fn final_form(keys: &[StageKey]) -> Form {
+    let mut f = Form::Vocab;
+    for k in keys {
+        f = match *k {
+            StageKey::Greedy | StageKey::Dist => Form::Token,
+            StageKey::TopK(k) => Form::List(k),
+            _ => f,
+        };
+    }
+    f
+}
+
+impl Tail {
+    /// Appends the sampling subgraphs after `logits` (`[n_vocab, n_rows]`) for the output `rows`
+    /// (`(sequence, logits row)`; a sequence may own up to [`Sequences::max_outputs`] rows, its
+    /// outputs in the order listed), checking every stage on `backend`, the backend that will hold
+    /// the logits. Marks the nodes to read back as outputs.
+    pub fn attach(
+        g: &mut Graph,
+        logits: NodeId,
+        rows: &[(SeqId, usize)],
+        seqs: &Sequences,
+        backend: &dyn Backend,
+    ) -> Result<Tail> {
+        let ln = g.get(logits).ok_or(SamplingError::InvalidConfig {
+            what: format!("logits node {logits}"),
+            reason: "is not a node of the graph",
+        })?;
+        let [n_vocab, n_rows, n2, n3] = ln.ne();
+        if n2 * n3 != 1 || !ln.dtype.is_float() {
+            return Err(SamplingError::InvalidConfig {
+                what: format!("logits {}", g.describe(logits)),
+                reason: "must be a float [n_vocab, n_rows] tensor",
+            });
+        }
+        let mut slots = Vec::with_capacity(rows.len());
+        let mut per_seq: BTreeMap<SeqId, Vec<usize>> = BTreeMap::new();
+        let mut used = vec![false; n_rows];
+        for &(seq, row) in rows {
+            if row >= n_rows || std::mem::replace(&mut used[row], true) {
+                return Err(SamplingError::InvalidConfig {
+                    what: format!("output row {row} of {seq}"),
+                    reason: "is outside the logits or listed twice",
+                });
+            }
+            seqs.state(seq)?;
+            let outs = per_seq.entry(seq).or_default();
+            outs.push(row);
+            if outs.len() > seqs.max_outputs() {
+                return Err(SamplingError::TooManyOutputs { seq: seq.0, n: outs.len(), max: seqs.max_outputs() });
+            }
+            slots.push(Slot { seq, output: outs.len() - 1, group: 0, col: 0 });
+        }
+        // Wanted structure per sequence, then groups of equal structure (in row order).
+        let mut plans: BTreeMap<SeqId, SeqPlan> = BTreeMap::new();
+        for (&seq, rs) in &per_seq {
+            let cfg = &seqs.state(seq)?.cfg;
+            let keys = cfg.wanted_prefix(n_vocab);
+            let extras = Extras { candidates: cfg.candidates, logprobs: cfg.logprobs };
+            plans.insert(seq, SeqPlan { prefix: keys.len(), keys, extras, rows: rs.clone(), placement: String::new() });
+        }
+        let cap = (MAX_FLAT / n_vocab).max(1);
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, &(seq, row)) in rows.iter().enumerate() {
+            let p = &plans[&seq];
+            let gi =
+                match groups.iter().position(|gr| gr.keys == p.keys && gr.extras == p.extras && gr.rows.len() < cap) {
+                    Some(gi) => gi,
+                    None => {
+                        groups.push(Group {
+                            keys: p.keys.clone(),
+                            extras: p.extras,
+                            form: Form::Vocab,
+                            rows: Vec::new(),
+                            built: Built::default(),
+                        });
+                        groups.len() - 1
+                    }
+                };
+            slots[i].group = gi;
+            slots[i].col = groups[gi].rows.len();
+            groups[gi].rows.push(row);
+        }
+        // The capability check: the longest prefix of each group the backend runs at this width.
+        for gr in &mut groups {
+            let n = gr.rows.len();
+            let mut len = gr.keys.len();
+            loop {
+                let mut scratch = Graph::new();
+                let x = scratch.input("x", DType::F32, &[n_vocab, n]).map_err(|e| engine("attach")(&e))?;
+                let ok = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check")
+                    .map(|b| b.nodes.iter().all(|&id| backend.supports(&scratch, id)))
+                    .unwrap_or(false);
+                if ok {
+                    break;
+                }
+                if len == 0 {
+                    return Err(SamplingError::InvalidConfig {
+                        what: format!("backend {} cannot compute the reserved extras {:?}", backend.name(), gr.extras),
+                        reason: "(top-k and soft_max over the vocabulary are needed for log-probabilities)",
+                    });
+                }
+                len -= 1;
+            }
+            gr.keys.truncate(len);
+            gr.form = final_form(&gr.keys);
+        }
+        // Build for real.
+        let contiguous_f32 = ln.dtype == DType::F32 && ln.layout.is_contiguous(ln.dtype);
+        let row_bytes = ln.layout.nb[1];
+        for (gi, gr) in groups.iter_mut().enumerate() {
+            let n = gr.rows.len();
+            let consecutive = gr.rows.windows(2).all(|w| w[1] == w[0] + 1);
+            let prefix = format!("tail.g{gi}");
+            let mut row_ids = None;
+            let x = if contiguous_f32 && consecutive {
+                g.view(logits, &[n_vocab, n], &[4, row_bytes], gr.rows[0] * row_bytes)
+            } else {
+                let ids = g.input(&format!("{prefix}.rows"), DType::I32, &[n]);
+                ids.and_then(|ids| {
+                    row_ids = Some(ids);
+                    g.get_rows(logits, ids)
+                })
+            }
+            .map_err(|e| engine("attach")(&e))?;
+            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix)
+                .map_err(|e| engine("attach")(&e))?;
+            if let Some(ids) = row_ids {
+                built.inputs.push((ids, Param::RowIds));
+            }
+            if built.outputs.vocab_is_logits {
+                g.set_output(logits);
+            }
+            gr.built = built;
+        }
+        // Placement, per sequence.
+        for (seq, p) in plans.iter_mut() {
+            let gi = slots.iter().find(|s| s.seq == *seq).map(|s| s.group).expect("a sequence has rows");
+            p.prefix = groups[gi].keys.len();
+            let cfg = &seqs.state(*seq)?.cfg;
+            let names: Vec<String> = cfg
+                .chain
+                .stages()
+                .iter()
+                .enumerate()
+                .map(|(i, s)| format!("{}{}", if i < p.prefix { '+' } else { '-' }, s.name()))
+                .collect();
+            p.placement = names.join(" ");
+        }
+        Ok(Tail { n_vocab, logits, slots, groups, seqs: plans })
+    }
+
+    /// Per sequence, where each stage of its chain runs: `+name` on the backend, `-name` on the
+    /// CPU (llama.cpp's notation), e.g. `+top_k +temp -typical -dist`.
+    pub fn placement(&self) -> Vec<(SeqId, String)> {
+        self.seqs.iter().map(|(s, p)| (*s, p.placement.clone())).collect()
+    }
+
+    /// The placement as text, one line per sequence (for plan dumps).
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (gi, gr) in self.groups.iter().enumerate() {
+            let seqs: Vec<String> =
+                self.slots.iter().filter(|sl| sl.group == gi).map(|sl| format!("{}.{}", sl.seq.0, sl.output)).collect();
+            s +=
+                &format!("group tail.g{gi}: rows {:?} (seq.output {}), reads {:?}\n", gr.rows, seqs.join(" "), gr.form);
+        }
+        for (seq, p) in &self.seqs {
+            s += &format!("{seq}: {}\n", p.placement);
+        }
+        s
+    }
+
+    /// How many stages of `seq`'s chain run on the backend.
+    pub fn backend_prefix(&self, seq: SeqId) -> Option<usize> {
+        self.seqs.get(&seq).map(|p| p.prefix)
+    }
+
+    /// Bytes one step reads back: the sum of every row's reservation.
+    pub fn reserved_bytes(&self) -> usize {
+        let mut total = 0;
+        for gr in &self.groups {
+            let n = gr.rows.len();
+            let o = &gr.built.outputs;
+            total += o.token.map_or(0, |_| 4 * n);
+            total += o.list.map_or(0, |_| 8 * list_len(&gr.keys) * n);
+            total += if o.vocab.is_some() || o.vocab_is_logits { 4 * self.n_vocab * n } else { 0 };
+            total += o.logprobs.map_or(0, |_| 8 * gr.extras.logprobs.min(self.n_vocab) * n);
+        }
+        total
+    }
+
+    /// Whether `seqs` still has the structure this tail was built for (every sequence present, the
+    /// same backend prefix structure and extras). Parameter values may differ: they are inputs.
+    pub fn check_current(&self, seqs: &Sequences) -> Result<()> {
+        for (seq, p) in &self.seqs {
+            let cfg =
+                &seqs.state(*seq).map_err(|_| SamplingError::StaleTail { what: format!("{seq} was removed") })?.cfg;
+            let wanted = cfg.wanted_prefix(self.n_vocab);
+            let extras = Extras { candidates: cfg.candidates, logprobs: cfg.logprobs };
+            if wanted != p.keys || extras != p.extras {
+                return Err(SamplingError::StaleTail {
+                    what: format!("{seq}'s chain or reservation changed structure"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes this step's inputs: every backend stage's current parameters and each draw's key
+    /// (the sequence's seed and `step + output index`). Fails with [`SamplingError::StaleTail`]
+    /// if a sequence's structure changed since [`Tail::attach`].
+    pub fn set_inputs(&self, sched: &mut Scheduler, seqs: &Sequences) -> Result<()> {
+        self.check_current(seqs)?;
+        for (gi, gr) in self.groups.iter().enumerate() {
+            let cols: Vec<&Slot> = self.slots.iter().filter(|s| s.group == gi).collect();
+            for &(node, param) in &gr.built.inputs {
+                let mut bytes: Vec<u8> = Vec::new();
+                for sl in &cols {
+                    let st = seqs.state(sl.seq)?;
+                    let stage = |i: usize| {
+                        st.cfg.chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form")
+                    };
+                    let f = |b: &mut Vec<u8>, v: f32| b.extend_from_slice(&v.to_le_bytes());
+                    let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
+                    match param {
+                        Param::RowIds => i(&mut bytes, gr.rows[sl.col] as i32),
+                        Param::Keys => {
+                            let seed = gr.keys.iter().enumerate().find_map(|(j, k)| {
+                                (*k == StageKey::Dist).then(|| match stage(j) {
+                                    BackendStage::Dist { seed } => seed,
+                                    _ => unreachable!("a dist key comes from a dist stage"),
+                                })
+                            });
+                            let seed = seed.expect("keys are an input only of a dist stage");
+                            let step = st.step + sl.output as u64;
+                            for w in [seed as u32, (seed >> 32) as u32, step as u32, (step >> 32) as u32] {
+                                i(&mut bytes, w as i32);
+                            }
+                        }
+                        Param::Temp(j) => match stage(j) {
+                            BackendStage::Temp { t } => f(&mut bytes, t),
+                            s => unreachable!("temp input of {s:?}"),
+                        },
+                        Param::LnP(j) => match stage(j) {
+                            BackendStage::MinP { p, .. } => f(&mut bytes, p.ln()),
+                            s => unreachable!("ln p input of {s:?}"),
+                        },
+                        Param::TopP(j) => match stage(j) {
+                            BackendStage::TopP { p, .. } => f(&mut bytes, p),
+                            s => unreachable!("p input of {s:?}"),
+                        },
+                        Param::NegMinKeep(j) => match stage(j) {
+                            BackendStage::TopP { min_keep, .. } | BackendStage::MinP { min_keep, .. } => {
+                                f(&mut bytes, -(min_keep.max(1) as f32))
+                            }
+                            s => unreachable!("min_keep input of {s:?}"),
+                        },
+                        Param::BiasIds(j) | Param::BiasValues(j) => match stage(j) {
+                            BackendStage::LogitBias { biases } => {
+                                for &(t, b) in &biases {
+                                    if matches!(param, Param::BiasIds(_)) {
+                                        i(&mut bytes, i32::try_from(t).unwrap_or(-1));
+                                    } else {
+                                        f(&mut bytes, b);
+                                    }
+                                }
+                            }
+                            s => unreachable!("bias input of {s:?}"),
+                        },
+                    }
+                }
+                sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After `compute`: reads back exactly what was reserved, finishes every row whose chain goes
+    /// on past its backend prefix on the CPU (its suffix with the step counter of its output), and
+    /// returns each row's result. Nothing is accepted: call [`Tail::accept`] with the tokens kept.
+    pub fn sample(&self, sched: &mut Scheduler, seqs: &mut Sequences) -> Result<StepOutput> {
+        self.check_current(seqs)?;
+        let before = sched.stats().bytes_to_host;
+        let rd = |e: sched::SchedError| engine("reading the sampling outputs")(&e);
+        let mut results: Vec<Option<RowResult>> = vec![None; self.slots.len()];
+        for (gi, gr) in self.groups.iter().enumerate() {
+            let n = gr.rows.len();
+            let o = &gr.built.outputs;
+            let tokens = o.token.map(|t| sched.read_i32(t)).transpose().map_err(rd)?;
+            let list = match o.list {
+                Some((ids, vals)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(vals).map_err(rd)?)),
+                None => None,
+            };
+            let vocab = match (o.vocab, o.vocab_is_logits) {
+                (Some(v), _) => Some(sched.read_f32(v).map_err(rd)?),
+                (None, true) => Some(sched.read_rows_f32(self.logits, &gr.rows).map_err(rd)?),
+                (None, false) => None,
+            };
+            let lps = match o.logprobs {
+                Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
+                None => None,
+            };
+            for (si, sl) in self.slots.iter().enumerate().filter(|(_, s)| s.group == gi) {
+                let c = sl.col;
+                let what = format!("{}", self.seqs[&sl.seq].placement);
+                let row_list = list.as_ref().map(|(ids, vals)| {
+                    let k = ids.len() / n;
+                    (&ids[c * k..(c + 1) * k], &vals[c * k..(c + 1) * k])
+                });
+                let row_vocab = vocab.as_ref().map(|v| &v[c * self.n_vocab..(c + 1) * self.n_vocab]);
+                let result = self.finish_row(seqs, sl, tokens.as_ref().map(|t| t[c]), row_list, row_vocab, &what);
+                let result = result.map(|mut out| {
+                    if let Some((ids, lp)) = &lps {
+                        let m = ids.len() / n;
+                        out.logprobs = Some((c * m..(c + 1) * m).map(|j| (ids[j] as Token, lp[j])).collect());
+                    }
+                    out
+                });
+                let row = match result {
+                    Err(SamplingError::BadRow { stage, .. }) => {
+                        Err(SamplingError::BadRow { row: gr.rows[c], seq: sl.seq.to_string(), stage })
+                    }
+                    r => r,
+                };
+                results[si] = Some(RowResult { seq: sl.seq, output: sl.output, result: row });
+            }
+        }
+        let bytes_read = (sched.stats().bytes_to_host - before) as usize;
+        let mut rows: Vec<(usize, RowResult)> = self
+            .slots
+            .iter()
+            .zip(results)
+            .map(|(sl, r)| (self.groups[sl.group].rows[sl.col], r.expect("every slot is in a group")))
+            .collect();
+        rows.sort_by_key(|(r, _)| *r);
+        Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read })
+    }
+
+    fn finish_row(
+        &self,
+        seqs: &mut Sequences,
+        sl: &Slot,
+        token: Option<i32>,
+        list: Option<(&[i32], &[f32])>,
+        vocab: Option<&[f32]>,
+        placement: &str,
+    ) -> Result<RowOutput> {
+        let bad = || SamplingError::BadRow { row: 0, seq: String::new(), stage: placement.to_string() };
+        let plan = &self.seqs[&sl.seq];
+        let st = seqs.state_mut(sl.seq)?;
+        let step = st.step + sl.output as u64;
+        let mut cur = match (list, vocab) {
+            (Some((ids, vals)), _) => {
+                if vals.iter().any(|v| v.is_nan()) {
+                    return Err(bad());
+                }
+                let l: Vec<TokenData> = ids
+                    .iter()
+                    .zip(vals)
+                    .filter(|(_, v)| **v != f32::NEG_INFINITY)
+                    .map(|(&id, &logit)| TokenData { id: id as u32, logit, p: 0.0 })
+                    .collect();
+                if l.is_empty() {
+                    return Err(bad());
+                }
+                Some(Candidates::from_list(l, self.n_vocab)?)
+            }
+            (None, Some(row)) => Some(Candidates::from_row(row)?),
+            (None, None) => None,
+        };
+        let mut out = RowOutput { token: None, candidates: None, logprobs: None, logits: None };
+        if let Some(t) = token {
+            if t < 0 {
+                return Err(bad());
+            }
+            out.token = Some(t as Token);
+            if let Some(cur) = cur.as_mut() {
+                cur.set_selected(None);
+                let mut o = cur.output()?;
+                o.selected = out.token;
+                out.candidates = Some(o.candidates);
+            }
+        } else if let Some(mut cur) = cur {
+            st.cfg.chain.set_step_from(plan.prefix, step);
+            st.cfg.chain.apply_from(plan.prefix, &mut cur)?;
+            out.token = cur.selected_token();
+            if plan.extras.candidates {
+                out.candidates = Some(cur.output()?.candidates);
+            }
+            if let (None, Some(row)) = (list, vocab) {
+                out.logits = Some(row.to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Accepts the first `tokens.len()` outputs of `seq` (a contiguous prefix: speculative
+    /// verification keeps the drafts up to the first rejection): its chain records them and its
+    /// step counter advances by as many.
+    pub fn accept(&self, seqs: &mut Sequences, seq: SeqId, tokens: &[Token]) -> Result<()> {
+        let p = self.seqs.get(&seq).ok_or(SamplingError::UnknownSequence { seq: seq.0 })?;
+        if tokens.len() > p.rows.len() {
+            return Err(SamplingError::TooManyOutputs { seq: seq.0, n: tokens.len(), max: p.rows.len() });
+        }
+        seqs.accept(seq, tokens)
+    }
+}
+
+impl Tail {
+    /// The logits node the tail reads from.
+    pub fn logits(&self) -> NodeId {
+        self.logits
+    }
+}

@@ -1,0 +1,246 @@
+//! The backend sampling tail on the CPU backend: a mixed batch over many steps against each
+//! sequence's CPU chain run alone, output reservation and its byte count, no re-plan on steady
+//! steps or parameter changes, chains changed and removed between steps, and bad rows failing alone.
+
+use graph::{DType, Graph, NodeId};
+use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+use sampling::{Chain, Sampler, SamplingError};
+use sched::Scheduler;
+
+const V: usize = 1000;
+
+/// Deterministic logits for (step, row): a spread of scales so that truncation matters.
+fn logits_for(step: usize, row: usize) -> Vec<f32> {
+    let mut s = (step as u64 * 7919 + row as u64 * 104_729 + 1) | 1;
+    let scale = 1.0 + (row % 4) as f32 * 2.0;
+    (0..V)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+        })
+        .collect()
+}
+
+fn cpu_sched() -> Scheduler {
+    Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap()
+}
+
+struct Setup {
+    g: Graph,
+    logits: NodeId,
+    tail: Tail,
+}
+
+fn attach(seqs: &Sequences, rows: &[(SeqId, usize)], n_rows: usize) -> Setup {
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[V, n_rows]).unwrap();
+    let tail = Tail::attach(&mut g, logits, rows, seqs, &cpu::CpuBackend::new()).unwrap();
+    Setup { g, logits, tail }
+}
+
+const CHAINS: [&str; 8] = [
+    "greedy",
+    "top_k(k=40);temp(t=0.8);dist(seed=3)",
+    "min_p(p=0.05);dist(seed=4)",
+    "top_k(k=50);top_p(p=0.9);min_p(p=0.1);temp(t=0.7);dist(seed=5)",
+    "typical(p=0.9);dist(seed=6)",
+    "top_k(k=20);typical(p=0.95);dist(seed=7)",
+    "temp(t=0.9);logit_bias(5=2,9=-inf);dist(seed=8)",
+    "",
+];
+
+#[test]
+fn mixed_batch_matches_each_chain_alone_over_50_steps() {
+    let mut seqs = Sequences::new(1).unwrap();
+    let mut refs: Vec<Option<Chain>> = Vec::new();
+    for (i, spec) in CHAINS.iter().enumerate() {
+        let chain = if spec.is_empty() { Chain::new() } else { Chain::parse(spec).unwrap() };
+        refs.push(Some(chain.clone()));
+        seqs.set(SeqId(i as u32), SeqConfig::new(chain));
+    }
+    let n_rows = CHAINS.len();
+    let rows_of = |seqs: &Sequences| -> Vec<(SeqId, usize)> { seqs.ids().map(|s| (s, s.0 as usize)).collect() };
+    let mut setup = attach(&seqs, &rows_of(&seqs), n_rows);
+    let placement: Vec<String> = setup.tail.placement().into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        placement,
+        [
+            "+greedy",
+            "+top_k +temp +dist",
+            "+min_p +dist",
+            "+top_k +top_p +min_p +temp +dist",
+            "-typical -dist",
+            "+top_k -typical -dist",
+            "+temp +logit_bias +dist",
+            "",
+        ]
+    );
+    let mut sched = cpu_sched();
+    sched.plan(&setup.g).unwrap();
+    let mut plans = sched.stats().plans;
+    let mut steady_steps = 0;
+    for step in 0..50 {
+        match step {
+            // A parameter change: same structure, no re-plan.
+            10 => {
+                let c = Chain::parse("top_k(k=40);temp(t=0.5);dist(seed=3)").unwrap();
+                refs[1] = Some(c.clone());
+                seqs.set(SeqId(1), SeqConfig::new(c));
+            }
+            // A structural change, and a removal: a new tail (and plan).
+            20 | 30 => {
+                if step == 20 {
+                    let c = Chain::parse("top_k(k=10);greedy").unwrap();
+                    refs[2] = Some(c.clone());
+                    seqs.set(SeqId(2), SeqConfig::new(c));
+                } else {
+                    refs[4] = None;
+                    seqs.remove(SeqId(4));
+                }
+                assert!(matches!(setup.tail.set_inputs(&mut sched, &seqs), Err(SamplingError::StaleTail { .. })));
+                setup = attach(&seqs, &rows_of(&seqs), n_rows);
+            }
+            _ => {}
+        }
+        sched.plan(&setup.g).unwrap();
+        let mut all = Vec::with_capacity(V * n_rows);
+        for r in 0..n_rows {
+            all.extend(logits_for(step, r));
+        }
+        sched.set_input_f32(setup.logits, &all).unwrap();
+        setup.tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = setup.tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.bytes_read, setup.tail.reserved_bytes(), "step {step}");
+        for (i, row) in out.rows.iter().enumerate() {
+            let seq = row.seq;
+            let r = seq.0 as usize;
+            let reference = refs[r].as_mut().expect("only present sequences have rows");
+            reference.set_step(seqs.step(seq).unwrap());
+            let logits = logits_for(step, r);
+            let got = row.result.as_ref().unwrap();
+            if CHAINS[r].is_empty() {
+                assert_eq!(got.token, None);
+                assert_eq!(out.logits(i).unwrap(), &logits[..]);
+                continue;
+            }
+            let want = reference.sample(&logits).unwrap();
+            assert_eq!(got.token, Some(want), "step {step} {seq} ({})", setup.tail.describe());
+            setup.tail.accept(&mut seqs, seq, &[want]).unwrap();
+        }
+        let now = sched.stats().plans;
+        if ![20, 30].contains(&step) {
+            assert_eq!(now, plans, "step {step} re-planned");
+            steady_steps += 1;
+        }
+        plans = now;
+    }
+    assert_eq!(steady_steps, 48);
+}
+
+#[test]
+fn reservation_reads_only_what_each_row_needs() {
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()));
+    seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);typical(p=0.9);dist").unwrap()));
+    seqs.set(SeqId(2), SeqConfig::new(Chain::parse("typical(p=0.9);dist").unwrap()));
+    seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
+    let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];
+    let s = attach(&seqs, &rows, 4);
+    // greedy: 4; top_k(8) list: 8 * 8; CPU row: 4 * V; dist: 4, logprobs 5 * 8.
+    assert_eq!(s.tail.reserved_bytes(), 4 + 64 + 4 * V + 4 + 40);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    let all: Vec<f32> = (0..4).flat_map(|r| logits_for(1, r)).collect();
+    sched.set_input_f32(s.logits, &all).unwrap();
+    s.tail.set_inputs(&mut sched, &seqs).unwrap();
+    sched.compute().unwrap();
+    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    assert_eq!(out.bytes_read, s.tail.reserved_bytes());
+    // Getters for what was not reserved say so.
+    assert!(matches!(out.candidates(0), Err(SamplingError::NotReserved { what: "candidates", .. })));
+    assert!(matches!(out.logprobs(0), Err(SamplingError::NotReserved { what: "logprobs", .. })));
+    assert!(matches!(out.logits(0), Err(SamplingError::NotReserved { what: "logits", .. })));
+    assert_eq!(out.logits(2).unwrap(), &logits_for(1, 2)[..]);
+    // Log-probabilities: the top 5 of the raw row, exactly as an f64 softmax gives them.
+    let row = logits_for(1, 3);
+    let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+    let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
+    let mut order: Vec<usize> = (0..V).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    let lp = out.logprobs(3).unwrap();
+    for (j, &(id, l)) in lp.iter().enumerate() {
+        assert_eq!(id as usize, order[j]);
+        assert!((f64::from(l) - (f64::from(row[order[j]]) - lse)).abs() < 1e-4, "{l}");
+    }
+}
+
+#[test]
+fn candidates_match_the_cpu_chain() {
+    for spec in [
+        "top_k(k=30);top_p(p=0.8);dist(seed=2)",
+        "min_p(p=0.2);temp(t=0.6);greedy",
+        "top_k(k=12);min_p(p=0.3,min_keep=5)",
+    ] {
+        let mut seqs = Sequences::new(1).unwrap();
+        seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()).with_candidates());
+        let s = attach(&seqs, &[(SeqId(0), 0)], 1);
+        let mut sched = cpu_sched();
+        sched.plan(&s.g).unwrap();
+        let row = logits_for(3, 2);
+        sched.set_input_f32(s.logits, &row).unwrap();
+        s.tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+        let want = Chain::parse(spec).unwrap().run(&row).unwrap();
+        let got = out.candidates(0).unwrap();
+        assert_eq!(got.len(), want.candidates.len(), "{spec}");
+        for (a, b) in got.iter().zip(&want.candidates) {
+            assert_eq!(a.id, b.id, "{spec}");
+            assert!((a.p - b.p).abs() < 1e-5, "{spec}: {a:?} vs {b:?}");
+        }
+        assert_eq!(out.rows[0].result.as_ref().unwrap().token, want.selected, "{spec}");
+    }
+}
+
+#[test]
+fn bad_rows_fail_alone_and_bad_configurations_are_errors() {
+    let mut seqs = Sequences::new(2).unwrap();
+    for (i, spec) in ["greedy", "top_k(k=5);dist", "min_p(p=0.1);dist", "dist"].iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
+    }
+    let rows: Vec<(SeqId, usize)> = (0..4).map(|i| (SeqId(i), i as usize)).chain([(SeqId(3), 4)]).collect();
+    let s = attach(&seqs, &rows, 5);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    let mut all: Vec<f32> = (0..5).flat_map(|r| logits_for(2, r)).collect();
+    all[V + 17] = f32::NAN; // row 1
+    all[2 * V + 3] = f32::INFINITY; // row 2
+    for x in &mut all[4 * V..] {
+        *x = f32::NEG_INFINITY; // row 4: all masked
+    }
+    all[5] = f32::NAN; // row 0
+    sched.set_input_f32(s.logits, &all).unwrap();
+    s.tail.set_inputs(&mut sched, &seqs).unwrap();
+    sched.compute().unwrap();
+    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    for r in [0, 1, 2, 4] {
+        assert!(matches!(out.rows[r].result, Err(SamplingError::BadRow { .. })), "row {r}: {:?}", out.rows[r].result);
+    }
+    let want = Chain::parse("dist").unwrap().sample(&logits_for(2, 3)).unwrap();
+    assert_eq!(out.token(3).unwrap(), want);
+
+    // Unknown sequence, too many outputs, rows out of range.
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[V, 3]).unwrap();
+    let cpu = cpu::CpuBackend::new();
+    let e = Tail::attach(&mut g, logits, &[(SeqId(9), 0)], &seqs, &cpu).unwrap_err();
+    assert!(matches!(e, SamplingError::UnknownSequence { seq: 9 }), "{e}");
+    let e = Tail::attach(&mut g, logits, &[(SeqId(0), 0), (SeqId(0), 1), (SeqId(0), 2)], &seqs, &cpu).unwrap_err();
+    assert!(matches!(e, SamplingError::TooManyOutputs { seq: 0, n: 3, max: 2 }), "{e}");
+    let e = Tail::attach(&mut g, logits, &[(SeqId(0), 3)], &seqs, &cpu).unwrap_err();
+    assert!(e.to_string().contains("outside the logits"), "{e}");
+    assert!(Sequences::new(0).is_err());
+}
