@@ -10,8 +10,13 @@
 //! candidates sorted by `p` descending, `p` normalised over them, `selected` null when the chain
 //! has no selecting stage. Every row is sampled by its own copy of the chain in the same state:
 //! `--history` tokens accepted in order, then the random stages set to step `--step`. `--seed`
-//! is the seed of every random stage whose SPEC does not give one. Only `--path chain` on the
-//! CPU exists so far; `--path graph` and `--backend vulkan` arrive with backend sampling.
+//! is the seed of every random stage whose SPEC does not give one.
+//!
+//! `--path chain` runs the CPU sampler chain. `--path graph` attaches the chain's longest backend
+//! prefix after a logits input (`sampling::backend::Tail`, every row its own sequence, candidates
+//! reserved), runs it through `sched` on `--backend` (`vulkan`: the Vulkan backend first, the CPU
+//! for what it cannot run) and finishes on the CPU; `--placement` prints where each stage ran
+//! (`+name` backend, `-name` CPU) and the bytes read back on stderr.
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use sampling::{SampleOutput, Sampler};
@@ -43,9 +48,12 @@ struct Args {
     /// Where the backend prefix runs.
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
-    /// `chain`: the CPU sampler chain; `graph`: backend subgraph then CPU (not yet).
+    /// `chain`: the CPU sampler chain; `graph`: backend subgraph, then the CPU for the rest.
     #[arg(long, value_enum, default_value = "chain")]
     path: PathKind,
+    /// With `--path graph`: print each stage's placement and the bytes read back on stderr.
+    #[arg(long)]
+    placement: bool,
     /// Tokens accepted before this step, comma separated.
     #[arg(long, value_delimiter = ',')]
     history: Vec<u32>,
@@ -59,11 +67,8 @@ struct Args {
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args = Args::try_parse_from(args)?;
-    if args.path == PathKind::Graph {
-        bail!("--path graph arrives with backend sampling (a later issue); use --path chain");
-    }
-    if args.backend == Backend::Vulkan {
-        bail!("--backend vulkan arrives with backend sampling (a later issue); use --backend cpu");
+    if args.path == PathKind::Chain && args.backend == Backend::Vulkan {
+        bail!("--backend vulkan runs the backend prefix: use it with --path graph (--path chain is the CPU chain)");
     }
     let (rows, n_vocab, data) = read_logits(&args.logits)?;
     let mut chain = sampling::chain_spec::parse(&args.chain, args.seed.unwrap_or(sampling::DEFAULT_SEED))
@@ -77,12 +82,56 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     chain.set_step(args.step);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    if args.path == PathKind::Graph {
+        let lines = run_graph(&args, chain, rows, n_vocab, &data)?;
+        for l in lines {
+            writeln!(out, "{l}")?;
+        }
+        return Ok(());
+    }
     for r in 0..rows {
         let row = &data[r * n_vocab..(r + 1) * n_vocab];
         let o = chain.clone().run(row).with_context(|| format!("row {r}"))?;
         writeln!(out, "{}", json_line(r, &o))?;
     }
     Ok(())
+}
+
+/// `--path graph`: one sequence per row, the tail attached after a logits input, one step.
+fn run_graph(args: &Args, chain: sampling::Chain, rows: usize, n_vocab: usize, data: &[f32]) -> Result<Vec<String>> {
+    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+    let names: Vec<String> = match args.backend {
+        Backend::Cpu => vec!["cpu".into()],
+        Backend::Vulkan => vec!["vulkan".into(), "cpu".into()],
+    };
+    let backends = crate::dump::make_backends(&names)?;
+    let mut seqs = Sequences::new(1)?;
+    for r in 0..rows {
+        seqs.set(SeqId(r as u32), SeqConfig::new(chain.clone()).with_candidates());
+        seqs.set_step(SeqId(r as u32), args.step)?;
+    }
+    let mut g = graph::Graph::new();
+    let logits = g.input("logits", graph::DType::F32, &[n_vocab, rows])?;
+    let map: Vec<(SeqId, usize)> = (0..rows).map(|r| (SeqId(r as u32), r)).collect();
+    let tail =
+        Tail::attach(&mut g, logits, &map, &seqs, backends[0].as_ref()).context("attaching the sampling tail")?;
+    let mut sched = sched::Scheduler::new(backends)?;
+    sched.plan(&g).context("planning")?;
+    sched.set_input_f32(logits, data)?;
+    tail.set_inputs(&mut sched, &seqs)?;
+    sched.compute().context("running the graph")?;
+    let step = tail.sample(&mut sched, &mut seqs)?;
+    if args.placement {
+        eprintln!("{}", tail.describe().trim_end());
+        eprintln!("read back {} bytes (reserved {})", step.bytes_read, tail.reserved_bytes());
+    }
+    let mut lines = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let o = step.rows[r].result.clone().with_context(|| format!("row {r}"))?;
+        let so = SampleOutput { selected: o.token, candidates: o.candidates.unwrap_or_default() };
+        lines.push(json_line(r, &so));
+    }
+    Ok(lines)
 }
 
 fn f32_json(x: f32) -> String {

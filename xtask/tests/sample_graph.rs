@@ -1,0 +1,141 @@
+//! `cargo xtask sample --path graph` against `--path chain`: for every backend stage and chains
+//! that mix backend and CPU stages, the same selected token and the same candidates (probabilities
+//! within 1e-5), on the CPU backend and, where a Vulkan device exists, on Vulkan.
+#![allow(clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn sample(args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("sample").args(args).current_dir(root()).output().unwrap();
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    Ok(String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect())
+}
+
+const CHAINS: &[&str] = &[
+    "greedy",
+    "dist(seed=11)",
+    "top_k(k=40)",
+    "top_k(k=40);greedy",
+    "top_k(k=40);dist(seed=3)",
+    "top_k(k=50);top_p(p=0.9)",
+    "top_k(k=50);top_p(p=0.9,min_keep=5);dist(seed=4)",
+    "top_k(k=50);min_p(p=0.1,min_keep=3);dist(seed=5)",
+    "min_p(p=0.05)",
+    "min_p(p=0.05);dist(seed=6)",
+    "temp(t=0.7);dist(seed=7)",
+    "temp(t=1.3);top_k(k=30);temp(t=0.5);greedy",
+    "logit_bias(3=5,7=-inf,2000=1);greedy",
+    "logit_bias(3=1.5);temp(t=0.8);min_p(p=0.02);dist(seed=8)",
+    "top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist(seed=9)",
+    // Backend prefix + CPU suffix, and CPU only.
+    "top_k(k=40);typical(p=0.9);dist(seed=10)",
+    "top_p(p=0.9);dist(seed=12)",
+    "typical(p=0.9);top_k(k=10);dist(seed=13)",
+    "temp(t=0);dist",
+    "min_p(p=0.05,min_keep=4);greedy",
+];
+
+fn compare(logits: &str, backend: &str, steps: &[&str]) -> Result<(), String> {
+    for chain in CHAINS {
+        for step in steps {
+            let a =
+                sample(&["--logits", logits, "--chain", chain, "--step", step]).map_err(|e| format!("chain: {e}"))?;
+            let b = sample(&[
+                "--logits",
+                logits,
+                "--chain",
+                chain,
+                "--step",
+                step,
+                "--path",
+                "graph",
+                "--backend",
+                backend,
+            ])?;
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                let what = format!("{chain} on {logits} step {step} ({backend}): row {}", x["row"]);
+                assert_eq!(x["selected"], y["selected"], "{what}");
+                let (cx, cy) = (x["candidates"].as_array().unwrap(), y["candidates"].as_array().unwrap());
+                assert_eq!(cx.len(), cy.len(), "{what}");
+                for (p, q) in cx.iter().zip(cy) {
+                    let (pp, qp) = (p["p"].as_f64().unwrap(), q["p"].as_f64().unwrap());
+                    assert!((pp - qp).abs() <= 1e-5, "{what}: {p} vs {q}");
+                    // Equal probabilities may come in either order; distinct ones in this order.
+                    if p["id"] != q["id"] {
+                        assert!(
+                            cx.iter().any(|c| c["id"] == q["id"] && (c["p"].as_f64().unwrap() - qp).abs() <= 1e-6),
+                            "{what}: {p} vs {q}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn graph_path_matches_chain_path_on_cpu() {
+    compare("fixtures/logits/vocab1k_f16.npy", "cpu", &["0", "1", "7"]).unwrap();
+    compare("fixtures/logits/small_f32.npy", "cpu", &["0", "5"]).unwrap();
+}
+
+#[test]
+fn graph_path_matches_chain_path_on_vulkan() {
+    let probe = sample(&[
+        "--logits",
+        "fixtures/logits/small_f32.npy",
+        "--chain",
+        "greedy",
+        "--path",
+        "graph",
+        "--backend",
+        "vulkan",
+    ]);
+    if let Err(e) = &probe {
+        if std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_some() {
+            panic!("SAMPLING_REQUIRE_VULKAN is set but xtask sample --backend vulkan failed: {e}");
+        }
+        eprintln!("SKIPPED graph_path_matches_chain_path_on_vulkan: no usable Vulkan device ({})", e.trim());
+        return;
+    }
+    compare("fixtures/logits/vocab1k_f16.npy", "vulkan", &["0", "3"]).unwrap();
+    compare("fixtures/logits/small_f32.npy", "vulkan", &["0"]).unwrap();
+}
+
+#[test]
+fn placement_and_bytes_are_reported() {
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "sample",
+            "--logits",
+            "fixtures/logits/vocab1k_f16.npy",
+            "--chain",
+            "top_k(k=40);typical(p=0.9);dist",
+            "--path",
+            "graph",
+            "--placement",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("seq 0: +top_k -typical -dist"), "{err}");
+    // 40 candidates of 8 bytes, for the one row.
+    assert!(err.contains("read back 320 bytes (reserved 320)"), "{err}");
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["sample", "--logits", "fixtures/logits/small_f32.npy", "--chain", "greedy", "--backend", "vulkan"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("use it with --path graph"));
+}
