@@ -22,6 +22,9 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     }
     let rest = std::iter::once(format!("xtask bench {suite}")).chain(args[2..].iter().cloned());
     match suite.as_str() {
+        "sampling" if args.iter().any(|a| a == "--path" || a.starts_with("--path=")) => {
+            crate::bench_sampling_graph::run(rest)
+        }
         "sampling" => crate::bench_sampling::run(rest),
         "readback" => crate::bench_readback::run(rest),
         "ops" if vulkan => crate::bench_vulkan::run(rest),

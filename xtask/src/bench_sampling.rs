@@ -38,7 +38,7 @@ struct Args {
 }
 
 /// The chains of the issue, with their names in the table.
-const CHAINS: &[(&str, &str)] = &[
+pub const CHAINS: &[(&str, &str)] = &[
     ("greedy", "greedy"),
     ("default", "top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist(seed=1)"),
     ("top_p", "top_p(p=0.95);temp(t=0.8);dist(seed=1)"),
@@ -49,7 +49,7 @@ const CHAINS: &[(&str, &str)] = &[
 const ROTATE: usize = 8;
 
 /// LLM-like logits (see the module documentation).
-fn make_rows(n_vocab: usize, n_rows: usize) -> Vec<Vec<f32>> {
+pub fn make_rows(n_vocab: usize, n_rows: usize) -> Vec<Vec<f32>> {
     (0..n_rows)
         .into_par_iter()
         .map(|r| {

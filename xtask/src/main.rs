@@ -7,6 +7,7 @@ mod bench;
 mod bench_ops;
 mod bench_readback;
 mod bench_sampling;
+mod bench_sampling_graph;
 mod bench_vulkan;
 mod ci;
 mod dump;

@@ -113,7 +113,7 @@ fn run_graph(args: &Args, chain: sampling::Chain, rows: usize, n_vocab: usize, d
     let mut g = graph::Graph::new();
     let logits = g.input("logits", graph::DType::F32, &[n_vocab, rows])?;
     let map: Vec<(SeqId, usize)> = (0..rows).map(|r| (SeqId(r as u32), r)).collect();
-    let tail =
+    let mut tail =
         Tail::attach(&mut g, logits, &map, &seqs, backends[0].as_ref()).context("attaching the sampling tail")?;
     let mut sched = sched::Scheduler::new(backends)?;
     sched.plan(&g).context("planning")?;

@@ -58,7 +58,8 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
     for (i, spec) in CHAINS.iter().enumerate() {
         let chain = if spec.is_empty() { Chain::new() } else { Chain::parse(spec).unwrap() };
         refs.push(Some(chain.clone()));
-        seqs.set(SeqId(i as u32), SeqConfig::new(chain));
+        let cfg = SeqConfig::new(chain);
+        seqs.set(SeqId(i as u32), if spec.is_empty() { cfg.with_logits() } else { cfg });
     }
     let n_rows = CHAINS.len();
     let rows_of = |seqs: &Sequences| -> Vec<(SeqId, usize)> { seqs.ids().map(|s| (s, s.0 as usize)).collect() };
@@ -143,14 +144,14 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
 #[test]
 fn reservation_reads_only_what_each_row_needs() {
     let mut seqs = Sequences::new(1).unwrap();
-    seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()));
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()).with_logits());
     seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);typical(p=0.9);dist").unwrap()));
     seqs.set(SeqId(2), SeqConfig::new(Chain::parse("typical(p=0.9);dist").unwrap()));
     seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];
-    let s = attach(&seqs, &rows, 4);
-    // greedy: 4; top_k(8) list: 8 * 8; CPU row: 4 * V; dist: 4, logprobs 5 * 8.
-    assert_eq!(s.tail.reserved_bytes(), 4 + 64 + 4 * V + 4 + 40);
+    let mut s = attach(&seqs, &rows, 4);
+    // greedy: 4 and its raw logits 4 * V; top_k(8) list: 8 * 8; CPU row: 4 * V; dist: 4, logprobs 5 * 8.
+    assert_eq!(s.tail.reserved_bytes(), 4 + 4 * V + 64 + 4 * V + 4 + 40);
     let mut sched = cpu_sched();
     sched.plan(&s.g).unwrap();
     let all: Vec<f32> = (0..4).flat_map(|r| logits_for(1, r)).collect();
@@ -162,8 +163,10 @@ fn reservation_reads_only_what_each_row_needs() {
     // Getters for what was not reserved say so.
     assert!(matches!(out.candidates(0), Err(SamplingError::NotReserved { what: "candidates", .. })));
     assert!(matches!(out.logprobs(0), Err(SamplingError::NotReserved { what: "logprobs", .. })));
-    assert!(matches!(out.logits(0), Err(SamplingError::NotReserved { what: "logits", .. })));
-    assert_eq!(out.logits(2).unwrap(), &logits_for(1, 2)[..]);
+    assert!(matches!(out.logits(1), Err(SamplingError::NotReserved { what: "logits", .. })));
+    // The CPU-finished row's logits were read for its suffix, but not asked for.
+    assert!(matches!(out.logits(2), Err(SamplingError::NotReserved { what: "logits", .. })));
+    assert_eq!(out.logits(0).unwrap(), &logits_for(1, 0)[..]);
     // Log-probabilities: the top 5 of the raw row, exactly as an f64 softmax gives them.
     let row = logits_for(1, 3);
     let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
@@ -186,7 +189,7 @@ fn candidates_match_the_cpu_chain() {
     ] {
         let mut seqs = Sequences::new(1).unwrap();
         seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()).with_candidates());
-        let s = attach(&seqs, &[(SeqId(0), 0)], 1);
+        let mut s = attach(&seqs, &[(SeqId(0), 0)], 1);
         let mut sched = cpu_sched();
         sched.plan(&s.g).unwrap();
         let row = logits_for(3, 2);
@@ -212,7 +215,7 @@ fn bad_rows_fail_alone_and_bad_configurations_are_errors() {
         seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
     }
     let rows: Vec<(SeqId, usize)> = (0..4).map(|i| (SeqId(i), i as usize)).chain([(SeqId(3), 4)]).collect();
-    let s = attach(&seqs, &rows, 5);
+    let mut s = attach(&seqs, &rows, 5);
     let mut sched = cpu_sched();
     sched.plan(&s.g).unwrap();
     let mut all: Vec<f32> = (0..5).flat_map(|r| logits_for(2, r)).collect();

@@ -89,6 +89,8 @@ pub struct Scheduler {
     clock: u64,
     /// Host staging memory for copies from backends without `host_slice`, kept between steps.
     staging: Vec<u8>,
+    /// Bytes of the last `read_*_into`, kept so reads in a decode loop do not allocate.
+    pub(crate) read_scratch: Vec<u8>,
 }
 
 impl Scheduler {
@@ -111,6 +113,7 @@ impl Scheduler {
             stats: Stats::default(),
             clock: 0,
             staging: Vec::new(),
+            read_scratch: Vec::new(),
         })
     }
 

@@ -283,11 +283,39 @@ impl Scheduler {
 
     /// [`Scheduler::read_rows`] as f32 values (f16/bf16 outputs are converted).
     pub fn read_rows_f32(&mut self, node: NodeId, rows: &[usize]) -> Result<Vec<f32>, SchedError> {
+        let mut out = Vec::new();
+        self.read_rows_f32_into(node, rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Scheduler::read_rows_f32`] into `out` (cleared first). Reuses `out`'s allocation and a byte
+    /// buffer the scheduler keeps, so a decode loop reading logits rows every step allocates
+    /// nothing once the buffers have grown (a fresh vocabulary-sized `Vec` each step costs page
+    /// faults that dwarf the copy).
+    pub fn read_rows_f32_into(&mut self, node: NodeId, rows: &[usize], out: &mut Vec<f32>) -> Result<(), SchedError> {
         let dtype = self.dtype_of("read_rows_f32", node)?;
-        let conv =
-            f32_reader(dtype).ok_or_else(|| self.dtype_error("read_rows_f32", node, dtype, "f32, f16 or bf16"))?;
-        let bytes = self.read_rows(node, rows)?;
-        Ok(bytes.chunks_exact(dtype.size()).map(conv).collect())
+        if !dtype.is_float() {
+            return Err(self.dtype_error("read_rows_f32", node, dtype, "f32, f16 or bf16"));
+        }
+        let mut bytes = std::mem::take(&mut self.read_scratch);
+        bytes.clear();
+        let r = self.read_rows_into("read_rows_f32", node, rows, &mut bytes);
+        if r.is_ok() {
+            out.clear();
+            decode_f32(dtype, &bytes, out).expect("a float dtype");
+        }
+        self.read_scratch = bytes;
+        r
+    }
+
+    /// [`Scheduler::read_rows_f32_into`] of every row of the node.
+    pub fn read_f32_into(&mut self, node: NodeId, out: &mut Vec<f32>) -> Result<(), SchedError> {
+        let rows = {
+            let p = readable(&mut self.cache, self.current, "read_f32_into", node)?;
+            n_rows(&p.graph.node(node).layout)
+        };
+        let all: Vec<usize> = (0..rows).collect();
+        self.read_rows_f32_into(node, &all, out)
     }
 
     /// [`Scheduler::read_rows`] as i32 values (i32 outputs only).
@@ -343,9 +371,11 @@ impl Scheduler {
     /// An f32 output as values (f16/bf16 outputs are converted).
     pub fn read_f32(&mut self, node: NodeId) -> Result<Vec<f32>, SchedError> {
         let dtype = self.dtype_of("read_f32", node)?;
-        let conv = f32_reader(dtype).ok_or_else(|| self.dtype_error("read_f32", node, dtype, "f32, f16 or bf16"))?;
         let bytes = self.read(node)?;
-        Ok(bytes.chunks_exact(dtype.size()).map(conv).collect())
+        let mut out = Vec::with_capacity(bytes.len() / dtype.size());
+        decode_f32(dtype, &bytes, &mut out)
+            .ok_or_else(|| self.dtype_error("read_f32", node, dtype, "f32, f16 or bf16"))?;
+        Ok(out)
     }
 
     /// An i32 output as values.
@@ -385,13 +415,16 @@ fn download_gather(
 }
 
 /// The little-endian decoder of one element of a float dtype.
-fn f32_reader(dtype: DType) -> Option<fn(&[u8]) -> f32> {
+/// Appends the float values of `bytes` (of `dtype`) to `out` as f32; `None` for a non-float dtype.
+/// Each dtype is one monomorphic loop (the f32 one a plain little-endian copy that vectorises).
+fn decode_f32(dtype: DType, bytes: &[u8], out: &mut Vec<f32>) -> Option<()> {
     match dtype {
-        DType::F32 => Some(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        DType::F16 => Some(|b| graph::f16::from_le_bytes([b[0], b[1]]).to_f32()),
-        DType::BF16 => Some(|b| graph::bf16::from_le_bytes([b[0], b[1]]).to_f32()),
-        _ => None,
+        DType::F32 => out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        DType::F16 => out.extend(bytes.chunks_exact(2).map(|b| graph::f16::from_le_bytes([b[0], b[1]]).to_f32())),
+        DType::BF16 => out.extend(bytes.chunks_exact(2).map(|b| graph::bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+        _ => return None,
     }
+    Some(())
 }
 
 fn i32s(bytes: &[u8]) -> Vec<i32> {

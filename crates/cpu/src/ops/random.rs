@@ -50,55 +50,82 @@ fn seed_step(kr: &[i32]) -> (u64, u64) {
 pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
     let (x, keys, d) = (k.srcs[0], k.srcs[1], k.dst);
     let n = x.ne[0];
-    super::for_rows(&d, 4 * n, n, |r, w| {
+    super::for_rows(&d, 4 * n, 0, |r, _| {
         // SAFETY: the builder checked that `x` (f32) and `keys` (i32, 4 per row) have contiguous rows
         // with `d`'s row count; row `r` of `d` is written only here.
         unsafe {
             let (seed, step) = seed_step(keys.row::<i32>(r));
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
-            d.row_mut::<i32>(r)[0] = draw(x.row::<f32>(r), u, w).map_or(-1, |i| i as i32);
+            d.row_mut::<i32>(r)[0] = draw(x.row::<f32>(r), u).map_or(-1, |i| i as i32);
         }
     });
     Ok(())
 }
 
+/// Block length of the draw: weights are recomputed for one block only.
+const BLOCK: usize = 1024;
+
 /// The draw of one row with the uniform `u` (see the module documentation); `None` for a row with
-/// NaN or `+inf` or no finite value. `w` is scratch of the row's length.
-pub(crate) fn draw(x: &[f32], u: f64, w: &mut [f32]) -> Option<usize> {
+/// NaN or `+inf` or no finite value. Two passes over the row (the maximum; each block's f64 sum of
+/// weights) and a rescan of the one block that holds the target.
+pub(crate) fn draw(x: &[f32], u: f64) -> Option<usize> {
     let (max, bad) = kernels::row::max_bad(x);
     if bad || max == f32::NEG_INFINITY {
         return None;
     }
     let (a, b) = kernels::exp::exp_affine(max, 1.0);
-    kernels::row::exp2_into(x, a, b, w);
-    let w = &w[..x.len()];
-    let total = sum_f64(w);
-    let target = u * total;
-    let mut cum = 0.0f64;
+    let mut w = [0.0f32; BLOCK];
+    let sums: Vec<f64> = x
+        .chunks(BLOCK)
+        .map(|c| {
+            let w = &mut w[..c.len()];
+            kernels::row::exp2_into(c, a, b, w);
+            sum_f64(w)
+        })
+        .collect();
+    let target = u * sums.iter().sum::<f64>();
+    let mut before = 0.0f64;
     let mut last = None;
-    // Whole chunks whose sum keeps the running sum at or below the target are skipped.
+    for (blk, &s) in sums.iter().enumerate() {
+        if s > 0.0 {
+            last = Some(blk);
+            if before + s > target {
+                let c = &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
+                let w = &mut w[..c.len()];
+                kernels::row::exp2_into(c, a, b, w);
+                return Some(blk * BLOCK + draw_in(w, target - before));
+            }
+            before += s;
+        }
+    }
+    // Rounding left the target at or past the total: the last positive weight.
+    let blk = last?;
+    let c = &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
+    let w = &mut w[..c.len()];
+    kernels::row::exp2_into(c, a, b, w);
+    w.iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j)
+}
+
+/// The first index of `w` with a positive weight whose f64 running sum exceeds `rem`, skipping
+/// whole chunks of 64 that keep it at or below; the last positive one if rounding leaves none.
+fn draw_in(w: &[f32], rem: f64) -> usize {
+    let mut cum = 0.0f64;
     for (c, chunk) in w.chunks(64).enumerate() {
         let s = sum_f64(chunk);
-        if s > 0.0 {
-            last = Some(c);
-        }
-        if cum + s <= target {
+        if cum + s <= rem {
             cum += s;
             continue;
         }
         for (j, &wj) in chunk.iter().enumerate() {
             if wj > 0.0 {
                 cum += f64::from(wj);
-                if cum > target {
-                    return Some(c * 64 + j);
+                if cum > rem {
+                    return c * 64 + j;
                 }
             }
         }
     }
-    // Rounding left the target at or past the total: the last positive weight.
-    let c = last?;
-    let chunk = &w[c * 64..(c * 64 + 64).min(w.len())];
-    chunk.iter().rposition(|&v| v > 0.0).map(|j| c * 64 + j)
+    w.iter().rposition(|&v| v > 0.0).unwrap_or(0)
 }
 
 /// Sum in f64 with eight accumulators (the order is fixed, so the result is reproducible).
@@ -119,16 +146,33 @@ mod tests {
 
     #[test]
     fn draw_edges() {
-        let mut w = [0.0f32; 4];
-        assert_eq!(draw(&[0.0, f32::NAN, 1.0], 0.5, &mut w), None);
-        assert_eq!(draw(&[0.0, f32::INFINITY], 0.5, &mut w), None);
-        assert_eq!(draw(&[f32::NEG_INFINITY; 3], 0.5, &mut w), None);
+        assert_eq!(draw(&[0.0, f32::NAN, 1.0], 0.5), None);
+        assert_eq!(draw(&[0.0, f32::INFINITY], 0.5), None);
+        assert_eq!(draw(&[f32::NEG_INFINITY; 3], 0.5), None);
         let ninf = f32::NEG_INFINITY;
         // Masked entries are never drawn, at either end of [0, 1).
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.0, &mut w), Some(1));
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.999_999, &mut w), Some(3));
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.49, &mut w), Some(1));
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.51, &mut w), Some(3));
-        assert_eq!(draw(&[2.0, ninf, ninf, ninf], 0.999_999, &mut w), Some(0));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.0), Some(1));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.999_999), Some(3));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.49), Some(1));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.51), Some(3));
+        assert_eq!(draw(&[2.0, ninf, ninf, ninf], 0.999_999), Some(0));
+    }
+
+    /// A token of probability 1e-9 behind 3000 others (three blocks) is drawn exactly where the
+    /// uniform falls inside its bracket: an f32 running sum could not even represent it.
+    #[test]
+    fn a_one_in_a_billion_token_has_its_bracket() {
+        let n = 3000;
+        let mut x = vec![0.0f32; n + 1];
+        // weight of each of the n tokens is 1; the last one's is 1e-9 * n (probability ~1e-9).
+        x[n] = (1e-9f64 * n as f64).ln() as f32;
+        let wt = f64::from(kernels::exp::exp_at(x[n], kernels::exp::LOG2E, 0.0));
+        let total = n as f64 + wt;
+        // Just inside the last bracket, and just before it.
+        let inside = (n as f64 + wt / 2.0) / total;
+        let before = (n as f64 - 0.5) / total;
+        assert_eq!(draw(&x, inside), Some(n));
+        assert_eq!(draw(&x, before), Some(n - 1));
+        assert!(wt / total > 0.9e-9 && wt / total < 1.1e-9);
     }
 }

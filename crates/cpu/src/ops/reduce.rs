@@ -4,7 +4,7 @@
 
 use super::{K, for_rows};
 use crate::error::CpuError;
-use crate::math::{block_max_key, from_order_key, max_f32, order_key, sum_f32};
+use crate::math::{block_max_key, from_order_key, order_key, sum_f32};
 use crate::tensor::{load_f32, row_f32};
 use graph::DType;
 use kernels::row::block_max_bad;
@@ -24,8 +24,9 @@ pub(crate) fn max_rows(k: &K<'_>) -> Result<(), CpuError> {
         // SAFETY: as `sum_rows`.
         unsafe {
             let x = row_f32(&s, r, scratch);
-            let m = max_f32(x);
-            d.row_mut::<f32>(r)[0] = if x.iter().any(|v| v.is_nan()) { f32::NAN } else { m };
+            // One vectorised pass; only a row flagged bad (NaN or +inf) is scanned again for NaN.
+            let (m, bad) = kernels::row::max_bad(x);
+            d.row_mut::<f32>(r)[0] = if bad && x.iter().any(|v| v.is_nan()) { f32::NAN } else { m };
         }
     });
     Ok(())

@@ -48,6 +48,11 @@ pub struct Outputs {
     pub vocab: Option<NodeId>,
     /// The prefix left the vocabulary untouched: read the logits node's rows.
     pub vocab_is_logits: bool,
+    /// The raw logits were asked for and `x` (gathered) holds them.
+    pub raw: Option<NodeId>,
+    /// The raw logits were asked for: read the logits node's rows (unless `vocab_is_logits`
+    /// already reads them, or `vocab`/`raw` hold them).
+    pub raw_logits: bool,
     /// `i32 [n_lp, n]` ids and `f32 [n_lp, n]` log-probabilities of the most likely tokens.
     pub logprobs: Option<(NodeId, NodeId)>,
 }
@@ -258,6 +263,8 @@ pub struct Extras {
     pub candidates: bool,
     /// Read the log-probabilities of this many most likely tokens (of the raw logits).
     pub logprobs: usize,
+    /// Read the raw logits rows.
+    pub logits: bool,
 }
 
 /// Appends a group's prefix to `g` on the record `x [n_vocab, n]` (f32, contiguous rows); `prefix`
@@ -295,6 +302,13 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
                 out.list = Some((c.g.set_output(ids), c.g.set_output(vals)));
             }
             Rec::Token(_) => unreachable!("the record before a selection is not a token"),
+        }
+    }
+    if extras.logits && !out.vocab_is_logits {
+        if x_is_logits {
+            out.raw_logits = true;
+        } else if out.vocab != Some(x) {
+            out.raw = Some(c.g.set_output(x));
         }
     }
     if extras.logprobs > 0 {

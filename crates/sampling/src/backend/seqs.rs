@@ -28,18 +28,31 @@ pub struct SeqConfig {
     pub candidates: bool,
     /// Read back the log-probabilities of this many most likely tokens of the raw logits (0: none).
     pub logprobs: usize,
+    /// Read back the raw logits row.
+    pub logits: bool,
 }
 
 impl SeqConfig {
     /// A configuration that reads back only the token.
     pub fn new(chain: Chain) -> Self {
-        Self { chain, candidates: false, logprobs: 0 }
+        Self { chain, candidates: false, logprobs: 0, logits: false }
     }
 
     /// Also read back the surviving candidates.
     pub fn with_candidates(mut self) -> Self {
         self.candidates = true;
         self
+    }
+
+    /// Also read back the raw logits row.
+    pub fn with_logits(mut self) -> Self {
+        self.logits = true;
+        self
+    }
+
+    /// The extras this configuration reserves.
+    pub(crate) fn extras(&self) -> super::build::Extras {
+        super::build::Extras { candidates: self.candidates, logprobs: self.logprobs, logits: self.logits }
     }
 
     /// Also read back the top-`n` log-probabilities.

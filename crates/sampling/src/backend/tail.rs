@@ -72,6 +72,8 @@ pub struct Tail {
     slots: Vec<Slot>,
     groups: Vec<Group>,
     seqs: BTreeMap<SeqId, SeqPlan>,
+    vocab_buf: Vec<f32>,
+    raw_buf: Vec<f32>,
 }
 
 /// The length of the candidate list a prefix of `keys` reads back (its last top-k).
@@ -138,7 +140,7 @@ impl Tail {
         for (&seq, rs) in &per_seq {
             let cfg = &seqs.state(seq)?.cfg;
             let keys = cfg.wanted_prefix(n_vocab);
-            let extras = Extras { candidates: cfg.candidates, logprobs: cfg.logprobs };
+            let extras = cfg.extras();
             plans.insert(seq, SeqPlan { prefix: keys.len(), keys, extras, rows: rs.clone(), placement: String::new() });
         }
         let cap = (MAX_FLAT / n_vocab).max(1);
@@ -229,7 +231,7 @@ impl Tail {
                 .collect();
             p.placement = names.join(" ");
         }
-        Ok(Tail { n_vocab, logits, slots, groups, seqs: plans })
+        Ok(Tail { n_vocab, logits, slots, groups, seqs: plans, vocab_buf: Vec::new(), raw_buf: Vec::new() })
     }
 
     /// Per sequence, where each stage of its chain runs: `+name` on the backend, `-name` on the
@@ -267,6 +269,7 @@ impl Tail {
             total += o.token.map_or(0, |_| 4 * n);
             total += o.list.map_or(0, |_| 8 * list_len(&gr.keys) * n);
             total += if o.vocab.is_some() || o.vocab_is_logits { 4 * self.n_vocab * n } else { 0 };
+            total += if o.raw.is_some() || o.raw_logits { 4 * self.n_vocab * n } else { 0 };
             total += o.logprobs.map_or(0, |_| 8 * gr.extras.logprobs.min(self.n_vocab) * n);
         }
         total
@@ -279,7 +282,7 @@ impl Tail {
             let cfg =
                 &seqs.state(*seq).map_err(|_| SamplingError::StaleTail { what: format!("{seq} was removed") })?.cfg;
             let wanted = cfg.wanted_prefix(self.n_vocab);
-            let extras = Extras { candidates: cfg.candidates, logprobs: cfg.logprobs };
+            let extras = cfg.extras();
             if wanted != p.keys || extras != p.extras {
                 return Err(SamplingError::StaleTail {
                     what: format!("{seq}'s chain or reservation changed structure"),
@@ -361,11 +364,13 @@ impl Tail {
     /// After `compute`: reads back exactly what was reserved, finishes every row whose chain goes
     /// on past its backend prefix on the CPU (its suffix with the step counter of its output), and
     /// returns each row's result. Nothing is accepted: call [`Tail::accept`] with the tokens kept.
-    pub fn sample(&self, sched: &mut Scheduler, seqs: &mut Sequences) -> Result<StepOutput> {
+    pub fn sample(&mut self, sched: &mut Scheduler, seqs: &mut Sequences) -> Result<StepOutput> {
         self.check_current(seqs)?;
         let before = sched.stats().bytes_to_host;
         let rd = |e: sched::SchedError| engine("reading the sampling outputs")(&e);
         let mut results: Vec<Option<RowResult>> = vec![None; self.slots.len()];
+        // Vocabulary-sized reads go into buffers kept across steps (no allocation per step).
+        let (mut vocab, mut raw) = (std::mem::take(&mut self.vocab_buf), std::mem::take(&mut self.raw_buf));
         for (gi, gr) in self.groups.iter().enumerate() {
             let n = gr.rows.len();
             let o = &gr.built.outputs;
@@ -374,28 +379,39 @@ impl Tail {
                 Some((ids, vals)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(vals).map_err(rd)?)),
                 None => None,
             };
-            let vocab = match (o.vocab, o.vocab_is_logits) {
-                (Some(v), _) => Some(sched.read_f32(v).map_err(rd)?),
-                (None, true) => Some(sched.read_rows_f32(self.logits, &gr.rows).map_err(rd)?),
-                (None, false) => None,
-            };
+            let has_vocab = match (o.vocab, o.vocab_is_logits) {
+                (Some(v), _) => sched.read_f32_into(v, &mut vocab).map(|_| true),
+                (None, true) => sched.read_rows_f32_into(self.logits, &gr.rows, &mut vocab).map(|_| true),
+                (None, false) => Ok(false),
+            }
+            .map_err(rd)?;
+            let has_raw = match (o.raw, o.raw_logits) {
+                (Some(v), _) => sched.read_f32_into(v, &mut raw).map(|_| true),
+                (None, true) => sched.read_rows_f32_into(self.logits, &gr.rows, &mut raw).map(|_| true),
+                (None, false) => Ok(false),
+            }
+            .map_err(rd)?;
             let lps = match o.logprobs {
                 Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
                 None => None,
             };
+            let nv = self.n_vocab;
             for (si, sl) in self.slots.iter().enumerate().filter(|(_, s)| s.group == gi) {
                 let c = sl.col;
-                let what = format!("{}", self.seqs[&sl.seq].placement);
                 let row_list = list.as_ref().map(|(ids, vals)| {
                     let k = ids.len() / n;
                     (&ids[c * k..(c + 1) * k], &vals[c * k..(c + 1) * k])
                 });
-                let row_vocab = vocab.as_ref().map(|v| &v[c * self.n_vocab..(c + 1) * self.n_vocab]);
-                let result = self.finish_row(seqs, sl, tokens.as_ref().map(|t| t[c]), row_list, row_vocab, &what);
+                let row_vocab = has_vocab.then(|| &vocab[c * nv..(c + 1) * nv]);
+                let result = self.finish_row(seqs, sl, tokens.as_ref().map(|t| t[c]), row_list, row_vocab);
                 let result = result.map(|mut out| {
                     if let Some((ids, lp)) = &lps {
                         let m = ids.len() / n;
                         out.logprobs = Some((c * m..(c + 1) * m).map(|j| (ids[j] as Token, lp[j])).collect());
+                    }
+                    if gr.extras.logits {
+                        let src = if has_raw { &raw } else { &vocab };
+                        out.logits = Some(src[c * nv..(c + 1) * nv].to_vec());
                     }
                     out
                 });
@@ -408,6 +424,8 @@ impl Tail {
                 results[si] = Some(RowResult { seq: sl.seq, output: sl.output, result: row });
             }
         }
+        self.vocab_buf = vocab;
+        self.raw_buf = raw;
         let bytes_read = (sched.stats().bytes_to_host - before) as usize;
         let mut rows: Vec<(usize, RowResult)> = self
             .slots
@@ -426,10 +444,9 @@ impl Tail {
         token: Option<i32>,
         list: Option<(&[i32], &[f32])>,
         vocab: Option<&[f32]>,
-        placement: &str,
     ) -> Result<RowOutput> {
-        let bad = || SamplingError::BadRow { row: 0, seq: String::new(), stage: placement.to_string() };
         let plan = &self.seqs[&sl.seq];
+        let bad = || SamplingError::BadRow { row: 0, seq: String::new(), stage: plan.placement.clone() };
         let st = seqs.state_mut(sl.seq)?;
         let step = st.step + sl.output as u64;
         let mut cur = match (list, vocab) {
@@ -469,9 +486,6 @@ impl Tail {
             out.token = cur.selected_token();
             if plan.extras.candidates {
                 out.candidates = Some(cur.output()?.candidates);
-            }
-            if let (None, Some(row)) = (list, vocab) {
-                out.logits = Some(row.to_vec());
             }
         }
         Ok(out)
