@@ -129,7 +129,7 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
         Op::Categorical { stream } => {
             let l = x(&mut g, 0, &[5, 2])?;
             let k = x(&mut g, 1, &[4, 2])?;
-            g.categorical(l, k, stream)?
+            g.categorical(l, k, None, stream)?
         }
     };
     Ok(sig(&g, id))

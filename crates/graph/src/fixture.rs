@@ -394,11 +394,11 @@ impl Parser {
                 g.random_uniform(s[0], n, stream)
             }
             "categorical" => {
-                a.nsrc(2..=2)?;
+                a.nsrc(2..=3)?;
                 let stream = a.take("stream").map_or(Ok(0), |v| {
                     v.parse::<u32>().map_err(|_| bad(format!("categorical: stream `{v}` is not a u32")))
                 })?;
-                g.categorical(s[0], s[1], stream)
+                g.categorical(s[0], s[1], s.get(2).copied(), stream)
             }
             other => Err(bad(format!("unknown op `{other}`"))),
         }

@@ -273,18 +273,22 @@ pub enum Op {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,
     },
-    /// `categorical(logits, keys)`: one index per row drawn from the softmax of `logits`, i32
-    /// `[1, rows..]`. `logits` f32 `[n, rows..]`, `keys` as for [`Op::RandomUniform`].
+    /// `categorical(logits, keys [, params])`: one index per row drawn from the softmax of
+    /// `logits`, i32 `[1, rows..]`. `logits` f32 `[n, rows..]`, `keys` as for
+    /// [`Op::RandomUniform`]; the optional `params` f32 `[2, rows..]` hold per row a scale `s`
+    /// (an inverse temperature) and a threshold offset `off` (a min-p cut: `ln p`), as the sampler
+    /// chain's `temp` and `min_p` leave a row (without `params`: `s = 1`, `off = -inf`).
     ///
-    /// Per row: `m` is the row's maximum and `w_i = exp(logits_i - m)` (computed in f32; a `-inf`
-    /// logit has weight exactly 0); `u` is the 53-bit uniform
-    /// [`crate::philox::uniform_f64`]`(seed, step, philox::stream::element(stream, 0))` and
-    /// `W = sum w_i`. The result is the first index with `w_i > 0` whose inclusive running sum
-    /// exceeds `u * W`; if rounding leaves none, the last index with `w_i > 0`. Sums are kept to at
-    /// least 40 significant bits (f64 on the CPU, 64-bit fixed point on Vulkan), so a token of
-    /// probability 1e-9 is drawn with its probability: an f32 running sum over a vocabulary
-    /// would lose every weight below 2^-24 of the total. A row holding a NaN or `+inf`, or no
-    /// finite logit, gives -1 (a value, not an error, so one bad row does not fail a batch).
+    /// Per row: `m` is the row's maximum; `w_i = exp((logits_i - m) s)` (computed in f32) where
+    /// `logits_i >= m + off` (that sum in f32), else 0 (a `-inf` logit has weight exactly 0); `u`
+    /// is the 53-bit uniform [`crate::philox::uniform_f64`]`(seed, step,
+    /// philox::stream::element(stream, 0))` and `W = sum w_i`. The result is the first index with
+    /// `w_i > 0` whose inclusive running sum exceeds `u * W`; if rounding leaves none, the last
+    /// index with `w_i > 0`. Sums are kept to at least 40 significant bits (f64 on the CPU, 64-bit
+    /// fixed point on Vulkan), so a token of probability 1e-9 is drawn with its probability: an
+    /// f32 running sum over a vocabulary would lose every weight below 2^-24 of the total. A row
+    /// holding a NaN or `+inf`, or no finite logit, or whose `s` is not positive and finite or
+    /// whose `off` is NaN, gives -1 (a value, not an error, so one bad row does not fail a batch).
     Categorical {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,

@@ -288,6 +288,41 @@ impl Scheduler {
         Ok(out)
     }
 
+    /// Hands `rows` of an output (or state tensor) to `f` as one byte slice, in the order given:
+    /// straight from host-visible memory when those rows are adjacent in memory (no copy at all),
+    /// else gathered into a buffer the scheduler keeps (no allocation once it has grown). Counts
+    /// the bytes like [`Scheduler::read_rows`].
+    pub fn read_rows_with<T>(
+        &mut self,
+        node: NodeId,
+        rows: &[usize],
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T, SchedError> {
+        let p = readable(&mut self.cache, self.current, "read_rows_with", node)?;
+        check_rows(p, "read_rows_with", node, rows)?;
+        let n = p.graph.node(node);
+        let ranges = row_ranges(&n.layout, n.dtype.size(), rows);
+        let adjacent = ranges.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0);
+        let at = placement(p, node);
+        if adjacent && let Some(&(first, _)) = ranges.first() {
+            let total: usize = ranges.iter().map(|r| r.1).sum();
+            let backend = &mut self.backends[at.backend];
+            backend.synchronize()?;
+            if let Some(src) = backend.host_slice(at.buffer, at.offset, at.storage_bytes) {
+                let t = f(&src[first..first + total]);
+                self.stats.bytes_to_host += total as u64;
+                self.stats.step_bytes_to_host += total as u64;
+                return Ok(t);
+            }
+        }
+        let mut bytes = std::mem::take(&mut self.read_scratch);
+        bytes.clear();
+        let r = self.read_rows_into("read_rows_with", node, rows, &mut bytes);
+        let out = r.map(|_| f(&bytes));
+        self.read_scratch = bytes;
+        out
+    }
+
     /// [`Scheduler::read_rows_f32`] into `out` (cleared first). Reuses `out`'s allocation and a byte
     /// buffer the scheduler keeps, so a decode loop reading logits rows every step allocates
     /// nothing once the buffers have grown (a fresh vocabulary-sized `Vec` each step costs page

@@ -499,7 +499,7 @@ fn categorical(v: &mut Vec<Case>) {
         v.push(Case::new(format!("random/categorical/{n}x{rows}/stream{stream}"), move |b| {
             let x = b.input("x", DType::F32, &[n, rows], Gen::Uniform(-6.0, 6.0))?;
             let keys = b.input("keys", DType::I32, &[4, rows], keys_gen())?;
-            let y = b.g.categorical(x, keys, stream)?;
+            let y = b.g.categorical(x, keys, None, stream)?;
             b.check(y, Cmp::Exact);
             Ok(())
         }));
@@ -521,7 +521,7 @@ fn categorical(v: &mut Vec<Case>) {
         }));
         let x = b.input("x", DType::F32, &[300, 16], vals)?;
         let keys = b.input("keys", DType::I32, &[4, 16], keys_gen())?;
-        let y = b.g.categorical(x, keys, 5)?;
+        let y = b.g.categorical(x, keys, None, 5)?;
         b.check(y, Cmp::Exact);
         Ok(())
     }));

@@ -196,18 +196,20 @@ mod tests {
     }
 }
 
-/// `categorical` of one row with the 53-bit uniform `u`, exactly (f64 weights and sums): the first
-/// index with a positive weight whose running sum exceeds `u W`, the last positive one if none
-/// does; -1 for a row with NaN or `+inf` or no finite value.
-pub(super) fn categorical_row(x: &[f64], u: f64) -> f64 {
-    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) {
+/// `categorical` of one row with the 53-bit uniform `u`, scale `s` and threshold offset `off`,
+/// exactly (f64 weights and sums; the threshold `m + off` rounded to f32 as the op specifies): the
+/// first index with a positive weight whose running sum exceeds `u W`, the last positive one if
+/// none does; -1 for a row with NaN or `+inf` or no finite value, or bad `s`/`off`.
+pub(super) fn categorical_row(x: &[f64], u: f64, s: f64, off: f64) -> f64 {
+    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || !(s > 0.0 && s.is_finite()) || off.is_nan() {
         return -1.0;
     }
     let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if m == f64::NEG_INFINITY {
         return -1.0;
     }
-    let w: Vec<f64> = x.iter().map(|&v| (v - m).exp()).collect();
+    let thr = f64::from(m as f32 + off as f32);
+    let w: Vec<f64> = x.iter().map(|&v| if v >= thr { ((v - m) * s).exp() } else { 0.0 }).collect();
     let target = u * w.iter().sum::<f64>();
     let mut cum = 0.0;
     let mut last = -1.0;

@@ -208,7 +208,14 @@ impl<'g> Reference<'g> {
                             let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
                             let step = u64::from(key[2]) | u64::from(key[3]) << 32;
                             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
-                            out.push(kernels::categorical_row(&self.row(s(0), i1, i2, i3), u));
+                            let (sc, off) = match n.srcs.get(2) {
+                                Some(&p) => {
+                                    let p = self.row(p, i1, i2, i3);
+                                    (p[0], p[1])
+                                }
+                                None => (1.0, f64::NEG_INFINITY),
+                            };
+                            out.push(kernels::categorical_row(&self.row(s(0), i1, i2, i3), u, sc, off));
                         }
                     }
                 }

@@ -49,14 +49,19 @@ fn seed_step(kr: &[i32]) -> (u64, u64) {
 
 pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
     let (x, keys, d) = (k.srcs[0], k.srcs[1], k.dst);
+    let params = k.srcs.get(2).copied();
     let n = x.ne[0];
     super::for_rows(&d, 4 * n, 0, |r, _| {
-        // SAFETY: the builder checked that `x` (f32) and `keys` (i32, 4 per row) have contiguous rows
-        // with `d`'s row count; row `r` of `d` is written only here.
+        // SAFETY: the builder checked that `x` (f32), `keys` (i32, 4 per row) and `params` (f32, 2
+        // per row) have contiguous rows with `d`'s row count; row `r` of `d` is written only here.
         unsafe {
             let (seed, step) = seed_step(keys.row::<i32>(r));
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
-            d.row_mut::<i32>(r)[0] = draw(x.row::<f32>(r), u).map_or(-1, |i| i as i32);
+            let (s, off) = params.map_or((1.0, f32::NEG_INFINITY), |p| {
+                let p = p.row::<f32>(r);
+                (p[0], p[1])
+            });
+            d.row_mut::<i32>(r)[0] = draw(x.row::<f32>(r), u, s, off).map_or(-1, |i| i as i32);
         }
     });
     Ok(())
@@ -65,45 +70,68 @@ pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
 /// Block length of the draw: weights are recomputed for one block only.
 const BLOCK: usize = 1024;
 
-/// The draw of one row with the uniform `u` (see the module documentation); `None` for a row with
-/// NaN or `+inf` or no finite value. Two passes over the row (the maximum; each block's f64 sum of
-/// weights) and a rescan of the one block that holds the target.
-pub(crate) fn draw(x: &[f32], u: f64) -> Option<usize> {
-    let (max, bad) = kernels::row::max_bad(x);
+/// The weights of one block into `w`: `exp((x - max) s)` by the shared exponential (the affine
+/// constants `(a, b)`), zeroed below `thr`.
+fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
+    kernels::row::exp2_into(c, a, b, w);
+    if thr > f32::NEG_INFINITY {
+        for (wi, &xi) in w.iter_mut().zip(c) {
+            if xi < thr {
+                *wi = 0.0;
+            }
+        }
+    }
+}
+
+/// The draw of one row with the uniform `u`, scale `s` and threshold offset `off` (see the module
+/// documentation); `None` for a row with NaN or `+inf` or no finite value, or bad `s`/`off`. One
+/// pass for the block maxima, one over the blocks that can hold a weight (with a min-p cut most are
+/// skipped unread), and a rescan of the one block that holds the target.
+pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
+    if !(s > 0.0 && s.is_finite()) || off.is_nan() {
+        return None;
+    }
+    let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
+    let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
+    let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if bad || max == f32::NEG_INFINITY {
         return None;
     }
-    let (a, b) = kernels::exp::exp_affine(max, 1.0);
+    let thr = max + off;
+    let (a, b) = kernels::exp::exp_affine(max, s);
     let mut w = [0.0f32; BLOCK];
-    let sums: Vec<f64> = x
-        .chunks(BLOCK)
-        .map(|c| {
-            let w = &mut w[..c.len()];
-            kernels::row::exp2_into(c, a, b, w);
-            sum_f64(w)
+    let block = |blk: usize| &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
+    let sums: Vec<f64> = maxima
+        .iter()
+        .enumerate()
+        .map(|(blk, &bm)| {
+            if bm < thr || bm == f32::NEG_INFINITY {
+                return 0.0;
+            }
+            let c = block(blk);
+            weights(c, a, b, thr, &mut w[..c.len()]);
+            sum_f64(&w[..c.len()])
         })
         .collect();
     let target = u * sums.iter().sum::<f64>();
     let mut before = 0.0f64;
     let mut last = None;
-    for (blk, &s) in sums.iter().enumerate() {
-        if s > 0.0 {
+    for (blk, &bs) in sums.iter().enumerate() {
+        if bs > 0.0 {
             last = Some(blk);
-            if before + s > target {
-                let c = &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
-                let w = &mut w[..c.len()];
-                kernels::row::exp2_into(c, a, b, w);
-                return Some(blk * BLOCK + draw_in(w, target - before));
+            if before + bs > target {
+                let c = block(blk);
+                weights(c, a, b, thr, &mut w[..c.len()]);
+                return Some(blk * BLOCK + draw_in(&w[..c.len()], target - before));
             }
-            before += s;
+            before += bs;
         }
     }
     // Rounding left the target at or past the total: the last positive weight.
     let blk = last?;
-    let c = &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
-    let w = &mut w[..c.len()];
-    kernels::row::exp2_into(c, a, b, w);
-    w.iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j)
+    let c = block(blk);
+    weights(c, a, b, thr, &mut w[..c.len()]);
+    w[..c.len()].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j)
 }
 
 /// The first index of `w` with a positive weight whose f64 running sum exceeds `rem`, skipping
@@ -143,19 +171,20 @@ fn sum_f64(w: &[f32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::draw;
+    const NINF: f32 = f32::NEG_INFINITY;
 
     #[test]
     fn draw_edges() {
-        assert_eq!(draw(&[0.0, f32::NAN, 1.0], 0.5), None);
-        assert_eq!(draw(&[0.0, f32::INFINITY], 0.5), None);
-        assert_eq!(draw(&[f32::NEG_INFINITY; 3], 0.5), None);
+        assert_eq!(draw(&[0.0, f32::NAN, 1.0], 0.5, 1.0, NINF), None);
+        assert_eq!(draw(&[0.0, f32::INFINITY], 0.5, 1.0, NINF), None);
+        assert_eq!(draw(&[f32::NEG_INFINITY; 3], 0.5, 1.0, NINF), None);
         let ninf = f32::NEG_INFINITY;
         // Masked entries are never drawn, at either end of [0, 1).
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.0), Some(1));
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.999_999), Some(3));
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.49), Some(1));
-        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.51), Some(3));
-        assert_eq!(draw(&[2.0, ninf, ninf, ninf], 0.999_999), Some(0));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.0, 1.0, NINF), Some(1));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.999_999, 1.0, NINF), Some(3));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.49, 1.0, NINF), Some(1));
+        assert_eq!(draw(&[ninf, 1.0, ninf, 1.0], 0.51, 1.0, NINF), Some(3));
+        assert_eq!(draw(&[2.0, ninf, ninf, ninf], 0.999_999, 1.0, NINF), Some(0));
     }
 
     /// A token of probability 1e-9 behind 3000 others (three blocks) is drawn exactly where the
@@ -171,8 +200,31 @@ mod tests {
         // Just inside the last bracket, and just before it.
         let inside = (n as f64 + wt / 2.0) / total;
         let before = (n as f64 - 0.5) / total;
-        assert_eq!(draw(&x, inside), Some(n));
-        assert_eq!(draw(&x, before), Some(n - 1));
+        assert_eq!(draw(&x, inside, 1.0, NINF), Some(n));
+        assert_eq!(draw(&x, before, 1.0, NINF), Some(n - 1));
         assert!(wt / total > 0.9e-9 && wt / total < 1.1e-9);
+    }
+
+    /// The scale and the min-p cut: weights `exp((x - max) s)` above `max + off` only.
+    #[test]
+    fn scale_and_threshold() {
+        // Four tokens of logits 0, -1, -2, -3; s = 2: weights 1, e^-2, e^-4, e^-6.
+        let x = [0.0f32, -1.0, -2.0, -3.0];
+        let w: Vec<f64> = (0..4).map(|i| (-2.0 * i as f64).exp()).collect();
+        let total: f64 = w.iter().sum();
+        let mid = |i: usize| (w[..i].iter().sum::<f64>() + w[i] / 2.0) / total;
+        for i in 0..4 {
+            assert_eq!(draw(&x, mid(i), 2.0, NINF), Some(i));
+        }
+        // Cut at max - 1.5: only tokens 0 and 1 keep their weight.
+        let t2 = w[0] + w[1];
+        assert_eq!(draw(&x, 0.99 * t2 / t2, 2.0, -1.5), Some(1));
+        assert_eq!(draw(&x, 0.5 * w[0] / t2, 2.0, -1.5), Some(0));
+        // Bad parameters: -1.
+        assert_eq!(draw(&x, 0.5, 0.0, NINF), None);
+        assert_eq!(draw(&x, 0.5, f32::INFINITY, NINF), None);
+        assert_eq!(draw(&x, 0.5, 1.0, f32::NAN), None);
+        // A cut above the max keeps nothing: no finite weight, -1.
+        assert_eq!(draw(&x, 0.5, 1.0, 0.5), None);
     }
 }

@@ -1,6 +1,7 @@
 //! Row reductions and orderings along `ne[0]` (`sum_rows`, `max_rows`, `argmax`, `argsort`, `top_k`, `cumsum`) and randomness (`random_uniform`, `categorical`).
 
 use crate::dtype::DType;
+use crate::error::GraphError;
 use crate::graph::Graph;
 use crate::node::NodeId;
 use crate::op::{Op, SortOrder};
@@ -74,28 +75,52 @@ impl Graph {
     }
 
     /// One index per row drawn from the softmax of `logits` with the random stream `stream` keyed by
-    /// `keys i32 [4, rows..]`, i32 `[1, rows..]`; see [`Op::Categorical`].
-    pub fn categorical(&mut self, logits: NodeId, keys: NodeId, stream: u32) -> R {
+    /// `keys i32 [4, rows..]`, optionally scaled and cut by `params f32 [2, rows..]`, i32
+    /// `[1, rows..]`; see [`Op::Categorical`].
+    pub fn categorical(&mut self, logits: NodeId, keys: NodeId, params: Option<NodeId>, stream: u32) -> R {
         const OP: &str = "categorical";
         let nl = self.rows_src(OP, "logits", logits)?.clone();
         if nl.dtype != DType::F32 {
             return Err(self.err(OP, format!("logits {} must be f32", self.describe(logits))));
         }
-        let nk = self.rows_src(OP, "keys", keys)?.clone();
-        let mut want = nl.layout.ne;
-        want.0[0] = 4;
-        if nk.dtype != DType::I32 || nk.layout.ne != want {
+        let per_row = |g: &Self, id: NodeId, role: &str, dtype: DType, what: &str| -> Result<(), GraphError> {
+            let n = g.rows_src(OP, role, id)?;
+            let mut want = nl.layout.ne;
+            want.0[0] = n.layout.ne[0];
+            if n.dtype != dtype || n.layout.ne != want {
+                return Err(g.err(
+                    OP,
+                    format!(
+                        "{role} {} must be {dtype} [{what}, rows..] with the rows of logits {}",
+                        g.describe(id),
+                        g.describe(logits)
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        if self.src(OP, keys)?.layout.ne[0] != 4 {
             return Err(self.err(
                 OP,
                 format!(
-                    "keys {} must be i32 [4, rows..] with the rows of logits {} (seed lo, seed hi, step lo, step hi)",
-                    self.describe(keys),
-                    self.describe(logits)
+                    "keys {} must have 4 entries per row (seed lo, seed hi, step lo, step hi)",
+                    self.describe(keys)
                 ),
             ));
         }
+        per_row(self, keys, "keys", DType::I32, "4")?;
+        let mut srcs = vec![logits, keys];
+        if let Some(p) = params {
+            if self.src(OP, p)?.layout.ne[0] != 2 {
+                return Err(
+                    self.err(OP, format!("params {} must have 2 entries per row (scale, offset)", self.describe(p)))
+                );
+            }
+            per_row(self, p, "params", DType::F32, "2")?;
+            srcs.push(p);
+        }
         let mut ne = nl.layout.ne;
         ne.0[0] = 1;
-        Ok(self.new_node(Op::Categorical { stream }, &[logits, keys], DType::I32, ne))
+        Ok(self.new_node(Op::Categorical { stream }, &srcs, DType::I32, ne))
     }
 }

@@ -28,6 +28,14 @@ pub enum Param {
     TopP(usize),
     /// `f32 [1, n]`: `-max(min_keep, 1)` of stage `.0` (a position `i` is kept when `-i > -min_keep`).
     NegMinKeep(usize),
+    /// `f32 [2, n]`: the draw's scale and cut: `1 / t` of temp stage `temp` (1 without one) and
+    /// `ln p` of min-p stage `min_p` (`-inf` without one), see `graph::Op::Categorical`.
+    DrawParams {
+        /// The pending temperature's stage.
+        temp: Option<usize>,
+        /// The pending min-p's stage.
+        min_p: Option<usize>,
+    },
     /// `i32 [m, n]`: token ids of logit-bias stage `.0` (`-1` never matches).
     BiasIds(usize),
     /// `f32 [m, n]`: biases of logit-bias stage `.0`.
@@ -68,10 +76,22 @@ pub struct Built {
     pub nodes: Vec<NodeId>,
 }
 
+/// A transform of the vocabulary not yet applied: like the CPU chain's pending temperature, it
+/// is folded into the stage that consumes the row (the draw takes it as parameters, top-k applies
+/// it to its `k` values) and applied to the whole row only where a stage needs the values.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    /// Divide by the temperature input of this stage.
+    temp: Option<(usize, NodeId)>,
+    /// Mask to `-inf` below `max + ln p`, with `ln p` the input of this stage (applied before the
+    /// temperature: a temperature before a min-p is applied first).
+    min_p: Option<(usize, NodeId)>,
+}
+
 /// The record while stages are appended.
 #[derive(Debug, Clone, Copy)]
 enum Rec {
-    Vocab { x: NodeId, touched: bool },
+    Vocab { x: NodeId, touched: bool, pending: Pending },
     List { ids: NodeId, vals: NodeId, k: usize },
     Token(NodeId),
 }
@@ -105,14 +125,14 @@ impl Ctx<'_> {
         self.g.reshape(a, &[1, self.n])
     }
 
-    /// `[1, n]` mask: the row maximum of `x` is finite.
-    fn finite_max(&mut self, x: NodeId) -> R<NodeId> {
+    /// `([1, n] mask, [1, n] max)`: the row maximum of `x` is finite, and the maximum.
+    fn finite_max(&mut self, x: NodeId) -> R<(NodeId, NodeId)> {
         let m = self.g.max_rows(x)?;
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
         let above = self.g.gt(m, ninf)?;
         let inf = self.fill(&[1, self.n], f32::INFINITY)?;
         let below = self.g.gt(inf, m)?;
-        self.g.mul(above, below)
+        Ok((self.g.mul(above, below)?, m))
     }
 
     /// Gathers `src[idx[j, c], c]` for `idx i32 [k, n]` from a contiguous `src [w, n]`: `[k, n]`.
@@ -149,14 +169,40 @@ impl Ctx<'_> {
         self.g.arange(DType::F32, &[k, self.n], 0.0, -1.0)
     }
 
+    /// Applies the pending transforms to the whole row (the min-p mask, then the temperature).
+    fn materialize(&mut self, rec: Rec) -> R<Rec> {
+        let Rec::Vocab { mut x, mut touched, pending } = rec else { return Ok(rec) };
+        if let Some((_, lnp)) = pending.min_p {
+            let m = self.g.max_rows(x)?;
+            let thr = self.g.add(m, lnp)?;
+            let keep = self.g.ge(x, thr)?;
+            let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+            x = self.g.where_(keep, x, ninf)?;
+            touched = true;
+        }
+        if let Some((_, t)) = pending.temp {
+            x = self.g.div(x, t)?;
+            touched = true;
+        }
+        Ok(Rec::Vocab { x, touched, pending: Pending::default() })
+    }
+
     fn stage(&mut self, idx: usize, key: StageKey, rec: Rec) -> R<Rec> {
         let n = self.n;
         let nv = self.n_vocab;
+        // Pending transforms a stage cannot fold in are applied first.
+        let rec = match (key, rec) {
+            (StageKey::Nothing | StageKey::Dist | StageKey::TopK(_), r) => r,
+            (StageKey::Temp, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
+            (StageKey::MinP, Rec::Vocab { pending: Pending { temp: None, min_p: None }, .. }) => rec,
+            (_, r @ Rec::Vocab { .. }) => self.materialize(r)?,
+            (_, r) => r,
+        };
         Ok(match (key, rec) {
             (StageKey::Nothing, r) => r,
             (_, Rec::Token(_)) => unreachable!("BackendStage::key ends the prefix at a token"),
             (StageKey::Greedy, Rec::Vocab { x, .. }) => {
-                let ok = self.finite_max(x)?;
+                let ok = self.finite_max(x)?.0;
                 let t = self.g.argmax(x)?;
                 Rec::Token(self.fold_token(t, ok)?)
             }
@@ -168,14 +214,23 @@ impl Ctx<'_> {
                 let ok = self.g.gt(v0, ninf)?;
                 Rec::Token(self.fold_token(first, ok)?)
             }
-            (StageKey::Dist, Rec::Vocab { x, .. }) => {
+            (StageKey::Dist, Rec::Vocab { x, pending, .. }) => {
                 let keys = self.input("keys", DType::I32, &[4, n], Param::Keys)?;
-                Rec::Token(self.g.categorical(x, keys, graph::philox::stream::DRAW as u32)?)
+                let params = match pending {
+                    Pending { temp: None, min_p: None } => None,
+                    Pending { temp, min_p } => Some(self.input(
+                        "draw",
+                        DType::F32,
+                        &[2, n],
+                        Param::DrawParams { temp: temp.map(|t| t.0), min_p: min_p.map(|m| m.0) },
+                    )?),
+                };
+                Rec::Token(self.g.categorical(x, keys, params, graph::philox::stream::DRAW as u32)?)
             }
             (StageKey::Dist, Rec::List { ids, vals, k }) => {
                 let keys = self.input("keys", DType::I32, &[4, n], Param::Keys)?;
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
-                let pos = self.g.categorical(vals, keys, graph::philox::stream::DRAW as u32)?;
+                let pos = self.g.categorical(vals, keys, None, graph::philox::stream::DRAW as u32)?;
                 let pf = self.g.cast(pos, DType::F32)?;
                 let zero = self.fill(&[1, 1], 0.0)?;
                 let valid = self.g.ge(pf, zero)?;
@@ -184,11 +239,21 @@ impl Ctx<'_> {
                 let tok = self.gather(ids, pi, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
-            (StageKey::TopK(kk), Rec::Vocab { x, .. }) => {
-                let ok = self.finite_max(x)?;
+            (StageKey::TopK(kk), Rec::Vocab { x, pending, .. }) => {
+                // On the raw row (as the CPU chain's top-k), then the pending transforms on k values.
+                let (ok, m) = self.finite_max(x)?;
                 self.ok = Some(ok);
                 let ids = self.g.top_k(x, kk)?;
-                let vals = self.gather(x, ids, nv, kk)?;
+                let mut vals = self.gather(x, ids, nv, kk)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                if let Some((_, lnp)) = pending.min_p {
+                    let thr = self.g.add(m, lnp)?;
+                    let keep = self.g.ge(vals, thr)?;
+                    vals = self.g.where_(keep, vals, ninf)?;
+                }
+                if let Some((_, t)) = pending.temp {
+                    vals = self.g.div(vals, t)?;
+                }
                 let nan = self.fill(&[1, 1], f32::NAN)?;
                 let vals = self.g.where_(ok, vals, nan)?;
                 Rec::List { ids, vals, k: kk }
@@ -203,21 +268,17 @@ impl Ctx<'_> {
                     Rec::List { ids, vals, k: kk }
                 }
             }
-            (StageKey::Temp, Rec::Vocab { x, .. }) => {
+            (StageKey::Temp, Rec::Vocab { x, touched, pending }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
-                Rec::Vocab { x: self.g.div(x, t)?, touched: true }
+                Rec::Vocab { x, touched, pending: Pending { temp: Some((idx, t)), ..pending } }
             }
             (StageKey::Temp, Rec::List { ids, vals, k }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
                 Rec::List { ids, vals: self.g.div(vals, t)?, k }
             }
-            (StageKey::MinP, Rec::Vocab { x, .. }) => {
+            (StageKey::MinP, Rec::Vocab { x, touched, pending }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
-                let m = self.g.max_rows(x)?;
-                let thr = self.g.add(m, lnp)?;
-                let keep = self.g.ge(x, thr)?;
-                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
-                Rec::Vocab { x: self.g.where_(keep, x, ninf)?, touched: true }
+                Rec::Vocab { x, touched, pending: Pending { min_p: Some((idx, lnp)), ..pending } }
             }
             (StageKey::MinP, Rec::List { ids, vals, k }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
@@ -247,7 +308,7 @@ impl Ctx<'_> {
             (StageKey::LogitBias(m), Rec::Vocab { x, .. }) => {
                 let ids = self.input(&format!("s{idx}.bias_ids"), DType::I32, &[m, n], Param::BiasIds(idx))?;
                 let vals = self.input(&format!("s{idx}.bias"), DType::F32, &[m, n], Param::BiasValues(idx))?;
-                Rec::Vocab { x: self.g.scatter_add(x, ids, vals)?, touched: true }
+                Rec::Vocab { x: self.g.scatter_add(x, ids, vals)?, touched: true, pending: Pending::default() }
             }
             (StageKey::TopP, Rec::Vocab { .. }) | (StageKey::LogitBias(_), Rec::List { .. }) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
@@ -273,7 +334,7 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();
     let mut c = Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new(), ok: None };
-    let mut rec = Rec::Vocab { x, touched: false };
+    let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default() };
     let mut before_select = rec;
     for (i, &k) in keys.iter().enumerate() {
         if matches!(k, StageKey::Greedy | StageKey::Dist) {
@@ -286,6 +347,8 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
     }
     let mut out = Outputs::default();
     let want_record = extras.candidates || !matches!(rec, Rec::Token(_));
+    // A vocabulary read back carries its pending transforms applied.
+    let before_select = if want_record { c.materialize(before_select)? } else { before_select };
     if let Rec::Token(t) = rec {
         out.token = Some(c.g.set_output(t));
     }

@@ -64,6 +64,14 @@ struct Slot {
     col: usize,
 }
 
+/// What one group read back (besides a vocabulary-sized read, used where it lies).
+struct GroupRead<'a> {
+    tokens: Option<Vec<i32>>,
+    list: Option<(Vec<i32>, Vec<f32>)>,
+    raw: Option<&'a [f32]>,
+    lps: Option<(Vec<i32>, Vec<f32>)>,
+}
+
 /// The appended sampling subgraphs of one graph and how to use them each step.
 #[derive(Debug, Clone)]
 pub struct Tail {
@@ -323,6 +331,19 @@ impl Tail {
                                 i(&mut bytes, w as i32);
                             }
                         }
+                        Param::DrawParams { temp, min_p } => {
+                            // The CPU chain's dist on a vocabulary view scales by `1 / t` in f32.
+                            let scale = temp.map_or(1.0, |j| match stage(j) {
+                                BackendStage::Temp { t } => 1.0 / t,
+                                s => unreachable!("temp input of {s:?}"),
+                            });
+                            let off = min_p.map_or(f32::NEG_INFINITY, |j| match stage(j) {
+                                BackendStage::MinP { p, .. } => p.ln(),
+                                s => unreachable!("ln p input of {s:?}"),
+                            });
+                            f(&mut bytes, scale);
+                            f(&mut bytes, off);
+                        }
                         Param::Temp(j) => match stage(j) {
                             BackendStage::Temp { t } => f(&mut bytes, t),
                             s => unreachable!("temp input of {s:?}"),
@@ -369,22 +390,14 @@ impl Tail {
         let before = sched.stats().bytes_to_host;
         let rd = |e: sched::SchedError| engine("reading the sampling outputs")(&e);
         let mut results: Vec<Option<RowResult>> = vec![None; self.slots.len()];
-        // Vocabulary-sized reads go into buffers kept across steps (no allocation per step).
-        let (mut vocab, mut raw) = (std::mem::take(&mut self.vocab_buf), std::mem::take(&mut self.raw_buf));
+        let mut raw = std::mem::take(&mut self.raw_buf);
         for (gi, gr) in self.groups.iter().enumerate() {
-            let n = gr.rows.len();
             let o = &gr.built.outputs;
             let tokens = o.token.map(|t| sched.read_i32(t)).transpose().map_err(rd)?;
             let list = match o.list {
                 Some((ids, vals)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(vals).map_err(rd)?)),
                 None => None,
             };
-            let has_vocab = match (o.vocab, o.vocab_is_logits) {
-                (Some(v), _) => sched.read_f32_into(v, &mut vocab).map(|_| true),
-                (None, true) => sched.read_rows_f32_into(self.logits, &gr.rows, &mut vocab).map(|_| true),
-                (None, false) => Ok(false),
-            }
-            .map_err(rd)?;
             let has_raw = match (o.raw, o.raw_logits) {
                 (Some(v), _) => sched.read_f32_into(v, &mut raw).map(|_| true),
                 (None, true) => sched.read_rows_f32_into(self.logits, &gr.rows, &mut raw).map(|_| true),
@@ -395,36 +408,37 @@ impl Tail {
                 Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
                 None => None,
             };
-            let nv = self.n_vocab;
-            for (si, sl) in self.slots.iter().enumerate().filter(|(_, s)| s.group == gi) {
-                let c = sl.col;
-                let row_list = list.as_ref().map(|(ids, vals)| {
-                    let k = ids.len() / n;
-                    (&ids[c * k..(c + 1) * k], &vals[c * k..(c + 1) * k])
-                });
-                let row_vocab = has_vocab.then(|| &vocab[c * nv..(c + 1) * nv]);
-                let result = self.finish_row(seqs, sl, tokens.as_ref().map(|t| t[c]), row_list, row_vocab);
-                let result = result.map(|mut out| {
-                    if let Some((ids, lp)) = &lps {
-                        let m = ids.len() / n;
-                        out.logprobs = Some((c * m..(c + 1) * m).map(|j| (ids[j] as Token, lp[j])).collect());
-                    }
-                    if gr.extras.logits {
-                        let src = if has_raw { &raw } else { &vocab };
-                        out.logits = Some(src[c * nv..(c + 1) * nv].to_vec());
-                    }
-                    out
-                });
-                let row = match result {
-                    Err(SamplingError::BadRow { stage, .. }) => {
-                        Err(SamplingError::BadRow { row: gr.rows[c], seq: sl.seq.to_string(), stage })
-                    }
-                    r => r,
-                };
-                results[si] = Some(RowResult { seq: sl.seq, output: sl.output, result: row });
+            let read = GroupRead { tokens, list, raw: has_raw.then_some(&raw[..]), lps };
+            // A vocabulary-sized read is used where it lies (host-visible memory: no copy).
+            let all: Vec<usize> = (0..gr.rows.len()).collect();
+            let vocab = match (o.vocab, o.vocab_is_logits) {
+                (Some(v), _) => Some((v, &all[..])),
+                (None, true) => Some((self.logits, &gr.rows[..])),
+                (None, false) => None,
+            };
+            match vocab {
+                Some((node, rows)) => {
+                    let mut buf = std::mem::take(&mut self.vocab_buf);
+                    let this = &*self;
+                    sched
+                        .read_rows_with(node, rows, |bytes| {
+                            // SAFETY: every bit pattern is an f32; alignment is checked.
+                            let (pre, f, post) = unsafe { bytes.align_to::<f32>() };
+                            let f = if pre.is_empty() && post.is_empty() {
+                                f
+                            } else {
+                                buf.clear();
+                                buf.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                                &buf[..]
+                            };
+                            this.finish_group(seqs, gi, &read, Some(f), &mut results);
+                        })
+                        .map_err(rd)?;
+                    self.vocab_buf = buf;
+                }
+                None => self.finish_group(seqs, gi, &read, None, &mut results),
             }
         }
-        self.vocab_buf = vocab;
         self.raw_buf = raw;
         let bytes_read = (sched.stats().bytes_to_host - before) as usize;
         let mut rows: Vec<(usize, RowResult)> = self
@@ -435,6 +449,46 @@ impl Tail {
             .collect();
         rows.sort_by_key(|(r, _)| *r);
         Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read })
+    }
+
+    /// Finishes every row of group `gi` from what was read back.
+    fn finish_group(
+        &self,
+        seqs: &mut Sequences,
+        gi: usize,
+        read: &GroupRead<'_>,
+        vocab: Option<&[f32]>,
+        results: &mut [Option<RowResult>],
+    ) {
+        let gr = &self.groups[gi];
+        let (n, nv) = (gr.rows.len(), self.n_vocab);
+        for (si, sl) in self.slots.iter().enumerate().filter(|(_, s)| s.group == gi) {
+            let c = sl.col;
+            let row_list = read.list.as_ref().map(|(ids, vals)| {
+                let k = ids.len() / n;
+                (&ids[c * k..(c + 1) * k], &vals[c * k..(c + 1) * k])
+            });
+            let row_vocab = vocab.map(|v| &v[c * nv..(c + 1) * nv]);
+            let result = self.finish_row(seqs, sl, read.tokens.as_ref().map(|t| t[c]), row_list, row_vocab);
+            let result = result.map(|mut out| {
+                if let Some((ids, lp)) = &read.lps {
+                    let m = ids.len() / n;
+                    out.logprobs = Some((c * m..(c + 1) * m).map(|j| (ids[j] as Token, lp[j])).collect());
+                }
+                if gr.extras.logits {
+                    let src = read.raw.or(vocab).expect("raw logits are read when asked for");
+                    out.logits = Some(src[c * nv..(c + 1) * nv].to_vec());
+                }
+                out
+            });
+            let row = match result {
+                Err(SamplingError::BadRow { stage, .. }) => {
+                    Err(SamplingError::BadRow { row: gr.rows[c], seq: sl.seq.to_string(), stage })
+                }
+                r => r,
+            };
+            results[si] = Some(RowResult { seq: sl.seq, output: sl.output, result: row });
+        }
     }
 
     fn finish_row(
