@@ -341,6 +341,15 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
             before_select = rec;
         }
         rec = c.stage(i, k, rec)?;
+        // The node that ends the stage carries its name in dumps and plans.
+        let last = match rec {
+            Rec::Vocab { x, .. } => x,
+            Rec::List { vals, .. } => vals,
+            Rec::Token(t) => t,
+        };
+        if last.index() >= first && c.g.node(last).name.is_none() {
+            c.g.set_name(last, format!("{prefix}.s{i}.{}", k.name()));
+        }
     }
     if !matches!(rec, Rec::Token(_)) {
         before_select = rec;
@@ -349,20 +358,26 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
     let want_record = extras.candidates || !matches!(rec, Rec::Token(_));
     // A vocabulary read back carries its pending transforms applied.
     let before_select = if want_record { c.materialize(before_select)? } else { before_select };
+    let name = |g: &mut Graph, id: NodeId, what: &str| {
+        if g.node(id).name.is_none() || what == "token" {
+            g.set_name(id, format!("{prefix}.{what}"));
+        }
+        g.set_output(id)
+    };
     if let Rec::Token(t) = rec {
-        out.token = Some(c.g.set_output(t));
+        out.token = Some(name(c.g, t, "token"));
     }
     if want_record {
         match before_select {
             Rec::Vocab { touched: false, .. } if x_is_logits => out.vocab_is_logits = true,
             Rec::Vocab { x: v, .. } => {
                 let v = if c.g.node(v).op.is_view() { c.g.cont(v)? } else { v };
-                out.vocab = Some(c.g.set_output(v));
+                out.vocab = Some(name(c.g, v, "vocab"));
             }
             Rec::List { ids, vals, .. } => {
                 let ids = if c.g.node(ids).op.is_view() { c.g.cont(ids)? } else { ids };
                 let vals = if c.g.node(vals).op.is_view() { c.g.cont(vals)? } else { vals };
-                out.list = Some((c.g.set_output(ids), c.g.set_output(vals)));
+                out.list = Some((name(c.g, ids, "ids"), name(c.g, vals, "logits")));
             }
             Rec::Token(_) => unreachable!("the record before a selection is not a token"),
         }
@@ -371,7 +386,7 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
         if x_is_logits {
             out.raw_logits = true;
         } else if out.vocab != Some(x) {
-            out.raw = Some(c.g.set_output(x));
+            out.raw = Some(name(c.g, x, "raw"));
         }
     }
     if extras.logprobs > 0 {
@@ -380,7 +395,7 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
         let probs = c.g.soft_max(x, None, 1.0)?;
         let p = c.gather(probs, ids, n_vocab, nl)?;
         let lp = c.g.log(p)?;
-        out.logprobs = Some((c.g.set_output(ids), c.g.set_output(lp)));
+        out.logprobs = Some((name(c.g, ids, "logprob_ids"), name(c.g, lp, "logprobs")));
     }
     let inputs = std::mem::take(&mut c.inputs);
     let nodes = (first..g.len()).map(|i| NodeId(i as u32)).collect();

@@ -84,6 +84,22 @@ pub enum StageKey {
     LogitBias(usize),
 }
 
+impl StageKey {
+    /// The stage's name in node names and dumps.
+    pub fn name(self) -> &'static str {
+        match self {
+            StageKey::Nothing => "nothing",
+            StageKey::Greedy => "greedy",
+            StageKey::Dist => "dist",
+            StageKey::TopK(_) => "top_k",
+            StageKey::TopP => "top_p",
+            StageKey::MinP => "min_p",
+            StageKey::Temp => "temp",
+            StageKey::LogitBias(_) => "logit_bias",
+        }
+    }
+}
+
 impl BackendStage {
     /// The stage's name, as in a SPEC.
     pub fn name(&self) -> &'static str {

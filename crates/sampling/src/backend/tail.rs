@@ -252,10 +252,13 @@ impl Tail {
     pub fn describe(&self) -> String {
         let mut s = String::new();
         for (gi, gr) in self.groups.iter().enumerate() {
-            let seqs: Vec<String> =
-                self.slots.iter().filter(|sl| sl.group == gi).map(|sl| format!("{}.{}", sl.seq.0, sl.output)).collect();
-            s +=
-                &format!("group tail.g{gi}: rows {:?} (seq.output {}), reads {:?}\n", gr.rows, seqs.join(" "), gr.form);
+            let seqs: Vec<String> = self
+                .slots
+                .iter()
+                .filter(|sl| sl.group == gi)
+                .map(|sl| format!("{} output {}", sl.seq, sl.output))
+                .collect();
+            s += &format!("group tail.g{gi}: logits rows {:?} ({}), ends as {:?}\n", gr.rows, seqs.join(", "), gr.form);
         }
         for (seq, p) in &self.seqs {
             s += &format!("{seq}: {}\n", p.placement);

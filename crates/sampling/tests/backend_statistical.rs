@@ -1,0 +1,135 @@
+//! Statistical tests of the random backend stages (the draw, after temperature, min-p, top-k and
+//! top-p as graph ops): chi-squared against the exact distribution that the CPU chain reports, with
+//! fixed seeds and enough draws that a wrong distribution fails. And the resolution of the draw: a
+//! token of probability 2^-26 (below f32's 2^-24) is drawn exactly where the uniform falls in its
+//! bracket, on the graph path and on the CPU chain alike.
+
+use graph::{DType, Graph};
+use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+use sampling::{Chain, Sampler};
+use sched::Scheduler;
+
+/// Chi-squared critical values at p = 0.001 for 1..=15 degrees of freedom.
+const CHI2_999: [f64; 15] =
+    [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.70];
+
+const V: usize = 16;
+
+fn row() -> Vec<f32> {
+    (0..V).map(|i| ((i * 7919) % 23) as f32 * 0.2 - 2.0).collect()
+}
+
+/// Runs `spec` (with `seed=` appended to its dist stage per sequence) for `batch` sequences over
+/// `steps` steps on the CPU backend's graph path; returns the counts of each token.
+fn draw_counts(spec: &str, batch: usize, steps: usize) -> Vec<u64> {
+    let mut seqs = Sequences::new(1).unwrap();
+    for s in 0..batch {
+        let spec = spec.replace("dist", &format!("dist(seed={})", 1000 + s));
+        seqs.set(SeqId(s as u32), SeqConfig::new(Chain::parse(&spec).unwrap()));
+    }
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[V, batch]).unwrap();
+    let rows: Vec<(SeqId, usize)> = (0..batch).map(|s| (SeqId(s as u32), s)).collect();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &cpu::CpuBackend::with_threads(1)).unwrap();
+    for (_, p) in tail.placement() {
+        assert!(!p.contains('-'), "{spec}: every stage should run on the backend: {p}");
+    }
+    let mut sched = Scheduler::new(vec![Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
+    sched.plan(&g).unwrap();
+    let all: Vec<f32> = (0..batch).flat_map(|_| row()).collect();
+    let mut counts = vec![0u64; V];
+    for _ in 0..steps {
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        for r in &out.rows {
+            let t = r.result.as_ref().unwrap().token.unwrap();
+            counts[t as usize] += 1;
+            tail.accept(&mut seqs, r.seq, &[t]).unwrap();
+        }
+    }
+    counts
+}
+
+#[test]
+fn backend_draws_follow_the_chain_distribution() {
+    for spec in [
+        "dist",
+        "temp(t=0.7);dist",
+        "min_p(p=0.05);temp(t=1.3);dist",
+        "top_k(k=8);dist",
+        "top_k(k=10);top_p(p=0.9);temp(t=1.5);dist",
+        "top_k(k=12);min_p(p=0.2);dist",
+        "logit_bias(3=2.5);dist",
+    ] {
+        let (batch, steps) = (64, 250);
+        let counts = draw_counts(spec, batch, steps);
+        let n = (batch * steps) as f64;
+        // The exact distribution: the CPU chain's surviving candidates (p normalised over them).
+        let want = Chain::parse(spec).unwrap().run(&row()).unwrap();
+        let mut p = vec![0.0f64; V];
+        for c in &want.candidates {
+            p[c.id as usize] = f64::from(c.p);
+        }
+        for (t, &c) in counts.iter().enumerate() {
+            assert!(p[t] > 0.0 || c == 0, "{spec}: token {t} has probability 0 but was drawn {c} times");
+        }
+        // Cells with an expected count below 5 are pooled.
+        let (mut chi2, mut cells, mut pooled_e, mut pooled_o) = (0.0, 0, 0.0, 0.0);
+        for t in 0..V {
+            let e = p[t] * n;
+            if e == 0.0 {
+                continue;
+            }
+            if e < 5.0 {
+                pooled_e += e;
+                pooled_o += counts[t] as f64;
+            } else {
+                chi2 += (counts[t] as f64 - e).powi(2) / e;
+                cells += 1;
+            }
+        }
+        if pooled_e > 0.0 {
+            chi2 += (pooled_o - pooled_e).powi(2) / pooled_e;
+            cells += 1;
+        }
+        let df = cells - 1;
+        assert!(df >= 1, "{spec}: too few cells");
+        assert!(
+            chi2 < CHI2_999[df - 1],
+            "{spec}: chi2 = {chi2:.2} with {df} degrees of freedom; counts {counts:?}, p {p:?}"
+        );
+    }
+}
+
+/// (seed, step) whose 53-bit draw uniform is at least `1 - 2^-27` (found by search; checked here).
+const SEED: u64 = 7;
+const STEP: u64 = 100_990_465;
+
+#[test]
+fn a_token_below_f32_resolution_is_drawable() {
+    let u = graph::philox::uniform_f64(SEED, STEP, graph::philox::stream::element(graph::philox::stream::DRAW, 0));
+    assert!(u >= 1.0 - 2f64.powi(-27), "{u}");
+    // Token 1 has weight 2^-26 against 1 (probability 1.5e-8): its bracket is [1/(1+2^-26), 1).
+    let logits = [0.0f32, (2f64.powi(-26)).ln() as f32];
+    let spec = format!("dist(seed={SEED})");
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(&spec).unwrap()));
+    let mut g = Graph::new();
+    let x = g.input("logits", DType::F32, &[2, 1]).unwrap();
+    let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0)], &seqs, &cpu::CpuBackend::with_threads(1)).unwrap();
+    let mut sched = Scheduler::new(vec![Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
+    sched.plan(&g).unwrap();
+    for (step, want) in [(STEP, 1), (0, 0), (1, 0), (2, 0)] {
+        seqs.set_step(SeqId(0), step).unwrap();
+        sched.set_input_f32(x, &logits).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.token(0).unwrap(), want, "graph path, step {step}");
+        let mut chain = Chain::parse(&spec).unwrap();
+        chain.set_step(step);
+        assert_eq!(chain.sample(&logits).unwrap(), want, "CPU chain, step {step}");
+    }
+}
