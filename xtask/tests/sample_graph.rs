@@ -40,7 +40,18 @@ const CHAINS: &[&str] = &[
     "typical(p=0.9);top_k(k=10);dist(seed=13)",
     "temp(t=0);dist",
     "min_p(p=0.05,min_keep=4);greedy",
+    // llama.cpp's default chain (its disabled stages append nothing) and penalties with history.
+    "penalties;dry;top_n_sigma;top_k(k=40);typical;top_p(p=0.95);min_p(p=0.05);xtc;temp(t=0.8);dist(seed=14)",
+    "penalties(last_n=64,repeat=1.3,freq=0.2,present=0.5);top_k(k=40);dist(seed=15)",
+    "penalties(last_n=3,repeat=0.8,freq=0.4);greedy",
+    "temp(t=0.5);penalties(last_n=8,repeat=1.1,present=2);min_p(p=0.1);dist(seed=16)",
+    "penalties(last_n=-1,repeat=1.2);greedy",
+    "top_k(k=20);penalties(repeat=1.2);greedy",
 ];
+
+/// Tokens accepted before the step (the penalties' window); every one inside the 1000-token
+/// fixture, a few repeated.
+const HISTORY: &str = "3,5,3,9,17,3,999,5,0,42";
 
 fn compare(logits: &str, backend: &str, steps: &[&str]) -> Result<(), String> {
     for chain in CHAINS {
@@ -132,6 +143,26 @@ fn placement_and_bytes_are_reported() {
     assert!(err.contains("seq 0: +top_k -typical -dist"), "{err}");
     // 40 candidates of 8 bytes, for the one row.
     assert!(err.contains("read back 320 bytes (reserved 320)"), "{err}");
+    // llama.cpp's default chain runs entirely on the backend: its disabled stages append nothing.
+    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "sample",
+            "--logits",
+            "fixtures/logits/vocab1k_f16.npy",
+            "--chain",
+            "penalties;dry;top_n_sigma;top_k(k=40);typical;top_p(p=0.95);min_p(p=0.05);xtc;temp(t=0.8);dist",
+            "--path",
+            "graph",
+            "--placement",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains("seq 0: +penalties +dry +top_n_sigma +top_k +typical +top_p +min_p +xtc +temp +dist"),
+        "{err}"
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["sample", "--logits", "fixtures/logits/small_f32.npy", "--chain", "greedy", "--backend", "vulkan"])
         .current_dir(root())

@@ -9,10 +9,13 @@ use sched::Scheduler;
 
 const V: usize = 1000;
 
-/// Deterministic logits for (step, row): a spread of scales so that truncation matters.
+/// Deterministic logits for (step, row): a spread of scales so that truncation matters. Rows 8
+/// and up (the penalties sequences) keep the same logits every step, so the tokens they saw decide
+/// what they pick next.
 fn logits_for(step: usize, row: usize) -> Vec<f32> {
+    let step = if row >= 8 { 0 } else { step };
     let mut s = (step as u64 * 7919 + row as u64 * 104_729 + 1) | 1;
-    let scale = 1.0 + (row % 4) as f32 * 2.0;
+    let scale = if row >= 8 { 8.0 } else { 1.0 + (row % 4) as f32 * 2.0 };
     (0..V)
         .map(|_| {
             s ^= s << 13;
@@ -40,7 +43,7 @@ fn attach(seqs: &Sequences, rows: &[(SeqId, usize)], n_rows: usize) -> Setup {
     Setup { g, logits, tail }
 }
 
-const CHAINS: [&str; 8] = [
+const CHAINS: [&str; 10] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
     "min_p(p=0.05);dist(seed=4)",
@@ -49,6 +52,8 @@ const CHAINS: [&str; 8] = [
     "top_k(k=20);typical(p=0.95);dist(seed=7)",
     "temp(t=0.9);logit_bias(5=2,9=-inf);dist(seed=8)",
     "",
+    "penalties(last_n=16,repeat=1.02,freq=0.05,present=0.05);top_k(k=30);dist(seed=9)",
+    "penalties(last_n=8,freq=0.004,present=0.002);greedy",
 ];
 
 #[test]
@@ -59,7 +64,14 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
         let chain = if spec.is_empty() { Chain::new() } else { Chain::parse(spec).unwrap() };
         refs.push(Some(chain.clone()));
         let cfg = SeqConfig::new(chain);
-        seqs.set(SeqId(i as u32), if spec.is_empty() { cfg.with_logits() } else { cfg });
+        // The empty chain reads its logits; the penalties sequence its candidates, which show any
+        // error in the penalised logits (its tokens alone might not).
+        let cfg = match i {
+            7 => cfg.with_logits(),
+            8 => cfg.with_candidates(),
+            _ => cfg,
+        };
+        seqs.set(SeqId(i as u32), cfg);
     }
     let n_rows = CHAINS.len();
     let rows_of = |seqs: &Sequences| -> Vec<(SeqId, usize)> { seqs.ids().map(|s| (s, s.0 as usize)).collect() };
@@ -76,6 +88,8 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
             "+top_k -typical -dist",
             "+temp +logit_bias +dist",
             "",
+            "+penalties +top_k +dist",
+            "+penalties +greedy",
         ]
     );
     let mut sched = cpu_sched();
@@ -126,6 +140,14 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
                 assert_eq!(got.token, None);
                 assert_eq!(out.logits(i).unwrap(), &logits[..]);
                 continue;
+            }
+            if r == 8 {
+                let want = reference.clone().run(&logits).unwrap();
+                let got_c = out.candidates(i).unwrap();
+                assert_eq!(got_c.len(), want.candidates.len(), "step {step}");
+                for (a, b) in got_c.iter().zip(&want.candidates) {
+                    assert!(a.id == b.id && (a.p - b.p).abs() < 1e-5, "step {step}: {a:?} vs {b:?}");
+                }
             }
             let want = reference.sample(&logits).unwrap();
             assert_eq!(got.token, Some(want), "step {step} {seq} ({})", setup.tail.describe());

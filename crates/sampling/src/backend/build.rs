@@ -36,6 +36,14 @@ pub enum Param {
         /// The pending min-p's stage.
         min_p: Option<usize>,
     },
+    /// `i32 [m, n]`: the seen tokens of penalties stage `.0` (padded by repeating an entry, or
+    /// with an identity entry when none was seen).
+    PenaltyIds(usize),
+    /// `f32 [m, n]`: the repetition penalty of each entry (1 for an identity entry).
+    PenaltyRepeat(usize),
+    /// `f32 [m, n]`: `count * freq + present` of each entry, in f32 as the CPU sampler computes
+    /// it (0 for an identity entry).
+    PenaltySub(usize),
     /// `i32 [m, n]`: token ids of logit-bias stage `.0` (`-1` never matches).
     BiasIds(usize),
     /// `f32 [m, n]`: biases of logit-bias stage `.0`.
@@ -135,19 +143,29 @@ impl Ctx<'_> {
         Ok((self.g.mul(above, below)?, m))
     }
 
-    /// Gathers `src[idx[j, c], c]` for `idx i32 [k, n]` from a contiguous `src [w, n]`: `[k, n]`.
-    fn gather(&mut self, src: NodeId, idx: NodeId, w: usize, k: usize) -> R<NodeId> {
-        let n = self.n;
-        let src = if self.g.node(src).layout.is_contiguous(self.g.node(src).dtype) { src } else { self.g.cont(src)? };
-        let flat = self.g.reshape(src, &[1, w * n])?;
+    /// The flat indices `idx[j, c] + c w` of `idx i32 [k, n]` into a `[w, n]` tensor seen as
+    /// `[1, w n]`: i32 `[k n]` (carried through f32, exact below 2^24: the tail keeps groups so).
+    fn flat_index(&mut self, idx: NodeId, w: usize, k: usize) -> R<NodeId> {
         let f = self.g.cast(idx, DType::F32)?;
         let off = self.column_offsets(w)?;
         let f = self.g.add(f, off)?;
         let i = self.g.cast(f, DType::I32)?;
         let i = self.g.cont(i)?;
-        let i = self.g.reshape(i, &[k * n])?;
+        self.g.reshape(i, &[k * self.n])
+    }
+
+    /// `src` (contiguous) as `[1, w n]`.
+    fn flat(&mut self, src: NodeId, w: usize) -> R<NodeId> {
+        let src = if self.g.node(src).layout.is_contiguous(self.g.node(src).dtype) { src } else { self.g.cont(src)? };
+        self.g.reshape(src, &[1, w * self.n])
+    }
+
+    /// Gathers `src[idx[j, c], c]` for `idx i32 [k, n]` from `src [w, n]`: `[k, n]`.
+    fn gather(&mut self, src: NodeId, idx: NodeId, w: usize, k: usize) -> R<NodeId> {
+        let flat = self.flat(src, w)?;
+        let i = self.flat_index(idx, w, k)?;
         let got = self.g.get_rows(flat, i)?;
-        self.g.reshape(got, &[k, n])
+        self.g.reshape(got, &[k, self.n])
     }
 
     /// `tok` where `ok` (a `[1, n]` mask), else -1.
@@ -310,7 +328,29 @@ impl Ctx<'_> {
                 let vals = self.input(&format!("s{idx}.bias"), DType::F32, &[m, n], Param::BiasValues(idx))?;
                 Rec::Vocab { x: self.g.scatter_add(x, ids, vals)?, touched: true, pending: Pending::default() }
             }
-            (StageKey::TopP, Rec::Vocab { .. }) | (StageKey::LogitBias(_), Rec::List { .. }) => {
+            (StageKey::Penalties(m), Rec::Vocab { x, .. }) => {
+                // The seen tokens' logits are gathered, penalised as the CPU sampler does, and
+                // written into a copy of the row (the logits themselves stay as they are).
+                let ids = self.input(&format!("s{idx}.pen_ids"), DType::I32, &[m, n], Param::PenaltyIds(idx))?;
+                let rep = self.input(&format!("s{idx}.pen_repeat"), DType::F32, &[m, n], Param::PenaltyRepeat(idx))?;
+                let sub = self.input(&format!("s{idx}.pen_sub"), DType::F32, &[m, n], Param::PenaltySub(idx))?;
+                let v = self.gather(x, ids, nv, m)?;
+                let zero = self.fill(&[1, 1], 0.0)?;
+                let positive = self.g.gt(v, zero)?;
+                let down = self.g.div(v, rep)?;
+                let up = self.g.mul(v, rep)?;
+                let scaled = self.g.where_(positive, down, up)?;
+                let pen = self.g.sub(scaled, sub)?;
+                let copy = self.g.cont(x)?;
+                let flat = self.g.reshape(copy, &[1, nv * n])?;
+                let at = self.flat_index(ids, nv, m)?;
+                let vals = self.g.reshape(pen, &[1, m * n])?;
+                let written = self.g.set_rows(flat, vals, at)?;
+                Rec::Vocab { x: self.g.reshape(written, &[nv, n])?, touched: true, pending: Pending::default() }
+            }
+            (StageKey::TopP, Rec::Vocab { .. })
+            | (StageKey::LogitBias(_), Rec::List { .. })
+            | (StageKey::Penalties(_), Rec::List { .. }) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
             }
         })

@@ -49,6 +49,23 @@ pub enum BackendStage {
         /// The pairs, in order.
         biases: Vec<(Token, f32)>,
     },
+    /// `penalties` over a window of `capacity` tokens: the seen tokens and their counts are this
+    /// step's inputs (at most `capacity` entries, uploaded, never a vocabulary-sized table).
+    Penalties {
+        /// The window (`last_n`): the most distinct tokens it can hold.
+        capacity: usize,
+        /// Repetition penalty.
+        repeat: f32,
+        /// Frequency penalty.
+        freq: f32,
+        /// Presence penalty.
+        present: f32,
+        /// Seen tokens and their counts in the window, by token.
+        counts: Vec<(Token, u32)>,
+    },
+    /// A stage whose parameters disable it (llama.cpp's samplers that return at once): it appends
+    /// nothing, so it does not end the backend prefix.
+    Disabled(&'static str),
 }
 
 /// The flowing record's shape between stages (per row of a group of `n` rows).
@@ -82,6 +99,8 @@ pub enum StageKey {
     Temp,
     /// scatter-add of this many biases.
     LogitBias(usize),
+    /// penalties over this many window entries.
+    Penalties(usize),
 }
 
 impl StageKey {
@@ -96,6 +115,7 @@ impl StageKey {
             StageKey::MinP => "min_p",
             StageKey::Temp => "temp",
             StageKey::LogitBias(_) => "logit_bias",
+            StageKey::Penalties(_) => "penalties",
         }
     }
 }
@@ -111,6 +131,8 @@ impl BackendStage {
             BackendStage::MinP { .. } => "min_p",
             BackendStage::Temp { .. } => "temp",
             BackendStage::LogitBias { .. } => "logit_bias",
+            BackendStage::Penalties { .. } => "penalties",
+            BackendStage::Disabled(name) => name,
         }
     }
 
@@ -122,7 +144,7 @@ impl BackendStage {
     /// needs a sorted list: put a `top_k` before it); `min_p` on the vocabulary with
     /// `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
-    /// bias on a list.
+    /// bias or penalties on a list; penalties over the whole history (no fixed window).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         Some(match (self, form) {
@@ -150,6 +172,9 @@ impl BackendStage {
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
             (S::LogitBias { biases }, Form::Vocab) => (StageKey::LogitBias(biases.len()), form),
             (S::LogitBias { .. }, _) => return None,
+            (S::Penalties { capacity, .. }, Form::Vocab) => (StageKey::Penalties((*capacity).min(n_vocab)), form),
+            (S::Penalties { .. }, _) => return None,
+            (S::Disabled(_), _) => (StageKey::Nothing, form),
         })
     }
 }

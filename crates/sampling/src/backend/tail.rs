@@ -365,6 +365,28 @@ impl Tail {
                             }
                             s => unreachable!("min_keep input of {s:?}"),
                         },
+                        Param::PenaltyIds(j) | Param::PenaltyRepeat(j) | Param::PenaltySub(j) => match stage(j) {
+                            BackendStage::Penalties { capacity, repeat, freq, present, counts } => {
+                                let m = capacity.min(self.n_vocab);
+                                // Tokens outside the vocabulary are ignored, as on the CPU.
+                                let seen: Vec<(i32, f32, f32)> = counts
+                                    .iter()
+                                    .filter(|(t, _)| (*t as usize) < self.n_vocab)
+                                    .map(|&(t, c)| (t as i32, repeat, c as f32 * freq + present))
+                                    .collect();
+                                // Padding repeats an entry (the same value written twice), or is
+                                // an identity entry (token 0, `x * 1 - 0`) when none was seen.
+                                let pad = seen.first().copied().unwrap_or((0, 1.0, 0.0));
+                                for e in seen.iter().copied().chain(std::iter::repeat(pad)).take(m) {
+                                    match param {
+                                        Param::PenaltyIds(_) => i(&mut bytes, e.0),
+                                        Param::PenaltyRepeat(_) => f(&mut bytes, e.1),
+                                        _ => f(&mut bytes, e.2),
+                                    }
+                                }
+                            }
+                            s => unreachable!("penalty input of {s:?}"),
+                        },
                         Param::BiasIds(j) | Param::BiasValues(j) => match stage(j) {
                             BackendStage::LogitBias { biases } => {
                                 for &(t, b) in &biases {

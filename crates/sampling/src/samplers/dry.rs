@@ -284,4 +284,9 @@ impl Sampler for Dry {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    /// Only the disabled form: DRY's sequence matching stays on the CPU.
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        (!self.enabled()).then_some(crate::backend::BackendStage::Disabled("dry"))
+    }
 }

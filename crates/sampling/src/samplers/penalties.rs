@@ -133,4 +133,23 @@ impl Sampler for Penalties {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    /// Disabled: nothing to append. A window of the whole history (`last_n = -1`) has no fixed
+    /// size, so no backend form; otherwise the seen tokens and their counts (at most `last_n`)
+    /// are this step's inputs.
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        if self.last_n == Some(0) || (self.repeat == 1.0 && self.freq == 0.0 && self.present == 0.0) {
+            return Some(crate::backend::BackendStage::Disabled(NAME));
+        }
+        let capacity = self.last_n?;
+        let mut counts: Vec<(Token, u32)> = self.counts.iter().map(|(&t, &c)| (t, c)).collect();
+        counts.sort_unstable();
+        Some(crate::backend::BackendStage::Penalties {
+            capacity,
+            repeat: self.repeat,
+            freq: self.freq,
+            present: self.present,
+            counts,
+        })
+    }
 }

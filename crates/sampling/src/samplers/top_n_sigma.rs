@@ -71,4 +71,9 @@ impl Sampler for TopNSigma {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    /// Only the disabled form (`n <= 0`).
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        (self.n <= 0.0).then_some(crate::backend::BackendStage::Disabled(NAME))
+    }
 }

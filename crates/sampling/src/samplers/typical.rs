@@ -75,4 +75,9 @@ impl Sampler for Typical {
     fn clone_box(&self) -> Box<dyn Sampler> {
         Box::new(self.clone())
     }
+
+    /// Only the disabled form (`p >= 1`).
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        (self.p >= 1.0).then_some(crate::backend::BackendStage::Disabled("typical"))
+    }
 }

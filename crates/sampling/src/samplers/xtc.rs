@@ -77,4 +77,9 @@ impl Sampler for Xtc {
     }
 
     rng_methods!();
+
+    /// Only the disabled form (`p <= 0` or `t > 0.5`).
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        (self.p <= 0.0 || self.t > 0.5).then_some(crate::backend::BackendStage::Disabled(NAME))
+    }
 }
