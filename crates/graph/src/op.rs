@@ -287,8 +287,11 @@ pub enum Op {
     /// index with `w_i > 0`. Sums are kept to at least 40 significant bits (f64 on the CPU, 64-bit
     /// fixed point on Vulkan), so a token of probability 1e-9 is drawn with its probability: an
     /// f32 running sum over a vocabulary would lose every weight below 2^-24 of the total. A row
-    /// holding a NaN or `+inf`, or no finite logit, or whose `s` is not positive and finite or
+    /// holding a NaN or `+inf`, or no finite logit, or whose `s` is not positive (or is NaN) or
     /// whose `off` is NaN, gives -1 (a value, not an error, so one bad row does not fail a batch).
+    /// `s = +inf` is the zero-temperature limit: the first index of the row maximum (float
+    /// equality, so -0.0 ties +0.0), without a random number; greedy sampling with the bad-row
+    /// check fused into its one pass.
     Categorical {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,

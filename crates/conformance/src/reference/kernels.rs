@@ -199,14 +199,18 @@ mod tests {
 /// `categorical` of one row with the 53-bit uniform `u`, scale `s` and threshold offset `off`,
 /// exactly (f64 weights and sums; the threshold `m + off` rounded to f32 as the op specifies): the
 /// first index with a positive weight whose running sum exceeds `u W`, the last positive one if
-/// none does; -1 for a row with NaN or `+inf` or no finite value, or bad `s`/`off`.
+/// none does; -1 for a row with NaN or `+inf` or no finite value, or bad `s`/`off`; with
+/// `s = +inf` the first maximum.
 pub(super) fn categorical_row(x: &[f64], u: f64, s: f64, off: f64) -> f64 {
-    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || !(s > 0.0 && s.is_finite()) || off.is_nan() {
+    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || !(s > 0.0) || off.is_nan() {
         return -1.0;
     }
     let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if m == f64::NEG_INFINITY {
         return -1.0;
+    }
+    if s == f64::INFINITY {
+        return x.iter().position(|&v| v == m).map_or(-1.0, |i| i as f64);
     }
     let thr = f64::from(m as f32 + off as f32);
     let w: Vec<f64> = x.iter().map(|&v| if v >= thr { ((v - m) * s).exp() } else { 0.0 }).collect();

@@ -4,7 +4,8 @@
 //! with the row's seed and step read from `keys i32 [4, rows..]` (seed lo, seed hi, step lo, step hi).
 //! Uses `graph::philox`, the single implementation of the generator.
 //!
-//! `categorical`: per row, the weights `w_i = exp(x_i - max)` by the shared exponential
+//! `categorical` (`s = +inf`: the first maximum, from the block-maxima pass and one block's
+//! rescan): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
 //! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
@@ -88,7 +89,7 @@ fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
 /// pass for the block maxima, one over the blocks that can hold a weight (with a min-p cut most are
 /// skipped unread), and a rescan of the one block that holds the target.
 pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
-    if !(s > 0.0 && s.is_finite()) || off.is_nan() {
+    if !(s > 0.0) || off.is_nan() {
         return None;
     }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
@@ -96,6 +97,11 @@ pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
     let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if bad || max == f32::NEG_INFINITY {
         return None;
+    }
+    if s == f32::INFINITY {
+        // The zero-temperature limit: the first maximum (its block is the first whose max it is).
+        let blk = maxima.iter().position(|&m| m == max)?;
+        return x[blk * BLOCK..].iter().position(|&v| v == max).map(|j| blk * BLOCK + j);
     }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);
@@ -222,7 +228,16 @@ mod tests {
         assert_eq!(draw(&x, 0.5 * w[0] / t2, 2.0, -1.5), Some(0));
         // Bad parameters: -1.
         assert_eq!(draw(&x, 0.5, 0.0, NINF), None);
-        assert_eq!(draw(&x, 0.5, f32::INFINITY, NINF), None);
+        assert_eq!(draw(&x, 0.5, f32::NAN, NINF), None);
+        assert_eq!(draw(&x, 0.5, -1.0, NINF), None);
+        // s = +inf: the first maximum, whatever u (ties of -0.0 and +0.0 included).
+        assert_eq!(draw(&x, 0.999, f32::INFINITY, NINF), Some(0));
+        assert_eq!(draw(&[-1.0, 2.0, -0.0, 2.0], 0.9, f32::INFINITY, NINF), Some(1));
+        assert_eq!(draw(&[-1.0, -0.0, 0.0], 0.9, f32::INFINITY, NINF), Some(1));
+        let mut long = vec![0.0f32; 5000];
+        long[4000] = 3.0;
+        long[4500] = 3.0;
+        assert_eq!(draw(&long, 0.1, f32::INFINITY, NINF), Some(4000));
         assert_eq!(draw(&x, 0.5, 1.0, f32::NAN), None);
         // A cut above the max keeps nothing: no finite weight, -1.
         assert_eq!(draw(&x, 0.5, 1.0, 0.5), None);

@@ -28,6 +28,10 @@ pub enum Param {
     TopP(usize),
     /// `f32 [1, n]`: `-max(min_keep, 1)` of stage `.0` (a position `i` is kept when `-i > -min_keep`).
     NegMinKeep(usize),
+    /// `i32 [4, n]` of zeros: the key of a greedy `categorical`, which draws no number.
+    NoKeys,
+    /// `f32 [2, n]` of `(+inf, -inf)`: `categorical`'s zero-temperature limit, greedy.
+    Greedy,
     /// `f32 [2, n]`: the draw's scale and cut: `1 / t` of temp stage `temp` (1 without one) and
     /// `ln p` of min-p stage `min_p` (`-inf` without one), see `graph::Op::Categorical`.
     DrawParams {
@@ -211,6 +215,8 @@ impl Ctx<'_> {
         // Pending transforms a stage cannot fold in are applied first.
         let rec = match (key, rec) {
             (StageKey::Nothing | StageKey::Dist | StageKey::TopK(_), r) => r,
+            // The argmax of the raw row is the argmax after a min-p cut (the maximum survives it).
+            (StageKey::Greedy, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::Temp, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::MinP, Rec::Vocab { pending: Pending { temp: None, min_p: None }, .. }) => rec,
             (_, r @ Rec::Vocab { .. }) => self.materialize(r)?,
@@ -220,9 +226,10 @@ impl Ctx<'_> {
             (StageKey::Nothing, r) => r,
             (_, Rec::Token(_)) => unreachable!("BackendStage::key ends the prefix at a token"),
             (StageKey::Greedy, Rec::Vocab { x, .. }) => {
-                let ok = self.finite_max(x)?.0;
-                let t = self.g.argmax(x)?;
-                Rec::Token(self.fold_token(t, ok)?)
+                // `categorical` at zero temperature: the first maximum, -1 for a bad row, one pass.
+                let keys = self.input("keys", DType::I32, &[4, n], Param::NoKeys)?;
+                let greedy = self.input("greedy", DType::F32, &[2, n], Param::Greedy)?;
+                Rec::Token(self.g.categorical(x, keys, Some(greedy), graph::philox::stream::DRAW as u32)?)
             }
             (StageKey::Greedy, Rec::List { ids, vals, .. }) => {
                 // Sorted: the first candidate; its logit is NaN for a bad row.

@@ -334,6 +334,11 @@ impl Tail {
                                 i(&mut bytes, w as i32);
                             }
                         }
+                        Param::NoKeys => (0..4).for_each(|_| i(&mut bytes, 0)),
+                        Param::Greedy => {
+                            f(&mut bytes, f32::INFINITY);
+                            f(&mut bytes, f32::NEG_INFINITY);
+                        }
                         Param::DrawParams { temp, min_p } => {
                             // The CPU chain's dist on a vocabulary view scales by `1 / t` in f32.
                             let scale = temp.map_or(1.0, |j| match stage(j) {
