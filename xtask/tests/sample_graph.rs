@@ -47,6 +47,12 @@ const CHAINS: &[&str] = &[
     "temp(t=0.5);penalties(last_n=8,repeat=1.1,present=2);min_p(p=0.1);dist(seed=16)",
     "penalties(last_n=-1,repeat=1.2);greedy",
     "top_k(k=20);penalties(repeat=1.2);greedy",
+    "top_k(k=40);xtc(p=1,t=0.05);dist(seed=17)",
+    "top_k(k=40);xtc(p=0.5,t=0.02,min_keep=30);dist(seed=18)",
+    "top_k(k=60);top_n_sigma(n=1.5);dist(seed=19)",
+    "top_k(k=60);top_n_sigma(n=0.5);temp(t=0.7);top_p(p=0.9);greedy",
+    "top_n_sigma(n=1);dist(seed=20)",
+    "xtc(p=1,t=0.1);dist(seed=21)",
 ];
 
 /// Tokens accepted before the step (the penalties' window); every one inside the 1000-token

@@ -48,6 +48,11 @@ pub enum Param {
     /// `f32 [m, n]`: `count * freq + present` of each entry, in f32 as the CPU sampler computes
     /// it (0 for an identity entry).
     PenaltySub(usize),
+    /// `f32 [4, n]` of xtc stage `.0`: `t`, `-min_keep`, this step's flag (1: the coin says
+    /// apply), 0 (padding).
+    Xtc(usize),
+    /// `f32 [1, n]`: `n` of top-n-sigma stage `.0`.
+    Sigma(usize),
     /// `i32 [m, n]`: token ids of logit-bias stage `.0` (`-1` never matches).
     BiasIds(usize),
     /// `f32 [m, n]`: biases of logit-bias stage `.0`.
@@ -184,6 +189,34 @@ impl Ctx<'_> {
     fn first_row(&mut self, src: NodeId) -> R<NodeId> {
         let nb1 = self.g.node(src).layout.nb[1];
         self.g.view(src, &[1, self.n], &[4, nb1], 0)
+    }
+
+    /// `x [k, n]` with the entries below `max - n sigma` masked (sigma over the finite entries,
+    /// llama.cpp's `logit < threshold` test: a NaN threshold masks nothing).
+    fn top_n_sigma(&mut self, idx: usize, x: NodeId) -> R<NodeId> {
+        let nn = self.input(&format!("s{idx}.n"), DType::F32, &[1, self.n], Param::Sigma(idx))?;
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let finite = self.g.gt(x, ninf)?;
+        let count = self.g.sum_rows(finite)?;
+        let xs = self.g.where_(finite, x, zero)?;
+        let sum = self.g.sum_rows(xs)?;
+        let mean = self.g.div(sum, count)?;
+        let dev = self.g.sub(xs, mean)?;
+        let dev = self.g.mul(dev, finite)?;
+        let sq = self.g.sqr(dev)?;
+        let var = self.g.sum_rows(sq)?;
+        let var = self.g.div(var, count)?;
+        let std = self.g.sqrt(var)?;
+        let m = self.g.max_rows(x)?;
+        let spread = self.g.mul(std, nn)?;
+        let thr = self.g.sub(m, spread)?;
+        let keep = self.g.ge(x, thr)?;
+        let same = self.g.equal(thr, thr)?;
+        let nan_thr = self.g.scale_bias(same, -1.0, 1.0)?;
+        let keep = self.g.add(keep, nan_thr)?;
+        let ninf2 = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        self.g.where_(keep, x, ninf2)
     }
 
     /// `[k, n]` of `-i` for position `i`: compared with `-min_keep` (`-i > -min_keep` keeps `i`).
@@ -355,7 +388,40 @@ impl Ctx<'_> {
                 let written = self.g.set_rows(flat, vals, at)?;
                 Rec::Vocab { x: self.g.reshape(written, &[nv, n])?, touched: true, pending: Pending::default() }
             }
+            (StageKey::Xtc, Rec::List { ids, vals, k }) => {
+                // Sorted, so the tokens with p >= t are a prefix of `cnt`; all but the last of it
+                // go, if the step's coin says so, `cnt > 1` and `len - (cnt - 1) >= min_keep`.
+                let par = self.input(&format!("s{idx}.xtc"), DType::F32, &[4, n], Param::Xtc(idx))?;
+                let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 16], 4 * i);
+                let (t, neg_mk, flag) = (row(self, 0)?, row(self, 1)?, row(self, 2)?);
+                let probs = self.g.soft_max(vals, None, 1.0)?;
+                let big = self.g.ge(probs, t)?;
+                let cnt = self.g.sum_rows(big)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let alive = self.g.gt(vals, ninf)?;
+                let len = self.g.sum_rows(alive)?;
+                let last = self.g.scale_bias(cnt, 1.0, -1.0)?;
+                // len - last >= min_keep  <=>  last - len <= -min_keep  <=>  -min_keep >= last - len
+                let d = self.g.sub(last, len)?;
+                let room = self.g.ge(neg_mk, d)?;
+                let zero = self.fill(&[1, 1], 0.0)?;
+                let several = self.g.gt(last, zero)?;
+                let on = self.g.mul(room, several)?;
+                let on = self.g.mul(on, flag)?;
+                // Position i < last  <=>  -i > -last.
+                let neg_last = self.g.scale(last, -1.0)?;
+                let pos = self.neg_positions(k)?;
+                let before = self.g.gt(pos, neg_last)?;
+                let drop = self.g.mul(before, on)?;
+                let ninf_full = self.fill(&[k, n], f32::NEG_INFINITY)?;
+                Rec::List { ids, vals: self.g.where_(drop, ninf_full, vals)?, k }
+            }
+            (StageKey::TopNSigma, Rec::List { ids, vals, k }) => {
+                Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k }
+            }
             (StageKey::TopP, Rec::Vocab { .. })
+            | (StageKey::Xtc, Rec::Vocab { .. })
+            | (StageKey::TopNSigma, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
             | (StageKey::Penalties(_), Rec::List { .. }) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")

@@ -63,6 +63,23 @@ pub enum BackendStage {
         /// Seen tokens and their counts in the window, by token.
         counts: Vec<(Token, u32)>,
     },
+    /// `xtc(p, t, min_keep, seed)` on a sorted list; the step's coin (the Philox `XTC` stream at
+    /// the sequence's step) is drawn on the host and passed as a flag.
+    Xtc {
+        /// Probability of applying at a step.
+        p: f32,
+        /// Probability threshold.
+        t: f32,
+        /// At least this many remain.
+        min_keep: usize,
+        /// The sampler's seed.
+        seed: u64,
+    },
+    /// `top_n_sigma(n)` with `n > 0`.
+    TopNSigma {
+        /// Standard deviations below the maximum.
+        n: f32,
+    },
     /// A stage whose parameters disable it (llama.cpp's samplers that return at once): it appends
     /// nothing, so it does not end the backend prefix.
     Disabled(&'static str),
@@ -101,6 +118,10 @@ pub enum StageKey {
     LogitBias(usize),
     /// penalties over this many window entries.
     Penalties(usize),
+    /// xtc on a list.
+    Xtc,
+    /// top-n-sigma mask.
+    TopNSigma,
 }
 
 impl StageKey {
@@ -116,6 +137,8 @@ impl StageKey {
             StageKey::Temp => "temp",
             StageKey::LogitBias(_) => "logit_bias",
             StageKey::Penalties(_) => "penalties",
+            StageKey::Xtc => "xtc",
+            StageKey::TopNSigma => "top_n_sigma",
         }
     }
 }
@@ -132,6 +155,8 @@ impl BackendStage {
             BackendStage::Temp { .. } => "temp",
             BackendStage::LogitBias { .. } => "logit_bias",
             BackendStage::Penalties { .. } => "penalties",
+            BackendStage::Xtc { .. } => "xtc",
+            BackendStage::TopNSigma { .. } => "top_n_sigma",
             BackendStage::Disabled(name) => name,
         }
     }
@@ -144,7 +169,10 @@ impl BackendStage {
     /// needs a sorted list: put a `top_k` before it); `min_p` on the vocabulary with
     /// `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
-    /// bias or penalties on a list; penalties over the whole history (no fixed window).
+    /// bias or penalties on a list; penalties over the whole history (no fixed window); xtc on
+    /// the vocabulary (it needs the sorted probabilities: put a `top_k` before it); top-n-sigma on
+    /// the vocabulary (the CPU chain leaves its survivors sorted, and a later draw walks them in
+    /// that order; a masked vocabulary is in token order).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         Some(match (self, form) {
@@ -174,6 +202,10 @@ impl BackendStage {
             (S::LogitBias { .. }, _) => return None,
             (S::Penalties { capacity, .. }, Form::Vocab) => (StageKey::Penalties((*capacity).min(n_vocab)), form),
             (S::Penalties { .. }, _) => return None,
+            (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
+            (S::Xtc { .. }, _) => return None,
+            (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
+            (S::TopNSigma { .. }, _) => return None,
             (S::Disabled(_), _) => (StageKey::Nothing, form),
         })
     }

@@ -352,6 +352,27 @@ impl Tail {
                             f(&mut bytes, scale);
                             f(&mut bytes, off);
                         }
+                        Param::Xtc(j) => match stage(j) {
+                            BackendStage::Xtc { p, t, min_keep, seed } => {
+                                // The CPU sampler draws its coin at every apply: stream XTC at
+                                // the row's step.
+                                let step = st.step + sl.output as u64;
+                                let coin = graph::philox::uniform(
+                                    seed,
+                                    step,
+                                    graph::philox::stream::element(graph::philox::stream::XTC, 0),
+                                );
+                                f(&mut bytes, t);
+                                f(&mut bytes, -(min_keep as f32));
+                                f(&mut bytes, if coin > p { 0.0 } else { 1.0 });
+                                f(&mut bytes, 0.0);
+                            }
+                            s => unreachable!("xtc input of {s:?}"),
+                        },
+                        Param::Sigma(j) => match stage(j) {
+                            BackendStage::TopNSigma { n } => f(&mut bytes, n),
+                            s => unreachable!("top_n_sigma input of {s:?}"),
+                        },
                         Param::Temp(j) => match stage(j) {
                             BackendStage::Temp { t } => f(&mut bytes, t),
                             s => unreachable!("temp input of {s:?}"),

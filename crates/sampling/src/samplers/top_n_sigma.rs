@@ -72,8 +72,12 @@ impl Sampler for TopNSigma {
         Box::new(self.clone())
     }
 
-    /// Only the disabled form (`n <= 0`).
+    /// Disabled for `n <= 0`.
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        (self.n <= 0.0).then_some(crate::backend::BackendStage::Disabled(NAME))
+        Some(if self.n <= 0.0 {
+            crate::backend::BackendStage::Disabled(NAME)
+        } else {
+            crate::backend::BackendStage::TopNSigma { n: self.n }
+        })
     }
 }

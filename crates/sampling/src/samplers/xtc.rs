@@ -78,8 +78,12 @@ impl Sampler for Xtc {
 
     rng_methods!();
 
-    /// Only the disabled form (`p <= 0` or `t > 0.5`).
+    /// Disabled (`p <= 0` or `t > 0.5`): nothing to append. Otherwise the stage on a sorted list,
+    /// with this step's coin decided on the host (it depends only on the seed and the step).
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        (self.p <= 0.0 || self.t > 0.5).then_some(crate::backend::BackendStage::Disabled(NAME))
+        if self.p <= 0.0 || self.t > 0.5 {
+            return Some(crate::backend::BackendStage::Disabled(NAME));
+        }
+        Some(crate::backend::BackendStage::Xtc { p: self.p, t: self.t, min_keep: self.min_keep, seed: self.rng.seed })
     }
 }
