@@ -176,3 +176,22 @@ fn placement_and_bytes_are_reported() {
         .unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("use it with --path graph"));
 }
+
+#[test]
+fn no_vulkan_device_is_a_clear_error() {
+    // No driver at all, and a device name that matches nothing: either way a one-line error that
+    // names the Vulkan backend, a non-zero exit, and nothing on stdout.
+    for (var, value) in [("VK_ICD_FILENAMES", "/nonexistent/icd.json"), ("GGS_VULKAN_DEVICE", "no-such-gpu")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["sample", "--logits", "fixtures/logits/small_f32.npy", "--chain", "greedy"])
+            .args(["--path", "graph", "--backend", "vulkan"])
+            .env(var, value)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{var}: {err}");
+        assert!(err.starts_with("error: vulkan backend unavailable"), "{var}: {err}");
+        assert!(o.stdout.is_empty(), "{var}");
+    }
+}
