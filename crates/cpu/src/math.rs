@@ -52,16 +52,20 @@ pub fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA { a.mul_add(b, c) } else { a * b + c }
 }
 
-/// The ordering key of a float: an unsigned integer whose order is the IEEE total order, with -0.0
-/// mapped to +0.0 (so they tie). A NaN with the sign bit clear ranks above +inf, one with it set
-/// (x86's default NaN, e.g. from `inf - inf`) below -inf.
+/// The ordering key of a float: an unsigned integer whose order is the float order, with -0.0
+/// mapped to +0.0 (so they tie) and every NaN, whatever its sign, above +inf (key `u32::MAX`, so
+/// NaNs tie and the lower index wins), as `graph::Op::Argmax`/`TopK`/`Argsort` specify: a row
+/// holding a NaN puts it first, where a check of the first result finds it (x86's default NaN,
+/// from `inf - inf`, has its sign bit set; the IEEE total order would rank it below -inf).
 #[inline(always)]
 pub fn order_key(x: f32) -> u32 {
     // Negative floats map to `-bits` (two's complement; -0.0 gives 0x8000_0000), non-negative ones to
-    // `bits | 0x8000_0000` (+0.0 gives 0x8000_0000 too). Branch-free, so it vectorises.
+    // `bits | 0x8000_0000` (+0.0 gives 0x8000_0000 too); NaN to the top. Branch-free (a select), so
+    // it vectorises.
     let b = x.to_bits();
     let m = ((b as i32) >> 31) as u32;
-    ((b ^ m).wrapping_sub(m)) | (!m & 0x8000_0000)
+    let k = ((b ^ m).wrapping_sub(m)) | (!m & 0x8000_0000);
+    if x.is_nan() { u32::MAX } else { k }
 }
 
 #[inline(always)]
@@ -308,8 +312,10 @@ mod tests {
         }
         assert_eq!(order_key(-0.0), order_key(0.0));
         assert!(order_key(-1.0) < order_key(-0.5));
-        assert!(order_key(f32::from_bits(0xffc0_0000)) < order_key(f32::NEG_INFINITY));
-        assert!(order_key(f32::from_bits(0x7fc0_0000)) > order_key(f32::INFINITY));
+        // Every NaN ranks above +inf, whatever its sign, and NaNs tie.
+        assert_eq!(order_key(f32::from_bits(0xffc0_0000)), u32::MAX);
+        assert_eq!(order_key(f32::from_bits(0x7fc0_0001)), u32::MAX);
+        assert!(order_key(f32::NAN) > order_key(f32::INFINITY));
         for &v in &vals[..vals.len() - 1] {
             let back = from_order_key(order_key(v));
             assert!(back == v && (v != 0.0 || back.to_bits() == 0), "{v} -> {back}");
@@ -326,7 +332,7 @@ mod tests {
         x[17] = f32::NAN;
         assert_eq!(block_max_key(&x), (max_key_f32(&x), true));
         x[17] = -f32::NAN;
-        assert_eq!(block_max_key(&x), (order_key(f32::INFINITY), true));
+        assert_eq!(block_max_key(&x), (u32::MAX, true));
         assert_eq!(block_max_key(&[-0.0, 0.0]).0, order_key(0.0));
         assert_eq!(block_max_key(&[]), (0, false));
     }

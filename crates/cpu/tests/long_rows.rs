@@ -26,13 +26,9 @@ fn softmax_ref(row: &[f32], scale: f32) -> Vec<f32> {
     e.iter().map(|&v| (v / s) as f32).collect()
 }
 
-/// The order of `math::order_key`: positive NaN above +inf, negative NaN below -inf, -0 = +0.
+/// The order of `math::order_key`: every NaN above +inf (NaNs tie), -0 = +0.
 fn key(x: f32) -> (i32, f32) {
-    match (x.is_nan(), x.is_sign_negative()) {
-        (true, false) => (2, 0.0),
-        (true, true) => (-2, 0.0),
-        _ => (0, if x == 0.0 { 0.0 } else { x }),
-    }
+    if x.is_nan() { (2, 0.0) } else { (0, if x == 0.0 { 0.0 } else { x }) }
 }
 
 fn greater(a: f32, b: f32) -> bool {
@@ -103,13 +99,13 @@ fn argmax_and_top_k_across_blocks_with_nan_inf_and_ties() {
     r[70_000] = 9.0;
     r[5_000] = 9.0;
     cases.push(r);
-    // +inf late, a positive NaN later still (it ranks above +inf), a negative NaN (ranks lowest).
+    // +inf late, a positive NaN later, a negative NaN early: the first NaN (any sign) ranks first.
     let mut r = base.clone();
     r[60_000] = f32::INFINITY;
     r[90_000] = f32::NAN;
     r[10] = -f32::NAN;
     cases.push(r);
-    // Only negative NaN and -inf in places, -0.0/+0.0 as the maximum.
+    // A negative NaN (x86's default NaN) among negatives: it ranks first; -0.0/+0.0 next.
     let mut r: Vec<f32> = base.iter().map(|v| -v.abs() - 1.0).collect();
     r[3] = -f32::NAN;
     r[50_000] = -0.0;

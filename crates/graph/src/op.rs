@@ -248,15 +248,19 @@ pub enum Op {
     SumRows,
     /// Maximum of each row: `[1, ne1, ne2, ne3]` f32 (NaN propagates).
     MaxRows,
-    /// Index of the maximum of each row: `[1, ne1, ne2, ne3]` i32; ties pick the lowest index.
+    /// Index of the maximum of each row: `[1, ne1, ne2, ne3]` i32; ties pick the lowest index. A NaN
+    /// (of either sign) ranks above `+inf` (so a row holding one gives its first NaN), and -0.0 ties
+    /// +0.0; the same order as `Argsort` and `TopK`.
     Argmax,
-    /// Indices that sort each row: i32 of the source's shape; ties keep index order (stable).
+    /// Indices that sort each row: i32 of the source's shape; ties keep index order (stable). Every
+    /// NaN ranks above `+inf` (NaNs tie), -0.0 ties +0.0.
     Argsort {
         /// Direction.
         order: SortOrder,
     },
     /// Indices of the `k` largest entries of each row, ordered by value descending (ties: lower index
-    /// first): i32 `[k, ne1, ne2, ne3]`.
+    /// first; every NaN ranks above `+inf`, so a row holding a NaN lists it first): i32
+    /// `[k, ne1, ne2, ne3]`.
     TopK {
         /// How many; `1 <= k <= ne[0]`.
         k: u32,

@@ -241,7 +241,7 @@ fn bad_rows_fail_alone_and_bad_configurations_are_errors() {
     let mut sched = cpu_sched();
     sched.plan(&s.g).unwrap();
     let mut all: Vec<f32> = (0..5).flat_map(|r| logits_for(2, r)).collect();
-    all[V + 17] = f32::NAN; // row 1
+    all[V + 17] = -f32::NAN; // row 1: a negative NaN (x86's default NaN, e.g. from inf - inf)
     all[2 * V + 3] = f32::INFINITY; // row 2
     for x in &mut all[4 * V..] {
         *x = f32::NEG_INFINITY; // row 4: all masked

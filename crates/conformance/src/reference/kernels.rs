@@ -62,8 +62,12 @@ pub fn max_row(x: &[f64]) -> f64 {
     m
 }
 
-/// Index of a row's maximum; ties (and an all `-inf` row) pick the lowest index.
+/// Index of a row's maximum; ties (and an all `-inf` row) pick the lowest index; a NaN ranks
+/// above everything (the first NaN).
 pub fn argmax_row(x: &[f64]) -> usize {
+    if let Some(i) = x.iter().position(|v| v.is_nan()) {
+        return i;
+    }
     let mut best = 0;
     for (i, &v) in x.iter().enumerate() {
         if v > x[best] {

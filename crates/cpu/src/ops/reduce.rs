@@ -1,5 +1,5 @@
 //! Row reductions: `sum_rows`, `max_rows` (NaN propagates) and `argmax` (ties: lowest index; the
-//! order is `math::order_key`'s, the one every ordering op uses, so positive NaN ranks highest;
+//! order is `math::order_key`'s, the one every ordering op uses, so a NaN (of either sign) ranks highest;
 //! blocks of the row are measured by a float max scan, see `argmax_f32`).
 
 use super::{K, for_rows};

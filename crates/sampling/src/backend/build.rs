@@ -119,8 +119,6 @@ struct Ctx<'g> {
     n: usize,
     prefix: String,
     inputs: Vec<(NodeId, Param)>,
-    /// `ok [1, n]`: 1 where the row maximum was finite when the record left the vocabulary.
-    ok: Option<NodeId>,
 }
 
 type R<T> = Result<T, GraphError>;
@@ -142,14 +140,13 @@ impl Ctx<'_> {
         self.g.reshape(a, &[1, self.n])
     }
 
-    /// `([1, n] mask, [1, n] max)`: the row maximum of `x` is finite, and the maximum.
-    fn finite_max(&mut self, x: NodeId) -> R<(NodeId, NodeId)> {
-        let m = self.g.max_rows(x)?;
+    /// `[1, n]` mask: `m [1, n]` is finite (not NaN, `+inf` or `-inf`).
+    fn finite(&mut self, m: NodeId) -> R<NodeId> {
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
         let above = self.g.gt(m, ninf)?;
         let inf = self.fill(&[1, self.n], f32::INFINITY)?;
         let below = self.g.gt(inf, m)?;
-        Ok((self.g.mul(above, below)?, m))
+        self.g.mul(above, below)
     }
 
     /// The flat indices `idx[j, c] + c w` of `idx i32 [k, n]` into a `[w, n]` tensor seen as
@@ -299,10 +296,12 @@ impl Ctx<'_> {
             }
             (StageKey::TopK(kk), Rec::Vocab { x, pending, .. }) => {
                 // On the raw row (as the CPU chain's top-k), then the pending transforms on k values.
-                let (ok, m) = self.finite_max(x)?;
-                self.ok = Some(ok);
+                // The first value is the row's maximum, and a NaN or +inf anywhere in the row ranks
+                // first (graph::Op::TopK), so it alone tells whether the row is usable.
                 let ids = self.g.top_k(x, kk)?;
                 let mut vals = self.gather(x, ids, nv, kk)?;
+                let m = self.first_row(vals)?;
+                let ok = self.finite(m)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 if let Some((_, lnp)) = pending.min_p {
                     let thr = self.g.add(m, lnp)?;
@@ -446,7 +445,7 @@ pub struct Extras {
 pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], extras: Extras, prefix: &str) -> R<Built> {
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();
-    let mut c = Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new(), ok: None };
+    let mut c = Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new() };
     let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default() };
     let mut before_select = rec;
     for (i, &k) in keys.iter().enumerate() {
