@@ -7,8 +7,10 @@
 //! subgraph and changing a temperature rebuilds nothing.
 //!
 //! Bad rows (NaN or `+inf` logits, or nothing left unmasked) never fail the batch: `categorical`
-//! returns -1 for them, and the other paths compute `ok` (the row maximum is finite) and fold it in:
-//! a token of -1, or NaN candidate logits, which the tail turns into that row's error.
+//! (which also does greedy, at zero temperature) returns -1 for them; top-k checks its first value
+//! (a NaN or `+inf` anywhere in the row ranks first) and makes the row's candidate logits NaN; a
+//! selection from a list folds the list's state into the token (-1). The tail turns those into
+//! that row's error.
 
 use super::stage::StageKey;
 use graph::{DType, Graph, GraphError, NodeId};
