@@ -140,6 +140,39 @@ pub fn rope_head(x: &[f64], pos: f64, n_dims: usize, mode: RopeMode, freq_base: 
     out
 }
 
+/// `categorical` of one row with the 53-bit uniform `u`, scale `s` and threshold offset `off`,
+/// exactly (f64 weights and sums; the threshold `m + off` rounded to f32 as the op specifies): the
+/// first index with a positive weight whose running sum exceeds `u W`, the last positive one if
+/// none does; -1 for a row with NaN or `+inf` or no finite value, or bad `s`/`off`; with
+/// `s = +inf` the first maximum.
+pub(super) fn categorical_row(x: &[f64], u: f64, s: f64, off: f64) -> f64 {
+    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || s.is_nan() || s <= 0.0 || off.is_nan() {
+        return -1.0;
+    }
+    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return -1.0;
+    }
+    if s == f64::INFINITY {
+        return x.iter().position(|&v| v == m).map_or(-1.0, |i| i as f64);
+    }
+    let thr = f64::from(m as f32 + off as f32);
+    let w: Vec<f64> = x.iter().map(|&v| if v >= thr { ((v - m) * s).exp() } else { 0.0 }).collect();
+    let target = u * w.iter().sum::<f64>();
+    let mut cum = 0.0;
+    let mut last = -1.0;
+    for (i, &wi) in w.iter().enumerate() {
+        if wi > 0.0 {
+            cum += wi;
+            last = i as f64;
+            if cum > target {
+                return last;
+            }
+        }
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,37 +231,4 @@ mod tests {
         assert_eq!(m[1], 0.0);
         assert_eq!(m[3], 0.0);
     }
-}
-
-/// `categorical` of one row with the 53-bit uniform `u`, scale `s` and threshold offset `off`,
-/// exactly (f64 weights and sums; the threshold `m + off` rounded to f32 as the op specifies): the
-/// first index with a positive weight whose running sum exceeds `u W`, the last positive one if
-/// none does; -1 for a row with NaN or `+inf` or no finite value, or bad `s`/`off`; with
-/// `s = +inf` the first maximum.
-pub(super) fn categorical_row(x: &[f64], u: f64, s: f64, off: f64) -> f64 {
-    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || !(s > 0.0) || off.is_nan() {
-        return -1.0;
-    }
-    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        return -1.0;
-    }
-    if s == f64::INFINITY {
-        return x.iter().position(|&v| v == m).map_or(-1.0, |i| i as f64);
-    }
-    let thr = f64::from(m as f32 + off as f32);
-    let w: Vec<f64> = x.iter().map(|&v| if v >= thr { ((v - m) * s).exp() } else { 0.0 }).collect();
-    let target = u * w.iter().sum::<f64>();
-    let mut cum = 0.0;
-    let mut last = -1.0;
-    for (i, &wi) in w.iter().enumerate() {
-        if wi > 0.0 {
-            cum += wi;
-            last = i as f64;
-            if cum > target {
-                return last;
-            }
-        }
-    }
-    last
 }

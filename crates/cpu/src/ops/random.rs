@@ -89,7 +89,7 @@ fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
 /// pass for the block maxima, one over the blocks that can hold a weight (with a min-p cut most are
 /// skipped unread), and a rescan of the one block that holds the target.
 pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
-    if !(s > 0.0) || off.is_nan() {
+    if s.is_nan() || s <= 0.0 || off.is_nan() {
         return None;
     }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];

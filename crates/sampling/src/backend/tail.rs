@@ -86,7 +86,7 @@ pub struct Tail {
 
 /// The length of the candidate list a prefix of `keys` reads back (its last top-k).
 fn list_len(keys: &[StageKey]) -> usize {
-    keys.iter().filter_map(|k| if let StageKey::TopK(k) = k { Some(*k) } else { None }).last().unwrap_or(0)
+    keys.iter().rev().find_map(|k| if let StageKey::TopK(k) = k { Some(*k) } else { None }).unwrap_or(0)
 }
 
 /// The form a prefix of `keys` leaves.
