@@ -269,3 +269,46 @@ fn bad_rows_fail_alone_and_bad_configurations_are_errors() {
     assert!(e.to_string().contains("outside the logits"), "{e}");
     assert!(Sequences::new(0).is_err());
 }
+
+#[test]
+fn several_outputs_per_sequence_and_accepting_a_prefix() {
+    // Speculative verification's shape: a sequence owns 3 output rows per step; output j draws at
+    // step `step + j`, and accepting the first a outputs advances the step (and the penalties
+    // window) by a only.
+    let spec = "penalties(last_n=8,repeat=1.3);top_k(k=50);temp(t=0.9);dist(seed=31)";
+    let mut seqs = Sequences::new(3).unwrap();
+    seqs.set(SeqId(5), SeqConfig::new(Chain::parse(spec).unwrap()));
+    seqs.set(SeqId(6), SeqConfig::new(Chain::parse("greedy").unwrap()));
+    let rows = [(SeqId(5), 0), (SeqId(6), 1), (SeqId(5), 2), (SeqId(5), 3)];
+    let mut s = attach(&seqs, &rows, 4);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    let mut reference = Chain::parse(spec).unwrap();
+    for (step, accept) in [(0usize, 2usize), (1, 3), (2, 0), (3, 1), (4, 3)] {
+        let all: Vec<f32> = (0..4).flat_map(|r| logits_for(step, r)).collect();
+        sched.set_input_f32(s.logits, &all).unwrap();
+        s.tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+        let got = out.tokens_of(SeqId(5));
+        assert_eq!(got.len(), 3);
+        // Output j equals the CPU chain at step + j with the window as it was at the step's start.
+        let base = seqs.step(SeqId(5)).unwrap();
+        for (j, row) in [0usize, 2, 3].iter().enumerate() {
+            let mut c = reference.clone();
+            c.set_step(base + j as u64);
+            let want = c.run(&logits_for(step, *row)).unwrap().selected.unwrap();
+            assert_eq!(got[j], want, "step {step} output {j}");
+        }
+        s.tail.accept(&mut seqs, SeqId(5), &got[..accept]).unwrap();
+        for &t in &got[..accept] {
+            reference.accept(t);
+        }
+        assert_eq!(seqs.step(SeqId(5)).unwrap(), base + accept as u64);
+        let g6 = out.tokens_of(SeqId(6));
+        s.tail.accept(&mut seqs, SeqId(6), &g6).unwrap();
+    }
+    // Accepting more outputs than the sequence had is an error.
+    let e = s.tail.accept(&mut seqs, SeqId(6), &[1, 2]).unwrap_err();
+    assert!(matches!(e, SamplingError::TooManyOutputs { seq: 6, n: 2, max: 1 }), "{e}");
+}
