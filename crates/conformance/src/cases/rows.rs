@@ -357,6 +357,34 @@ fn indices(b: &mut Builder, y: NodeId, x: NodeId, kind: IndexKind) {
 }
 
 fn orderings(v: &mut Vec<Case>) {
+    // Every NaN (x86's default NaN has its sign bit set) ranks above +inf, NaNs and -0.0/+0.0 tie
+    // (lower index first): the exact indices are specified, so compared exactly.
+    v.push(Case::new("reduce/orderings/nan_first", |b| {
+        let x = b.input(
+            "x",
+            DType::F32,
+            &[37, 4],
+            Gen::func(|rng, idx| match (idx[1], idx[0]) {
+                (0, 30) => -f64::NAN,
+                (0, 5) => f64::INFINITY,
+                (1, 7) | (1, 20) => f64::NAN,
+                (1, 3) => -f64::NAN,
+                (2, 11) => -0.0,
+                (2, 4) => 0.0,
+                (2, _) => -1.0 - rng.unit(),
+                (3, 9) => f64::NEG_INFINITY,
+                _ => rng.unit() * 4.0 - 2.0,
+            }),
+        )?;
+        let am = b.g.argmax(x)?;
+        let tk = b.g.top_k(x, 5)?;
+        let asc = b.g.argsort(x, SortOrder::Asc)?;
+        let desc = b.g.argsort(x, SortOrder::Desc)?;
+        for y in [am, tk, asc, desc] {
+            b.check(y, Cmp::Exact);
+        }
+        Ok(())
+    }));
     for (n, rows) in order_shapes() {
         v.push(Case::new(format!("reduce/argmax/f32/{n}x{rows}"), move |b| {
             let x = logits(b, DType::F32, n, rows, Src::Contig, Gen::Uniform(-10.0, 10.0))?;
