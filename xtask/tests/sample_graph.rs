@@ -53,6 +53,8 @@ const CHAINS: &[&str] = &[
     "top_k(k=60);top_n_sigma(n=0.5);temp(t=0.7);top_p(p=0.9);greedy",
     "top_n_sigma(n=1);dist(seed=20)",
     "xtc(p=1,t=0.1);dist(seed=21)",
+    "top_k(k=40);mirostat_v2(tau=3,eta=0.1,seed=22)",
+    "top_k(k=100);temp(t=1.5);mirostat_v2(tau=5,eta=0.1,seed=23)",
 ];
 
 /// Tokens accepted before the step (the penalties' window): the fixture's most likely tokens,

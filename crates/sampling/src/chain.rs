@@ -33,6 +33,11 @@ impl Chain {
         &self.stages
     }
 
+    /// The stages, mutable (the backend tail feeds a selecting stage what it drew).
+    pub fn stages_mut(&mut self) -> &mut [Box<dyn Sampler>] {
+        &mut self.stages
+    }
+
     /// Parses a SPEC string (see [`crate::chain_spec`]); random stages without `seed=` get
     /// [`crate::DEFAULT_SEED`].
     pub fn parse(spec: &str) -> Result<Self> {

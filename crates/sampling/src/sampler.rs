@@ -66,6 +66,11 @@ pub trait Sampler: Send + fmt::Debug {
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
         None
     }
+
+    /// Called by the backend tail after this stage selected a token on the backend, with the
+    /// token's probability in the distribution it was drawn from: what a stateful selecting stage
+    /// (mirostat) would have learnt in its own `apply`.
+    fn backend_feedback(&mut self, _selected_p: f32) {}
 }
 
 impl Clone for Box<dyn Sampler> {

@@ -43,7 +43,7 @@ fn attach(seqs: &Sequences, rows: &[(SeqId, usize)], n_rows: usize) -> Setup {
     Setup { g, logits, tail }
 }
 
-const CHAINS: [&str; 10] = [
+const CHAINS: [&str; 11] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
     "min_p(p=0.05);dist(seed=4)",
@@ -54,6 +54,7 @@ const CHAINS: [&str; 10] = [
     "",
     "penalties(last_n=16,repeat=1.02,freq=0.05,present=0.05);top_k(k=30);dist(seed=9)",
     "penalties(last_n=8,freq=0.004,present=0.002);greedy",
+    "top_k(k=40);mirostat_v2(tau=3,eta=0.3,seed=12)",
 ];
 
 #[test]
@@ -90,6 +91,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
             "",
             "+penalties +top_k +dist",
             "+penalties +greedy",
+            "+top_k +mirostat_v2",
         ]
     );
     let mut sched = cpu_sched();

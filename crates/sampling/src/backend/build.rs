@@ -20,8 +20,10 @@ use graph::{DType, Graph, GraphError, NodeId};
 pub enum Param {
     /// `i32 [n]`: the logits row of each column (only for a gathered record).
     RowIds,
-    /// `i32 [4, n]`: the Philox key of each row's draw (seed lo/hi, step lo/hi).
-    Keys,
+    /// `i32 [4, n]`: the Philox key of each row's draw by stage `.0` (its seed; the row's step).
+    Keys(usize),
+    /// `f32 [1, n]`: `-mu` of mirostat_v2 stage `.0`.
+    NegMu(usize),
     /// `f32 [1, n]`: the temperature of prefix stage `.0`.
     Temp(usize),
     /// `f32 [1, n]`: `ln p` of min-p stage `.0`.
@@ -82,6 +84,9 @@ pub struct Outputs {
     pub raw_logits: bool,
     /// `i32 [n_lp, n]` ids and `f32 [n_lp, n]` log-probabilities of the most likely tokens.
     pub logprobs: Option<(NodeId, NodeId)>,
+    /// `f32 [1, n]`: the probability the selecting stage drew its token with, and that stage's
+    /// index (mirostat: the CPU sampler's `mu` update needs it).
+    pub selected_p: Option<(NodeId, usize)>,
 }
 
 /// A built group: its inputs (with what they hold) and outputs.
@@ -121,6 +126,10 @@ struct Ctx<'g> {
     n: usize,
     prefix: String,
     inputs: Vec<(NodeId, Param)>,
+    /// The drawn token's probability and the drawing stage (mirostat).
+    selected_p: Option<(NodeId, usize)>,
+    /// The record a selecting stage selected from (its surviving candidates).
+    pre_select: Option<Rec>,
 }
 
 type R<T> = Result<T, GraphError>;
@@ -272,7 +281,7 @@ impl Ctx<'_> {
                 Rec::Token(self.fold_token(first, ok)?)
             }
             (StageKey::Dist, Rec::Vocab { x, pending, .. }) => {
-                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys)?;
+                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
                 let params = match pending {
                     Pending { temp: None, min_p: None } => None,
                     Pending { temp, min_p } => Some(self.input(
@@ -285,7 +294,7 @@ impl Ctx<'_> {
                 Rec::Token(self.g.categorical(x, keys, params, graph::philox::stream::DRAW as u32)?)
             }
             (StageKey::Dist, Rec::List { ids, vals, k }) => {
-                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys)?;
+                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
                 let pos = self.g.categorical(vals, keys, None, graph::philox::stream::DRAW as u32)?;
                 let pf = self.g.cast(pos, DType::F32)?;
@@ -293,6 +302,36 @@ impl Ctx<'_> {
                 let valid = self.g.ge(pf, zero)?;
                 let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
                 let pi = self.g.cast(pc, DType::I32)?;
+                let tok = self.gather(ids, pi, k, 1)?;
+                Rec::Token(self.fold_token(tok, valid)?)
+            }
+            (StageKey::MirostatV2, Rec::List { ids, vals, k }) => {
+                // Sorted: the tokens of surprise -log2 p <= mu are a prefix (at least one); the draw
+                // from their renormalised softmax on the MIROSTAT stream, and the drawn token's
+                // probability read back for the mu update.
+                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
+                let neg_mu = self.input(&format!("s{idx}.neg_mu"), DType::F32, &[1, n], Param::NegMu(idx))?;
+                let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+                let probs = self.g.soft_max(vals, None, 1.0)?;
+                let lnp = self.g.log(probs)?;
+                let neg_surprise = self.g.scale(lnp, std::f32::consts::LOG2_E)?;
+                let within = self.g.ge(neg_surprise, neg_mu)?;
+                let pos = self.neg_positions(k)?;
+                let first = self.fill(&[1, 1], -1.0)?;
+                let first = self.g.gt(pos, first)?;
+                let keep = self.g.add(within, first)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let kept = self.g.where_(keep, vals, ninf)?;
+                self.pre_select = Some(Rec::List { ids, vals: kept, k });
+                let at = self.g.categorical(kept, keys, None, graph::philox::stream::MIROSTAT as u32)?;
+                let pf = self.g.cast(at, DType::F32)?;
+                let zero = self.fill(&[1, 1], 0.0)?;
+                let valid = self.g.ge(pf, zero)?;
+                let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
+                let pi = self.g.cast(pc, DType::I32)?;
+                let p2 = self.g.soft_max(kept, None, 1.0)?;
+                let p_sel = self.gather(p2, pi, k, 1)?;
+                self.selected_p = Some((p_sel, idx));
                 let tok = self.gather(ids, pi, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
@@ -421,6 +460,7 @@ impl Ctx<'_> {
                 Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k }
             }
             (StageKey::TopP, Rec::Vocab { .. })
+            | (StageKey::MirostatV2, Rec::Vocab { .. })
             | (StageKey::Xtc, Rec::Vocab { .. })
             | (StageKey::TopNSigma, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
@@ -447,14 +487,18 @@ pub struct Extras {
 pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], extras: Extras, prefix: &str) -> R<Built> {
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();
-    let mut c = Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new() };
+    let mut c =
+        Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new(), selected_p: None, pre_select: None };
     let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default() };
     let mut before_select = rec;
     for (i, &k) in keys.iter().enumerate() {
-        if matches!(k, StageKey::Greedy | StageKey::Dist) {
-            before_select = rec;
-        }
+        let incoming = rec;
         rec = c.stage(i, k, rec)?;
+        if matches!(rec, Rec::Token(_)) {
+            // What the selecting stage chose from: its own survivors (mirostat's truncation), or
+            // the record it received.
+            before_select = c.pre_select.take().unwrap_or(incoming);
+        }
         // The node that ends the stage carries its name in dumps and plans.
         let last = match rec {
             Rec::Vocab { x, .. } => x,
@@ -510,6 +554,9 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
         let p = c.gather(probs, ids, n_vocab, nl)?;
         let lp = c.g.log(p)?;
         out.logprobs = Some((name(c.g, ids, "logprob_ids"), name(c.g, lp, "logprobs")));
+    }
+    if let Some((p, i)) = c.selected_p {
+        out.selected_p = Some((name(c.g, p, "selected_p"), i));
     }
     let inputs = std::mem::take(&mut c.inputs);
     let nodes = (first..g.len()).map(|i| NodeId(i as u32)).collect();

@@ -75,6 +75,15 @@ pub enum BackendStage {
         /// The sampler's seed.
         seed: u64,
     },
+    /// `mirostat_v2(tau, eta)` on a sorted list, with its current `mu`: the truncation and the draw
+    /// run on the backend, which also reads back the drawn token's probability so that the CPU
+    /// sampler updates `mu` ([`crate::Sampler::backend_feedback`]).
+    MirostatV2 {
+        /// The sampler's current `mu`.
+        mu: f32,
+        /// The sampler's seed.
+        seed: u64,
+    },
     /// `top_n_sigma(n)` with `n > 0`.
     TopNSigma {
         /// Standard deviations below the maximum.
@@ -120,6 +129,8 @@ pub enum StageKey {
     Penalties(usize),
     /// xtc on a list.
     Xtc,
+    /// mirostat v2 on a list (selects).
+    MirostatV2,
     /// top-n-sigma mask.
     TopNSigma,
 }
@@ -138,6 +149,7 @@ impl StageKey {
             StageKey::LogitBias(_) => "logit_bias",
             StageKey::Penalties(_) => "penalties",
             StageKey::Xtc => "xtc",
+            StageKey::MirostatV2 => "mirostat_v2",
             StageKey::TopNSigma => "top_n_sigma",
         }
     }
@@ -156,6 +168,7 @@ impl BackendStage {
             BackendStage::LogitBias { .. } => "logit_bias",
             BackendStage::Penalties { .. } => "penalties",
             BackendStage::Xtc { .. } => "xtc",
+            BackendStage::MirostatV2 { .. } => "mirostat_v2",
             BackendStage::TopNSigma { .. } => "top_n_sigma",
             BackendStage::Disabled(name) => name,
         }
@@ -203,6 +216,8 @@ impl BackendStage {
             (S::Penalties { capacity, .. }, Form::Vocab) => (StageKey::Penalties((*capacity).min(n_vocab)), form),
             (S::Penalties { .. }, _) => return None,
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
+            (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
+            (S::MirostatV2 { .. }, _) => return None,
             (S::Xtc { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
             (S::TopNSigma { .. }, _) => return None,

@@ -70,6 +70,7 @@ struct GroupRead<'a> {
     list: Option<(Vec<i32>, Vec<f32>)>,
     raw: Option<&'a [f32]>,
     lps: Option<(Vec<i32>, Vec<f32>)>,
+    sel_p: Option<Vec<f32>>,
 }
 
 /// The appended sampling subgraphs of one graph and how to use them each step.
@@ -282,6 +283,7 @@ impl Tail {
             total += if o.vocab.is_some() || o.vocab_is_logits { 4 * self.n_vocab * n } else { 0 };
             total += if o.raw.is_some() || o.raw_logits { 4 * self.n_vocab * n } else { 0 };
             total += o.logprobs.map_or(0, |_| 8 * gr.extras.logprobs.min(self.n_vocab) * n);
+            total += o.selected_p.map_or(0, |_| 4 * n);
         }
         total
     }
@@ -321,19 +323,20 @@ impl Tail {
                     let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
                     match param {
                         Param::RowIds => i(&mut bytes, gr.rows[sl.col] as i32),
-                        Param::Keys => {
-                            let seed = gr.keys.iter().enumerate().find_map(|(j, k)| {
-                                (*k == StageKey::Dist).then(|| match stage(j) {
-                                    BackendStage::Dist { seed } => seed,
-                                    _ => unreachable!("a dist key comes from a dist stage"),
-                                })
-                            });
-                            let seed = seed.expect("keys are an input only of a dist stage");
+                        Param::Keys(j) => {
+                            let seed = match stage(j) {
+                                BackendStage::Dist { seed } | BackendStage::MirostatV2 { seed, .. } => seed,
+                                s => unreachable!("draw keys of {s:?}"),
+                            };
                             let step = st.step + sl.output as u64;
                             for w in [seed as u32, (seed >> 32) as u32, step as u32, (step >> 32) as u32] {
                                 i(&mut bytes, w as i32);
                             }
                         }
+                        Param::NegMu(j) => match stage(j) {
+                            BackendStage::MirostatV2 { mu, .. } => f(&mut bytes, -mu),
+                            s => unreachable!("mu input of {s:?}"),
+                        },
                         Param::NoKeys => (0..4).for_each(|_| i(&mut bytes, 0)),
                         Param::Greedy => {
                             f(&mut bytes, f32::INFINITY);
@@ -459,7 +462,8 @@ impl Tail {
                 Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
                 None => None,
             };
-            let read = GroupRead { tokens, list, raw: has_raw.then_some(&raw[..]), lps };
+            let sel_p = o.selected_p.map(|(p, _)| sched.read_f32(p)).transpose().map_err(rd)?;
+            let read = GroupRead { tokens, list, raw: has_raw.then_some(&raw[..]), lps, sel_p };
             // A vocabulary-sized read is used where it lies (host-visible memory: no copy).
             let all: Vec<usize> = (0..gr.rows.len()).collect();
             let vocab = match (o.vocab, o.vocab_is_logits) {
@@ -521,6 +525,12 @@ impl Tail {
             });
             let row_vocab = vocab.map(|v| &v[c * nv..(c + 1) * nv]);
             let result = self.finish_row(seqs, sl, read.tokens.as_ref().map(|t| t[c]), row_list, row_vocab);
+            // A stateful selecting stage learns the probability its token was drawn with.
+            if let (Ok(_), Some(p), Some((_, stage))) = (&result, &read.sel_p, gr.built.outputs.selected_p)
+                && let Ok(st) = seqs.state_mut(sl.seq)
+            {
+                st.cfg.chain.stages_mut()[stage].backend_feedback(p[c]);
+            }
             let result = result.map(|mut out| {
                 if let Some((ids, lp)) = &read.lps {
                     let m = ids.len() / n;

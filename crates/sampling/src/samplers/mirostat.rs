@@ -197,4 +197,15 @@ impl Sampler for MirostatV2 {
     }
 
     rng_methods!();
+
+    /// On a sorted list: truncation by `mu` and the draw as graph ops ([`crate::backend`]).
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::MirostatV2 { mu: self.mu, seed: self.rng.seed })
+    }
+
+    /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
+    fn backend_feedback(&mut self, p: f32) {
+        let surprise = -p.log2();
+        self.mu -= self.eta * (surprise - self.tau);
+    }
 }
