@@ -56,9 +56,19 @@ struct Args {
     out: Option<std::path::PathBuf>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The median over `--reps` measurements of the microseconds per call of `step`, each measurement
+/// `--steps` calls.
+fn median_us(args: &Args, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut times = Vec::with_capacity(args.reps);
+    for _ in 0..args.reps {
+        let t = Instant::now();
+        for _ in 0..args.steps {
+            step()?;
+        }
+        times.push(t.elapsed().as_secs_f64() / args.steps as f64);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2] * 1e6)
 }
 
 fn backends(args: &Args) -> Result<Vec<Box<dyn sched::Backend>>> {
@@ -105,15 +115,7 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
         Ok(out.bytes_read)
     };
     let graph_bytes = graph_step(&mut seqs)?;
-    let mut times = Vec::new();
-    for _ in 0..args.reps {
-        let t = Instant::now();
-        for _ in 0..args.steps {
-            black_box(graph_step(&mut seqs)?);
-        }
-        times.push(t.elapsed().as_secs_f64() / args.steps as f64);
-    }
-    let graph_us = median(times) * 1e6;
+    let graph_us = median_us(args, || graph_step(&mut seqs).map(black_box).map(drop))?;
     // CPU path: copy every row back, run the chains.
     let mut chains: Vec<Chain> = (0..batch).map(|_| Chain::parse(spec)).collect::<std::result::Result<_, _>>()?;
     let mut cpu_step = |sched: &mut sched::Scheduler| -> Result<usize> {
@@ -133,27 +135,14 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
         Ok((sched.stats().bytes_to_host - before) as usize)
     };
     let cpu_bytes = cpu_step(&mut sched)?;
-    let mut times = Vec::new();
-    for _ in 0..args.reps {
-        let t = Instant::now();
-        for _ in 0..args.steps {
-            black_box(cpu_step(&mut sched)?);
-        }
-        times.push(t.elapsed().as_secs_f64() / args.steps as f64);
-    }
-    let cpu_us = median(times) * 1e6;
+    let cpu_us = median_us(args, || cpu_step(&mut sched).map(black_box).map(drop))?;
     // The CPU chains alone, on host rows (no copy at all).
-    let mut times = Vec::new();
-    for _ in 0..args.reps {
-        let t = Instant::now();
-        for _ in 0..args.steps {
-            for (r, c) in chains.iter_mut().enumerate() {
-                black_box(c.sample(&rows[r * v..(r + 1) * v])?);
-            }
+    let chain_us = median_us(args, || {
+        for (r, c) in chains.iter_mut().enumerate() {
+            black_box(c.sample(&rows[r * v..(r + 1) * v])?);
         }
-        times.push(t.elapsed().as_secs_f64() / args.steps as f64);
-    }
-    let chain_us = median(times) * 1e6;
+        Ok(())
+    })?;
     let placement = tail.placement().first().map(|p| p.1.clone()).unwrap_or_default();
     Ok(Result1 { graph_us, cpu_us, chain_us, graph_bytes, cpu_bytes, placement })
 }

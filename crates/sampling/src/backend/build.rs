@@ -227,6 +227,19 @@ impl Ctx<'_> {
         self.g.where_(keep, x, ninf2)
     }
 
+    /// A draw of stage `idx` from the list values `vals [k, n]` on Philox stream `stream`: the
+    /// position (clamped into `0..k`, for gathers) and a `[1, n]` mask of the rows where the draw
+    /// was valid (`categorical` gives -1 for a bad row).
+    fn draw_position(&mut self, idx: usize, vals: NodeId, k: usize, stream: u64) -> R<(NodeId, NodeId)> {
+        let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
+        let at = self.g.categorical(vals, keys, None, stream as u32)?;
+        let pf = self.g.cast(at, DType::F32)?;
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let valid = self.g.ge(pf, zero)?;
+        let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
+        Ok((self.g.cast(pc, DType::I32)?, valid))
+    }
+
     /// `[k, n]` of `-i` for position `i`: compared with `-min_keep` (`-i > -min_keep` keeps `i`).
     fn neg_positions(&mut self, k: usize) -> R<NodeId> {
         self.g.arange(DType::F32, &[k, self.n], 0.0, -1.0)
@@ -294,22 +307,15 @@ impl Ctx<'_> {
                 Rec::Token(self.g.categorical(x, keys, params, graph::philox::stream::DRAW as u32)?)
             }
             (StageKey::Dist, Rec::List { ids, vals, k }) => {
-                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
-                let pos = self.g.categorical(vals, keys, None, graph::philox::stream::DRAW as u32)?;
-                let pf = self.g.cast(pos, DType::F32)?;
-                let zero = self.fill(&[1, 1], 0.0)?;
-                let valid = self.g.ge(pf, zero)?;
-                let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
-                let pi = self.g.cast(pc, DType::I32)?;
-                let tok = self.gather(ids, pi, k, 1)?;
+                let (pos, valid) = self.draw_position(idx, vals, k, graph::philox::stream::DRAW)?;
+                let tok = self.gather(ids, pos, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
             (StageKey::MirostatV2, Rec::List { ids, vals, k }) => {
                 // Sorted: the tokens of surprise -log2 p <= mu are a prefix (at least one); the draw
                 // from their renormalised softmax on the MIROSTAT stream, and the drawn token's
                 // probability read back for the mu update.
-                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
                 let neg_mu = self.input(&format!("s{idx}.neg_mu"), DType::F32, &[1, n], Param::NegMu(idx))?;
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
                 let probs = self.g.soft_max(vals, None, 1.0)?;
@@ -323,16 +329,11 @@ impl Ctx<'_> {
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 let kept = self.g.where_(keep, vals, ninf)?;
                 self.pre_select = Some(Rec::List { ids, vals: kept, k });
-                let at = self.g.categorical(kept, keys, None, graph::philox::stream::MIROSTAT as u32)?;
-                let pf = self.g.cast(at, DType::F32)?;
-                let zero = self.fill(&[1, 1], 0.0)?;
-                let valid = self.g.ge(pf, zero)?;
-                let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
-                let pi = self.g.cast(pc, DType::I32)?;
+                let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
                 let p2 = self.g.soft_max(kept, None, 1.0)?;
-                let p_sel = self.gather(p2, pi, k, 1)?;
+                let p_sel = self.gather(p2, pos, k, 1)?;
                 self.selected_p = Some((p_sel, idx));
-                let tok = self.gather(ids, pi, k, 1)?;
+                let tok = self.gather(ids, pos, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
             (StageKey::TopK(kk), Rec::Vocab { x, pending, .. }) => {
