@@ -1,17 +1,25 @@
 #version 450
-// random.comp: RandomUniform, bit-identical to `graph::philox::uniform` (Philox4x32-10 with
-// umulExtended for the 64-bit products). NE = result shape [n, rows..]; A = keys i32 [4, rows..]
-// (seed lo, seed hi, step lo, step hi); P0 = stream; D contiguous f32.
+// random.comp: RandomUniform and (with CATEGORICAL) Categorical, both on the Philox4x32-10 generator
+// bit-identical to `graph::philox` (umulExtended for the 64-bit products).
+//
+// RandomUniform: NE = result shape [n, rows..]; A = keys i32 [4, rows..] (seed lo, seed hi, step lo,
+// step hi); P0 = stream; D contiguous f32.
+//
+// Categorical: one workgroup per row. NE = logits shape [n, rows..]; A = logits f32 (rows
+// contiguous); B = keys i32 [4, rows..]; C = params f32 [2, rows..] (scale s, threshold offset off)
+// when P1 bit 0 is set (else s = 1, off = -inf); P0 = stream; D contiguous i32 [1, rows..].
+// Pass 1: the row maximum M and whether a NaN or +inf occurs (then -1). s = +inf: the first index
+// of M. Otherwise weights w_i = exp2((x_i - M) s log2 e) where x_i >= M + off (else 0) as 64-bit
+// fixed point q_i = floor(w_i 2^40) (w_i <= 1; rows up to 2^23 entries cannot overflow), summed
+// exactly per invocation over a contiguous chunk and prefixed across the workgroup; the target is
+// the high 64 bits of U * Q for the 64-bit uniform U (the generator's first two words) and the total
+// Q, and the result is the first index whose inclusive running sum exceeds it. Integer sums make the
+// choice exact for the weights computed; it differs from the CPU's f64 sums of its own exponential
+// only where u W falls within about 2^-40 (plus the exponentials' last bits) of a bracket end, and a
+// weight below 2^-40 of the maximum is never drawn.
 #include "common.glsl"
 
-void main() {
-    uint idx = global_index();
-    uint n = NE0 * NE1 * NE2 * NE3;
-    if (idx >= n) return;
-    uvec4 i = unravel(idx, pc_ne());
-    uint kb = a_at(uvec4(0u, i.yzw)) >> 2;
-    uvec2 key = uvec2(a_w[kb], a_w[kb + 1u]);
-    uvec4 c = uvec4(i.x, P0, a_w[kb + 2u], a_w[kb + 3u]);
+uvec4 philox(uvec4 c, uvec2 key) {
     for (uint round_ = 0u; round_ < 10u; round_++) {
         if (round_ > 0u) key += uvec2(0x9E3779B9u, 0xBB67AE85u);
         uint hi0, lo0, hi1, lo1;
@@ -19,5 +27,156 @@ void main() {
         umulExtended(0xCD9E8D57u, c.z, hi1, lo1);
         c = uvec4(hi1 ^ c.y ^ key.x, lo1, hi0 ^ c.w ^ key.y, lo0);
     }
+    return c;
+}
+
+#ifndef CATEGORICAL
+
+void main() {
+    uint idx = global_index();
+    uint n = NE0 * NE1 * NE2 * NE3;
+    if (idx >= n) return;
+    uvec4 i = unravel(idx, pc_ne());
+    uint kb = a_at(uvec4(0u, i.yzw)) >> 2;
+    uvec4 c = philox(uvec4(i.x, P0, a_w[kb + 2u], a_w[kb + 3u]), uvec2(a_w[kb], a_w[kb + 1u]));
     d_w[(D_OFF >> 2) + idx] = floatBitsToUint(float(c.x >> 8) * (1.0 / 16777216.0));
 }
+
+#else
+
+// 64-bit unsigned integers as (lo, hi).
+uvec2 add64(uvec2 a, uvec2 b) {
+    uint carry;
+    uint lo = uaddCarry(a.x, b.x, carry);
+    return uvec2(lo, a.y + b.y + carry);
+}
+bool gt64(uvec2 a, uvec2 b) { return a.y > b.y || (a.y == b.y && a.x > b.x); }
+
+// High 64 bits of the 128-bit product of u (hi word u.y) and t.
+uvec2 mulhi64(uvec2 u, uvec2 t) {
+    uint h00, l00, h01, l01, h10, l10, h11, l11;
+    umulExtended(u.x, t.x, h00, l00);
+    umulExtended(u.x, t.y, h01, l01);
+    umulExtended(u.y, t.x, h10, l10);
+    umulExtended(u.y, t.y, h11, l11);
+    uint c1, c2;
+    uint mid = uaddCarry(l01, l10, c1);
+    mid = uaddCarry(mid, h00, c2);
+    uvec2 r = uvec2(l11, h11);
+    r = add64(r, uvec2(h01, 0u));
+    r = add64(r, uvec2(h10, 0u));
+    return add64(r, uvec2(c1 + c2, 0u));
+}
+
+// The weight of x: exp2((x - M) s log2 e) as x a + b, `precise` so that the chunk sums and the
+// rescan compute the same bits (no contraction into a fused multiply-add at one site only).
+float weight(float x, float a, float b) {
+    precise float y = x * a + b;
+    return exp2(y);
+}
+
+// floor(w 2^40) for 0 <= w <= 1, exactly.
+uvec2 fixed40(float w) {
+    float hi = floor(w * 256.0);
+    float lo = w * 1099511627776.0 - hi * 4294967296.0;
+    return uvec2(uint(lo), uint(hi));
+}
+
+shared float sh_f[WG];
+shared uint sh_u[WG];
+shared uvec2 sh_q[WG];
+shared uvec2 sh_t;
+
+void main() {
+    uint row = group_index();
+    uint nrows = NE1 * NE2 * NE3;
+    if (row >= nrows) return;
+    uint l = gl_LocalInvocationID.x;
+    uvec4 r = unravel(row * NE0, pc_ne());
+    uint base = a_at(uvec4(0u, r.yzw));
+    uint out_ = (D_OFF >> 2) + row;
+
+    // Pass 1: the maximum of the non-NaN entries, and whether a NaN or +inf occurs.
+    float m = NEG_INF;
+    uint bad = 0u;
+    for (uint i = l; i < NE0; i += WG) {
+        float x = uintBitsToFloat(a_w[(base >> 2) + i]);
+        if (isnan(x) || x == POS_INF) bad = 1u; else m = max(m, x);
+    }
+    sh_f[l] = m;
+    sh_u[l] = bad;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (l < s) { sh_f[l] = max(sh_f[l], sh_f[l + s]); sh_u[l] |= sh_u[l + s]; }
+        barrier();
+    }
+    float mx = sh_f[0];
+    bool row_bad = sh_u[0] != 0u;
+    barrier();
+    float sc = 1.0, off = NEG_INF;
+    if ((P1 & 1u) != 0u) {
+        sc = uintBitsToFloat(c_w[c_at(uvec4(0u, r.yzw)) >> 2]);
+        off = uintBitsToFloat(c_w[c_at(uvec4(1u, r.yzw)) >> 2]);
+    }
+    if (row_bad || mx == NEG_INF || isnan(sc) || sc <= 0.0 || isnan(off)) {
+        if (l == 0u) d_w[out_] = 0xffffffffu;
+        return;
+    }
+    if (sc == POS_INF) {
+        // Zero temperature: the first index of the maximum.
+        uint first = 0xffffffffu;
+        for (uint i = l; i < NE0 && first == 0xffffffffu; i += WG) {
+            if (uintBitsToFloat(a_w[(base >> 2) + i]) == mx) first = i;
+        }
+        sh_u[l] = first;
+        barrier();
+        for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+            if (l < s) sh_u[l] = min(sh_u[l], sh_u[l + s]);
+            barrier();
+        }
+        if (l == 0u) d_w[out_] = sh_u[0];
+        return;
+    }
+    float thr = mx + off;
+    float a = sc * 1.4426950408889634;
+    float b = -mx * a;
+
+    // Pass 2: each invocation's exact fixed-point sum over its contiguous chunk.
+    uint chunk = (NE0 + WG - 1u) / WG;
+    uint lo_i = min(l * chunk, NE0), hi_i = min(lo_i + chunk, NE0);
+    uvec2 q = uvec2(0u);
+    for (uint i = lo_i; i < hi_i; i++) {
+        float x = uintBitsToFloat(a_w[(base >> 2) + i]);
+        if (x >= thr) q = add64(q, fixed40(weight(x, a, b)));
+    }
+    sh_q[l] = q;
+    barrier();
+    if (l == 0u) {
+        // Exclusive prefix of the chunk sums (in place), the total, and the target.
+        uvec2 run = uvec2(0u);
+        for (uint i = 0u; i < WG; i++) { uvec2 t = sh_q[i]; sh_q[i] = run; run = add64(run, t); }
+        uvec4 k = uvec4(b_w[b_at(uvec4(0u, r.yzw)) >> 2], b_w[b_at(uvec4(1u, r.yzw)) >> 2],
+                        b_w[b_at(uvec4(2u, r.yzw)) >> 2], b_w[b_at(uvec4(3u, r.yzw)) >> 2]);
+        uvec4 c = philox(uvec4(0u, P0, k.z, k.w), k.xy);
+        sh_t = mulhi64(uvec2(c.y, c.x), run);
+        if (run == uvec2(0u)) d_w[out_] = 0xffffffffu; // no weight survived the cut
+    }
+    barrier();
+    uvec2 target = sh_t;
+    uvec2 start = sh_q[l];
+    uvec2 end = add64(start, q);
+    // The chunk whose [start, end) holds the target rescans: the first index whose inclusive
+    // running sum exceeds the target.
+    if (q != uvec2(0u) && !gt64(start, target) && gt64(end, target)) {
+        uvec2 cum = start;
+        for (uint i = lo_i; i < hi_i; i++) {
+            float x = uintBitsToFloat(a_w[(base >> 2) + i]);
+            if (x >= thr) {
+                cum = add64(cum, fixed40(weight(x, a, b)));
+                if (gt64(cum, target)) { d_w[out_] = i; break; }
+            }
+        }
+    }
+}
+
+#endif

@@ -123,7 +123,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SoftMax { .. } => &[1, 2],
         Op::SumRows | Op::MaxRows | Op::Argmax | Op::Argsort { .. } | Op::TopK { .. } | Op::Cumsum => &[1],
         Op::RandomUniform { .. } => &[1],
-        Op::Categorical { .. } => &[2],
+        Op::Categorical { .. } => &[2, 3],
     }
 }
 

@@ -129,7 +129,8 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
         Op::Categorical { stream } => {
             let l = x(&mut g, 0, &[5, 2])?;
             let k = x(&mut g, 1, &[4, 2])?;
-            g.categorical(l, k, None, stream)?
+            let p = if d.len() > 2 { Some(x(&mut g, 2, &[2, 2])?) } else { None };
+            g.categorical(l, k, p, stream)?
         }
     };
     Ok(sig(&g, id))

@@ -48,6 +48,8 @@ pub enum ShaderId {
     Rope,
     /// random.comp
     Random,
+    /// random.comp, the categorical draw
+    Categorical,
 }
 
 /// One row of the variant table.
@@ -131,6 +133,7 @@ variants! {
     (MulMatSg, "mul_mat_sg", "mul_mat.comp", ["USE_SUBGROUP"], 64, true),
     (Rope, "rope", "rope.comp", [], 256, false),
     (Random, "random", "random.comp", [], 256, false),
+    (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
 }
 
 /// The table row of `id`.

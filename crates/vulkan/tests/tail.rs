@@ -101,3 +101,30 @@ fn three_sequence_tail_on_vulkan() {
         format!("{}\nreserved {} bytes per step\n\n{}", tail.describe(), tail.reserved_bytes(), sched.plan_text());
     insta::assert_snapshot!("tail_three_sequences_vulkan", text);
 }
+
+#[test]
+fn a_token_below_f32_resolution_is_drawable_on_vulkan() {
+    // (seed, step) whose 53-bit draw uniform is at least 1 - 2^-27 (see sampling's
+    // backend_statistical.rs); token 1 has weight 2^-26 against 1: its bracket is [1/(1+2^-26), 1).
+    const SEED: u64 = 7;
+    const STEP: u64 = 100_990_465;
+    let Some(vk) = common::vulkan("a_token_below_f32_resolution_is_drawable_on_vulkan") else { return };
+    let logits = [0.0f32, (2f64.powi(-26)).ln() as f32];
+    let spec = format!("dist(seed={SEED})");
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(&spec).unwrap()));
+    let mut g = Graph::new();
+    let x = g.input("logits", DType::F32, &[2, 1]).unwrap();
+    let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0)], &seqs, &vk).unwrap();
+    assert_eq!(tail.placement()[0].1, "+dist");
+    let mut sched = Scheduler::new(vec![Box::new(vk)]).unwrap();
+    sched.plan(&g).unwrap();
+    for (step, want) in [(STEP, 1), (0, 0), (1, 0)] {
+        seqs.set_step(SeqId(0), step).unwrap();
+        sched.set_input_f32(x, &logits).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.token(0).unwrap(), want, "step {step}");
+    }
+}

@@ -553,4 +553,39 @@ fn categorical(v: &mut Vec<Case>) {
         b.check(y, Cmp::Exact);
         Ok(())
     }));
+    // Per-row scale and min-p cut: rows 0..10 random (s in [0.3, 3], off in [-4, 0]); then s = +inf
+    // (the first maximum; row 11 has ties of the maximum), s = 0, s = NaN, off = NaN, off = +0.5
+    // (nothing passes: -1), off = 0 (only the maxima).
+    for n in [33usize, 5000] {
+        v.push(Case::new(format!("random/categorical/params/{n}"), move |b| {
+            let x = b.input(
+                "x",
+                DType::F32,
+                &[n, 17],
+                Gen::func(|r: &mut Rng, i: [usize; 4]| match (i[1], i[0]) {
+                    (11, 3) | (11, 20) => 9.0,
+                    _ => r.below(1000) as f64 / 125.0 - 4.0,
+                }),
+            )?;
+            let keys = b.input("keys", DType::I32, &[4, 17], keys_gen())?;
+            let p = b.input(
+                "params",
+                DType::F32,
+                &[2, 17],
+                Gen::func(|r: &mut Rng, i: [usize; 4]| match (i[1], i[0]) {
+                    (10 | 11, 0) => f64::INFINITY,
+                    (12, 0) => 0.0,
+                    (13, 0) => f64::NAN,
+                    (14, 1) => f64::NAN,
+                    (15, 1) => 0.5,
+                    (16, 1) => 0.0,
+                    (_, 0) => 0.3 + r.below(1000) as f64 * 0.0027,
+                    (_, _) => -(r.below(1000) as f64) * 0.004,
+                }),
+            )?;
+            let y = b.g.categorical(x, keys, Some(p), 1)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+    }
 }
