@@ -314,3 +314,39 @@ fn several_outputs_per_sequence_and_accepting_a_prefix() {
     let e = s.tail.accept(&mut seqs, SeqId(6), &[1, 2]).unwrap_err();
     assert!(matches!(e, SamplingError::TooManyOutputs { seq: 6, n: 2, max: 1 }), "{e}");
 }
+
+#[test]
+fn rows_of_a_group_that_are_not_adjacent_are_gathered() {
+    // Sequences 0 and 2 share a chain (one group) on logits rows 3 and 0; sequence 1 sits between.
+    // The group gathers its rows (get_rows) instead of viewing them; results are the same.
+    let mut seqs = Sequences::new(1).unwrap();
+    let shared = "top_k(k=20);temp(t=0.7);dist(seed=3)";
+    let cfg = || SeqConfig::new(Chain::parse(shared).unwrap()).with_candidates().with_logits();
+    seqs.set(SeqId(0), cfg());
+    seqs.set(SeqId(1), SeqConfig::new(Chain::parse("greedy").unwrap()));
+    seqs.set(SeqId(2), cfg());
+    let rows = [(SeqId(0), 3), (SeqId(1), 1), (SeqId(2), 0)];
+    let mut s = attach(&seqs, &rows, 4);
+    assert!(s.tail.describe().contains("logits rows [3, 0]"), "{}", s.tail.describe());
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    let all: Vec<f32> = (0..4).flat_map(|r| logits_for(4, r)).collect();
+    sched.set_input_f32(s.logits, &all).unwrap();
+    s.tail.set_inputs(&mut sched, &seqs).unwrap();
+    sched.compute().unwrap();
+    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    assert_eq!(out.bytes_read, s.tail.reserved_bytes());
+    // Results come back in logits-row order: row 0 is sequence 2, row 1 sequence 1, row 3 sequence 0.
+    let order: Vec<u32> = out.rows.iter().map(|r| r.seq.0).collect();
+    assert_eq!(order, [2, 1, 0]);
+    for (i, (seq, row)) in [(0u32, 3usize), (1, 1), (2, 0)].iter().enumerate() {
+        let spec = if *seq == 1 { "greedy" } else { shared };
+        let want = Chain::parse(spec).unwrap().run(&logits_for(4, *row)).unwrap();
+        let r = out.rows.iter().find(|r| r.seq.0 == *seq).unwrap();
+        assert_eq!(r.result.as_ref().unwrap().token, want.selected, "{i}: {seq}");
+    }
+    assert_eq!(out.logits(2).unwrap(), &logits_for(4, 3)[..]);
+    let c = out.candidates(0).unwrap();
+    let want = Chain::parse(shared).unwrap().run(&logits_for(4, 0)).unwrap();
+    assert_eq!(c.iter().map(|t| t.id).collect::<Vec<_>>(), want.candidates.iter().map(|t| t.id).collect::<Vec<_>>());
+}
