@@ -350,3 +350,31 @@ fn rows_of_a_group_that_are_not_adjacent_are_gathered() {
     let want = Chain::parse(shared).unwrap().run(&logits_for(4, 0)).unwrap();
     assert_eq!(c.iter().map(|t| t.id).collect::<Vec<_>>(), want.candidates.iter().map(|t| t.id).collect::<Vec<_>>());
 }
+
+#[test]
+fn f16_logits_are_converted_once_and_sampled_like_their_f32_values() {
+    // A runner whose LM head writes f16 logits: the tail gathers (and converts) the rows; every
+    // stage then sees exactly the f16 values, as the CPU chain does on the converted row.
+    let mut seqs = Sequences::new(1).unwrap();
+    let specs = ["top_k(k=30);top_p(p=0.9);dist(seed=5)", "min_p(p=0.1);typical(p=0.9);dist(seed=6)", "greedy"];
+    for (i, s) in specs.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(s).unwrap()).with_logits());
+    }
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F16, &[V, 3]).unwrap();
+    let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2)];
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &cpu::CpuBackend::new()).unwrap();
+    let mut sched = cpu_sched();
+    sched.plan(&g).unwrap();
+    let all: Vec<f32> = (0..3).flat_map(|r| logits_for(6, r)).collect();
+    sched.set_input_f32(logits, &all).unwrap();
+    tail.set_inputs(&mut sched, &seqs).unwrap();
+    sched.compute().unwrap();
+    let out = tail.sample(&mut sched, &mut seqs).unwrap();
+    for (r, spec) in specs.iter().enumerate() {
+        let row: Vec<f32> = logits_for(6, r).iter().map(|&x| half::f16::from_f32(x).to_f32()).collect();
+        let want = Chain::parse(spec).unwrap().run(&row).unwrap();
+        assert_eq!(out.rows[r].result.as_ref().unwrap().token, want.selected, "{spec}");
+        assert_eq!(out.logits(r).unwrap(), &row[..], "{spec}");
+    }
+}
