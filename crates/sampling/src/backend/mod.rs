@@ -5,7 +5,8 @@
 //!
 //! * [`stage`]: the backend form of a sampler ([`BackendStage`], given by
 //!   [`crate::Sampler::backend_stage`]) and the structure it appends;
-//! * [`build`]: the ops of a group of rows with equal structure;
+//! * [`build`]: the ops of a group of rows with equal structure (`params`: the values of their
+//!   inputs, each step);
 //! * [`seqs`]: the registry of sequences ([`Sequences`], [`SeqConfig`]);
 //! * [`tail`]: [`Tail`], attaching the groups to a graph (with the capability check on the real
 //!   backend and the placement report) and each step's inputs, read-back and CPU suffix;
@@ -29,6 +30,7 @@
 
 pub mod build;
 pub mod output;
+mod params;
 pub mod seqs;
 pub mod stage;
 pub mod tail;

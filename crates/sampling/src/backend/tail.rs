@@ -17,13 +17,15 @@
 //! Per row, only what its configuration needs is read back: 4 bytes of token for a prefix that
 //! selects; `8k` bytes of candidates for a prefix ending in a `k`-list (or asked for); the logits
 //! row (`4 n_vocab` bytes) only for a row whose prefix keeps the vocabulary; `8n` bytes for `n`
-//! log-probabilities. [`Tail::reserved_bytes`] is that total, and a step's
+//! log-probabilities; the raw row where asked for; 4 bytes of the drawn token's probability for a
+//! stateful selecting stage (mirostat_v2). [`Tail::reserved_bytes`] is that total, and a step's
 //! [`StepOutput::bytes_read`] (the scheduler's own count) equals it.
 
 use super::build::{self, Built, Extras, Param};
 use super::output::{RowOutput, RowResult, StepOutput};
+use super::params;
 use super::seqs::{SeqId, Sequences};
-use super::stage::{BackendStage, Form, StageKey};
+use super::stage::{Form, StageKey};
 use crate::candidates::{Candidates, TokenData};
 use crate::error::{Result, SamplingError};
 use crate::sampler::Token;
@@ -95,7 +97,7 @@ fn final_form(keys: &[StageKey]) -> Form {
     let mut f = Form::Vocab;
     for k in keys {
         f = match *k {
-            StageKey::Greedy | StageKey::Dist => Form::Token,
+            StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 => Form::Token,
             StageKey::TopK(k) => Form::List(k),
             _ => f,
         };
@@ -316,119 +318,7 @@ impl Tail {
                 let mut bytes: Vec<u8> = Vec::new();
                 for sl in &cols {
                     let st = seqs.state(sl.seq)?;
-                    let stage = |i: usize| {
-                        st.cfg.chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form")
-                    };
-                    let f = |b: &mut Vec<u8>, v: f32| b.extend_from_slice(&v.to_le_bytes());
-                    let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
-                    match param {
-                        Param::RowIds => i(&mut bytes, gr.rows[sl.col] as i32),
-                        Param::Keys(j) => {
-                            let seed = match stage(j) {
-                                BackendStage::Dist { seed } | BackendStage::MirostatV2 { seed, .. } => seed,
-                                s => unreachable!("draw keys of {s:?}"),
-                            };
-                            let step = st.step + sl.output as u64;
-                            for w in [seed as u32, (seed >> 32) as u32, step as u32, (step >> 32) as u32] {
-                                i(&mut bytes, w as i32);
-                            }
-                        }
-                        Param::NegMu(j) => match stage(j) {
-                            BackendStage::MirostatV2 { mu, .. } => f(&mut bytes, -mu),
-                            s => unreachable!("mu input of {s:?}"),
-                        },
-                        Param::NoKeys => (0..4).for_each(|_| i(&mut bytes, 0)),
-                        Param::Greedy => {
-                            f(&mut bytes, f32::INFINITY);
-                            f(&mut bytes, f32::NEG_INFINITY);
-                        }
-                        Param::DrawParams { temp, min_p } => {
-                            // The CPU chain's dist on a vocabulary view scales by `1 / t` in f32.
-                            let scale = temp.map_or(1.0, |j| match stage(j) {
-                                BackendStage::Temp { t } => 1.0 / t,
-                                s => unreachable!("temp input of {s:?}"),
-                            });
-                            let off = min_p.map_or(f32::NEG_INFINITY, |j| match stage(j) {
-                                BackendStage::MinP { p, .. } => p.ln(),
-                                s => unreachable!("ln p input of {s:?}"),
-                            });
-                            f(&mut bytes, scale);
-                            f(&mut bytes, off);
-                        }
-                        Param::Xtc(j) => match stage(j) {
-                            BackendStage::Xtc { p, t, min_keep, seed } => {
-                                // The CPU sampler draws its coin at every apply: stream XTC at
-                                // the row's step.
-                                let step = st.step + sl.output as u64;
-                                let coin = graph::philox::uniform(
-                                    seed,
-                                    step,
-                                    graph::philox::stream::element(graph::philox::stream::XTC, 0),
-                                );
-                                f(&mut bytes, t);
-                                f(&mut bytes, -(min_keep as f32));
-                                f(&mut bytes, if coin > p { 0.0 } else { 1.0 });
-                                f(&mut bytes, 0.0);
-                            }
-                            s => unreachable!("xtc input of {s:?}"),
-                        },
-                        Param::Sigma(j) => match stage(j) {
-                            BackendStage::TopNSigma { n } => f(&mut bytes, n),
-                            s => unreachable!("top_n_sigma input of {s:?}"),
-                        },
-                        Param::Temp(j) => match stage(j) {
-                            BackendStage::Temp { t } => f(&mut bytes, t),
-                            s => unreachable!("temp input of {s:?}"),
-                        },
-                        Param::LnP(j) => match stage(j) {
-                            BackendStage::MinP { p, .. } => f(&mut bytes, p.ln()),
-                            s => unreachable!("ln p input of {s:?}"),
-                        },
-                        Param::TopP(j) => match stage(j) {
-                            BackendStage::TopP { p, .. } => f(&mut bytes, p),
-                            s => unreachable!("p input of {s:?}"),
-                        },
-                        Param::NegMinKeep(j) => match stage(j) {
-                            BackendStage::TopP { min_keep, .. } | BackendStage::MinP { min_keep, .. } => {
-                                f(&mut bytes, -(min_keep.max(1) as f32))
-                            }
-                            s => unreachable!("min_keep input of {s:?}"),
-                        },
-                        Param::PenaltyIds(j) | Param::PenaltyRepeat(j) | Param::PenaltySub(j) => match stage(j) {
-                            BackendStage::Penalties { capacity, repeat, freq, present, counts } => {
-                                let m = capacity.min(self.n_vocab);
-                                // Tokens outside the vocabulary are ignored, as on the CPU.
-                                let seen: Vec<(i32, f32, f32)> = counts
-                                    .iter()
-                                    .filter(|(t, _)| (*t as usize) < self.n_vocab)
-                                    .map(|&(t, c)| (t as i32, repeat, c as f32 * freq + present))
-                                    .collect();
-                                // Padding repeats an entry (the same value written twice), or is
-                                // an identity entry (token 0, `x * 1 - 0`) when none was seen.
-                                let pad = seen.first().copied().unwrap_or((0, 1.0, 0.0));
-                                for e in seen.iter().copied().chain(std::iter::repeat(pad)).take(m) {
-                                    match param {
-                                        Param::PenaltyIds(_) => i(&mut bytes, e.0),
-                                        Param::PenaltyRepeat(_) => f(&mut bytes, e.1),
-                                        _ => f(&mut bytes, e.2),
-                                    }
-                                }
-                            }
-                            s => unreachable!("penalty input of {s:?}"),
-                        },
-                        Param::BiasIds(j) | Param::BiasValues(j) => match stage(j) {
-                            BackendStage::LogitBias { biases } => {
-                                for &(t, b) in &biases {
-                                    if matches!(param, Param::BiasIds(_)) {
-                                        i(&mut bytes, i32::try_from(t).unwrap_or(-1));
-                                    } else {
-                                        f(&mut bytes, b);
-                                    }
-                                }
-                            }
-                            s => unreachable!("bias input of {s:?}"),
-                        },
-                    }
+                    params::write(&mut bytes, param, st, sl.output, gr.rows[sl.col], self.n_vocab);
                 }
                 sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
             }
