@@ -55,6 +55,11 @@ const CHAINS: &[&str] = &[
     "xtc(p=1,t=0.1);dist(seed=21)",
     "top_k(k=40);mirostat_v2(tau=3,eta=0.1,seed=22)",
     "top_k(k=100);temp(t=1.5);mirostat_v2(tau=5,eta=0.1,seed=23)",
+    "top_k(k=40);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=24)",
+    "top_k(k=40);temp_ext(t=0.3,delta=0.5,exponent=2);top_p(p=0.8);dist(seed=25)",
+    "top_k(k=30);temp_ext(t=1,delta=0.6,exponent=0);dist(seed=26)",
+    "top_k(k=30);temp_ext(t=0.2,delta=0.4,exponent=-1);greedy",
+    "top_k(k=1);temp_ext(t=0.7,delta=0.5);dist(seed=27)",
 ];
 
 /// Tokens accepted before the step (the penalties' window): the fixture's most likely tokens,

@@ -55,6 +55,9 @@ pub enum Param {
     /// `f32 [4, n]` of xtc stage `.0`: `t`, `-min_keep`, this step's flag (1: the coin says
     /// apply), 0 (padding).
     Xtc(usize),
+    /// `f32 [4, n]` of temp_ext stage `.0`: `min_t`, `max_t - min_t`, `exponent`, and 1 where the
+    /// exponent is 0 (`powf(x, 0) = 1`, which `exp(0 * ln x)` misses at `x = 0`).
+    TempExt(usize),
     /// `f32 [1, n]`: `n` of top-n-sigma stage `.0`.
     Sigma(usize),
     /// `i32 [m, n]`: token ids of logit-bias stage `.0` (`-1` never matches).
@@ -115,8 +118,20 @@ struct Pending {
 /// The record while stages are appended.
 #[derive(Debug, Clone, Copy)]
 enum Rec {
-    Vocab { x: NodeId, touched: bool, pending: Pending },
-    List { ids: NodeId, vals: NodeId, k: usize },
+    Vocab {
+        x: NodeId,
+        touched: bool,
+        pending: Pending,
+    },
+    /// `init`: the values when the list was made (before any stage masked one), so that an entry a
+    /// stage removed (finite then, `-inf` now) is told from one that was `-inf` all along (the CPU
+    /// chain's list still holds those, and counts them).
+    List {
+        ids: NodeId,
+        vals: NodeId,
+        k: usize,
+        init: NodeId,
+    },
     Token(NodeId),
 }
 
@@ -240,6 +255,14 @@ impl Ctx<'_> {
         Ok((self.g.cast(pc, DType::I32)?, valid))
     }
 
+    /// `[k, n]` mask of the list entries a stage removed: finite in `init`, `-inf` in `vals`.
+    fn removed(&mut self, init: NodeId, vals: NodeId) -> R<NodeId> {
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        let was = self.g.gt(init, ninf)?;
+        let now = self.g.equal(vals, ninf)?;
+        self.g.mul(was, now)
+    }
+
     /// `[k, n]` of `-i` for position `i`: compared with `-min_keep` (`-i > -min_keep` keeps `i`).
     fn neg_positions(&mut self, k: usize) -> R<NodeId> {
         self.g.arange(DType::F32, &[k, self.n], 0.0, -1.0)
@@ -306,13 +329,13 @@ impl Ctx<'_> {
                 };
                 Rec::Token(self.g.categorical(x, keys, params, graph::philox::stream::DRAW as u32)?)
             }
-            (StageKey::Dist, Rec::List { ids, vals, k }) => {
+            (StageKey::Dist, Rec::List { ids, vals, k, .. }) => {
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
                 let (pos, valid) = self.draw_position(idx, vals, k, graph::philox::stream::DRAW)?;
                 let tok = self.gather(ids, pos, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
-            (StageKey::MirostatV2, Rec::List { ids, vals, k }) => {
+            (StageKey::MirostatV2, Rec::List { ids, vals, k, init }) => {
                 // Sorted: the tokens of surprise -log2 p <= mu are a prefix (at least one); the draw
                 // from their renormalised softmax on the MIROSTAT stream, and the drawn token's
                 // probability read back for the mu update.
@@ -328,7 +351,7 @@ impl Ctx<'_> {
                 let keep = self.g.add(within, first)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 let kept = self.g.where_(keep, vals, ninf)?;
-                self.pre_select = Some(Rec::List { ids, vals: kept, k });
+                self.pre_select = Some(Rec::List { ids, vals: kept, k, init });
                 let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
                 let p2 = self.g.soft_max(kept, None, 1.0)?;
                 let p_sel = self.gather(p2, pos, k, 1)?;
@@ -341,7 +364,8 @@ impl Ctx<'_> {
                 // The first value is the row's maximum, and a NaN or +inf anywhere in the row ranks
                 // first (graph::Op::TopK), so it alone tells whether the row is usable.
                 let ids = self.g.top_k(x, kk)?;
-                let mut vals = self.gather(x, ids, nv, kk)?;
+                let raw = self.gather(x, ids, nv, kk)?;
+                let mut vals = raw;
                 let m = self.first_row(vals)?;
                 let ok = self.finite(m)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
@@ -355,31 +379,30 @@ impl Ctx<'_> {
                 }
                 let nan = self.fill(&[1, 1], f32::NAN)?;
                 let vals = self.g.where_(ok, vals, nan)?;
-                Rec::List { ids, vals, k: kk }
+                Rec::List { ids, vals, k: kk, init: raw }
             }
-            (StageKey::TopK(kk), Rec::List { ids, vals, k }) => {
+            (StageKey::TopK(kk), Rec::List { ids, vals, k, init }) => {
                 if kk == k {
-                    Rec::List { ids, vals, k }
+                    Rec::List { ids, vals, k, init }
                 } else {
                     // Sorted already: the first kk.
-                    let ids = self.g.view(ids, &[kk, n], &[4, self.g.node(ids).layout.nb[1]], 0)?;
-                    let vals = self.g.view(vals, &[kk, n], &[4, self.g.node(vals).layout.nb[1]], 0)?;
-                    Rec::List { ids, vals, k: kk }
+                    let first = |c: &mut Self, t: NodeId| c.g.view(t, &[kk, n], &[4, c.g.node(t).layout.nb[1]], 0);
+                    Rec::List { ids: first(self, ids)?, vals: first(self, vals)?, k: kk, init: first(self, init)? }
                 }
             }
             (StageKey::Temp, Rec::Vocab { x, touched, pending }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
                 Rec::Vocab { x, touched, pending: Pending { temp: Some((idx, t)), ..pending } }
             }
-            (StageKey::Temp, Rec::List { ids, vals, k }) => {
+            (StageKey::Temp, Rec::List { ids, vals, k, init }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
-                Rec::List { ids, vals: self.g.div(vals, t)?, k }
+                Rec::List { ids, vals: self.g.div(vals, t)?, k, init }
             }
             (StageKey::MinP, Rec::Vocab { x, touched, pending }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
                 Rec::Vocab { x, touched, pending: Pending { min_p: Some((idx, lnp)), ..pending } }
             }
-            (StageKey::MinP, Rec::List { ids, vals, k }) => {
+            (StageKey::MinP, Rec::List { ids, vals, k, init }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
                 let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
                 let m = self.first_row(vals)?;
@@ -389,9 +412,9 @@ impl Ctx<'_> {
                 let first = self.g.gt(pos, mk)?;
                 let keep = self.g.add(pass, first)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
-                Rec::List { ids, vals: self.g.where_(keep, vals, ninf)?, k }
+                Rec::List { ids, vals: self.g.where_(keep, vals, ninf)?, k, init }
             }
-            (StageKey::TopP, Rec::List { ids, vals, k }) => {
+            (StageKey::TopP, Rec::List { ids, vals, k, init }) => {
                 let p = self.input(&format!("s{idx}.p"), DType::F32, &[1, n], Param::TopP(idx))?;
                 let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
                 let probs = self.g.soft_max(vals, None, 1.0)?;
@@ -402,7 +425,7 @@ impl Ctx<'_> {
                 let cut = self.g.where_(drop, ninf, vals)?;
                 let pos = self.neg_positions(k)?;
                 let first = self.g.gt(pos, mk)?;
-                Rec::List { ids, vals: self.g.where_(first, vals, cut)?, k }
+                Rec::List { ids, vals: self.g.where_(first, vals, cut)?, k, init }
             }
             (StageKey::LogitBias(m), Rec::Vocab { x, .. }) => {
                 let ids = self.input(&format!("s{idx}.bias_ids"), DType::I32, &[m, n], Param::BiasIds(idx))?;
@@ -429,7 +452,7 @@ impl Ctx<'_> {
                 let written = self.g.set_rows(flat, vals, at)?;
                 Rec::Vocab { x: self.g.reshape(written, &[nv, n])?, touched: true, pending: Pending::default() }
             }
-            (StageKey::Xtc, Rec::List { ids, vals, k }) => {
+            (StageKey::Xtc, Rec::List { ids, vals, k, init }) => {
                 // Sorted, so the tokens with p >= t are a prefix of `cnt`; all but the last of it
                 // go, if the step's coin says so, `cnt > 1` and `len - (cnt - 1) >= min_keep`.
                 let par = self.input(&format!("s{idx}.xtc"), DType::F32, &[4, n], Param::Xtc(idx))?;
@@ -455,15 +478,62 @@ impl Ctx<'_> {
                 let before = self.g.gt(pos, neg_last)?;
                 let drop = self.g.mul(before, on)?;
                 let ninf_full = self.fill(&[k, n], f32::NEG_INFINITY)?;
-                Rec::List { ids, vals: self.g.where_(drop, ninf_full, vals)?, k }
+                Rec::List { ids, vals: self.g.where_(drop, ninf_full, vals)?, k, init }
             }
-            (StageKey::TopNSigma, Rec::List { ids, vals, k }) => {
-                Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k }
+            (StageKey::TempExt, Rec::List { ids, vals, k, init }) => {
+                // The entropy of the softmax over the finite candidates against ln(len), the
+                // dynamic temperature, then as temp: t <= 0 keeps the first (largest) only; with one
+                // candidate or none the stage does nothing (t = 1).
+                let par = self.input(&format!("s{idx}.temp_ext"), DType::F32, &[4, n], Param::TempExt(idx))?;
+                let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 16], 4 * i);
+                let (min_t, range, expo, expo0) = (row(self, 0)?, row(self, 1)?, row(self, 2)?, row(self, 3)?);
+                let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+                let zero = self.fill(&[1, 1], 0.0)?;
+                let one = self.fill(&[1, n], 1.0)?;
+                // The CPU chain's count: its list still holds entries that were -inf from the
+                // start, but not those a stage removed.
+                let gone = self.removed(init, vals)?;
+                let n_gone = self.g.sum_rows(gone)?;
+                let len = self.g.scale_bias(n_gone, -1.0, k as f32)?;
+                let probs = self.g.soft_max(vals, None, 1.0)?;
+                let lnp = self.g.log(probs)?;
+                let plnp = self.g.mul(probs, lnp)?;
+                let positive = self.g.gt(probs, zero)?;
+                let plnp = self.g.where_(positive, plnp, zero)?;
+                let neg_h = self.g.sum_rows(plnp)?;
+                let h = self.g.scale(neg_h, -1.0)?;
+                let inv_len = self.g.div(one, len)?;
+                let ln_inv = self.g.log(inv_len)?;
+                let max_h = self.g.scale(ln_inv, -1.0)?;
+                let norm = self.g.div(h, max_h)?;
+                let ln_norm = self.g.log(norm)?;
+                let e_ln = self.g.mul(ln_norm, expo)?;
+                let pow = self.g.exp(e_ln)?;
+                let pow = self.g.where_(expo0, one, pow)?;
+                let spread = self.g.mul(range, pow)?;
+                let dyn_t = self.g.add(min_t, spread)?;
+                let several = self.g.gt(len, one)?;
+                let t = self.g.where_(several, dyn_t, one)?;
+                // t <= 0: the first only, undivided.
+                let cold = self.g.ge(zero, t)?;
+                let t = self.g.where_(cold, one, t)?;
+                let pos = self.neg_positions(k)?;
+                let neg_one = self.fill(&[1, 1], -1.0)?;
+                let first = self.g.gt(pos, neg_one)?;
+                let not_first = self.g.scale_bias(first, -1.0, 1.0)?;
+                let drop = self.g.mul(not_first, cold)?;
+                let ninf_full = self.fill(&[k, n], f32::NEG_INFINITY)?;
+                let vals = self.g.where_(drop, ninf_full, vals)?;
+                Rec::List { ids, vals: self.g.div(vals, t)?, k, init }
+            }
+            (StageKey::TopNSigma, Rec::List { ids, vals, k, init }) => {
+                Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init }
             }
             (StageKey::TopP, Rec::Vocab { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
             | (StageKey::Xtc, Rec::Vocab { .. })
             | (StageKey::TopNSigma, Rec::Vocab { .. })
+            | (StageKey::TempExt, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
             | (StageKey::Penalties(_), Rec::List { .. }) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
@@ -533,8 +603,15 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
                 let v = if c.g.node(v).op.is_view() { c.g.cont(v)? } else { v };
                 out.vocab = Some(name(c.g, v, "vocab"));
             }
-            Rec::List { ids, vals, .. } => {
-                let ids = if c.g.node(ids).op.is_view() { c.g.cont(ids)? } else { ids };
+            Rec::List { ids, vals, init, .. } => {
+                // Entries a stage removed read back with id -1 (the CPU chain no longer holds
+                // them); entries -inf from the start keep their id (it still does).
+                let gone = c.removed(init, vals)?;
+                let idf = c.g.cast(ids, DType::F32)?;
+                let minus = c.fill(&[1, 1], -1.0)?;
+                let kept = c.g.scale_bias(gone, -1.0, 1.0)?;
+                let idf = c.g.where_(kept, idf, minus)?;
+                let ids = c.g.cast(idf, DType::I32)?;
                 let vals = if c.g.node(vals).op.is_view() { c.g.cont(vals)? } else { vals };
                 out.list = Some((name(c.g, ids, "ids"), name(c.g, vals, "logits")));
             }

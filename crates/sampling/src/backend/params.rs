@@ -58,6 +58,15 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: us
             }
             s => unreachable!("xtc input of {s:?}"),
         },
+        Param::TempExt(j) => match stage(j) {
+            BackendStage::TempExt { min_t, range, exponent } => {
+                f(bytes, min_t);
+                f(bytes, range);
+                f(bytes, exponent);
+                f(bytes, if exponent == 0.0 { 1.0 } else { 0.0 });
+            }
+            s => unreachable!("temp_ext input of {s:?}"),
+        },
         Param::Sigma(j) => match stage(j) {
             BackendStage::TopNSigma { n } => f(bytes, n),
             s => unreachable!("top_n_sigma input of {s:?}"),

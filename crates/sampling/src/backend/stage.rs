@@ -44,6 +44,16 @@ pub enum BackendStage {
         /// The temperature.
         t: f32,
     },
+    /// `temp_ext` with `delta > 0`: the dynamic temperature `min_t + range * (H / ln n)^exponent`
+    /// from the entropy `H` of the `n` candidates (a sorted list).
+    TempExt {
+        /// `max(0, t - delta)`.
+        min_t: f32,
+        /// `max_t - min_t`, as the CPU sampler computes it.
+        range: f32,
+        /// The exponent.
+        exponent: f32,
+    },
     /// `logit_bias`: `(token, bias)` pairs added to the logits.
     LogitBias {
         /// The pairs, in order.
@@ -123,6 +133,8 @@ pub enum StageKey {
     MinP,
     /// division by the temperature.
     Temp,
+    /// the dynamic temperature on a list.
+    TempExt,
     /// scatter-add of this many biases.
     LogitBias(usize),
     /// penalties over this many window entries.
@@ -146,6 +158,7 @@ impl StageKey {
             StageKey::TopP => "top_p",
             StageKey::MinP => "min_p",
             StageKey::Temp => "temp",
+            StageKey::TempExt => "temp_ext",
             StageKey::LogitBias(_) => "logit_bias",
             StageKey::Penalties(_) => "penalties",
             StageKey::Xtc => "xtc",
@@ -165,6 +178,7 @@ impl BackendStage {
             BackendStage::TopP { .. } => "top_p",
             BackendStage::MinP { .. } => "min_p",
             BackendStage::Temp { .. } => "temp",
+            BackendStage::TempExt { .. } => "temp_ext",
             BackendStage::LogitBias { .. } => "logit_bias",
             BackendStage::Penalties { .. } => "penalties",
             BackendStage::Xtc { .. } => "xtc",
@@ -210,6 +224,8 @@ impl BackendStage {
             (S::Temp { t }, _) if *t == 1.0 => (StageKey::Nothing, form),
             (S::Temp { t }, _) if *t > 0.0 && t.is_finite() => (StageKey::Temp, form),
             (S::Temp { .. }, _) => return None,
+            (S::TempExt { .. }, Form::List(_)) => (StageKey::TempExt, form),
+            (S::TempExt { .. }, _) => return None,
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
             (S::LogitBias { biases }, Form::Vocab) => (StageKey::LogitBias(biases.len()), form),
             (S::LogitBias { .. }, _) => return None,

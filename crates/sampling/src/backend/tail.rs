@@ -183,9 +183,10 @@ impl Tail {
             loop {
                 let mut scratch = Graph::new();
                 let x = scratch.input("x", DType::F32, &[n_vocab, n]).map_err(|e| engine("attach")(&e))?;
-                let ok = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check")
-                    .map(|b| b.nodes.iter().all(|&id| backend.supports(&scratch, id)))
-                    .unwrap_or(false);
+                // A build error is a bug here, not a capability: it is reported, never a fallback.
+                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check")
+                    .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
+                let ok = built.nodes.iter().all(|&id| backend.supports(&scratch, id));
                 if ok {
                     break;
                 }
@@ -459,13 +460,15 @@ impl Tail {
                 if vals.iter().any(|v| v.is_nan()) {
                     return Err(bad());
                 }
+                // Id -1: removed by a backend stage (absent, as in the CPU chain's list); a -inf
+                // entry with an id was masked before the list was made and stays, as there.
                 let l: Vec<TokenData> = ids
                     .iter()
                     .zip(vals)
-                    .filter(|(_, v)| **v != f32::NEG_INFINITY)
+                    .filter(|(id, _)| **id >= 0)
                     .map(|(&id, &logit)| TokenData { id: id as u32, logit, p: 0.0 })
                     .collect();
-                if l.is_empty() {
+                if l.iter().all(|t| t.logit == f32::NEG_INFINITY) {
                     return Err(bad());
                 }
                 Some(Candidates::from_list(l, self.n_vocab)?)

@@ -215,8 +215,12 @@ impl Sampler for TempExt {
         Box::new(self.clone())
     }
 
-    /// With `delta <= 0` this is `temp(t)`; a dynamic temperature has no backend form yet.
+    /// With `delta <= 0` this is `temp(t)`; otherwise the dynamic temperature (on a sorted list).
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        (self.delta <= 0.0).then_some(crate::backend::BackendStage::Temp { t: self.t })
+        if self.delta <= 0.0 {
+            return Some(crate::backend::BackendStage::Temp { t: self.t });
+        }
+        let (min_t, max_t) = self.range();
+        Some(crate::backend::BackendStage::TempExt { min_t, range: max_t - min_t, exponent: self.exponent })
     }
 }
