@@ -1,26 +1,90 @@
 //! Vectorised f32 row kernels shared by the CPU backend (`cpu`) and the CPU sampler chain
-//! (`sampling`), so that both compute the same exponential the same way.
+//! (`sampling`), so that both compute the same exponential, the same order and the same selections
+//! the same way. This crate depends on nothing.
 //!
 //! - [`exp`]: the exponential (`2^y` by range reduction and a degree-5 polynomial), scalar and as an
 //!   8-lane AVX2 function, bit-identical to each other on FMA machines.
-//! - [`row`]: whole-row kernels built on it: max with a NaN/+inf flag, sums of exponentials with and
-//!   without storing them.
+//! - [`row`]: whole-row scans built on it: max with a NaN/+inf flag (of the row or of each block),
+//!   sums of exponentials with and without storing them.
+//! - [`key`]: the one order of floats ([`key::order_key`]: -0.0 ties +0.0, every NaN above +inf),
+//!   its inverse, the largest key of a row, and the composite keys that selections sort on.
+//! - [`stats`]: per-block statistics of a logits row in one pass (block maxima, 128-token sub-block
+//!   maxima, block sums of exponentials).
+//! - [`select`]: selections straight from a raw row: argmax, threshold gathers, top-k (by value for
+//!   the samplers, by index for the `top_k` op).
 //!
-//! Every row kernel exists twice: an explicit AVX2+FMA version (`std::arch` intrinsics, chosen at run
-//! time by [`has_avx2_fma`]) and a portable version that LLVM vectorises for the baseline target.
+//! Every hot kernel exists twice: an AVX2+FMA version (explicit `std::arch` intrinsics, or a generic
+//! body compiled with those features enabled) and a portable one that LLVM vectorises for the
+//! baseline target. [`dispatch!`] defines the function that picks one at run time, by the one
+//! feature probe [`has_avx2_fma`].
 
 pub mod exp;
+pub mod key;
 pub mod row;
+pub mod select;
+pub mod stats;
 
-/// True when the CPU has AVX2 and FMA (checked once; `std` caches the answer).
+#[cfg(test)]
+mod tests;
+
+/// True when the CPU has AVX2, FMA and F16C (checked once; `std` caches the answer). Every x86 CPU
+/// with AVX2 and FMA also has F16C (Haswell, Piledriver and later); the check keeps the f16
+/// conversions of the CPU backend's multiversioned loops safe. The one feature probe of the
+/// workspace: [`dispatch!`] and the explicit AVX2 callers of `cpu` ask it.
 #[inline]
 pub fn has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
     }
+}
+
+/// The one run-time dispatch: defines `fn $name(args) -> ret` that runs an AVX2+FMA build when
+/// [`has_avx2_fma`] says the CPU has it, else a portable one. Two forms:
+///
+/// - `fn name(args) -> ret => x86_fn | portable_fn`: two hand-written functions; `x86_fn` is a
+///   `#[target_feature(enable = "avx2,fma")]` function (explicit intrinsics), `portable_fn` a plain
+///   one. The defined function is `#[inline]`.
+/// - `fn name(args) -> ret => body`: one `#[inline(always)]` body generic over `const FMA: bool`,
+///   compiled twice: `body::<true>` inside a function with AVX2, FMA and F16C enabled, and
+///   `body::<false>` for the baseline (so LLVM vectorises the same source for both).
+#[macro_export]
+macro_rules! dispatch {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($a:ident : $t:ty),* $(,)?) -> $r:ty => $x86:path | $portable:path) => {
+        $(#[$m])*
+        #[inline]
+        $vis fn $name($($a: $t),*) -> $r {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if $crate::has_avx2_fma() {
+                    // SAFETY: the CPU has AVX2 and FMA, all that the x86 version requires.
+                    return unsafe { $x86($($a),*) };
+                }
+            }
+            $portable($($a),*)
+        }
+    };
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($a:ident : $t:ty),* $(,)?) $(-> $r:ty)? => $body:ident) => {
+        $(#[$m])*
+        $vis fn $name($($a: $t),*) $(-> $r)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma,f16c")]
+                fn fast($($a: $t),*) $(-> $r)? {
+                    $body::<true>($($a),*)
+                }
+                if $crate::has_avx2_fma() {
+                    // SAFETY: the CPU has the features `fast` was compiled for.
+                    return unsafe { fast($($a),*) };
+                }
+            }
+            $body::<false>($($a),*)
+        }
+    };
 }

@@ -18,26 +18,15 @@ pub fn is_bad(x: f32) -> bool {
     bad
 }
 
-/// Defines `pub fn $name(args) -> ret` calling `x86::$name` when the CPU has AVX2+FMA, else the
-/// portable `$portable`.
-macro_rules! dispatch {
-    ($(#[$m:meta])* pub fn $name:ident($($a:ident : $t:ty),*) -> $r:ty => $portable:ident) => {
-        $(#[$m])*
-        #[inline]
-        pub fn $name($($a: $t),*) -> $r {
-            #[cfg(target_arch = "x86_64")]
-            {
-                if crate::has_avx2_fma() {
-                    // SAFETY: the CPU has AVX2 and FMA, all that the x86 version requires.
-                    return unsafe { x86::$name($($a),*) };
-                }
-            }
-            $portable($($a),*)
-        }
-    };
+/// Position and value of the first NaN or +inf in `xs`, if any (slow path, used for error reports).
+pub fn first_bad(xs: &[f32]) -> Option<(usize, f32)> {
+    xs.iter().position(|&x| is_bad(x)).map(|i| (i, xs[i]))
 }
 
-fn max_bad_portable(xs: &[f32]) -> (f32, bool) {
+/// The portable [`max_bad`] (also the per-sub-block scan of the portable kernels of [`crate::stats`]
+/// and [`crate::select`]).
+#[inline(always)]
+pub(crate) fn max_bad_portable(xs: &[f32]) -> (f32, bool) {
     let mut acc = [f32::NEG_INFINITY; LANES];
     let mut bad = [0u32; LANES];
     let (chunks, rest) = xs.as_chunks::<LANES>();
@@ -56,10 +45,10 @@ fn max_bad_portable(xs: &[f32]) -> (f32, bool) {
     (m, b)
 }
 
-dispatch!(
+crate::dispatch!(
     /// Maximum of `xs` ignoring NaN (`-inf` for an empty or all-NaN row) and whether any element is
     /// NaN or +inf. One read of the row: the "max pass" the benchmarks measure against.
-    pub fn max_bad(xs: &[f32]) -> (f32, bool) => max_bad_portable
+    pub fn max_bad(xs: &[f32]) -> (f32, bool) => x86::max_bad | max_bad_portable
 );
 
 fn block_max_bad_portable(xs: &[f32], block: usize, out: &mut [f32]) -> bool {
@@ -72,12 +61,12 @@ fn block_max_bad_portable(xs: &[f32], block: usize, out: &mut [f32]) -> bool {
     bad
 }
 
-dispatch!(
+crate::dispatch!(
     /// The maximum (ignoring NaN) of each `block`-long piece of `xs` (the last may be shorter) into
     /// `out[i]` (`out` needs `xs.len().div_ceil(block)` entries; extra ones are left alone), and
     /// whether any element is NaN or +inf. One pass and one call for the whole row: a per-block call
     /// of [`max_bad`] costs more than the scan itself on short blocks. Panics if `block == 0`.
-    pub fn block_max_bad(xs: &[f32], block: usize, out: &mut [f32]) -> bool => block_max_bad_portable
+    pub fn block_max_bad(xs: &[f32], block: usize, out: &mut [f32]) -> bool => x86::block_max_bad | block_max_bad_portable
 );
 
 fn sum_exp2_portable(xs: &[f32], a: f32, b: f32) -> f32 {
@@ -95,9 +84,9 @@ fn sum_exp2_portable(xs: &[f32], a: f32, b: f32) -> f32 {
     s
 }
 
-dispatch!(
+crate::dispatch!(
     /// `sum_i 2^(xs[i] a + b)`.
-    pub fn sum_exp2(xs: &[f32], a: f32, b: f32) -> f32 => sum_exp2_portable
+    pub fn sum_exp2(xs: &[f32], a: f32, b: f32) -> f32 => x86::sum_exp2 | sum_exp2_portable
 );
 
 fn exp2_into_portable(xs: &[f32], a: f32, b: f32, out: &mut [f32]) -> f32 {
@@ -121,9 +110,9 @@ fn exp2_into_portable(xs: &[f32], a: f32, b: f32, out: &mut [f32]) -> f32 {
     s
 }
 
-dispatch!(
+crate::dispatch!(
     /// `out[i] = 2^(xs[i] a + b)` (over the shorter of the two), returning their sum.
-    pub fn exp2_into(xs: &[f32], a: f32, b: f32, out: &mut [f32]) -> f32 => exp2_into_portable
+    pub fn exp2_into(xs: &[f32], a: f32, b: f32, out: &mut [f32]) -> f32 => x86::exp2_into | exp2_into_portable
 );
 
 fn exp2_inplace_portable(xs: &mut [f32], a: f32, b: f32) -> f32 {
@@ -143,13 +132,13 @@ fn exp2_inplace_portable(xs: &mut [f32], a: f32, b: f32) -> f32 {
     s
 }
 
-dispatch!(
+crate::dispatch!(
     /// [`exp2_into`] in place: `xs[i] = 2^(xs[i] a + b)`, returning their sum.
-    pub fn exp2_inplace(xs: &mut [f32], a: f32, b: f32) -> f32 => exp2_inplace_portable
+    pub fn exp2_inplace(xs: &mut [f32], a: f32, b: f32) -> f32 => x86::exp2_inplace | exp2_inplace_portable
 );
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use crate::exp::{exp2, x86::exp2_affine};
     use std::arch::x86_64::*;
 
