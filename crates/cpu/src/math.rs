@@ -1,71 +1,21 @@
-//! Vectorisation-friendly numeric building blocks shared by the kernels: row reductions with several
-//! independent accumulators, the order-preserving float key used by every ordering op (and the block
-//! maxima of keys), the prefix scan, and the run-time choice between a baseline and an AVX2/FMA build
-//! of a hot loop ([`multiversion!`]). The exponential lives in the `kernels` crate (shared with the
-//! samplers).
+//! Vectorisation-friendly numeric building blocks of the CPU kernels: row reductions with several
+//! independent accumulators and the prefix scan (AVX2 or portable, picked at run time). The order
+//! key, the selections, the exponential, the run-time feature probe and the dispatch macro live in
+//! the `kernels` crate (shared with the samplers); the probe and the macro are re-exported here
+//! under the names the `mul_mat` kernels use.
 
 // Indexed lane loops are deliberate: they are the shape LLVM turns into SIMD.
 #![allow(clippy::needless_range_loop)]
 
-/// True when the CPU has AVX2, FMA and F16C (checked once; the result is cached by std).
-#[inline]
-pub fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Defines `fn name(args) -> ret` that calls `body::<true>(args)` compiled with AVX2+FMA+F16C when the
-/// CPU has them, else `body::<false>(args)`. `body` must be `#[inline(always)]` and generic over
-/// `const FMA: bool` (use [`fma`] for its multiply-adds).
-macro_rules! multiversion {
-    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $body:ident) => {
-        $(#[$m])*
-        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2,fma,f16c")]
-                fn fast($($arg: $ty),*) $(-> $ret)? {
-                    $body::<true>($($arg),*)
-                }
-                if $crate::math::has_avx2() {
-                    // SAFETY: the CPU has the features `fast` was compiled for.
-                    return unsafe { fast($($arg),*) };
-                }
-            }
-            $body::<false>($($arg),*)
-        }
-    };
-}
-pub(crate) use multiversion;
+/// The one dispatch macro, [`kernels::dispatch!`], in its "generic body compiled twice" form.
+pub(crate) use kernels::dispatch as multiversion;
+/// The one feature probe, [`kernels::has_avx2_fma`] (AVX2, FMA and F16C).
+pub use kernels::has_avx2_fma as has_avx2;
 
 /// `a * b + c`, fused when `FMA` (the caller is compiled with FMA), else two roundings.
 #[inline(always)]
 pub fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA { a.mul_add(b, c) } else { a * b + c }
-}
-
-/// The ordering key of a float: an unsigned integer whose order is the float order, with -0.0
-/// mapped to +0.0 (so they tie) and every NaN, whatever its sign, above +inf (key `u32::MAX`, so
-/// NaNs tie and the lower index wins), as `graph::Op::Argmax`/`TopK`/`Argsort` specify: a row
-/// holding a NaN puts it first, where a check of the first result finds it (x86's default NaN,
-/// from `inf - inf`, has its sign bit set; the IEEE total order would rank it below -inf).
-#[inline(always)]
-pub fn order_key(x: f32) -> u32 {
-    // Negative floats map to `-bits` (two's complement; -0.0 gives 0x8000_0000), non-negative ones to
-    // `bits | 0x8000_0000` (+0.0 gives 0x8000_0000 too); NaN to the top. Branch-free (a select), so
-    // it vectorises.
-    let b = x.to_bits();
-    let m = ((b as i32) >> 31) as u32;
-    let k = ((b ^ m).wrapping_sub(m)) | (!m & 0x8000_0000);
-    if x.is_nan() { u32::MAX } else { k }
 }
 
 #[inline(always)]
@@ -143,32 +93,6 @@ multiversion!(
     /// `x[i] *= s`.
     pub fn scale_f32(x: &mut [f32], s: f32) => scale_body
 );
-
-#[inline(always)]
-fn max_key_body<const FMA: bool>(x: &[f32]) -> u32 {
-    // An integer max reduction: associative, so LLVM's loop vectoriser handles it on its own.
-    x.iter().map(|&v| order_key(v)).max().unwrap_or(0)
-}
-multiversion!(
-    /// The largest [`order_key`] in `x` (0 for an empty slice).
-    pub fn max_key_f32(x: &[f32]) -> u32 => max_key_body
-);
-
-/// The largest [`order_key`] in `x` (0 for an empty slice), through the float max scan
-/// (`kernels::row::max_bad`, one vector max per 8 entries) unless `x` holds a NaN, whose place in the
-/// order only the integer key knows ([`max_key_f32`] then). Also says whether a NaN was seen.
-pub fn block_max_key(x: &[f32]) -> (u32, bool) {
-    if x.is_empty() {
-        return (0, false);
-    }
-    let (m, bad) = kernels::row::max_bad(x);
-    if bad && x.iter().any(|v| v.is_nan()) { (max_key_f32(x), true) } else { (order_key(m), false) }
-}
-
-/// The float whose [`order_key`] is `key` (+0.0 for the key of both zeros); a NaN for NaN keys.
-pub fn from_order_key(key: u32) -> f32 {
-    if key & 0x8000_0000 != 0 { f32::from_bits(key & 0x7fff_ffff) } else { f32::from_bits(key.wrapping_neg()) }
-}
 
 #[inline(always)]
 fn scan_block(v: &mut [f32; 8]) {
@@ -305,39 +229,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn order_key_is_total_order() {
-        let vals = [f32::NEG_INFINITY, -3.5, -1e-30, -0.0, 0.0, 1e-40, 2.0, f32::INFINITY, f32::NAN];
-        for w in vals.windows(2) {
-            assert!(order_key(w[0]) <= order_key(w[1]), "{} vs {}", w[0], w[1]);
-        }
-        assert_eq!(order_key(-0.0), order_key(0.0));
-        assert!(order_key(-1.0) < order_key(-0.5));
-        // Every NaN ranks above +inf, whatever its sign, and NaNs tie.
-        assert_eq!(order_key(f32::from_bits(0xffc0_0000)), u32::MAX);
-        assert_eq!(order_key(f32::from_bits(0x7fc0_0001)), u32::MAX);
-        assert!(order_key(f32::NAN) > order_key(f32::INFINITY));
-        for &v in &vals[..vals.len() - 1] {
-            let back = from_order_key(order_key(v));
-            assert!(back == v && (v != 0.0 || back.to_bits() == 0), "{v} -> {back}");
-        }
-        assert!(from_order_key(order_key(f32::NAN)).is_nan());
-    }
-
-    #[test]
-    fn block_max_key_matches_the_integer_scan() {
-        let mut x: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
-        assert_eq!(block_max_key(&x), (max_key_f32(&x), false));
-        x[500] = f32::INFINITY;
-        assert_eq!(block_max_key(&x), (order_key(f32::INFINITY), false));
-        x[17] = f32::NAN;
-        assert_eq!(block_max_key(&x), (max_key_f32(&x), true));
-        x[17] = -f32::NAN;
-        assert_eq!(block_max_key(&x), (u32::MAX, true));
-        assert_eq!(block_max_key(&[-0.0, 0.0]).0, order_key(0.0));
-        assert_eq!(block_max_key(&[]), (0, false));
-    }
-
-    #[test]
     fn reductions_match_scalar() {
         let x: Vec<f32> = (0..1003).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
         let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -346,7 +237,6 @@ mod tests {
         assert!((f64::from(sum_f32(&x)) - s).abs() < 1e-3);
         let sq: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
         assert!((f64::from(sum_sq_f32(&x)) - sq).abs() / sq < 1e-5);
-        assert_eq!(max_key_f32(&x), order_key(m));
         let mut y = x.clone();
         scale_f32(&mut y, 0.5);
         assert!(y.iter().zip(&x).all(|(a, b)| *a == b * 0.5));

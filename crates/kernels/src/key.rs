@@ -141,6 +141,13 @@ mod tests {
     }
 
     #[test]
+    fn max_key_matches_the_float_max() {
+        let x: Vec<f32> = (0..1003).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
+        let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        assert_eq!(max_key(&x), order_key(m));
+    }
+
+    #[test]
     fn block_max_key_matches_the_integer_scan() {
         let mut x: Vec<f32> = (0..1000).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
         assert_eq!(block_max_key(&x), (max_key(&x), false));
