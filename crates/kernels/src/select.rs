@@ -36,6 +36,24 @@ crate::dispatch!(
     pub fn min_p_gather(xs: &[f32], ln_p: f32, out: &mut Vec<(u32, f32)>) -> (f32, bool) => x86::min_p_gather | portable::min_p_gather
 );
 
+/// The first `BLOCK`-long block of `xs` with the largest maximum, that maximum, and whether any
+/// element is NaN or +inf: the first pass of [`argmax`], over the portable or AVX2 `max_bad`.
+#[inline(always)]
+fn best_block(xs: &[f32], max_bad: impl Fn(&[f32]) -> (f32, bool)) -> (usize, f32, bool) {
+    let mut best = f32::NEG_INFINITY;
+    let mut best_block = 0;
+    let mut bad = false;
+    for (b, block) in xs.chunks(BLOCK).enumerate() {
+        let (m, bb) = max_bad(block);
+        bad |= bb;
+        if m > best {
+            best = m;
+            best_block = b;
+        }
+    }
+    (best_block, best, bad)
+}
+
 // ---------------------------------------------------------------- top-k selection
 
 /// Orders `(id, logit)` pairs by logit descending (IEEE total order), then id ascending: the order
@@ -284,17 +302,7 @@ pub(crate) mod portable {
     const LANES: usize = 16;
 
     pub fn argmax(xs: &[f32]) -> (usize, f32, bool) {
-        let mut best = f32::NEG_INFINITY;
-        let mut best_block = 0;
-        let mut bad = false;
-        for (b, block) in xs.chunks(BLOCK).enumerate() {
-            let (m, bb) = max_bad(block);
-            bad |= bb;
-            if m > best {
-                best = m;
-                best_block = b;
-            }
-        }
+        let (best_block, best, bad) = super::best_block(xs, max_bad);
         let start = best_block * BLOCK;
         let end = (start + BLOCK).min(xs.len());
         let i = xs[start..end].iter().position(|&x| x == best).unwrap_or(0);
@@ -404,17 +412,7 @@ pub(crate) mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub fn argmax(xs: &[f32]) -> (usize, f32, bool) {
-        let mut best = f32::NEG_INFINITY;
-        let mut best_block = 0;
-        let mut bad = false;
-        for (b, block) in xs.chunks(BLOCK).enumerate() {
-            let (m, bb) = max_bad(block);
-            bad |= bb;
-            if m > best {
-                best = m;
-                best_block = b;
-            }
-        }
+        let (best_block, best, bad) = super::best_block(xs, |b| max_bad(b));
         let start = best_block * BLOCK;
         let end = (start + BLOCK).min(xs.len());
         let mut first = 0;
