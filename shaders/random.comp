@@ -14,9 +14,11 @@
 // exactly per invocation over a contiguous chunk and prefixed across the workgroup; the target is
 // the high 64 bits of U * Q for the 64-bit uniform U (the generator's first two words) and the total
 // Q, and the result is the first index whose inclusive running sum exceeds it. Integer sums make the
-// choice exact for the weights computed; it differs from the CPU's f64 sums of its own exponential
-// only where u W falls within about 2^-40 (plus the exponentials' last bits) of a bracket end, and a
-// weight below 2^-40 of the maximum is never drawn.
+// choice exact for the fixed-point weights (T < Q always, so some index is chosen). Against the
+// CPU's f64 sums of its own exponential it can differ only where u W falls near a bracket end: within
+// the exponentials' last bits (builtin exp2 here, the CPU's polynomial there: about 1e-7 of a weight)
+// plus the floors, each under 2^-40 of the maximum weight (a running sum and the total lose under
+// n 2^-40 together, and W >= 1). A weight below 2^-40 of the maximum is never drawn.
 #include "common.glsl"
 
 uvec4 philox(uvec4 c, uvec2 key) {

@@ -1,5 +1,12 @@
 //! RandomUniform (`shaders/random.comp`), bit-identical to `graph::philox::uniform`, and
 //! Categorical (the same file with `CATEGORICAL`): see the shader's header for the algorithm.
+//!
+//! Categorical keeps its sums as 64-bit fixed point in pairs of 32-bit words (`uaddCarry`,
+//! `umulExtended`; no `shaderInt64` or `shaderFloat64`): weights `floor(w 2^40)`, so rows of up to
+//! 2^23 entries (checked in `supports_categorical`; longer rows fall back to another backend).
+//! The index equals the CPU's except where `u W` falls near a bracket end, within the
+//! exponentials' last bits (about 1e-7 of a weight) plus under `n 2^-40` of the maximum weight
+//! (the floors); a weight below `2^-40` of the maximum is never drawn.
 
 use crate::encoder::{Encoder, grid};
 use crate::error::Result;
@@ -22,8 +29,12 @@ pub(super) fn random_uniform(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, strea
     enc.dispatch(ShaderId::Random, [&a.buf, &a.buf, &a.buf, &d.buf], &push, groups)
 }
 
-/// Categorical: f32 logits with contiguous rows, i32 keys `[4, rows..]`, optional f32 params
-/// `[2, rows..]` with contiguous rows.
+/// The longest row the fixed-point sums hold: `2^23` weights of at most `2^40` (plus a rounding
+/// margin) stay below `2^64`.
+const MAX_CATEGORICAL_ROW: usize = 1 << 23;
+
+/// Categorical: f32 logits with contiguous rows of at most 2^23 entries, i32 keys `[4, rows..]`,
+/// optional f32 params `[2, rows..]` with contiguous rows.
 pub(super) fn supports_categorical(g: &Graph, n: &Node) -> bool {
     let (x, k) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
     let params_ok = n.srcs.get(2).is_none_or(|&p| {
@@ -31,6 +42,7 @@ pub(super) fn supports_categorical(g: &Graph, n: &Node) -> bool {
         p.dtype == DType::F32 && p.layout.rows_contiguous(p.dtype)
     });
     contiguous(n)
+        && x.layout.ne[0] <= MAX_CATEGORICAL_ROW
         && x.dtype == DType::F32
         && x.layout.rows_contiguous(x.dtype)
         && k.dtype == DType::I32
