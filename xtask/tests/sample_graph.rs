@@ -56,6 +56,9 @@ const CHAINS: &[&str] = &[
     "top_k(k=40);mirostat_v2(tau=3,eta=0.1,seed=22)",
     "top_k(k=100);temp(t=1.5);mirostat_v2(tau=5,eta=0.1,seed=23)",
     "top_k(k=40);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=24)",
+    "top_k(k=50);typical(p=0.8);top_p(p=0.9);min_p(p=0.02);temp(t=0.8);dist(seed=28)",
+    "top_k(k=40);typical(p=0.5,min_keep=4);greedy",
+    "top_k(k=40);typical(p=0.7);temp(t=0.9);typical(p=0.9);top_k(k=10);dist(seed=29)",
     "top_k(k=40);temp_ext(t=0.3,delta=0.5,exponent=2);top_p(p=0.8);dist(seed=25)",
     "top_k(k=30);temp_ext(t=1,delta=0.6,exponent=0);dist(seed=26)",
     "top_k(k=30);temp_ext(t=0.2,delta=0.4,exponent=-1);greedy",
@@ -141,8 +144,8 @@ fn placement(chain: &str) -> String {
 
 #[test]
 fn placement_and_bytes_are_reported() {
-    let err = placement("top_k(k=40);typical(p=0.9);dist");
-    assert!(err.contains("seq 0: +top_k -typical -dist"), "{err}");
+    let err = placement("top_k(k=40);mirostat(tau=5,eta=0.1)");
+    assert!(err.contains("seq 0: +top_k -mirostat"), "{err}");
     // 40 candidates of 8 bytes, for the one row.
     assert!(err.contains("read back 320 bytes (reserved 320)"), "{err}");
     // llama.cpp's default chain runs entirely on the backend: its disabled stages append nothing.

@@ -86,7 +86,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
             "+min_p +dist",
             "+top_k +top_p +min_p +temp +dist",
             "-typical -dist",
-            "+top_k -typical -dist",
+            "+top_k +typical +dist",
             "+temp +logit_bias +dist",
             "",
             "+penalties +top_k +dist",
@@ -169,7 +169,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
 fn reservation_reads_only_what_each_row_needs() {
     let mut seqs = Sequences::new(1).unwrap();
     seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()).with_logits());
-    seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);typical(p=0.9);dist").unwrap()));
+    seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);mirostat(tau=5,eta=0.1)").unwrap()));
     seqs.set(SeqId(2), SeqConfig::new(Chain::parse("typical(p=0.9);dist").unwrap()));
     seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];

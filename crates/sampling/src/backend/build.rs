@@ -58,6 +58,10 @@ pub enum Param {
     /// `f32 [4, n]` of temp_ext stage `.0`: `min_t`, `max_t - min_t`, `exponent`, and 1 where the
     /// exponent is 0 (`powf(x, 0) = 1`, which `exp(0 * ln x)` misses at `x = 0`).
     TempExt(usize),
+    /// `f32 [1, n]`: `p` of typical stage `.0`.
+    TypicalP(usize),
+    /// `f32 [1, n]`: `-min_keep` of typical stage `.0` (0 and 1 alike).
+    TypicalNegMinKeep(usize),
     /// `f32 [1, n]`: `n` of top-n-sigma stage `.0`.
     Sigma(usize),
     /// `i32 [m, n]`: token ids of logit-bias stage `.0` (`-1` never matches).
@@ -125,12 +129,15 @@ enum Rec {
     },
     /// `init`: the values when the list was made (before any stage masked one), so that an entry a
     /// stage removed (finite then, `-inf` now) is told from one that was `-inf` all along (the CPU
-    /// chain's list still holds those, and counts them).
+    /// chain's list still holds those, and counts them). `sorted`: by value descending, ties in id
+    /// order (false after typical, which leaves its own order; a stage that needs the sorted order
+    /// sorts first, as the CPU chain's stages do).
     List {
         ids: NodeId,
         vals: NodeId,
         k: usize,
         init: NodeId,
+        sorted: bool,
     },
     Token(NodeId),
 }
@@ -255,6 +262,59 @@ impl Ctx<'_> {
         Ok((self.g.cast(pc, DType::I32)?, valid))
     }
 
+    /// The list sorted by value descending, ties in list order (which is id order for equal values:
+    /// every stage keeps tied entries in the order it found them).
+    fn sort_list(&mut self, ids: NodeId, vals: NodeId, init: NodeId, k: usize) -> R<Rec> {
+        let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+        let perm = self.g.argsort(vals, graph::SortOrder::Desc)?;
+        let (ids, vals, init) =
+            (self.gather(ids, perm, k, k)?, self.gather(vals, perm, k, k)?, self.gather(init, perm, k, k)?);
+        Ok(Rec::List { ids, vals, k, init, sorted: true })
+    }
+
+    /// Locally typical sampling on a sorted list (llama.cpp's `typical`): the entropy `H` of the
+    /// softmax, the entries ordered by `|-ln p - H|` (stable), and the shortest prefix of that order
+    /// whose mass exceeds `p` (at least `min_keep`); returns the list in that order, the rest
+    /// masked.
+    fn typical(
+        &mut self,
+        idx: usize,
+        ids: NodeId,
+        vals: NodeId,
+        init: NodeId,
+        k: usize,
+    ) -> R<(NodeId, NodeId, NodeId)> {
+        let n = self.n;
+        let pp = self.input(&format!("s{idx}.p"), DType::F32, &[1, n], Param::TypicalP(idx))?;
+        let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::TypicalNegMinKeep(idx))?;
+        let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let probs = self.g.soft_max(vals, None, 1.0)?;
+        let lnp = self.g.log(probs)?;
+        let plnp = self.g.mul(probs, lnp)?;
+        let positive = self.g.gt(probs, zero)?;
+        let plnp = self.g.where_(positive, plnp, zero)?;
+        let neg_h = self.g.sum_rows(plnp)?;
+        // |-ln p - H| = |ln p + H| = |ln p - (-H)|, the absolute value by a select (exact).
+        let d = self.g.sub(lnp, neg_h)?;
+        let nd = self.g.neg(d)?;
+        let nonneg = self.g.ge(d, zero)?;
+        let shifted = self.g.where_(nonneg, d, nd)?;
+        let perm = self.g.argsort(shifted, graph::SortOrder::Asc)?;
+        let p_perm = self.gather(probs, perm, k, k)?;
+        let cum = self.g.cumsum(p_perm)?;
+        let before = self.g.sub(cum, p_perm)?;
+        let over = self.g.gt(before, pp)?;
+        let pos = self.neg_positions(k)?;
+        let within_mk = self.g.gt(pos, mk)?;
+        let beyond_mk = self.g.scale_bias(within_mk, -1.0, 1.0)?;
+        let drop = self.g.mul(over, beyond_mk)?;
+        let (ids, v, init) =
+            (self.gather(ids, perm, k, k)?, self.gather(vals, perm, k, k)?, self.gather(init, perm, k, k)?);
+        let ninf = self.fill(&[k, n], f32::NEG_INFINITY)?;
+        Ok((ids, self.g.where_(drop, ninf, v)?, init))
+    }
+
     /// `[k, n]` mask of the list entries a stage removed: finite in `init`, `-inf` in `vals`.
     fn removed(&mut self, init: NodeId, vals: NodeId) -> R<NodeId> {
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
@@ -291,12 +351,25 @@ impl Ctx<'_> {
         let nv = self.n_vocab;
         // Pending transforms a stage cannot fold in are applied first.
         let rec = match (key, rec) {
-            (StageKey::Nothing | StageKey::Dist | StageKey::TopK(_), r) => r,
+            (StageKey::Nothing | StageKey::Dist, r) => r,
+            (StageKey::TopK(_), r @ Rec::Vocab { .. }) => r,
             // The argmax of the raw row is the argmax after a min-p cut (the maximum survives it).
             (StageKey::Greedy, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::Temp, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::MinP, Rec::Vocab { pending: Pending { temp: None, min_p: None }, .. }) => rec,
             (_, r @ Rec::Vocab { .. }) => self.materialize(r)?,
+            // The CPU chain's stages that need the sorted order sort an unsorted list first.
+            (
+                StageKey::TopK(_)
+                | StageKey::TopP
+                | StageKey::MinP
+                | StageKey::Xtc
+                | StageKey::TopNSigma
+                | StageKey::TempExt
+                | StageKey::MirostatV2
+                | StageKey::Typical,
+                Rec::List { ids, vals, k, init, sorted: false },
+            ) => self.sort_list(ids, vals, init, k)?,
             (_, r) => r,
         };
         Ok(match (key, rec) {
@@ -308,13 +381,27 @@ impl Ctx<'_> {
                 let greedy = self.input("greedy", DType::F32, &[2, n], Param::Greedy)?;
                 Rec::Token(self.g.categorical(x, keys, Some(greedy), graph::philox::stream::DRAW as u32)?)
             }
-            (StageKey::Greedy, Rec::List { ids, vals, .. }) => {
+            (StageKey::Greedy, Rec::List { ids, vals, sorted: true, .. }) => {
                 // Sorted: the first candidate; its logit is NaN for a bad row.
                 let first = self.first_row(ids)?;
                 let v0 = self.first_row(vals)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 let ok = self.g.gt(v0, ninf)?;
                 Rec::Token(self.fold_token(first, ok)?)
+            }
+            (StageKey::Greedy, Rec::List { ids, vals, k, sorted: false, .. }) => {
+                // In list order, the first maximum (the CPU greedy's scan).
+                let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+                let at = self.g.argmax(vals)?;
+                let m = self.gather(vals, at, k, 1)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let ok = self.g.gt(m, ninf)?;
+                let tok = self.gather(ids, at, k, 1)?;
+                Rec::Token(self.fold_token(tok, ok)?)
+            }
+            (StageKey::Typical, Rec::List { ids, vals, k, init, .. }) => {
+                let (ids, vals, init) = self.typical(idx, ids, vals, init, k)?;
+                Rec::List { ids, vals, k, init, sorted: false }
             }
             (StageKey::Dist, Rec::Vocab { x, pending, .. }) => {
                 let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
@@ -335,7 +422,7 @@ impl Ctx<'_> {
                 let tok = self.gather(ids, pos, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
-            (StageKey::MirostatV2, Rec::List { ids, vals, k, init }) => {
+            (StageKey::MirostatV2, Rec::List { ids, vals, k, init, .. }) => {
                 // Sorted: the tokens of surprise -log2 p <= mu are a prefix (at least one); the draw
                 // from their renormalised softmax on the MIROSTAT stream, and the drawn token's
                 // probability read back for the mu update.
@@ -351,7 +438,7 @@ impl Ctx<'_> {
                 let keep = self.g.add(within, first)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 let kept = self.g.where_(keep, vals, ninf)?;
-                self.pre_select = Some(Rec::List { ids, vals: kept, k, init });
+                self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
                 let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
                 let p2 = self.g.soft_max(kept, None, 1.0)?;
                 let p_sel = self.gather(p2, pos, k, 1)?;
@@ -379,30 +466,31 @@ impl Ctx<'_> {
                 }
                 let nan = self.fill(&[1, 1], f32::NAN)?;
                 let vals = self.g.where_(ok, vals, nan)?;
-                Rec::List { ids, vals, k: kk, init: raw }
+                Rec::List { ids, vals, k: kk, init: raw, sorted: true }
             }
-            (StageKey::TopK(kk), Rec::List { ids, vals, k, init }) => {
+            (StageKey::TopK(kk), Rec::List { ids, vals, k, init, .. }) => {
                 if kk == k {
-                    Rec::List { ids, vals, k, init }
+                    Rec::List { ids, vals, k, init, sorted: true }
                 } else {
-                    // Sorted already: the first kk.
+                    // Sorted (above): the first kk.
                     let first = |c: &mut Self, t: NodeId| c.g.view(t, &[kk, n], &[4, c.g.node(t).layout.nb[1]], 0);
-                    Rec::List { ids: first(self, ids)?, vals: first(self, vals)?, k: kk, init: first(self, init)? }
+                    let (ids, vals, init) = (first(self, ids)?, first(self, vals)?, first(self, init)?);
+                    Rec::List { ids, vals, k: kk, init, sorted: true }
                 }
             }
             (StageKey::Temp, Rec::Vocab { x, touched, pending }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
                 Rec::Vocab { x, touched, pending: Pending { temp: Some((idx, t)), ..pending } }
             }
-            (StageKey::Temp, Rec::List { ids, vals, k, init }) => {
+            (StageKey::Temp, Rec::List { ids, vals, k, init, sorted }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
-                Rec::List { ids, vals: self.g.div(vals, t)?, k, init }
+                Rec::List { ids, vals: self.g.div(vals, t)?, k, init, sorted }
             }
             (StageKey::MinP, Rec::Vocab { x, touched, pending }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
                 Rec::Vocab { x, touched, pending: Pending { min_p: Some((idx, lnp)), ..pending } }
             }
-            (StageKey::MinP, Rec::List { ids, vals, k, init }) => {
+            (StageKey::MinP, Rec::List { ids, vals, k, init, .. }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
                 let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
                 let m = self.first_row(vals)?;
@@ -412,9 +500,9 @@ impl Ctx<'_> {
                 let first = self.g.gt(pos, mk)?;
                 let keep = self.g.add(pass, first)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
-                Rec::List { ids, vals: self.g.where_(keep, vals, ninf)?, k, init }
+                Rec::List { ids, vals: self.g.where_(keep, vals, ninf)?, k, init, sorted: true }
             }
-            (StageKey::TopP, Rec::List { ids, vals, k, init }) => {
+            (StageKey::TopP, Rec::List { ids, vals, k, init, .. }) => {
                 let p = self.input(&format!("s{idx}.p"), DType::F32, &[1, n], Param::TopP(idx))?;
                 let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
                 let probs = self.g.soft_max(vals, None, 1.0)?;
@@ -425,7 +513,7 @@ impl Ctx<'_> {
                 let cut = self.g.where_(drop, ninf, vals)?;
                 let pos = self.neg_positions(k)?;
                 let first = self.g.gt(pos, mk)?;
-                Rec::List { ids, vals: self.g.where_(first, vals, cut)?, k, init }
+                Rec::List { ids, vals: self.g.where_(first, vals, cut)?, k, init, sorted: true }
             }
             (StageKey::LogitBias(m), Rec::Vocab { x, .. }) => {
                 let ids = self.input(&format!("s{idx}.bias_ids"), DType::I32, &[m, n], Param::BiasIds(idx))?;
@@ -452,7 +540,7 @@ impl Ctx<'_> {
                 let written = self.g.set_rows(flat, vals, at)?;
                 Rec::Vocab { x: self.g.reshape(written, &[nv, n])?, touched: true, pending: Pending::default() }
             }
-            (StageKey::Xtc, Rec::List { ids, vals, k, init }) => {
+            (StageKey::Xtc, Rec::List { ids, vals, k, init, .. }) => {
                 // Sorted, so the tokens with p >= t are a prefix of `cnt`; all but the last of it
                 // go, if the step's coin says so, `cnt > 1` and `len - (cnt - 1) >= min_keep`.
                 let par = self.input(&format!("s{idx}.xtc"), DType::F32, &[4, n], Param::Xtc(idx))?;
@@ -478,9 +566,9 @@ impl Ctx<'_> {
                 let before = self.g.gt(pos, neg_last)?;
                 let drop = self.g.mul(before, on)?;
                 let ninf_full = self.fill(&[k, n], f32::NEG_INFINITY)?;
-                Rec::List { ids, vals: self.g.where_(drop, ninf_full, vals)?, k, init }
+                Rec::List { ids, vals: self.g.where_(drop, ninf_full, vals)?, k, init, sorted: true }
             }
-            (StageKey::TempExt, Rec::List { ids, vals, k, init }) => {
+            (StageKey::TempExt, Rec::List { ids, vals, k, init, .. }) => {
                 // The entropy of the softmax over the finite candidates against ln(len), the
                 // dynamic temperature, then as temp: t <= 0 keeps the first (largest) only; with one
                 // candidate or none the stage does nothing (t = 1).
@@ -515,7 +603,8 @@ impl Ctx<'_> {
                 let several = self.g.gt(len, one)?;
                 let t = self.g.where_(several, dyn_t, one)?;
                 // t <= 0: the first only, undivided.
-                let cold = self.g.ge(zero, t)?;
+                let warm = self.g.gt(t, zero)?;
+                let cold = self.g.scale_bias(warm, -1.0, 1.0)?;
                 let t = self.g.where_(cold, one, t)?;
                 let pos = self.neg_positions(k)?;
                 let neg_one = self.fill(&[1, 1], -1.0)?;
@@ -524,16 +613,17 @@ impl Ctx<'_> {
                 let drop = self.g.mul(not_first, cold)?;
                 let ninf_full = self.fill(&[k, n], f32::NEG_INFINITY)?;
                 let vals = self.g.where_(drop, ninf_full, vals)?;
-                Rec::List { ids, vals: self.g.div(vals, t)?, k, init }
+                Rec::List { ids, vals: self.g.div(vals, t)?, k, init, sorted: true }
             }
-            (StageKey::TopNSigma, Rec::List { ids, vals, k, init }) => {
-                Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init }
+            (StageKey::TopNSigma, Rec::List { ids, vals, k, init, .. }) => {
+                Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init, sorted: true }
             }
             (StageKey::TopP, Rec::Vocab { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
             | (StageKey::Xtc, Rec::Vocab { .. })
             | (StageKey::TopNSigma, Rec::Vocab { .. })
             | (StageKey::TempExt, Rec::Vocab { .. })
+            | (StageKey::Typical, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
             | (StageKey::Penalties(_), Rec::List { .. }) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")

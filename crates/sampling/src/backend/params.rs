@@ -67,6 +67,12 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: us
             }
             s => unreachable!("temp_ext input of {s:?}"),
         },
+        Param::TypicalP(j) | Param::TypicalNegMinKeep(j) => match stage(j) {
+            BackendStage::Typical { p, min_keep } => {
+                f(bytes, if matches!(param, Param::TypicalP(_)) { p } else { -(min_keep.max(1) as f32) })
+            }
+            s => unreachable!("typical input of {s:?}"),
+        },
         Param::Sigma(j) => match stage(j) {
             BackendStage::TopNSigma { n } => f(bytes, n),
             s => unreachable!("top_n_sigma input of {s:?}"),

@@ -94,6 +94,13 @@ pub enum BackendStage {
         /// The sampler's seed.
         seed: u64,
     },
+    /// `typical(p, min_keep)` with `p < 1` (a list; the list comes out in typical order).
+    Typical {
+        /// Mass to keep.
+        p: f32,
+        /// At least this many.
+        min_keep: usize,
+    },
     /// `top_n_sigma(n)` with `n > 0`.
     TopNSigma {
         /// Standard deviations below the maximum.
@@ -145,6 +152,8 @@ pub enum StageKey {
     MirostatV2,
     /// top-n-sigma mask.
     TopNSigma,
+    /// locally typical sampling on a list (reorders it).
+    Typical,
 }
 
 impl StageKey {
@@ -164,6 +173,7 @@ impl StageKey {
             StageKey::Xtc => "xtc",
             StageKey::MirostatV2 => "mirostat_v2",
             StageKey::TopNSigma => "top_n_sigma",
+            StageKey::Typical => "typical",
         }
     }
 }
@@ -184,6 +194,7 @@ impl BackendStage {
             BackendStage::Xtc { .. } => "xtc",
             BackendStage::MirostatV2 { .. } => "mirostat_v2",
             BackendStage::TopNSigma { .. } => "top_n_sigma",
+            BackendStage::Typical { .. } => "typical",
             BackendStage::Disabled(name) => name,
         }
     }
@@ -236,6 +247,8 @@ impl BackendStage {
             (S::MirostatV2 { .. }, _) => return None,
             (S::Xtc { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
+            (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
+            (S::Typical { .. }, _) => return None,
             (S::TopNSigma { .. }, _) => return None,
             (S::Disabled(_), _) => (StageKey::Nothing, form),
         })

@@ -76,8 +76,12 @@ impl Sampler for Typical {
         Box::new(self.clone())
     }
 
-    /// Only the disabled form (`p >= 1`).
+    /// Disabled for `p >= 1`; otherwise on a list (see [`crate::backend`]).
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        (self.p >= 1.0).then_some(crate::backend::BackendStage::Disabled("typical"))
+        Some(if self.p >= 1.0 {
+            crate::backend::BackendStage::Disabled("typical")
+        } else {
+            crate::backend::BackendStage::Typical { p: self.p, min_keep: self.min_keep }
+        })
     }
 }
