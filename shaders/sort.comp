@@ -26,7 +26,7 @@
 #define BLOCK 2048u
 
 // The float order as an unsigned key: -0.0 ties +0.0, and every NaN (either sign) ranks above +inf
-// (graph::Op::Argsort/TopK; the CPU's math::order_key is the same function).
+// (graph::Op::Argsort/TopK; the CPU's kernels::key::order_key is the same function).
 uint sort_key(float v) {
     uint u = floatBitsToUint(v == 0.0 ? 0.0 : v);
     uint k = isnan(v) ? 0xFFFFFFFFu : ((u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u));

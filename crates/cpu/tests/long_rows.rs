@@ -26,7 +26,7 @@ fn softmax_ref(row: &[f32], scale: f32) -> Vec<f32> {
     e.iter().map(|&v| (v / s) as f32).collect()
 }
 
-/// The order of `math::order_key`: every NaN above +inf (NaNs tie), -0 = +0.
+/// The order of `kernels::key::order_key`: every NaN above +inf (NaNs tie), -0 = +0.
 fn key(x: f32) -> (i32, f32) {
     if x.is_nan() { (2, 0.0) } else { (0, if x == 0.0 { 0.0 } else { x }) }
 }

@@ -289,7 +289,8 @@ pub enum Op {
     /// philox::stream::element(stream, 0))` and `W = sum w_i`. The result is the first index with
     /// `w_i > 0` whose inclusive running sum exceeds `u * W`; if rounding leaves none, the last
     /// index with `w_i > 0`. Sums are kept to at least 40 significant bits (f64 on the CPU, 64-bit
-    /// fixed point on Vulkan), so a token of probability 1e-9 is drawn with its probability: an
+    /// fixed point on Vulkan, which takes rows of at most 2^23 entries so that its sums cannot
+    /// overflow), so a token of probability 1e-9 is drawn with its probability: an
     /// f32 running sum over a vocabulary would lose every weight below 2^-24 of the total. A row
     /// holding a NaN or `+inf`, or no finite logit, or whose `s` is not positive (or is NaN) or
     /// whose `off` is NaN, gives -1 (a value, not an error, so one bad row does not fail a batch).
