@@ -289,12 +289,7 @@ impl Ctx<'_> {
         let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::TypicalNegMinKeep(idx))?;
         let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
         let zero = self.fill(&[1, 1], 0.0)?;
-        let probs = self.g.soft_max(vals, None, 1.0)?;
-        let lnp = self.g.log(probs)?;
-        let plnp = self.g.mul(probs, lnp)?;
-        let positive = self.g.gt(probs, zero)?;
-        let plnp = self.g.where_(positive, plnp, zero)?;
-        let neg_h = self.g.sum_rows(plnp)?;
+        let (probs, lnp, neg_h) = self.softmax_entropy(vals)?;
         // |-ln p - H| = |ln p + H| = |ln p - (-H)|, the absolute value by a select (exact).
         let d = self.g.sub(lnp, neg_h)?;
         let nd = self.g.neg(d)?;
@@ -313,6 +308,17 @@ impl Ctx<'_> {
             (self.gather(ids, perm, k, k)?, self.gather(vals, perm, k, k)?, self.gather(init, perm, k, k)?);
         let ninf = self.fill(&[k, n], f32::NEG_INFINITY)?;
         Ok((ids, self.g.where_(drop, ninf, v)?, init))
+    }
+
+    /// The softmax `p` of `vals [k, n]`, `ln p`, and `-H = sum p ln p` over `p > 0` (`[1, n]`).
+    fn softmax_entropy(&mut self, vals: NodeId) -> R<(NodeId, NodeId, NodeId)> {
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let probs = self.g.soft_max(vals, None, 1.0)?;
+        let lnp = self.g.log(probs)?;
+        let plnp = self.g.mul(probs, lnp)?;
+        let positive = self.g.gt(probs, zero)?;
+        let plnp = self.g.where_(positive, plnp, zero)?;
+        Ok((probs, lnp, self.g.sum_rows(plnp)?))
     }
 
     /// `[k, n]` mask of the list entries a stage removed: finite in `init`, `-inf` in `vals`.
@@ -583,12 +589,7 @@ impl Ctx<'_> {
                 let gone = self.removed(init, vals)?;
                 let n_gone = self.g.sum_rows(gone)?;
                 let len = self.g.scale_bias(n_gone, -1.0, k as f32)?;
-                let probs = self.g.soft_max(vals, None, 1.0)?;
-                let lnp = self.g.log(probs)?;
-                let plnp = self.g.mul(probs, lnp)?;
-                let positive = self.g.gt(probs, zero)?;
-                let plnp = self.g.where_(positive, plnp, zero)?;
-                let neg_h = self.g.sum_rows(plnp)?;
+                let (_, _, neg_h) = self.softmax_entropy(vals)?;
                 let h = self.g.scale(neg_h, -1.0)?;
                 let inv_len = self.g.div(one, len)?;
                 let ln_inv = self.g.log(inv_len)?;
