@@ -207,10 +207,11 @@ impl BackendStage {
     /// needs a sorted list: put a `top_k` before it); `min_p` on the vocabulary with
     /// `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
-    /// bias or penalties on a list; penalties over the whole history (no fixed window); xtc on
-    /// the vocabulary (it needs the sorted probabilities: put a `top_k` before it); top-n-sigma on
-    /// the vocabulary (the CPU chain leaves its survivors sorted, and a later draw walks them in
-    /// that order; a masked vocabulary is in token order).
+    /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
+    /// vocabulary, xtc, top-n-sigma, typical, mirostat_v2 and a dynamic temp_ext (they need the
+    /// sorted probabilities, or the CPU chain leaves its survivors sorted and a later draw walks
+    /// them in that order, while a masked vocabulary is in token order: put a `top_k` before
+    /// them).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         Some(match (self, form) {
