@@ -18,6 +18,7 @@
 //! baseline target. [`dispatch!`] defines the function that picks one at run time, by the one
 //! feature probe [`has_avx2_fma`].
 
+pub mod draw;
 pub mod exp;
 pub mod key;
 pub mod row;

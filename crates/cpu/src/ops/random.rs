@@ -5,7 +5,7 @@
 //! Uses `graph::philox`, the single implementation of the generator.
 //!
 //! `categorical` (`s = +inf`: the first maximum, from the block-maxima pass and one block's
-//! rescan): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
+//! rescan; without a cut: the CPU sampler chain's own draw, `kernels::draw`): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
 //! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
@@ -103,6 +103,13 @@ pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
         let blk = maxima.iter().position(|&m| m == max)?;
         return x[blk * BLOCK..].iter().position(|&v| v == max).map(|j| blk * BLOCK + j);
     }
+    if off == f32::NEG_INFINITY {
+        // No cut: the CPU sampler chain's own draw (one pass of block statistics), so both pick
+        // the same token from the same row.
+        let mut st = kernels::stats::BlockStats::default();
+        kernels::stats::block_stats(x, s, &mut st);
+        return Some(kernels::draw::from_stats(x, s, u, &mut st));
+    }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);
     let mut w = [0.0f32; BLOCK];
@@ -128,7 +135,7 @@ pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
             if before + bs > target {
                 let c = block(blk);
                 weights(c, a, b, thr, &mut w[..c.len()]);
-                return Some(blk * BLOCK + draw_in(&w[..c.len()], target - before));
+                return Some(blk * BLOCK + kernels::draw::in_block(&w[..c.len()], target - before));
             }
             before += bs;
         }
@@ -138,28 +145,6 @@ pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
     let c = block(blk);
     weights(c, a, b, thr, &mut w[..c.len()]);
     w[..c.len()].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j)
-}
-
-/// The first index of `w` with a positive weight whose f64 running sum exceeds `rem`, skipping
-/// whole chunks of 64 that keep it at or below; the last positive one if rounding leaves none.
-fn draw_in(w: &[f32], rem: f64) -> usize {
-    let mut cum = 0.0f64;
-    for (c, chunk) in w.chunks(64).enumerate() {
-        let s = sum_f64(chunk);
-        if cum + s <= rem {
-            cum += s;
-            continue;
-        }
-        for (j, &wj) in chunk.iter().enumerate() {
-            if wj > 0.0 {
-                cum += f64::from(wj);
-                if cum > rem {
-                    return c * 64 + j;
-                }
-            }
-        }
-    }
-    w.iter().rposition(|&v| v > 0.0).unwrap_or(0)
 }
 
 /// Sum in f64 with eight accumulators (the order is fixed, so the result is reproducible).
