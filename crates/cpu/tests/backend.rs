@@ -203,5 +203,13 @@ fn read_rows_reads_outputs_in_place_and_counts_exactly_the_rows() {
             assert_eq!(got, want, "{}, rows {subset:?}", g.describe(node));
             assert_eq!(s.stats().bytes_to_host - before, (subset.len() * row_len * 4) as u64);
         }
+        // read_rows_with: the same bytes, in place for adjacent rows of a contiguous output, gathered
+        // otherwise (rows out of order, the transposed view), counted alike.
+        for subset in [vec![1usize % rows, 2 % rows], vec![2 % rows, 0], vec![0]] {
+            let before = s.stats().bytes_to_host;
+            let got = s.read_rows_with(node, &subset, |b| b.to_vec()).unwrap();
+            assert_eq!(got, s.read_rows(node, &subset).unwrap(), "{}, rows {subset:?}", g.describe(node));
+            assert_eq!(s.stats().bytes_to_host - before, 2 * (subset.len() * row_len * 4) as u64);
+        }
     }
 }

@@ -449,7 +449,6 @@ fn download_gather(
     Ok(())
 }
 
-/// The little-endian decoder of one element of a float dtype.
 /// Appends the float values of `bytes` (of `dtype`) to `out` as f32; `None` for a non-float dtype.
 /// Each dtype is one monomorphic loop (the f32 one a plain little-endian copy that vectorises).
 fn decode_f32(dtype: DType, bytes: &[u8], out: &mut Vec<f32>) -> Option<()> {
