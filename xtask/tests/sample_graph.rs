@@ -55,6 +55,10 @@ const CHAINS: &[&str] = &[
     "xtc(p=1,t=0.1);dist(seed=21)",
     "top_k(k=40);mirostat_v2(tau=3,eta=0.1,seed=22)",
     "top_k(k=100);temp(t=1.5);mirostat_v2(tau=5,eta=0.1,seed=23)",
+    "top_k(k=40);mirostat(tau=3,eta=0.1,seed=30)",
+    "top_k(k=100);mirostat(tau=5,eta=0.1,m=10,seed=31)",
+    "top_k(k=30);temp(t=0.7);mirostat(tau=2,eta=0.2,m=0,seed=32)",
+    "top_k(k=1);mirostat(tau=3,eta=0.1,seed=33)",
     "top_k(k=40);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=24)",
     "top_k(k=50);typical(p=0.8);top_p(p=0.9);min_p(p=0.02);temp(t=0.8);dist(seed=28)",
     "top_k(k=40);typical(p=0.5,min_keep=4);greedy",
@@ -144,8 +148,8 @@ fn placement(chain: &str) -> String {
 
 #[test]
 fn placement_and_bytes_are_reported() {
-    let err = placement("top_k(k=40);mirostat(tau=5,eta=0.1)");
-    assert!(err.contains("seq 0: +top_k -mirostat"), "{err}");
+    let err = placement("top_k(k=40);dry(multiplier=0.8)");
+    assert!(err.contains("seq 0: +top_k -dry"), "{err}");
     // 40 candidates of 8 bytes, for the one row.
     assert!(err.contains("read back 320 bytes (reserved 320)"), "{err}");
     // llama.cpp's default chain runs entirely on the backend: its disabled stages append nothing.

@@ -1,6 +1,7 @@
 //! Statistical tests of the random backend stages (the draw, after temperature, min-p, top-k and
-//! top-p as graph ops): chi-squared against the exact distribution that the CPU chain reports, with
-//! fixed seeds and enough draws that a wrong distribution fails. And the resolution of the draw: a
+//! top-p as graph ops; mirostat v1 and v2, whose truncation depends on `mu`; xtc, whose coin
+//! mixes two distributions): chi-squared against the exact distribution that the CPU chain
+//! reports, with fixed seeds and enough draws that a wrong distribution fails. And the resolution of the draw: a
 //! token of probability 2^-26 (below f32's 2^-24) is drawn exactly where the uniform falls in its
 //! bracket, on the graph path and on the CPU chain alike.
 
@@ -52,6 +53,110 @@ fn draw_counts(spec: &str, batch: usize, steps: usize) -> Vec<u64> {
     counts
 }
 
+/// Draws `spec` (`SEED` replaced by a fresh seed for every draw) from sequences in their initial
+/// state: every step each of `batch` sequences gets a new chain (same structure, so no re-attach),
+/// so stateful stages (mirostat's `mu`) always start from their initial state.
+fn fresh_draw_counts(spec: &str, batch: usize, reps: usize) -> Vec<u64> {
+    let chain = |seed: usize| Chain::parse(&spec.replace("SEED", &seed.to_string())).unwrap();
+    let mut seqs = Sequences::new(1).unwrap();
+    for s in 0..batch {
+        seqs.set(SeqId(s as u32), SeqConfig::new(chain(s)));
+    }
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[V, batch]).unwrap();
+    let rows: Vec<(SeqId, usize)> = (0..batch).map(|s| (SeqId(s as u32), s)).collect();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &cpu::CpuBackend::with_threads(1)).unwrap();
+    for (_, p) in tail.placement() {
+        assert!(!p.contains('-'), "{spec}: every stage should run on the backend: {p}");
+    }
+    let mut sched = Scheduler::new(vec![Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
+    sched.plan(&g).unwrap();
+    let all: Vec<f32> = (0..batch).flat_map(|_| row()).collect();
+    let mut counts = vec![0u64; V];
+    for rep in 0..reps {
+        for s in 0..batch {
+            seqs.set(SeqId(s as u32), SeqConfig::new(chain(10_000 + rep * batch + s)));
+        }
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        for r in &out.rows {
+            let t = r.result.as_ref().unwrap().token.unwrap();
+            counts[t as usize] += 1;
+            tail.accept(&mut seqs, r.seq, &[t]).unwrap();
+        }
+    }
+    counts
+}
+
+/// The distribution of the surviving candidates of `spec` on [`row`] (the CPU chain's `p`).
+fn chain_distribution(spec: &str) -> Vec<f64> {
+    let want = Chain::parse(&spec.replace("SEED", "0")).unwrap().run(&row()).unwrap();
+    let mut p = vec![0.0f64; V];
+    for c in &want.candidates {
+        p[c.id as usize] = f64::from(c.p);
+    }
+    p
+}
+
+/// Chi-squared of `counts` against `p` (cells with an expected count below 5 pooled), asserted
+/// below the p = 0.001 critical value; a token of probability 0 must never be drawn.
+fn assert_fits(what: &str, counts: &[u64], p: &[f64]) {
+    let n = counts.iter().sum::<u64>() as f64;
+    for (t, &c) in counts.iter().enumerate() {
+        assert!(p[t] > 0.0 || c == 0, "{what}: token {t} has probability 0 but was drawn {c} times");
+    }
+    let (mut chi2, mut cells, mut pooled_e, mut pooled_o) = (0.0, 0, 0.0, 0.0);
+    for t in 0..V {
+        let e = p[t] * n;
+        if e == 0.0 {
+            continue;
+        }
+        if e < 5.0 {
+            pooled_e += e;
+            pooled_o += counts[t] as f64;
+        } else {
+            chi2 += (counts[t] as f64 - e).powi(2) / e;
+            cells += 1;
+        }
+    }
+    if pooled_e > 0.0 {
+        chi2 += (pooled_o - pooled_e).powi(2) / pooled_e;
+        cells += 1;
+    }
+    let df = cells - 1;
+    assert!(df >= 1, "{what}: too few cells");
+    assert!(chi2 < CHI2_999[df - 1], "{what}: chi2 = {chi2:.2} with {df} degrees of freedom; counts {counts:?}, p {p:?}");
+}
+
+#[test]
+fn mirostat_draws_follow_the_truncated_distribution() {
+    // mu = 2 tau decides the truncation: v1 through its Zipf estimate of k, v2 by surprise.
+    for spec in [
+        "top_k(k=16);mirostat(tau=2,eta=0.1,m=8,seed=SEED)",
+        "top_k(k=16);temp(t=0.6);mirostat(tau=2,eta=0.1,seed=SEED)",
+        "top_k(k=16);mirostat_v2(tau=1.5,eta=0.1,seed=SEED)",
+    ] {
+        let p = chain_distribution(spec);
+        let kept = p.iter().filter(|&&x| x > 0.0).count();
+        assert!(kept > 2 && kept < V, "{spec}: the truncation should matter ({kept} kept)");
+        assert_fits(spec, &fresh_draw_counts(spec, 64, 250), &p);
+    }
+}
+
+#[test]
+fn xtc_draws_mix_its_two_distributions() {
+    // The step's coin applies xtc with probability 0.5: half the mass from each branch.
+    let spec = "top_k(k=16);xtc(p=0.5,t=0.08,seed=SEED);dist(seed=SEED)";
+    let on = chain_distribution("top_k(k=16);xtc(p=1,t=0.08);dist");
+    let off = chain_distribution("top_k(k=16);dist");
+    assert_ne!(on, off, "the threshold should remove tokens");
+    let mix: Vec<f64> = on.iter().zip(&off).map(|(a, b)| 0.5 * a + 0.5 * b).collect();
+    let counts = fresh_draw_counts(spec, 64, 250);
+    assert_fits(spec, &counts, &mix);
+}
+
 #[test]
 fn backend_draws_follow_the_chain_distribution() {
     for spec in [
@@ -64,42 +169,7 @@ fn backend_draws_follow_the_chain_distribution() {
         "logit_bias(3=2.5);dist",
     ] {
         let (batch, steps) = (64, 250);
-        let counts = draw_counts(spec, batch, steps);
-        let n = (batch * steps) as f64;
-        // The exact distribution: the CPU chain's surviving candidates (p normalised over them).
-        let want = Chain::parse(spec).unwrap().run(&row()).unwrap();
-        let mut p = vec![0.0f64; V];
-        for c in &want.candidates {
-            p[c.id as usize] = f64::from(c.p);
-        }
-        for (t, &c) in counts.iter().enumerate() {
-            assert!(p[t] > 0.0 || c == 0, "{spec}: token {t} has probability 0 but was drawn {c} times");
-        }
-        // Cells with an expected count below 5 are pooled.
-        let (mut chi2, mut cells, mut pooled_e, mut pooled_o) = (0.0, 0, 0.0, 0.0);
-        for t in 0..V {
-            let e = p[t] * n;
-            if e == 0.0 {
-                continue;
-            }
-            if e < 5.0 {
-                pooled_e += e;
-                pooled_o += counts[t] as f64;
-            } else {
-                chi2 += (counts[t] as f64 - e).powi(2) / e;
-                cells += 1;
-            }
-        }
-        if pooled_e > 0.0 {
-            chi2 += (pooled_o - pooled_e).powi(2) / pooled_e;
-            cells += 1;
-        }
-        let df = cells - 1;
-        assert!(df >= 1, "{spec}: too few cells");
-        assert!(
-            chi2 < CHI2_999[df - 1],
-            "{spec}: chi2 = {chi2:.2} with {df} degrees of freedom; counts {counts:?}, p {p:?}"
-        );
+        assert_fits(spec, &draw_counts(spec, batch, steps), &chain_distribution(spec));
     }
 }
 

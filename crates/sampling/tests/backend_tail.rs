@@ -43,7 +43,7 @@ fn attach(seqs: &Sequences, rows: &[(SeqId, usize)], n_rows: usize) -> Setup {
     Setup { g, logits, tail }
 }
 
-const CHAINS: [&str; 11] = [
+const CHAINS: [&str; 13] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
     "min_p(p=0.05);dist(seed=4)",
@@ -55,6 +55,8 @@ const CHAINS: [&str; 11] = [
     "penalties(last_n=16,repeat=1.02,freq=0.05,present=0.05);top_k(k=30);dist(seed=9)",
     "penalties(last_n=8,freq=0.004,present=0.002);greedy",
     "top_k(k=40);mirostat_v2(tau=3,eta=0.3,seed=12)",
+    "top_k(k=40);mirostat(tau=3,eta=0.3,m=20,seed=13)",
+    "top_k(k=60);temp(t=1.3);mirostat(tau=4,eta=0.2,seed=14)",
 ];
 
 #[test]
@@ -92,6 +94,8 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
             "+penalties +top_k +dist",
             "+penalties +greedy",
             "+top_k +mirostat_v2",
+            "+top_k +mirostat",
+            "+top_k +temp +mirostat",
         ]
     );
     let mut sched = cpu_sched();
@@ -169,7 +173,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
 fn reservation_reads_only_what_each_row_needs() {
     let mut seqs = Sequences::new(1).unwrap();
     seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()).with_logits());
-    seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);mirostat(tau=5,eta=0.1)").unwrap()));
+    seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);dry(multiplier=0.8)").unwrap()));
     seqs.set(SeqId(2), SeqConfig::new(Chain::parse("typical(p=0.9);dist").unwrap()));
     seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];

@@ -21,7 +21,7 @@ fn logits_for(step: usize, row: usize) -> Vec<f32> {
     (0..V as u64).map(|i| (graph::philox::uniform(row as u64 + 77, step as u64, i) - 0.5) * scale).collect()
 }
 
-const CHAINS: [&str; 9] = [
+const CHAINS: [&str; 10] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
     "min_p(p=0.05);temp(t=0.9);dist(seed=4)",
@@ -31,6 +31,7 @@ const CHAINS: [&str; 9] = [
     "penalties(last_n=8,freq=0.004,present=0.002);greedy",
     "top_k(k=40);xtc(p=0.7,t=0.03);top_n_sigma(n=2);dist(seed=10)",
     "dist(seed=11)",
+    "top_k(k=40);mirostat(tau=3,eta=0.3,m=20,seed=12)",
 ];
 
 fn mixed_batch(staged: bool) {

@@ -24,6 +24,9 @@ pub enum Param {
     Keys(usize),
     /// `f32 [1, n]`: `-mu` of mirostat_v2 stage `.0`.
     NegMu(usize),
+    /// `f32 [2, n]` of mirostat (v1) stage `.0`: `2^mu` (in f32, as the CPU sampler computes it)
+    /// and the negated bound of the estimate's pairs, `-(m - 1)` (`-inf` for `m <= 0`: every pair).
+    Mirostat(usize),
     /// `f32 [1, n]`: the temperature of prefix stage `.0`.
     Temp(usize),
     /// `f32 [1, n]`: `ln p` of min-p stage `.0`.
@@ -310,6 +313,82 @@ impl Ctx<'_> {
         Ok((ids, self.g.where_(drop, ninf, v)?, init))
     }
 
+    /// Mirostat 1.0's truncation of the sorted list `vals [k, n]` (llama.cpp's
+    /// `llama_sampler_mirostat_apply`, as the CPU sampler computes it): the Zipf exponent
+    /// `s = sum t_i b_i / sum t_i^2` over the first `lim = min(m - 1, len - 1)` pairs, with
+    /// `t_i = ln((i + 2) / (i + 1))` and `b_i = ln(p_i / p_{i+1})` of the list's softmax, then
+    /// `k = (eps 2^mu / (1 - n_vocab^-eps))^(1/s)` with `eps = s - 1`; the first `k` entries
+    /// (clamped into `[1, len]`, 1 for a NaN `k`) are kept, the rest masked. `len` counts the list
+    /// as the CPU chain holds it (entries a stage removed are not in it). The powers are
+    /// `exp(y ln x)`, so `k` can differ from the CPU's `powf` in its last bits, which matters only
+    /// where `k` lands within that of an integer.
+    fn mirostat_v1(&mut self, idx: usize, vals: NodeId, init: NodeId, k: usize) -> R<NodeId> {
+        let n = self.n;
+        let par = self.input(&format!("s{idx}.mirostat"), DType::F32, &[2, n], Param::Mirostat(idx))?;
+        let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 8], 4 * i);
+        let (two_mu, neg_m_lim) = (row(self, 0)?, row(self, 1)?);
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let one = self.fill(&[1, n], 1.0)?;
+        let gone = self.removed(init, vals)?;
+        let n_gone = self.g.sum_rows(gone)?;
+        let len = self.g.scale_bias(n_gone, -1.0, k as f32)?;
+        let probs = self.g.soft_max(vals, None, 1.0)?;
+        let s_hat = if k > 1 {
+            let pairs = k - 1;
+            let nb1 = self.g.node(probs).layout.nb[1];
+            let head = self.g.view(probs, &[pairs, n], &[4, nb1], 0)?;
+            let next = self.g.view(probs, &[pairs, n], &[4, nb1], 4)?;
+            let ratio = self.g.div(head, next)?;
+            let b = self.g.log(ratio)?;
+            let num = self.g.arange(DType::F32, &[pairs, n], 2.0, 1.0)?;
+            let den = self.g.arange(DType::F32, &[pairs, n], 1.0, 1.0)?;
+            let q = self.g.div(num, den)?;
+            let t = self.g.log(q)?;
+            // Pair i enters while i < m - 1 and i < len - 1: -i > -(m - 1) and -i > 1 - len.
+            let pos = self.g.arange(DType::F32, &[pairs, n], 0.0, -1.0)?;
+            let by_m = self.g.gt(pos, neg_m_lim)?;
+            let neg_last = self.g.scale_bias(len, -1.0, 1.0)?;
+            let by_len = self.g.gt(pos, neg_last)?;
+            let used = self.g.mul(by_m, by_len)?;
+            let tb = self.g.mul(t, b)?;
+            let tb = self.g.where_(used, tb, zero)?;
+            let tt = self.g.sqr(t)?;
+            let tt = self.g.where_(used, tt, zero)?;
+            let sum_tb = self.g.sum_rows(tb)?;
+            let sum_tt = self.g.sum_rows(tt)?;
+            self.g.div(sum_tb, sum_tt)?
+        } else {
+            // No pair at all: s = 0 / 0, as on the CPU.
+            self.fill(&[1, n], f32::NAN)?
+        };
+        let eps = self.g.scale_bias(s_hat, 1.0, -1.0)?;
+        let ln_n = (self.n_vocab as f32).ln();
+        let neg = self.g.scale(eps, -ln_n)?;
+        let n_pow = self.g.exp(neg)?;
+        let denom = self.g.scale_bias(n_pow, -1.0, 1.0)?;
+        let numer = self.g.mul(eps, two_mu)?;
+        let base = self.g.div(numer, denom)?;
+        let ln_base = self.g.log(base)?;
+        let inv_s = self.g.div(one, s_hat)?;
+        let e = self.g.mul(ln_base, inv_s)?;
+        let kf = self.g.exp(e)?;
+        // max(k, 1), then min(k, len); a NaN k compares false everywhere and keeps the first only.
+        let small = self.g.gt(one, kf)?;
+        let kf = self.g.where_(small, one, kf)?;
+        let big = self.g.gt(kf, len)?;
+        let kf = self.g.where_(big, len, kf)?;
+        // Position i is kept when i + 1 <= k (the CPU truncates k to an integer), or i = 0.
+        let neg_pos1 = self.g.arange(DType::F32, &[k, n], -1.0, -1.0)?;
+        let neg_k = self.g.scale(kf, -1.0)?;
+        let within = self.g.ge(neg_pos1, neg_k)?;
+        let pos = self.neg_positions(k)?;
+        let neg_one = self.fill(&[1, 1], -1.0)?;
+        let first = self.g.gt(pos, neg_one)?;
+        let keep = self.g.add(within, first)?;
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        self.g.where_(keep, vals, ninf)
+    }
+
     /// The softmax `p` of `vals [k, n]`, `ln p`, and `-H = sum p ln p` over `p > 0` (`[1, n]`).
     fn softmax_entropy(&mut self, vals: NodeId) -> R<(NodeId, NodeId, NodeId)> {
         let zero = self.fill(&[1, 1], 0.0)?;
@@ -373,6 +452,7 @@ impl Ctx<'_> {
                 | StageKey::TopNSigma
                 | StageKey::TempExt
                 | StageKey::MirostatV2
+                | StageKey::Mirostat
                 | StageKey::Typical,
                 Rec::List { ids, vals, k, init, sorted: false },
             ) => self.sort_list(ids, vals, init, k)?,
@@ -444,6 +524,17 @@ impl Ctx<'_> {
                 let keep = self.g.add(within, first)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 let kept = self.g.where_(keep, vals, ninf)?;
+                self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
+                let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
+                let p2 = self.g.soft_max(kept, None, 1.0)?;
+                let p_sel = self.gather(p2, pos, k, 1)?;
+                self.selected_p = Some((p_sel, idx));
+                let tok = self.gather(ids, pos, k, 1)?;
+                Rec::Token(self.fold_token(tok, valid)?)
+            }
+            (StageKey::Mirostat, Rec::List { ids, vals, k, init, .. }) => {
+                let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
+                let kept = self.mirostat_v1(idx, vals, init, k)?;
                 self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
                 let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
                 let p2 = self.g.soft_max(kept, None, 1.0)?;
@@ -621,6 +712,7 @@ impl Ctx<'_> {
             }
             (StageKey::TopP, Rec::Vocab { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
+            | (StageKey::Mirostat, Rec::Vocab { .. })
             | (StageKey::Xtc, Rec::Vocab { .. })
             | (StageKey::TopNSigma, Rec::Vocab { .. })
             | (StageKey::TempExt, Rec::Vocab { .. })

@@ -14,7 +14,9 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: us
         Param::RowIds => i(bytes, row as i32),
         Param::Keys(j) => {
             let seed = match stage(j) {
-                BackendStage::Dist { seed } | BackendStage::MirostatV2 { seed, .. } => seed,
+                BackendStage::Dist { seed }
+                | BackendStage::MirostatV2 { seed, .. }
+                | BackendStage::Mirostat { seed, .. } => seed,
                 s => unreachable!("draw keys of {s:?}"),
             };
             let step = st.step + output as u64;
@@ -25,6 +27,13 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: us
         Param::NegMu(j) => match stage(j) {
             BackendStage::MirostatV2 { mu, .. } => f(bytes, -mu),
             s => unreachable!("mu input of {s:?}"),
+        },
+        Param::Mirostat(j) => match stage(j) {
+            BackendStage::Mirostat { mu, m, .. } => {
+                f(bytes, 2f32.powf(mu));
+                f(bytes, if m <= 0 { f32::NEG_INFINITY } else { -((m - 1) as f32) });
+            }
+            s => unreachable!("mirostat input of {s:?}"),
         },
         Param::NoKeys => (0..4).for_each(|_| i(bytes, 0)),
         Param::Greedy => {

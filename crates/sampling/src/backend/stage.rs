@@ -94,6 +94,18 @@ pub enum BackendStage {
         /// The sampler's seed.
         seed: u64,
     },
+    /// `mirostat(tau, eta, m)` (v1) on a sorted list, with its current `mu`: the Zipf estimate
+    /// from the `m` most probable candidates, the truncation to the top `k` and the draw run on
+    /// the backend, which reads back the drawn token's probability for the CPU sampler's `mu`
+    /// update, as for [`BackendStage::MirostatV2`].
+    Mirostat {
+        /// The sampler's current `mu`.
+        mu: f32,
+        /// Candidates in the estimate (`m <= 0`: all).
+        m: i32,
+        /// The sampler's seed.
+        seed: u64,
+    },
     /// `typical(p, min_keep)` with `p < 1` (a list; the list comes out in typical order).
     Typical {
         /// Mass to keep.
@@ -150,6 +162,8 @@ pub enum StageKey {
     Xtc,
     /// mirostat v2 on a list (selects).
     MirostatV2,
+    /// mirostat v1 on a list (selects).
+    Mirostat,
     /// top-n-sigma mask.
     TopNSigma,
     /// locally typical sampling on a list (reorders it).
@@ -172,6 +186,7 @@ impl StageKey {
             StageKey::Penalties(_) => "penalties",
             StageKey::Xtc => "xtc",
             StageKey::MirostatV2 => "mirostat_v2",
+            StageKey::Mirostat => "mirostat",
             StageKey::TopNSigma => "top_n_sigma",
             StageKey::Typical => "typical",
         }
@@ -193,6 +208,7 @@ impl BackendStage {
             BackendStage::Penalties { .. } => "penalties",
             BackendStage::Xtc { .. } => "xtc",
             BackendStage::MirostatV2 { .. } => "mirostat_v2",
+            BackendStage::Mirostat { .. } => "mirostat",
             BackendStage::TopNSigma { .. } => "top_n_sigma",
             BackendStage::Typical { .. } => "typical",
             BackendStage::Disabled(name) => name,
@@ -208,7 +224,7 @@ impl BackendStage {
     /// `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
     /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
-    /// vocabulary, xtc, top-n-sigma, typical, mirostat_v2 and a dynamic temp_ext (they need the
+    /// vocabulary, xtc, top-n-sigma, typical, mirostat (v1 and v2) and a dynamic temp_ext (they need the
     /// sorted probabilities, or the CPU chain leaves its survivors sorted and a later draw walks
     /// them in that order, while a masked vocabulary is in token order: put a `top_k` before
     /// them).
@@ -246,6 +262,8 @@ impl BackendStage {
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
             (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
             (S::MirostatV2 { .. }, _) => return None,
+            (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
+            (S::Mirostat { .. }, _) => return None,
             (S::Xtc { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),

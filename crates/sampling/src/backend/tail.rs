@@ -97,7 +97,7 @@ fn final_form(keys: &[StageKey]) -> Form {
     let mut f = Form::Vocab;
     for k in keys {
         f = match *k {
-            StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 => Form::Token,
+            StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat => Form::Token,
             StageKey::TopK(k) => Form::List(k),
             _ => f,
         };

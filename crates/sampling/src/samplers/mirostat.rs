@@ -47,6 +47,12 @@ fn finite_eta(stage: &'static str, eta: f32) -> Result<()> {
     Ok(())
 }
 
+/// `mu` after drawing a token of probability `p`: `mu - eta (surprise - tau)` with the surprise
+/// `-log2 p` (both versions, in `apply` and in [`Sampler::backend_feedback`]).
+fn updated_mu(mu: f32, eta: f32, tau: f32, p: f32) -> f32 {
+    mu - eta * (-p.log2() - tau)
+}
+
 /// Mirostat 1.0.
 #[derive(Debug, Clone)]
 pub struct Mirostat {
@@ -116,9 +122,8 @@ impl Sampler for Mirostat {
         cur.softmax(V1, true)?;
         let list = cur.list(V1)?;
         let idx = draw_index(list, u);
-        let surprise = -list[idx].p.log2();
+        self.mu = updated_mu(self.mu, self.eta, self.tau, list[idx].p);
         cur.set_selected(Some(idx));
-        self.mu -= self.eta * (surprise - self.tau);
         Ok(())
     }
 
@@ -132,6 +137,17 @@ impl Sampler for Mirostat {
     }
 
     rng_methods!();
+
+    /// On a sorted list: the estimate, the truncation and the draw as graph ops
+    /// ([`crate::backend`]).
+    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+        Some(crate::backend::BackendStage::Mirostat { mu: self.mu, m: self.m, seed: self.rng.seed })
+    }
+
+    /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
+    fn backend_feedback(&mut self, p: f32) {
+        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+    }
 }
 
 /// Mirostat 2.0.
@@ -181,9 +197,8 @@ impl Sampler for MirostatV2 {
         cur.softmax(V2, true)?;
         let list = cur.list(V2)?;
         let idx = draw_index(list, u);
-        let surprise = -list[idx].p.log2();
+        self.mu = updated_mu(self.mu, self.eta, self.tau, list[idx].p);
         cur.set_selected(Some(idx));
-        self.mu -= self.eta * (surprise - self.tau);
         Ok(())
     }
 
@@ -205,7 +220,6 @@ impl Sampler for MirostatV2 {
 
     /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
     fn backend_feedback(&mut self, p: f32) {
-        let surprise = -p.log2();
-        self.mu -= self.eta * (surprise - self.tau);
+        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
     }
 }
