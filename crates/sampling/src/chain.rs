@@ -123,4 +123,9 @@ impl Sampler for Chain {
             s.set_seed(seed);
         }
     }
+
+    /// The seed of the last stage (the selecting one, in a chain that selects).
+    fn seed(&self) -> Option<u64> {
+        self.stages.last().and_then(|s| s.seed())
+    }
 }

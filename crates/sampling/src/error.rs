@@ -119,6 +119,12 @@ pub enum SamplingError {
         /// The underlying error, printed.
         message: String,
     },
+    /// Speculative verification was given inputs it cannot verify (see [`crate::speculative`]).
+    #[error("speculative verification: {reason}")]
+    Verify {
+        /// What is wrong.
+        reason: String,
+    },
     /// A SPEC string that does not parse.
     #[error("SPEC stage {stage_index} (`{stage}`): {message}")]
     Spec {

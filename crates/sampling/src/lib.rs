@@ -28,6 +28,7 @@ pub mod kernels;
 mod llama_f32;
 pub mod sampler;
 pub mod samplers;
+pub mod speculative;
 
 pub use candidates::{Candidates, SampleOutput, TokenData};
 pub use chain::Chain;

@@ -60,6 +60,11 @@ pub trait Sampler: Send + fmt::Debug {
     /// Sets the seed of a random sampler (no-op for deterministic ones).
     fn set_seed(&mut self, _seed: u64) {}
 
+    /// The seed of a random sampler (`None` for deterministic ones).
+    fn seed(&self) -> Option<u64> {
+        None
+    }
+
     /// The sampler as a backend stage with its current parameters, if it has a backend form
     /// (whether the backend can run it for a given record and row width is decided when the
     /// tail is attached, see [`crate::backend::Tail::attach`]).
@@ -129,6 +134,9 @@ macro_rules! rng_methods {
         }
         fn set_seed(&mut self, seed: u64) {
             self.rng.seed = seed;
+        }
+        fn seed(&self) -> Option<u64> {
+            Some(self.rng.seed)
         }
     };
 }

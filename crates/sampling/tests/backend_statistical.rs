@@ -127,7 +127,10 @@ fn assert_fits(what: &str, counts: &[u64], p: &[f64]) {
     }
     let df = cells - 1;
     assert!(df >= 1, "{what}: too few cells");
-    assert!(chi2 < CHI2_999[df - 1], "{what}: chi2 = {chi2:.2} with {df} degrees of freedom; counts {counts:?}, p {p:?}");
+    assert!(
+        chi2 < CHI2_999[df - 1],
+        "{what}: chi2 = {chi2:.2} with {df} degrees of freedom; counts {counts:?}, p {p:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,177 @@
+//! Speculative verification on the CPU: which of a sequence's draft tokens the target model
+//! accepts, keeping the output distributed exactly as the target's chain would sample it.
+//!
+//! The target has computed logits at the `n + 1` positions after the sequence's last token
+//! (the `n` draft tokens fed in after it). [`verify`] walks the positions in order with the
+//! sequence's own chain, which at position `i` has accepted every token emitted before it
+//! (penalties and DRY see them) and uses step `s + i` (`s` the chain's step at the call):
+//!
+//! * **greedy** chains (ending in `greedy`): the chain's token at position `i` is emitted; the walk
+//!   goes on while it equals the draft token. The output is exactly plain greedy decoding's.
+//! * **sampling** chains (ending in `dist`): `p` is the chain's filtered distribution at the
+//!   position (its surviving candidates), `q` the distribution the drafter drew the draft token
+//!   `d` from ([`DraftProbs`]). `d` is accepted when `u q(d) < p(d)`, `u` the 53-bit uniform of
+//!   `(seed, s + i)` on the [`stream::SPECULATIVE`] stream: with probability `min(1, p(d)/q(d))`.
+//!   At the first rejection the emitted token is drawn from the residual `max(0, p - q)`
+//!   (normalised) by inverse CDF over the candidates in token-id order with the uniform of the
+//!   `DRAW` stream at that step; if every draft token is accepted, the bonus token at position
+//!   `n` is the chain's own draw there, exactly what plain decoding would draw. The emitted
+//!   token at every position is distributed as `p` (the standard speculative-sampling argument;
+//!   tested statistically). llama.cpp accepts only draft tokens equal to its own sample.
+//!
+//! Randomness is keyed by position: a token emitted at step `t` depends only on the keys of `t`,
+//! never on how many drafts were tried or rejected, and the chain ends at step `s + emitted`, so
+//! a rejected draft changes nothing later. On return the chain has accepted every emitted token.
+//!
+//! Chains whose selecting stage keeps state learnt from its draws (mirostat, mirostat_v2,
+//! adaptive_p) are refused: their distribution at position `i` depends on the probability of the
+//! token drawn at `i - 1` under their own truncation, which a verifier that did not draw it
+//! cannot supply.
+
+use crate::chain::Chain;
+use crate::error::{Result, SamplingError};
+use crate::sampler::{Sampler, Token};
+use graph::philox::{self, stream};
+
+/// What the verifier knows of the distribution each draft token was drawn from.
+#[derive(Debug, Clone, Copy)]
+pub enum DraftProbs<'a> {
+    /// Each draft token was chosen deterministically (an n-gram lookup, a greedy draft model):
+    /// `q` is one-hot at the token.
+    Deterministic,
+    /// For each draft position, the drafter's distribution as `(token, probability)` pairs (its
+    /// chain's surviving candidates; tokens absent have probability 0). Normalised here.
+    Sampled(&'a [Vec<(Token, f32)>]),
+}
+
+/// The outcome of verifying one sequence's draft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// How many draft tokens were accepted (a prefix of the draft).
+    pub accepted: usize,
+    /// The emitted tokens: the accepted draft tokens, then one more (the target's token at the
+    /// first rejected position, or the bonus token after a fully accepted draft).
+    pub tokens: Vec<Token>,
+}
+
+/// How the chain selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Selector {
+    Greedy,
+    Dist(u64),
+}
+
+fn refuse(reason: String) -> SamplingError {
+    SamplingError::Verify { reason }
+}
+
+fn selector(chain: &Chain) -> Result<Selector> {
+    match chain.stages().last() {
+        Some(s) if s.name() == "greedy" => Ok(Selector::Greedy),
+        Some(s) if s.name() == "dist" => Ok(Selector::Dist(s.seed().expect("dist has a seed"))),
+        Some(s) => Err(refuse(format!(
+            "the chain ends in `{}`: only chains ending in `greedy` or `dist` can be verified (a stateful selector learns from its own draws)",
+            s.name()
+        ))),
+        None => Err(refuse("the chain is empty: it selects no token".into())),
+    }
+}
+
+/// A normalised draft distribution: `(token, probability)` pairs.
+type Normalised = Vec<(Token, f64)>;
+
+/// `q(d)` of draft position `i` and the whole normalised `q` (`None`: one-hot at `d`).
+fn draft_q(probs: &DraftProbs<'_>, i: usize, d: Token) -> Result<(f64, Option<Normalised>)> {
+    let DraftProbs::Sampled(all) = probs else { return Ok((1.0, None)) };
+    let dist = &all[i];
+    let mut total = 0.0f64;
+    for &(t, q) in dist {
+        if !(q >= 0.0 && q.is_finite()) {
+            return Err(refuse(format!("draft position {i}: probability {q} of token {t} is not finite and >= 0")));
+        }
+        total += f64::from(q);
+    }
+    let q: Vec<(Token, f64)> = dist.iter().map(|&(t, q)| (t, f64::from(q) / total)).collect();
+    let qd: f64 = q.iter().filter(|e| e.0 == d).map(|e| e.1).sum();
+    if qd.is_nan() || qd <= 0.0 {
+        return Err(refuse(format!(
+            "draft position {i}: the draft token {d} has probability 0 in the distribution it was drawn from"
+        )));
+    }
+    Ok((qd, Some(q)))
+}
+
+/// Verifies `draft` (`n` tokens) against the target logits rows `target` (`n + 1` rows: row `i`
+/// is the target's prediction for position `i`), with the sequence's `chain` in its current
+/// state. See the module documentation for the rules. Errors: a row count that is not `n + 1`,
+/// draft distributions for a number of positions other than `n`, a draft token outside the
+/// vocabulary or with zero draft probability, a chain that does not end in `greedy` or `dist`,
+/// and whatever the chain reports for a bad row (the chain has then accepted the tokens emitted
+/// before the failing position, and its step is that position's).
+pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: DraftProbs<'_>) -> Result<Verdict> {
+    let n = draft.len();
+    if target.len() != n + 1 {
+        return Err(refuse(format!("{n} draft tokens need {} target rows, got {}", n + 1, target.len())));
+    }
+    if let DraftProbs::Sampled(d) = probs
+        && d.len() != n
+    {
+        return Err(refuse(format!("{n} draft tokens need {n} draft distributions, got {}", d.len())));
+    }
+    let n_vocab = target[0].len();
+    if let Some(&d) = draft.iter().find(|&&d| d as usize >= n_vocab) {
+        return Err(SamplingError::TokenOutOfRange { stage: "verify", token: d, n_vocab });
+    }
+    let sel = selector(chain)?;
+    let step0 = chain.step().unwrap_or(0);
+    let mut tokens = Vec::with_capacity(n + 1);
+    for (i, row) in target.iter().enumerate() {
+        let step = step0 + i as u64;
+        chain.set_step(step);
+        let emitted = match (sel, draft.get(i)) {
+            // The bonus position, and every greedy position: the chain's own token.
+            (_, None) | (Selector::Greedy, Some(_)) => chain.sample(row)?,
+            (Selector::Dist(seed), Some(&d)) => {
+                let (qd, q) = draft_q(&probs, i, d)?;
+                let p = chain.run(row)?.candidates;
+                let pd = p.iter().find(|c| c.id == d).map_or(0.0, |c| f64::from(c.p));
+                let u = philox::uniform_f64(seed, step, stream::element(stream::SPECULATIVE, 0));
+                let t = if u * qd < pd { d } else { residual_draw(&p, d, q.as_deref(), seed, step) };
+                chain.accept(t);
+                t
+            }
+        };
+        tokens.push(emitted);
+        if draft.get(i) != Some(&emitted) {
+            break;
+        }
+    }
+    chain.set_step(step0 + tokens.len() as u64);
+    Ok(Verdict { accepted: tokens.len() - 1, tokens })
+}
+
+/// A draw from `max(0, p - q)` (`q`: one-hot at `d` when `None`), normalised, by inverse CDF over
+/// the candidates in token-id order with the `DRAW` uniform of `(seed, step)`. Where rounding
+/// leaves no residual mass (`p` equal to `q`, when a rejection cannot happen in exact arithmetic)
+/// the draw is from `p`.
+fn residual_draw(p: &[crate::TokenData], d: Token, q: Option<&[(Token, f64)]>, seed: u64, step: u64) -> Token {
+    let q_of = |t: Token| match q {
+        None => f64::from(u8::from(t == d)),
+        Some(q) => q.iter().filter(|e| e.0 == t).map(|e| e.1).sum(),
+    };
+    let mut r: Vec<(Token, f64)> = p.iter().map(|c| (c.id, (f64::from(c.p) - q_of(c.id)).max(0.0))).collect();
+    if r.iter().all(|e| e.1 == 0.0) {
+        r = p.iter().map(|c| (c.id, f64::from(c.p))).collect();
+    }
+    r.sort_unstable_by_key(|e| e.0);
+    let total: f64 = r.iter().map(|e| e.1).sum();
+    let target = philox::uniform_f64(seed, step, stream::element(stream::DRAW, 0)) * total;
+    let mut cum = 0.0;
+    for &(t, w) in &r {
+        cum += w;
+        if target < cum {
+            return t;
+        }
+    }
+    r.iter().rev().find(|e| e.1 > 0.0).expect("p has a positive candidate").0
+}
