@@ -23,10 +23,14 @@
 //! never on how many drafts were tried or rejected, and the chain ends at step `s + emitted`, so
 //! a rejected draft changes nothing later. On return the chain has accepted every emitted token.
 //!
+//! Drafting: [`ngram::NgramDrafter`] proposes tokens from the sequence's own context.
+//!
 //! Chains whose selecting stage keeps state learnt from its draws (mirostat, mirostat_v2,
 //! adaptive_p) are refused: their distribution at position `i` depends on the probability of the
 //! token drawn at `i - 1` under their own truncation, which a verifier that did not draw it
 //! cannot supply.
+
+pub mod ngram;
 
 use crate::chain::Chain;
 use crate::error::{Result, SamplingError};
