@@ -382,3 +382,72 @@ fn f16_logits_are_converted_once_and_sampled_like_their_f32_values() {
         assert_eq!(out.logits(r).unwrap(), &row[..], "{spec}");
     }
 }
+
+#[test]
+fn drafted_outputs_see_the_draft_and_greedy_verification_matches_the_cpu() {
+    // Speculative verification's target step: output j predicts the token after draft[..j], so
+    // its penalties (on the backend) and DRY (a CPU suffix) count those draft tokens; greedy
+    // verification of the outputs then equals `speculative::verify` on the CPU.
+    use sampling::speculative::{DraftProbs, verify};
+    let specs = [
+        "penalties(last_n=8,repeat=3,present=2);greedy",
+        "penalties(last_n=8,repeat=2,freq=1);top_k(k=20);dry(multiplier=2,base=2,allowed_length=1);greedy",
+        "penalties(last_n=6,repeat=1.5,present=1);top_k(k=40);temp(t=0.8);dist(seed=41)",
+    ];
+    for spec in specs {
+        let mut seqs = Sequences::new(4).unwrap();
+        seqs.set(SeqId(1), SeqConfig::new(Chain::parse(spec).unwrap()));
+        let rows = [(SeqId(1), 0), (SeqId(1), 1), (SeqId(1), 2), (SeqId(1), 3)];
+        let mut s = attach(&seqs, &rows, 4);
+        let mut sched = cpu_sched();
+        sched.plan(&s.g).unwrap();
+        let mut reference = Chain::parse(spec).unwrap();
+        let mut accepted_total = 0;
+        for step in 0..12usize {
+            // Every output sees the same row, and the draft is its best tokens in order: with the
+            // penalties counting the draft, output j's best is the draft's j-th token (accepted);
+            // without, it would repeat the first.
+            let rows_now: Vec<Vec<f32>> = vec![logits_for(step, 0); 4];
+            let mut order: Vec<u32> = (0..V as u32).collect();
+            order.sort_by(|&a, &b| rows_now[0][b as usize].total_cmp(&rows_now[0][a as usize]).then(a.cmp(&b)));
+            let draft = &order[..step % 4];
+            seqs.set_draft(SeqId(1), draft).unwrap();
+            let all: Vec<f32> = rows_now.concat();
+            sched.set_input_f32(s.logits, &all).unwrap();
+            s.tail.set_inputs(&mut sched, &seqs).unwrap();
+            sched.compute().unwrap();
+            let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+            let got = out.tokens_of(SeqId(1));
+            let base = seqs.step(SeqId(1)).unwrap();
+            for j in 0..4 {
+                let mut c = reference.clone();
+                for &t in &draft[..j.min(draft.len())] {
+                    c.accept(t);
+                }
+                c.set_step(base + j as u64);
+                let want = c.run(&rows_now[j]).unwrap().selected.unwrap();
+                assert_eq!(got[j], want, "{spec}: step {step} output {j} draft {draft:?}");
+            }
+            let agree = draft.iter().zip(&got).take_while(|(d, g)| d == g).count();
+            if spec.ends_with("greedy") {
+                let refs: Vec<&[f32]> = rows_now[..=draft.len()].iter().map(|r| &r[..]).collect();
+                let v = verify(&mut reference.clone(), &refs, draft, DraftProbs::Deterministic).unwrap();
+                assert_eq!(v.tokens, got[..=agree].to_vec(), "{spec}: step {step}");
+            }
+            s.tail.accept(&mut seqs, SeqId(1), &got[..=agree]).unwrap();
+            for &t in &got[..=agree] {
+                reference.accept(t);
+            }
+            accepted_total += agree;
+            assert_eq!(seqs.step(SeqId(1)).unwrap(), base + agree as u64 + 1);
+        }
+        if spec.ends_with("greedy") {
+            assert!(accepted_total > 0, "{spec}: no draft token was ever accepted");
+        }
+    }
+    // A draft longer than the outputs allow is an error.
+    let mut seqs = Sequences::new(2).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()));
+    assert!(matches!(seqs.set_draft(SeqId(0), &[1, 2]), Err(SamplingError::TooManyOutputs { n: 3, max: 2, .. })));
+    assert!(matches!(seqs.set_draft(SeqId(9), &[1]), Err(SamplingError::UnknownSequence { seq: 9 })));
+}

@@ -7,7 +7,8 @@ use super::stage::BackendStage;
 
 /// Appends row `row`'s (output `output` of its sequence, state `st`) entries of input `param`.
 pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: usize, row: usize, n_vocab: usize) {
-    let stage = |i: usize| st.cfg.chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form");
+    let chain = st.chain_for(output);
+    let stage = |i: usize| chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form");
     let f = |b: &mut Vec<u8>, v: f32| b.extend_from_slice(&v.to_le_bytes());
     let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
     match param {

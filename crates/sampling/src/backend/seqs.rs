@@ -83,6 +83,24 @@ impl SeqConfig {
 pub(crate) struct SeqState {
     pub cfg: SeqConfig,
     pub step: u64,
+    /// This step's draft tokens: output `j` predicts the token after `draft[..j]`.
+    pub draft: Vec<Token>,
+}
+
+impl SeqState {
+    /// The chain as output `output` sees it: the real chain for output 0, else a copy that has
+    /// accepted the draft tokens before that output (so penalties and DRY count them).
+    pub(crate) fn chain_for(&self, output: usize) -> std::borrow::Cow<'_, Chain> {
+        let n = output.min(self.draft.len());
+        if n == 0 {
+            return std::borrow::Cow::Borrowed(&self.cfg.chain);
+        }
+        let mut c = self.cfg.chain.clone();
+        for &t in &self.draft[..n] {
+            c.accept(t);
+        }
+        std::borrow::Cow::Owned(c)
+    }
 }
 
 /// The registry of sequences.
@@ -113,7 +131,7 @@ impl Sequences {
         match self.seqs.get_mut(&seq) {
             Some(s) => s.cfg = cfg,
             None => {
-                self.seqs.insert(seq, SeqState { cfg, step: 0 });
+                self.seqs.insert(seq, SeqState { cfg, step: 0, draft: Vec::new() });
             }
         }
     }
@@ -152,14 +170,29 @@ impl Sequences {
         self.seqs.get_mut(&seq).ok_or(SamplingError::UnknownSequence { seq: seq.0 })
     }
 
+    /// Sets `seq`'s draft tokens for the next step (speculative verification): its output `j`
+    /// then samples the position after `draft[..j]`, with a chain that has accepted those tokens
+    /// (penalties and DRY count them; the step is `step + j` as always). At most
+    /// `max_outputs - 1` tokens; cleared by the next accept.
+    pub fn set_draft(&mut self, seq: SeqId, draft: &[Token]) -> Result<()> {
+        let max = self.max_outputs;
+        if draft.len() >= max {
+            return Err(SamplingError::TooManyOutputs { seq: seq.0, n: draft.len() + 1, max });
+        }
+        self.state_mut(seq)?.draft = draft.to_vec();
+        Ok(())
+    }
+
     /// Accepts `tokens`, the first outputs of `seq`'s step in order: every stage of its chain
     /// records them (penalties, DRY, mirostat) and the step counter advances by their number.
+    /// The draft is cleared.
     pub(crate) fn accept(&mut self, seq: SeqId, tokens: &[Token]) -> Result<()> {
         let s = self.state_mut(seq)?;
         for &t in tokens {
             s.cfg.chain.accept(t);
         }
         s.step += tokens.len() as u64;
+        s.draft.clear();
         Ok(())
     }
 }

@@ -416,8 +416,10 @@ impl Tail {
             });
             let row_vocab = vocab.map(|v| &v[c * nv..(c + 1) * nv]);
             let result = self.finish_row(seqs, sl, read.tokens.as_ref().map(|t| t[c]), row_list, row_vocab);
-            // A stateful selecting stage learns the probability its token was drawn with.
-            if let (Ok(_), Some(p), Some((_, stage))) = (&result, &read.sel_p, gr.built.outputs.selected_p)
+            // A stateful selecting stage learns the probability its token was drawn with (output
+            // 0's: later outputs predict positions after a draft that may not be accepted).
+            if let (Ok(_), Some(p), Some((_, stage)), 0) =
+                (&result, &read.sel_p, gr.built.outputs.selected_p, sl.output)
                 && let Ok(st) = seqs.state_mut(sl.seq)
             {
                 st.cfg.chain.stages_mut()[stage].backend_feedback(p[c]);
@@ -489,8 +491,17 @@ impl Tail {
                 out.candidates = Some(o.candidates);
             }
         } else if let Some(mut cur) = cur {
-            st.cfg.chain.set_step_from(plan.prefix, step);
-            st.cfg.chain.apply_from(plan.prefix, &mut cur)?;
+            // Output 0 runs the sequence's own chain (a stateful suffix learns from its draw, as
+            // on the CPU); a later output a copy that has accepted the draft before it.
+            let mut later;
+            let chain = if sl.output == 0 {
+                &mut st.cfg.chain
+            } else {
+                later = st.chain_for(sl.output).into_owned();
+                &mut later
+            };
+            chain.set_step_from(plan.prefix, step);
+            chain.apply_from(plan.prefix, &mut cur)?;
             out.token = cur.selected_token();
             if plan.extras.candidates {
                 out.candidates = Some(cur.output()?.candidates);
