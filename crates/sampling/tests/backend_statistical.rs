@@ -23,44 +23,25 @@ fn row() -> Vec<f32> {
 /// Runs `spec` (with `seed=` appended to its dist stage per sequence) for `batch` sequences over
 /// `steps` steps on the CPU backend's graph path; returns the counts of each token.
 fn draw_counts(spec: &str, batch: usize, steps: usize) -> Vec<u64> {
-    let mut seqs = Sequences::new(1).unwrap();
-    for s in 0..batch {
-        let spec = spec.replace("dist", &format!("dist(seed={})", 1000 + s));
-        seqs.set(SeqId(s as u32), SeqConfig::new(Chain::parse(&spec).unwrap()));
-    }
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[V, batch]).unwrap();
-    let rows: Vec<(SeqId, usize)> = (0..batch).map(|s| (SeqId(s as u32), s)).collect();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &cpu::CpuBackend::with_threads(1)).unwrap();
-    for (_, p) in tail.placement() {
-        assert!(!p.contains('-'), "{spec}: every stage should run on the backend: {p}");
-    }
-    let mut sched = Scheduler::new(vec![Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
-    sched.plan(&g).unwrap();
-    let all: Vec<f32> = (0..batch).flat_map(|_| row()).collect();
-    let mut counts = vec![0u64; V];
-    for _ in 0..steps {
-        sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        for r in &out.rows {
-            let t = r.result.as_ref().unwrap().token.unwrap();
-            counts[t as usize] += 1;
-            tail.accept(&mut seqs, r.seq, &[t]).unwrap();
-        }
-    }
-    counts
+    let chain = |s: usize, _: usize| Chain::parse(&spec.replace("dist", &format!("dist(seed={})", 1000 + s))).unwrap();
+    counts_of(spec, batch, steps, chain, false)
 }
 
 /// Draws `spec` (`SEED` replaced by a fresh seed for every draw) from sequences in their initial
 /// state: every step each of `batch` sequences gets a new chain (same structure, so no re-attach),
 /// so stateful stages (mirostat's `mu`) always start from their initial state.
 fn fresh_draw_counts(spec: &str, batch: usize, reps: usize) -> Vec<u64> {
-    let chain = |seed: usize| Chain::parse(&spec.replace("SEED", &seed.to_string())).unwrap();
+    let chain =
+        |s: usize, rep: usize| Chain::parse(&spec.replace("SEED", &(10_000 + rep * batch + s).to_string())).unwrap();
+    counts_of(spec, batch, reps, chain, true)
+}
+
+/// The token counts of `steps` steps of `batch` sequences on [`row`], sequence `s` starting with
+/// `chain(s, 0)`, and at every step `rep` given `chain(s, rep)` anew if `renew`.
+fn counts_of(spec: &str, batch: usize, steps: usize, chain: impl Fn(usize, usize) -> Chain, renew: bool) -> Vec<u64> {
     let mut seqs = Sequences::new(1).unwrap();
     for s in 0..batch {
-        seqs.set(SeqId(s as u32), SeqConfig::new(chain(s)));
+        seqs.set(SeqId(s as u32), SeqConfig::new(chain(s, 0)));
     }
     let mut g = Graph::new();
     let logits = g.input("logits", DType::F32, &[V, batch]).unwrap();
@@ -73,9 +54,11 @@ fn fresh_draw_counts(spec: &str, batch: usize, reps: usize) -> Vec<u64> {
     sched.plan(&g).unwrap();
     let all: Vec<f32> = (0..batch).flat_map(|_| row()).collect();
     let mut counts = vec![0u64; V];
-    for rep in 0..reps {
-        for s in 0..batch {
-            seqs.set(SeqId(s as u32), SeqConfig::new(chain(10_000 + rep * batch + s)));
+    for rep in 0..steps {
+        if renew {
+            for s in 0..batch {
+                seqs.set(SeqId(s as u32), SeqConfig::new(chain(s, rep)));
+            }
         }
         sched.set_input_f32(logits, &all).unwrap();
         tail.set_inputs(&mut sched, &seqs).unwrap();

@@ -313,6 +313,19 @@ impl Ctx<'_> {
         Ok((ids, self.g.where_(drop, ninf, v)?, init))
     }
 
+    /// The mirostat samplers' draw of stage `idx` from their truncated sorted list `kept`, on the
+    /// `MIROSTAT` stream; the drawn token's probability (for the CPU sampler's `mu` update) and
+    /// the list it was drawn from are recorded for read-back.
+    fn mirostat_draw(&mut self, idx: usize, ids: NodeId, kept: NodeId, k: usize, init: NodeId) -> R<Rec> {
+        self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
+        let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
+        let p2 = self.g.soft_max(kept, None, 1.0)?;
+        let p_sel = self.gather(p2, pos, k, 1)?;
+        self.selected_p = Some((p_sel, idx));
+        let tok = self.gather(ids, pos, k, 1)?;
+        Ok(Rec::Token(self.fold_token(tok, valid)?))
+    }
+
     /// Mirostat 1.0's truncation of the sorted list `vals [k, n]` (llama.cpp's
     /// `llama_sampler_mirostat_apply`, as the CPU sampler computes it): the Zipf exponent
     /// `s = sum t_i b_i / sum t_i^2` over the first `lim = min(m - 1, len - 1)` pairs, with
@@ -524,24 +537,12 @@ impl Ctx<'_> {
                 let keep = self.g.add(within, first)?;
                 let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
                 let kept = self.g.where_(keep, vals, ninf)?;
-                self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
-                let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
-                let p2 = self.g.soft_max(kept, None, 1.0)?;
-                let p_sel = self.gather(p2, pos, k, 1)?;
-                self.selected_p = Some((p_sel, idx));
-                let tok = self.gather(ids, pos, k, 1)?;
-                Rec::Token(self.fold_token(tok, valid)?)
+                self.mirostat_draw(idx, ids, kept, k, init)?
             }
             (StageKey::Mirostat, Rec::List { ids, vals, k, init, .. }) => {
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
                 let kept = self.mirostat_v1(idx, vals, init, k)?;
-                self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
-                let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
-                let p2 = self.g.soft_max(kept, None, 1.0)?;
-                let p_sel = self.gather(p2, pos, k, 1)?;
-                self.selected_p = Some((p_sel, idx));
-                let tok = self.gather(ids, pos, k, 1)?;
-                Rec::Token(self.fold_token(tok, valid)?)
+                self.mirostat_draw(idx, ids, kept, k, init)?
             }
             (StageKey::TopK(kk), Rec::Vocab { x, pending, .. }) => {
                 // On the raw row (as the CPU chain's top-k), then the pending transforms on k values.
