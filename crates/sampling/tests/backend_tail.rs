@@ -451,3 +451,64 @@ fn drafted_outputs_see_the_draft_and_greedy_verification_matches_the_cpu() {
     assert!(matches!(seqs.set_draft(SeqId(0), &[1, 2]), Err(SamplingError::TooManyOutputs { n: 3, max: 2, .. })));
     assert!(matches!(seqs.set_draft(SeqId(9), &[1]), Err(SamplingError::UnknownSequence { seq: 9 })));
 }
+
+#[test]
+fn stochastic_verification_from_read_back_candidates_equals_the_cpu_verifier() {
+    // A sampling chain's drafted outputs read back their candidates (8 bytes each) and the draws;
+    // `verify_rows` on them decides as `verify` does on the logits, token for token.
+    use sampling::speculative::{DraftProbs, TargetRow, verify, verify_rows};
+    let specs = [
+        "penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)",
+        "top_k(k=20);min_p(p=0.05);dist(seed=52)",
+        "penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy",
+    ];
+    for spec in specs {
+        let mut seqs = Sequences::new(4).unwrap();
+        seqs.set(SeqId(2), SeqConfig::new(Chain::parse(spec).unwrap()).with_candidates());
+        let rows = [(SeqId(2), 0), (SeqId(2), 1), (SeqId(2), 2), (SeqId(2), 3)];
+        let mut s = attach(&seqs, &rows, 4);
+        let mut sched = cpu_sched();
+        sched.plan(&s.g).unwrap();
+        let mut reference = Chain::parse(spec).unwrap();
+        let (mut accepted, mut rejected) = (0, 0);
+        for step in 0..40usize {
+            // Peaked rows: position j's likeliest token is 7 j + step, drafted two times in three.
+            let rows_now: Vec<Vec<f32>> = (0..4)
+                .map(|j| {
+                    let mut r = logits_for(step, j);
+                    r[(7 * j + step) % V] += 4.0;
+                    r
+                })
+                .collect();
+            let draft: Vec<u32> = (0..step % 4)
+                .map(|j| if (step + j) % 3 == 0 { 999 - j as u32 } else { ((7 * j + step) % V) as u32 })
+                .collect();
+            seqs.set_draft(SeqId(2), &draft).unwrap();
+            sched.set_input_f32(s.logits, &rows_now.concat()).unwrap();
+            s.tail.set_inputs(&mut sched, &seqs).unwrap();
+            sched.compute().unwrap();
+            let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+            assert_eq!(out.bytes_read, s.tail.reserved_bytes());
+            let n = draft.len();
+            let target: Vec<TargetRow<'_>> = (0..=n)
+                .map(|j| TargetRow { token: out.token(j).unwrap(), candidates: Some(out.candidates(j).unwrap()) })
+                .collect();
+            let chain = &seqs.get(SeqId(2)).unwrap().chain;
+            let mut at_step = chain.clone();
+            at_step.set_step(seqs.step(SeqId(2)).unwrap());
+            let got = verify_rows(&at_step, &target, &draft, DraftProbs::Deterministic).unwrap();
+            let mut cpu = reference.clone();
+            cpu.set_step(seqs.step(SeqId(2)).unwrap());
+            let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
+            let want = verify(&mut cpu, &refs, &draft, DraftProbs::Deterministic).unwrap();
+            assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}");
+            accepted += got.accepted;
+            rejected += usize::from(got.accepted < n);
+            s.tail.accept(&mut seqs, SeqId(2), &got.tokens).unwrap();
+            for &t in &got.tokens {
+                reference.accept(t);
+            }
+        }
+        assert!(accepted > 5 && rejected > 5, "{spec}: {accepted} accepted, {rejected} rejections");
+    }
+}

@@ -113,22 +113,10 @@ fn draft_q(probs: &DraftProbs<'_>, i: usize, d: Token) -> Result<(f64, Option<No
 /// and whatever the chain reports for a bad row (the chain has then accepted the tokens emitted
 /// before the failing position, and its step is that position's).
 pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: DraftProbs<'_>) -> Result<Verdict> {
-    let n = draft.len();
-    if target.len() != n + 1 {
-        return Err(refuse(format!("{n} draft tokens need {} target rows, got {}", n + 1, target.len())));
-    }
-    if let DraftProbs::Sampled(d) = probs
-        && d.len() != n
-    {
-        return Err(refuse(format!("{n} draft tokens need {n} draft distributions, got {}", d.len())));
-    }
-    let n_vocab = target[0].len();
-    if let Some(&d) = draft.iter().find(|&&d| d as usize >= n_vocab) {
-        return Err(SamplingError::TokenOutOfRange { stage: "verify", token: d, n_vocab });
-    }
-    let sel = selector(chain)?;
+    let n_vocab = target.first().map_or(0, |r| r.len());
+    let sel = check(chain, target.len(), draft, probs, n_vocab)?;
     let step0 = chain.step().unwrap_or(0);
-    let mut tokens = Vec::with_capacity(n + 1);
+    let mut tokens = Vec::with_capacity(draft.len() + 1);
     for (i, row) in target.iter().enumerate() {
         let step = step0 + i as u64;
         chain.set_step(step);
@@ -136,11 +124,7 @@ pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: Draf
             // The bonus position, and every greedy position: the chain's own token.
             (_, None) | (Selector::Greedy, Some(_)) => chain.sample(row)?,
             (Selector::Dist(seed), Some(&d)) => {
-                let (qd, q) = draft_q(&probs, i, d)?;
-                let p = chain.run(row)?.candidates;
-                let pd = p.iter().find(|c| c.id == d).map_or(0.0, |c| f64::from(c.p));
-                let u = philox::uniform_f64(seed, step, stream::element(stream::SPECULATIVE, 0));
-                let t = if u * qd < pd { d } else { residual_draw(&p, d, q.as_deref(), seed, step) };
+                let t = decide(&chain.run(row)?.candidates, d, i, probs, seed, step)?;
                 chain.accept(t);
                 t
             }
@@ -152,6 +136,72 @@ pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: Draf
     }
     chain.set_step(step0 + tokens.len() as u64);
     Ok(Verdict { accepted: tokens.len() - 1, tokens })
+}
+
+/// What the backend sampled for one output row of a sequence with a draft
+/// ([`crate::backend::Sequences::set_draft`]): the row's token and, for chains ending in `dist`,
+/// its surviving candidates (reserve them with [`crate::backend::SeqConfig::with_candidates`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TargetRow<'a> {
+    /// The token the chain selected at this position.
+    pub token: Token,
+    /// The chain's surviving candidates with `p` normalised over them (`None` for greedy).
+    pub candidates: Option<&'a [crate::TokenData]>,
+}
+
+/// [`verify`] from what backend sampling read back instead of logits rows: `rows[i]` is output
+/// `i` of the sequence whose step set `draft` (so the row saw `draft[..i]` accepted), `chain` the
+/// sequence's chain in its state at the step's start (its seed, step and selector; it is not
+/// changed: accept the verdict's tokens with [`crate::backend::Tail::accept`]). The decisions are
+/// [`verify`]'s, on the same candidates, so the verdict is the CPU's wherever the backend's
+/// candidates equal the CPU chain's. Errors as [`verify`]'s, and a dist row without candidates.
+pub fn verify_rows(chain: &Chain, rows: &[TargetRow<'_>], draft: &[Token], probs: DraftProbs<'_>) -> Result<Verdict> {
+    let sel = check(chain, rows.len(), draft, probs, usize::MAX)?;
+    let step0 = chain.step().unwrap_or(0);
+    let mut tokens = Vec::with_capacity(draft.len() + 1);
+    for (i, row) in rows.iter().enumerate() {
+        let emitted = match (sel, draft.get(i)) {
+            (_, None) | (Selector::Greedy, Some(_)) => row.token,
+            (Selector::Dist(seed), Some(&d)) => {
+                let cands = row.candidates.ok_or_else(|| {
+                    refuse(format!("output {i}: its candidates were not read back (SeqConfig::with_candidates)"))
+                })?;
+                decide(cands, d, i, probs, seed, step0 + i as u64)?
+            }
+        };
+        tokens.push(emitted);
+        if draft.get(i) != Some(&emitted) {
+            break;
+        }
+    }
+    Ok(Verdict { accepted: tokens.len() - 1, tokens })
+}
+
+/// The checks both verifiers make before they start; the chain's selector.
+fn check(chain: &Chain, rows: usize, draft: &[Token], probs: DraftProbs<'_>, n_vocab: usize) -> Result<Selector> {
+    let n = draft.len();
+    if rows != n + 1 {
+        return Err(refuse(format!("{n} draft tokens need {} target rows, got {rows}", n + 1)));
+    }
+    if let DraftProbs::Sampled(d) = probs
+        && d.len() != n
+    {
+        return Err(refuse(format!("{n} draft tokens need {n} draft distributions, got {}", d.len())));
+    }
+    if let Some(&d) = draft.iter().find(|&&d| d as usize >= n_vocab) {
+        return Err(SamplingError::TokenOutOfRange { stage: "verify", token: d, n_vocab });
+    }
+    selector(chain)
+}
+
+/// The token emitted at draft position `i` (step `step`) of a sampling chain whose surviving
+/// candidates there are `p`: the draft token `d` if the acceptance test passes, else the residual
+/// draw.
+fn decide(p: &[crate::TokenData], d: Token, i: usize, probs: DraftProbs<'_>, seed: u64, step: u64) -> Result<Token> {
+    let (qd, q) = draft_q(&probs, i, d)?;
+    let pd = p.iter().find(|c| c.id == d).map_or(0.0, |c| f64::from(c.p));
+    let u = philox::uniform_f64(seed, step, stream::element(stream::SPECULATIVE, 0));
+    Ok(if u * qd < pd { d } else { residual_draw(p, d, q.as_deref(), seed, step) })
 }
 
 /// A draw from `max(0, p - q)` (`q`: one-hot at `d` when `None`), normalised, by inverse CDF over
