@@ -53,6 +53,18 @@ fn updated_mu(mu: f32, eta: f32, tau: f32, p: f32) -> f32 {
     mu - eta * (-p.log2() - tau)
 }
 
+/// Both versions' end: keeps the first `keep` of the sorted list, renormalises, draws with `u`,
+/// selects the drawn token and returns its probability.
+fn keep_and_draw(cur: &mut Candidates<'_>, stage: &'static str, keep: usize, u: f64) -> Result<f32> {
+    cur.list_mut(stage)?.truncate(keep);
+    cur.softmax(stage, true)?;
+    let list = cur.list(stage)?;
+    let idx = draw_index(list, u);
+    let p = list[idx].p;
+    cur.set_selected(Some(idx));
+    Ok(p)
+}
+
 /// Mirostat 1.0.
 #[derive(Debug, Clone)]
 pub struct Mirostat {
@@ -118,12 +130,8 @@ impl Sampler for Mirostat {
         let eps = s_hat - 1.0;
         let k = ((eps * 2f32.powf(self.mu)) / (1.0 - n_vocab.powf(-eps))).powf(1.0 / s_hat);
         let k = if k.is_nan() { 1 } else { (k.max(1.0).min(list.len() as f32)) as usize };
-        list.truncate(k.max(1));
-        cur.softmax(V1, true)?;
-        let list = cur.list(V1)?;
-        let idx = draw_index(list, u);
-        self.mu = updated_mu(self.mu, self.eta, self.tau, list[idx].p);
-        cur.set_selected(Some(idx));
+        let p = keep_and_draw(cur, V1, k.max(1), u)?;
+        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
         Ok(())
     }
 
@@ -193,12 +201,8 @@ impl Sampler for MirostatV2 {
         let mu = self.mu;
         let list = cur.list_mut(V2)?;
         let keep = list.iter().position(|t| -t.p.log2() > mu).unwrap_or(list.len()).max(1);
-        list.truncate(keep);
-        cur.softmax(V2, true)?;
-        let list = cur.list(V2)?;
-        let idx = draw_index(list, u);
-        self.mu = updated_mu(self.mu, self.eta, self.tau, list[idx].p);
-        cur.set_selected(Some(idx));
+        let p = keep_and_draw(cur, V2, keep, u)?;
+        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
         Ok(())
     }
 
