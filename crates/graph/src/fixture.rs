@@ -417,8 +417,9 @@ impl Parser {
                     Some(v) => return Err(bad(format!("top_k_top_p_sample: input_is_logits `{v}` is not a bool"))),
                 };
                 if let Some(v) = a.take("post") {
-                    t.post = crate::fused::PostSample::parse(&v)
-                        .ok_or_else(|| bad(format!("top_k_top_p_sample: post `{v}` is not none, qsample or multinomial")))?;
+                    t.post = crate::fused::PostSample::parse(&v).ok_or_else(|| {
+                        bad(format!("top_k_top_p_sample: post `{v}` is not none, qsample or multinomial"))
+                    })?;
                 }
                 t.output = match a.take("output").as_deref() {
                     None | Some("index") => crate::fused::FusedOutput::Index,

@@ -86,14 +86,7 @@ impl TopKTopP {
     /// The spec's defaults (`eps = 1e-8`, `ks_max = 1024`, `top_k_guess = 32`, logits mode) with
     /// the given post stage, producing the index.
     pub const fn new(post: PostSample) -> TopKTopP {
-        TopKTopP {
-            eps: 1e-8,
-            ks_max: 1024,
-            top_k_guess: 32,
-            input_is_logits: true,
-            post,
-            output: FusedOutput::Index,
-        }
+        TopKTopP { eps: 1e-8, ks_max: 1024, top_k_guess: 32, input_is_logits: true, post, output: FusedOutput::Index }
     }
 
     /// `min(ks_max, 1024)`: top-K runs for `1 <= k <= min(V, ks)`.

@@ -65,12 +65,8 @@ pub(crate) fn random_sample(k: &K<'_>, f64_rows: bool) -> Result<(), CpuError> {
                 row_f32(&x, r, scratch).iter().map(|&v| f64::from(v)).collect()
             };
             let pr = params.row::<f32>(r);
-            let p = random_sample::Params {
-                random: pr[0],
-                topp: pr[1],
-                temperature: pr[2],
-                topk: topk.row::<i32>(r)[0],
-            };
+            let p =
+                random_sample::Params { random: pr[0], topp: pr[1], temperature: pr[2], topk: topk.row::<i32>(r)[0] };
             d.row_mut::<i32>(r)[0] = random_sample::row(&row, p).map_or(-1, |i| i as i32);
         }
     });

@@ -107,14 +107,7 @@ impl Graph {
     /// `f64_rows` i32 `[2n, rows..]` bit pairs of f64 values), `params f32 [3, rows..]` (random,
     /// topp, temperature), `topk i32 [1, rows..]`; i32 `[1, rows..]`. `n - 1` must fit `index`.
     /// See [`Op::RandomSample`].
-    pub fn random_sample(
-        &mut self,
-        x: NodeId,
-        params: NodeId,
-        topk: NodeId,
-        index: IndexDType,
-        f64_rows: bool,
-    ) -> R {
+    pub fn random_sample(&mut self, x: NodeId, params: NodeId, topk: NodeId, index: IndexDType, f64_rows: bool) -> R {
         const OP: &str = "random_sample";
         let nx = self.rows_src(OP, "x", x)?.clone();
         let n = if f64_rows {

@@ -97,7 +97,13 @@ fn list_weights(x: &[f32], idx: &[i32], logits: bool) -> Vec<f32> {
 }
 
 /// The sorted survivors of top-K and top-P with their weights and `Z`.
-fn sorted_candidates(x: &[f32], a: &TopKTopP, p: Params, top_k_runs: bool, s: &mut Scratch) -> (Vec<u32>, Vec<f32>, f64) {
+fn sorted_candidates(
+    x: &[f32],
+    a: &TopKTopP,
+    p: Params,
+    top_k_runs: bool,
+    s: &mut Scratch,
+) -> (Vec<u32>, Vec<f32>, f64) {
     let v = x.len();
     let logits = a.input_is_logits;
     let (mut list, mut w, z): (Vec<u32>, Vec<f32>, f64) = if top_k_runs {
