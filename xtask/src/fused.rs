@@ -117,7 +117,8 @@ fn parse_bool(s: &str) -> Result<bool, String> {
 }
 
 fn parse_index(s: &str) -> Result<IndexDType, String> {
-    IndexDType::parse(s).ok_or_else(|| format!("unknown index dtype `{s}` (expected i8, i16, i32, i64, u8, u16, u32 or u64)"))
+    IndexDType::parse(s)
+        .ok_or_else(|| format!("unknown index dtype `{s}` (expected i8, i16, i32, i64, u8, u16, u32 or u64)"))
 }
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
@@ -192,7 +193,11 @@ fn read_npy(path: &Path, flag: &str) -> Result<Npy> {
     let n: usize = shape.iter().product();
     let expected = crate::sample::data_offset(&bytes).unwrap_or(0) + n * ts.size_field() as usize;
     if bytes.len() < expected {
-        bail!("{}: truncated .npy file (shape {shape:?} of {ts} needs {expected} bytes, the file has {})", what(), bytes.len());
+        bail!(
+            "{}: truncated .npy file (shape {shape:?} of {ts} needs {expected} bytes, the file has {})",
+            what(),
+            bytes.len()
+        );
     }
     let big = ts.endianness() == npyz::Endianness::Big && ts.size_field() > 1;
     if big {

@@ -13,7 +13,11 @@ struct Out {
 
 fn xtask(args: &[&str]) -> Out {
     let o = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("fused").args(args).output().unwrap();
-    Out { ok: o.status.success(), stdout: String::from_utf8(o.stdout).unwrap(), stderr: String::from_utf8(o.stderr).unwrap() }
+    Out {
+        ok: o.status.success(),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
 }
 
 /// A version 1.0 .npy file of raw little-endian elements.
@@ -159,7 +163,19 @@ fn batches_dtypes_need_logits_and_multinomial() {
     let k = d.file("k.npy", &npy("<i4", &[1], &i32s(&[2])));
     let p = d.file("p.npy", &npy("<f4", &[1], &f32s(&[0.5])));
     let out = d.path("kept.npy");
-    let o = xtask(&["top-k-top-p", "--logits", &l, "--top-k", &k, "--top-p", &p, "--input-is-logits", "false", "--need-logits", &out]);
+    let o = xtask(&[
+        "top-k-top-p",
+        "--logits",
+        &l,
+        "--top-k",
+        &k,
+        "--top-p",
+        &p,
+        "--input-is-logits",
+        "false",
+        "--need-logits",
+        &out,
+    ]);
     assert_eq!(select_idx(&o), vec![0]);
     let kept: Vec<f32> = npyz::NpyFile::new(&std::fs::read(&out).unwrap()[..]).unwrap().into_vec().unwrap();
     assert_eq!(kept, vec![0.4, 0.3, 0.0, 0.0]);
@@ -170,7 +186,19 @@ fn random_sample_outputs() {
     let d = Dir::new("rs");
     // Argmax path (random = 0): first maximum.
     let l = d.file("l.npy", &npy("<f4", &[5], &f32s(&[1.0, 4.0, 2.0, 4.0, 0.0])));
-    let o = xtask(&["random-sample", "--logits", &l, "--random", "0", "--topp", "0.9", "--topk", "3", "--temperature", "1"]);
+    let o = xtask(&[
+        "random-sample",
+        "--logits",
+        &l,
+        "--random",
+        "0",
+        "--topp",
+        "0.9",
+        "--topk",
+        "3",
+        "--temperature",
+        "1",
+    ]);
     assert_eq!(index(&o), 1);
     // Full path with dyadic weights: ln of [1/2, 1/4, 1/8, 1/8] at T = 1: e = [1, 1/2, 1/4, 1/4],
     // c = [1, 1.5, 1.75, 2]; topk = 0 (no limit), topp = 1: threshold = 2 r.
@@ -180,14 +208,52 @@ fn random_sample_outputs() {
         let l = d.file("l.npy", &npy(descr, &[4], &bytes));
         // order: 1 (1/2), 2 (1/4), 0 (1/8), 3 (1/8)
         for (r, want) in [("0.3", 1), ("0.6", 2), ("0.8", 0), ("0.95", 3)] {
-            let o = xtask(&["random-sample", "--logits", &l, "--random", r, "--topp", "1", "--topk", "0", "--temperature", "1"]);
+            let o = xtask(&[
+                "random-sample",
+                "--logits",
+                &l,
+                "--random",
+                r,
+                "--topp",
+                "1",
+                "--topk",
+                "0",
+                "--temperature",
+                "1",
+            ]);
             assert_eq!(index(&o), want, "{descr} random {r}");
         }
         // topk = 2 bounds the threshold by c_1 = 1.5: r = 0.95 gives 1.425 -> rank 1 (token 2).
-        let o = xtask(&["random-sample", "--logits", &l, "--random", "0.95", "--topp", "1", "--topk", "2", "--temperature", "1"]);
+        let o = xtask(&[
+            "random-sample",
+            "--logits",
+            &l,
+            "--random",
+            "0.95",
+            "--topp",
+            "1",
+            "--topk",
+            "2",
+            "--temperature",
+            "1",
+        ]);
         assert_eq!(index(&o), 2);
         for dt in ["i8", "u8", "i16", "u16", "u32", "i64", "u64"] {
-            let o = xtask(&["random-sample", "--logits", &l, "--random", "0.3", "--topp", "1", "--topk", "-1", "--temperature", "1", "--index-dtype", dt]);
+            let o = xtask(&[
+                "random-sample",
+                "--logits",
+                &l,
+                "--random",
+                "0.3",
+                "--topp",
+                "1",
+                "--topk",
+                "-1",
+                "--temperature",
+                "1",
+                "--index-dtype",
+                dt,
+            ]);
             assert_eq!(index(&o), 1, "{dt}");
         }
     }
@@ -228,11 +294,20 @@ fn top_k_top_p_errors() {
     fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &qbad]), &["qsample", "f32 [2, 3]"]);
     let qi = d.file("qi.npy", &npy("<i8", &[2, 3], &i64s(&[1; 6])));
     fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &qi]), &["qsample", "f32"]);
-    fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &qi, "--post-sample", "multinomial"]), &["multinomial", "i64 [R, 2]"]);
+    fails_with(
+        &run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &qi, "--post-sample", "multinomial"]),
+        &["multinomial", "i64 [R, 2]"],
+    );
     let q0 = d.file("q0.npy", &npy("<i8", &[0, 2], &[]));
-    fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &q0, "--post-sample", "multinomial"]), &["R >= 1"]);
+    fails_with(
+        &run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &q0, "--post-sample", "multinomial"]),
+        &["R >= 1"],
+    );
     let qf = d.file("qf.npy", &npy("<f4", &[2, 2], &f32s(&[1.0; 4])));
-    fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &qf, "--post-sample", "multinomial"]), &["multinomial", "i64"]);
+    fails_with(
+        &run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &qf, "--post-sample", "multinomial"]),
+        &["multinomial", "i64"],
+    );
     fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--ks-max", "0"]), &["ks_max", "positive"]);
     fails_with(&run(&["--logits", &l, "--top-k", &k, "--top-p", &p, "--ks-max", "-4"]), &["ks_max", "positive"]);
     for (bad, word) in [(f32::NAN, "NaN"), (f32::INFINITY, "inf")] {
@@ -260,7 +335,8 @@ fn random_sample_errors() {
     let d = Dir::new("rserrs");
     let l = d.file("l.npy", &npy("<f4", &[4], &f32s(&[0.0, 1.0, 2.0, 3.0])));
     let run = |logits: &str, r: &str, p: &str, k: &str, t: &str, extra: &[&str]| {
-        let mut a = vec!["random-sample", "--logits", logits, "--random", r, "--topp", p, "--topk", k, "--temperature", t];
+        let mut a =
+            vec!["random-sample", "--logits", logits, "--random", r, "--topp", p, "--topk", k, "--temperature", t];
         a.extend_from_slice(extra);
         xtask(&a)
     };
