@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod bench_fused;
 #[cfg(feature = "ggml")]
 mod bench_ops;
 mod bench_readback;

@@ -436,7 +436,7 @@ fn gen_row(seed: u64, v: usize, logits: bool, regime: u32) -> Row {
             } else if t < 0.25 {
                 0.5 / v as f32
             } else {
-                (t * 2.0 / v as f64) as f32
+                (t * 2.0 / v as f64).min(1.0) as f32
             }
         })
         .collect();
@@ -480,7 +480,13 @@ fn v_strategy() -> impl Strategy<Value = usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+    // A fixed seed: the same inputs on every run (a near-tie found once stays found, none flakes).
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(1),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn top_k_top_p_equals_the_reference(
