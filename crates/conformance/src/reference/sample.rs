@@ -161,7 +161,7 @@ pub fn random_sample_row(x: &[f64], random: f64, topp: f64, temperature: f64, to
         return Some(ord[0]);
     }
     let x0 = x[ord[0]];
-    if x0 == f64::INFINITY || x0 == f64::NEG_INFINITY {
+    if x0.is_infinite() {
         return None;
     }
     let mut c = Vec::with_capacity(n);

@@ -22,7 +22,6 @@ impl Graph {
         dtype: DType,
         ne0: usize,
         like: NodeId,
-        what: &str,
     ) -> Result<(), GraphError> {
         let n = self.rows_src(op, role, id)?;
         let mut want = self.node(like).layout.ne;
@@ -31,7 +30,7 @@ impl Graph {
             return Err(self.err(
                 op,
                 format!(
-                    "{role} {} must be {dtype} [{ne0}, rows..] ({what}) with the rows of {}",
+                    "{role} {} must be {dtype} [{ne0}, rows..] with the rows of {}",
                     self.describe(id),
                     self.describe(like)
                 ),
@@ -64,8 +63,8 @@ impl Graph {
         if attrs.ks_max == 0 {
             return Err(self.err(OP, "ks_max must be positive"));
         }
-        self.per_row_src(OP, "top_k", top_k, DType::I32, 1, logits, "k per row")?;
-        self.per_row_src(OP, "params", params, DType::F32, 2, logits, "top_p, min_p per row")?;
+        self.per_row_src(OP, "top_k", top_k, DType::I32, 1, logits)?;
+        self.per_row_src(OP, "params (top_p, min_p)", params, DType::F32, 2, logits)?;
         let mut srcs = vec![logits, top_k, params];
         match (attrs.post, q) {
             (PostSample::None, None) => {}
@@ -76,7 +75,7 @@ impl Graph {
                 return Err(self.err(OP, format!("post stage {} needs q (resolve it to none without q)", post.name())));
             }
             (PostSample::QSample, Some(q)) => {
-                self.per_row_src(OP, "q", q, DType::F32, v, logits, "qSample noise")?;
+                self.per_row_src(OP, "q (qSample noise)", q, DType::F32, v, logits)?;
                 srcs.push(q);
             }
             (PostSample::Multinomial, Some(q)) => {
@@ -135,8 +134,8 @@ impl Graph {
                 ),
             ));
         }
-        self.per_row_src(OP, "params", params, DType::F32, 3, x, "random, topp, temperature per row")?;
-        self.per_row_src(OP, "topk", topk, DType::I32, 1, x, "topk per row")?;
+        self.per_row_src(OP, "params (random, topp, temperature)", params, DType::F32, 3, x)?;
+        self.per_row_src(OP, "topk", topk, DType::I32, 1, x)?;
         let mut ne = nx.layout.ne;
         ne.0[0] = 1;
         Ok(self.new_node(Op::RandomSample { index, f64_rows }, &[x, params, topk], DType::I32, ne))

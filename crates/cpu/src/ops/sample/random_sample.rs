@@ -42,7 +42,7 @@ pub(crate) fn row(x: &[f64], p: Params) -> Option<usize> {
         return Some(first);
     }
     let x0 = x[first];
-    if x0 == f64::INFINITY || x0 == f64::NEG_INFINITY {
+    if x0.is_infinite() {
         return None;
     }
     let t = f64::from(p.temperature);

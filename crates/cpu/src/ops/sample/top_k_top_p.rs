@@ -80,7 +80,7 @@ pub(crate) fn row(x: &[f32], a: &TopKTopP, p: Params, post: Post<'_>, s: &mut Sc
     let top_k_runs = p.k >= 1 && (p.k as usize) <= v.min(a.ks() as usize);
     if top_k_runs || p.p < 1.0 {
         let (list, w, z) = sorted_candidates(x, a, p, top_k_runs, s);
-        Some(finish_sorted(x, list, w, z, p.m, a.eps, post))
+        Some(finish_sorted(list, w, z, p.m, a.eps, post))
     } else {
         Some(unsorted(x, a, p.m, post, s))
     }
@@ -187,26 +187,17 @@ fn nucleus_end(x: &[f32], idx: &[i32], logits: bool, e: &[f32], z: f64, p: f32) 
 }
 
 /// min-P and the post stage on sorted survivors.
-fn finish_sorted(x: &[f32], mut list: Vec<u32>, mut w: Vec<f32>, z: f64, m: f32, eps: f32, post: Post<'_>) -> Pick {
-    let _ = x;
+fn finish_sorted(mut list: Vec<u32>, mut w: Vec<f32>, z: f64, m: f32, eps: f32, post: Post<'_>) -> Pick {
     if m >= 1.0 {
         list.truncate(1);
         w.truncate(1);
     } else if m > 0.0 {
+        // The survivors are a prefix of the sorted list (weights follow the order), so their
+        // positions are their sorted positions, as qSample needs.
         let cut = f64::from(w[0]) / z * f64::from(m);
-        let keep: Vec<bool> = w.iter().map(|&wj| f64::from(wj) / z >= cut).collect();
-        let mut j = 0;
-        list.retain(|_| {
-            j += 1;
-            keep[j - 1]
-        });
-        let mut j = 0;
-        w.retain(|_| {
-            j += 1;
-            keep[j - 1]
-        });
-        // Survivors keep their sorted positions only when they are a prefix (they are: the order
-        // is by value and the weights follow it); `positions` records them anyway.
+        let end = w.iter().position(|&wj| f64::from(wj) / z < cut).unwrap_or(w.len());
+        list.truncate(end);
+        w.truncate(end);
     }
     let index = match post {
         Post::None => list[0] as usize,
