@@ -4,8 +4,9 @@
 //! (probability mode), `Z` their f64 total over the probability domain (the top-K survivors, or the
 //! whole row; `Z = 1` in probability mode), `prob = w / Z` in f64. Only the sorted paths order
 //! anything, and only as far as they must: top-K selects `k <= 1024` tokens; top-P without top-K
-//! selects the `G` largest (`G = top_k_guess`, then 8 times more until the nucleus ends inside, the
-//! whole row at worst), so `top_k_guess` changes the work, never the result. The unsorted path
+//! first selects the `top_k_guess` largest, and if the nucleus does not end inside them, buckets
+//! the row by value, finds the bucket where the mass crosses `p Z` and sorts only the tokens up to
+//! it (see [`bucket_candidates`]); `top_k_guess` changes the work, never the result. The unsorted path
 //! (top-K and top-P skipped) never orders: min-P is a threshold and qSample indexes q by token.
 
 use graph::fused::TopKTopP;
@@ -127,24 +128,30 @@ fn sorted_candidates(
         } else {
             1.0
         };
-        let mut g = if a.top_k_guess > 0 { (a.top_k_guess as usize).clamp(1, v) } else { v };
-        loop {
+        // The guess first: the nucleus often ends among the few largest tokens.
+        if a.top_k_guess > 0 {
+            let g = (a.top_k_guess as usize).clamp(1, v);
             s.idx.resize(g, 0);
             top_k_indices(x, g, &mut s.keys, &mut s.idx[..g]);
             if let Some(end) = nucleus_end(x, &s.idx[..g], logits, &s.e, z, p.p) {
-                let idx = &s.idx[..end];
-                let w = list_weights(x, idx, logits);
-                // With top-K skipped, Z is the whole row's (relative to the row max, which is the
-                // first candidate's value, so the list's weights share its scale).
-                return finish_top_p_none(idx, w, z);
+                let w = list_weights(x, &s.idx[..end], logits);
+                return finish_top_p_none(&s.idx[..end], w, z);
             }
-            if g == v {
-                break;
-            }
-            g = (g * 8).min(v);
         }
-        let w = list_weights(x, &s.idx[..v], logits);
-        return finish_top_p_none(&s.idx[..v], w, z);
+        // Else the tokens of the buckets (by value) that hold the nucleus, in order.
+        bucket_candidates(x, logits, &s.e, z, p.p, &mut s.keys, &mut s.idx);
+        let end = match nucleus_end(x, &s.idx, logits, &s.e, z, p.p) {
+            Some(end) => end,
+            None if s.idx.len() == v => v,
+            None => {
+                // Summation order left the bucket bound an ulp short: the whole row, in order.
+                s.idx.resize(v, 0);
+                top_k_indices(x, v, &mut s.keys, &mut s.idx[..v]);
+                nucleus_end(x, &s.idx, logits, &s.e, z, p.p).unwrap_or(v)
+            }
+        };
+        let w = list_weights(x, &s.idx[..end], logits);
+        return finish_top_p_none(&s.idx[..end], w, z);
     };
     if p.p <= 0.0 {
         list.truncate(1);
@@ -163,6 +170,53 @@ fn sorted_candidates(
         w.truncate(end);
     }
     (list, w, z)
+}
+
+/// Buckets of value below the row max (logits: 1/128 nat wide over 32 nats; probabilities: 1/4096
+/// of the max wide), the last one holding everything below.
+const BUCKETS: usize = 4096;
+
+/// The tokens of the first buckets whose mass exceeds `p Z`, in the order value descending, index
+/// ascending, into `idx`: every token of the nucleus (the buckets before hold less than `p Z`, so
+/// each of their tokens is kept; the ones after start past `p Z`, so none of theirs is). One pass
+/// for the bucket masses, one gathering pass, and a sort of the gathered tokens only.
+fn bucket_candidates(x: &[f32], logits: bool, e: &[f32], z: f64, p: f32, keys: &mut Vec<u64>, idx: &mut Vec<i32>) {
+    let m = kernels::row::max_bad(x).0;
+    let scale = if logits {
+        BUCKETS as f32 / 32.0
+    } else if m > 0.0 {
+        BUCKETS as f32 / m
+    } else {
+        0.0
+    };
+    // Monotone in x (non-increasing): a value's bucket never precedes a larger value's.
+    let bucket = |t: f32| {
+        let d = (m - t) * scale;
+        if d < (BUCKETS - 1) as f32 { d as usize } else { BUCKETS - 1 }
+    };
+    let mut mass = vec![0.0f64; BUCKETS];
+    for (i, &t) in x.iter().enumerate() {
+        mass[bucket(t)] += f64::from(if logits { e[i] } else { t });
+    }
+    let target = f64::from(p) * z;
+    let mut cum = 0.0;
+    let mut last = BUCKETS - 1;
+    for (b, &mb) in mass.iter().enumerate() {
+        cum += mb;
+        if cum > target {
+            last = b;
+            break;
+        }
+    }
+    keys.clear();
+    for (i, &t) in x.iter().enumerate() {
+        if bucket(t) <= last {
+            keys.push(kernels::key::index_key(kernels::key::order_key(t), i));
+        }
+    }
+    keys.sort_unstable_by(|a, b| b.cmp(a));
+    idx.clear();
+    idx.extend(keys.iter().map(|&k| kernels::key::key_index(k) as i32));
 }
 
 fn finish_top_p_none(idx: &[i32], w: Vec<f32>, z: f64) -> (Vec<u32>, Vec<f32>, f64) {
