@@ -58,29 +58,27 @@ pub(crate) struct Scratch {
     idx: Vec<i32>,
 }
 
-/// True when the row cannot be sampled: a NaN or `+inf` value; all `-inf` (logits mode); a value
-/// outside `[0, 1]` (probability mode); a NaN or `+inf` parameter.
-fn bad_row(x: &[f32], a: &TopKTopP, p: Params) -> bool {
+/// The row's maximum, or `None` when the row cannot be sampled: a NaN or `+inf` value; all `-inf`
+/// (logits mode); a value outside `[0, 1]` (probability mode); a NaN or `+inf` parameter.
+fn checked_max(x: &[f32], a: &TopKTopP, p: Params) -> Option<f32> {
     if p.p.is_nan() || p.p == f32::INFINITY || p.m.is_nan() || p.m == f32::INFINITY {
-        return true;
+        return None;
     }
+    let (m, bad) = kernels::row::max_bad(x);
     if a.input_is_logits {
-        let (m, bad) = kernels::row::max_bad(x);
-        bad || m == f32::NEG_INFINITY
+        (!bad && m != f32::NEG_INFINITY).then_some(m)
     } else {
-        !x.iter().all(|v| (0.0..=1.0).contains(v))
+        x.iter().all(|v| (0.0..=1.0).contains(v)).then_some(m)
     }
 }
 
-/// The sampling of one row `x` (`None` for a bad row, see [`bad_row`]).
+/// The sampling of one row `x` (`None` for a bad row, see [`checked_max`]).
 pub(crate) fn row(x: &[f32], a: &TopKTopP, p: Params, post: Post<'_>, s: &mut Scratch) -> Option<Pick> {
-    if bad_row(x, a, p) {
-        return None;
-    }
+    let max = checked_max(x, a, p)?;
     let v = x.len();
     let top_k_runs = p.k >= 1 && (p.k as usize) <= v.min(a.ks() as usize);
     if top_k_runs || p.p < 1.0 {
-        let (list, w, z) = sorted_candidates(x, a, p, top_k_runs, s);
+        let (list, w, z) = sorted_candidates(x, max, a, p, top_k_runs, s);
         Some(finish_sorted(list, w, z, p.m, a.eps, post))
     } else {
         Some(unsorted(x, a, p.m, post, s))
@@ -100,6 +98,7 @@ fn list_weights(x: &[f32], idx: &[i32], logits: bool) -> Vec<f32> {
 /// The sorted survivors of top-K and top-P with their weights and `Z`.
 fn sorted_candidates(
     x: &[f32],
+    m: f32,
     a: &TopKTopP,
     p: Params,
     top_k_runs: bool,
@@ -120,7 +119,6 @@ fn sorted_candidates(
     } else {
         // top-P over the whole row: Z first, then the G largest until the nucleus ends inside.
         let z = if logits {
-            let m = kernels::row::max_bad(x).0;
             let (ea, eb) = kernels::exp::exp_affine(m, 1.0);
             s.e.resize(v, 0.0);
             kernels::row::exp2_into(x, ea, eb, &mut s.e);
@@ -139,7 +137,7 @@ fn sorted_candidates(
             }
         }
         // Else the tokens of the buckets (by value) that hold the nucleus, in order.
-        bucket_candidates(x, logits, &s.e, z, p.p, &mut s.keys, &mut s.idx);
+        bucket_candidates(x, m, logits, &s.e, z, p.p, &mut s.keys, &mut s.idx);
         let end = match nucleus_end(x, &s.idx, logits, &s.e, z, p.p) {
             Some(end) => end,
             None if s.idx.len() == v => v,
@@ -180,8 +178,17 @@ const BUCKETS: usize = 4096;
 /// ascending, into `idx`: every token of the nucleus (the buckets before hold less than `p Z`, so
 /// each of their tokens is kept; the ones after start past `p Z`, so none of theirs is). One pass
 /// for the bucket masses, one gathering pass, and a sort of the gathered tokens only.
-fn bucket_candidates(x: &[f32], logits: bool, e: &[f32], z: f64, p: f32, keys: &mut Vec<u64>, idx: &mut Vec<i32>) {
-    let m = kernels::row::max_bad(x).0;
+#[allow(clippy::too_many_arguments)]
+fn bucket_candidates(
+    x: &[f32],
+    m: f32,
+    logits: bool,
+    e: &[f32],
+    z: f64,
+    p: f32,
+    keys: &mut Vec<u64>,
+    idx: &mut Vec<i32>,
+) {
     let scale = if logits {
         BUCKETS as f32 / 32.0
     } else if m > 0.0 {
