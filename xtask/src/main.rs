@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod bench_fused;
 #[cfg(feature = "ggml")]
 mod bench_ops;
 mod bench_readback;
@@ -11,15 +12,17 @@ mod bench_sampling_graph;
 mod bench_vulkan;
 mod ci;
 mod dump;
+mod fused;
 mod sample;
 mod shaders;
 
 use anyhow::{Result, bail};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask <dump|sample|bench|shaders|ci> [args...]
+const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|ci> [args...]
   dump FIXTURE [--format text|dot]     print a graph fixture
   sample --logits F.npy --chain SPEC  run a sampler chain on logits (see docs/SAMPLING.md)
+  fused top-k-top-p|random-sample ... the fused sampling ops on .npy files (see docs/FUSED.md)
   bench <suite>                        benchmarks (release build)
   ci                                   install what the tests need, then run the whole suite";
 
@@ -55,6 +58,7 @@ fn run() -> Result<()> {
         "dump" => dump::run(sub_args),
         "ci" => ci::run(sub_args),
         "sample" => sample::run(sub_args),
+        "fused" => fused::run(sub_args),
         "bench" => bench::run(sub_args),
         "shaders" => shaders::run(sub_args),
         "-h" | "--help" | "help" => {

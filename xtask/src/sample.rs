@@ -209,7 +209,7 @@ pub fn read_logits(path: &Path) -> Result<(usize, usize, Vec<f32>)> {
 /// Byte offset of an .npy file's data: the magic string and version (8 bytes), the header length
 /// (2 bytes little-endian in format 1.x, 4 in 2.x and 3.x) and the header. `None` when the file
 /// does not start like an .npy file or is too short to say.
-fn data_offset(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn data_offset(bytes: &[u8]) -> Option<usize> {
     if bytes.len() < 12 || &bytes[..6] != b"\x93NUMPY" {
         return None;
     }

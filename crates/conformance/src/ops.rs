@@ -44,6 +44,8 @@ pub const fn variant(op: &Op) -> usize {
         Op::Cumsum => 27,
         Op::RandomUniform { .. } => 28,
         Op::Categorical { .. } => 29,
+        Op::TopKTopPSample(_) => 30,
+        Op::RandomSample { .. } => 31,
     }
 }
 
@@ -80,6 +82,8 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::Cumsum,
         Op::RandomUniform { stream: 0 },
         Op::Categorical { stream: 0 },
+        Op::TopKTopPSample(graph::fused::TopKTopP::new(graph::fused::PostSample::None)),
+        Op::RandomSample { index: graph::fused::IndexDType::I32, f64_rows: false },
     ]
 }
 
@@ -124,6 +128,8 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SumRows | Op::MaxRows | Op::Argmax | Op::Argsort { .. } | Op::TopK { .. } | Op::Cumsum => &[1],
         Op::RandomUniform { .. } => &[1],
         Op::Categorical { .. } => &[2, 3],
+        Op::TopKTopPSample(_) => &[3],
+        Op::RandomSample { .. } => &[3],
     }
 }
 

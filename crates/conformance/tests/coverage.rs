@@ -132,6 +132,18 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let p = if d.len() > 2 { Some(x(&mut g, 2, &[2, 2])?) } else { None };
             g.categorical(l, k, p, stream)?
         }
+        Op::TopKTopPSample(a) => {
+            let l = x(&mut g, 0, &[5, 2])?;
+            let k = x(&mut g, 1, &[1, 2])?;
+            let p = x(&mut g, 2, &[2, 2])?;
+            g.top_k_top_p_sample(l, k, p, None, a)?
+        }
+        Op::RandomSample { index, f64_rows } => {
+            let l = x(&mut g, 0, &[6, 2])?;
+            let p = x(&mut g, 1, &[3, 2])?;
+            let k = x(&mut g, 2, &[1, 2])?;
+            g.random_sample(l, p, k, index, f64_rows)?
+        }
     };
     Ok(sig(&g, id))
 }

@@ -400,6 +400,48 @@ impl Parser {
                 })?;
                 g.categorical(s[0], s[1], s.get(2).copied(), stream)
             }
+            "top_k_top_p_sample" => {
+                a.nsrc(3..=4)?;
+                let mut t = crate::fused::TopKTopP::new(crate::fused::PostSample::None);
+                t.eps = a.f32_or("eps", t.eps)?;
+                let int = |v: Option<String>, key: &str, d: i64| -> Result<i64, GraphError> {
+                    v.map_or(Ok(d), |v| v.parse::<i64>().map_err(|_| bad(format!("{key} `{v}` is not an integer"))))
+                };
+                t.ks_max = u32::try_from(int(a.take("ks_max"), "ks_max", 1024)?)
+                    .map_err(|_| bad("top_k_top_p_sample: ks_max out of range"))?;
+                t.top_k_guess = i32::try_from(int(a.take("top_k_guess"), "top_k_guess", 32)?)
+                    .map_err(|_| bad("top_k_top_p_sample: top_k_guess out of range"))?;
+                t.input_is_logits = match a.take("input_is_logits").as_deref() {
+                    None | Some("true") => true,
+                    Some("false") => false,
+                    Some(v) => return Err(bad(format!("top_k_top_p_sample: input_is_logits `{v}` is not a bool"))),
+                };
+                if let Some(v) = a.take("post") {
+                    t.post = crate::fused::PostSample::parse(&v).ok_or_else(|| {
+                        bad(format!("top_k_top_p_sample: post `{v}` is not none, qsample or multinomial"))
+                    })?;
+                }
+                t.output = match a.take("output").as_deref() {
+                    None | Some("index") => crate::fused::FusedOutput::Index,
+                    Some("logits") => crate::fused::FusedOutput::Logits,
+                    Some(v) => return Err(bad(format!("top_k_top_p_sample: output `{v}` is not index or logits"))),
+                };
+                g.top_k_top_p_sample(s[0], s[1], s[2], s.get(3).copied(), t)
+            }
+            "random_sample" => {
+                a.nsrc(3..=3)?;
+                let index = match a.take("index") {
+                    None => crate::fused::IndexDType::I32,
+                    Some(v) => crate::fused::IndexDType::parse(&v)
+                        .ok_or_else(|| bad(format!("random_sample: index `{v}` is not an integer dtype")))?,
+                };
+                let f64_rows = match a.take("f64_rows").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(v) => return Err(bad(format!("random_sample: f64_rows `{v}` is not a bool"))),
+                };
+                g.random_sample(s[0], s[1], s[2], index, f64_rows)
+            }
             other => Err(bad(format!("unknown op `{other}`"))),
         }
     }

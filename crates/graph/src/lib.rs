@@ -18,6 +18,7 @@ pub mod dtype;
 pub mod dump;
 pub mod error;
 pub mod fixture;
+pub mod fused;
 mod graph;
 mod hash;
 pub mod node;

@@ -301,6 +301,44 @@ pub enum Op {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,
     },
+
+    // ----- fused sampling (family `sample`; see `docs/FUSED.md`) -----
+    /// `top_k_top_p_sample(logits, top_k, params [, q])`: Ascend's `npu_top_k_top_p_sample`, with
+    /// the rules of `shared/contracts/fused-ops-spec-digest.md`. `logits [V, B]` (f32, f16, bf16),
+    /// `top_k i32 [1, B]`, `params f32 [2, B]` (per row `top_p`, `min_p`; `min_p = 0` is the spec's
+    /// `min_ps = None`), and per the post stage `q`: qSample f32 `[V, B]`, multinomial i32 `[4, R]`
+    /// (per pair seed lo, seed hi, offset lo, offset hi; row `b` uses pair `min(b, R - 1)`), none
+    /// for [`crate::fused::PostSample::None`]. Per row, in the order value descending, index
+    /// ascending: top-K runs iff `1 <= k <= min(V, ks)` and keeps the first `k`; the row is
+    /// *sorted* iff top-K runs or `top_p < 1`; probabilities are the softmax over the top-K
+    /// survivors (logits mode) or the values as stored (probability mode, never renormalised);
+    /// top-P (`0 < p < 1`) keeps position `j` iff the exclusive prefix sum `<= p`, `p <= 0` keeps
+    /// the first token; min-P keeps `prob >= max_prob * m` (`0 < m < 1`) or the first token
+    /// (`m >= 1`). Selection: none, the first survivor in the order; qSample, the first argmax of
+    /// `prob / (q[col] + eps)` with `col` the survivor's sorted position (sorted rows) or token
+    /// index; multinomial, the first survivor in index order whose f64 running sum of `prob`
+    /// exceeds `u * total`, `u` = [`crate::fused::multinomial_uniform`]`(seed, offset)`. Output
+    /// ([`crate::fused::FusedOutput`]): the index, i32 `[1, B]`, or the filtered logits, f32
+    /// `[V, B]`. A row with a NaN or `+inf` value or parameter, all `-inf` in logits mode, or a
+    /// value outside `[0, 1]` in probability mode gives index -1 and an all-NaN logits row (a
+    /// value, not an error, as `categorical`).
+    TopKTopPSample(crate::fused::TopKTopP),
+    /// `random_sample(x, params, topk)`: InfiniCore's `random_sample` on each row. `x [n, rows]`
+    /// f32/f16/bf16, or with `f64_rows` i32 `[2n, rows]` holding each f64's bits (low word
+    /// first); `params f32 [3, rows]` (`random`, `topp`, `temperature`), `topk i32 [1, rows]`.
+    /// Result i32 `[1, rows]`. Argmax (first maximum) iff `random == 0 || topp == 0 || topk == 1
+    /// || temperature == 0`; otherwise, over the order value descending, index ascending,
+    /// `e_i = exp((x_(i) - x_(0)) / temperature)` and inclusive sums `c_i` (in f64), `kk = n` if
+    /// `topk <= 0 || topk >= n` else `topk`, and the token at the first rank with
+    /// `c_i >= random * min(topp * c_{n-1}, c_{kk-1})`. `n - 1` must fit `index` (checked when
+    /// built). A row with a NaN (value or parameter), `random` outside `[0, 1)`, `topp < 0` or
+    /// `temperature < 0` gives -1, as does a `+inf` or all-`-inf` row on the full path.
+    RandomSample {
+        /// The caller's index dtype (bounds `n`).
+        index: crate::fused::IndexDType,
+        /// `x` holds f64 values as i32 bit pairs.
+        f64_rows: bool,
+    },
 }
 
 impl Op {
@@ -337,6 +375,8 @@ impl Op {
             Op::Cumsum => "cumsum",
             Op::RandomUniform { .. } => "random_uniform",
             Op::Categorical { .. } => "categorical",
+            Op::TopKTopPSample(_) => "top_k_top_p_sample",
+            Op::RandomSample { .. } => "random_sample",
         }
     }
 
@@ -381,6 +421,17 @@ impl Op {
             Op::Argsort { order } => vec![("order", order.name().to_string())],
             Op::TopK { k } => vec![("k", k.to_string())],
             Op::RandomUniform { stream } | Op::Categorical { stream } => vec![("stream", stream.to_string())],
+            Op::TopKTopPSample(a) => vec![
+                ("eps", f(a.eps)),
+                ("ks_max", a.ks_max.to_string()),
+                ("top_k_guess", a.top_k_guess.to_string()),
+                ("input_is_logits", a.input_is_logits.to_string()),
+                ("post", a.post.name().to_string()),
+                ("output", a.output.name().to_string()),
+            ],
+            Op::RandomSample { index, f64_rows } => {
+                vec![("index", index.name().to_string()), ("f64_rows", f64_rows.to_string())]
+            }
             Op::Input
             | Op::View
             | Op::Reshape

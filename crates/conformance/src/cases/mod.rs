@@ -3,12 +3,13 @@
 //! input data from a seed derived from the case name, so a case is the same on every run and backend.
 //!
 //! Families (one module each, named after the op families of the backends): element-wise ops and
-//! copies in [`elementwise`], indexing and row-wise ops in [`rows`], whole graphs from
+//! copies in [`elementwise`], indexing and row-wise ops in [`rows`], the fused sampling ops in [`sample`], whole graphs from
 //! `fixtures/graphs` in [`fixtures`].
 
 pub mod elementwise;
 pub mod fixtures;
 pub mod rows;
+pub mod sample;
 
 use crate::compare::Cmp;
 use crate::error::ConformanceError;
@@ -145,6 +146,7 @@ impl Case {
 pub fn all() -> Vec<Case> {
     let mut v = elementwise::cases();
     v.extend(rows::cases());
+    v.extend(sample::cases());
     v.extend(fixtures::cases());
     v
 }

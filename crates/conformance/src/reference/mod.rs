@@ -8,6 +8,7 @@
 //! values and rounds its results to the node's dtype when storing them ([`crate::values::round_to`]).
 
 mod kernels;
+pub mod sample;
 
 use crate::error::ConformanceError;
 use crate::values::{self, flat, indices, round_to};
@@ -216,6 +217,70 @@ impl<'g> Reference<'g> {
                                 None => (1.0, f64::NEG_INFINITY),
                             };
                             out.push(kernels::categorical_row(&self.row(s(0), i1, i2, i3), u, sc, off));
+                        }
+                    }
+                }
+                self.put(id, n, out);
+            }
+            Op::TopKTopPSample(a) => {
+                let [v, rows, _, _] = self.g.node(s(0)).ne();
+                let mut out = Vec::with_capacity(n.layout.ne.numel());
+                for r in 0..rows {
+                    let x = self.row(s(0), r, 0, 0);
+                    let k = self.row(s(1), r, 0, 0)[0] as i64;
+                    let pr = self.row(s(2), r, 0, 0);
+                    let q = n.srcs.get(3).map(|&q| (q, self.g.node(q).ne()[1]));
+                    let qrow;
+                    let post = match (a.post, q) {
+                        (graph::fused::PostSample::QSample, Some((q, _))) => {
+                            qrow = self.row(q, r, 0, 0);
+                            sample::RefPost::QSample(&qrow)
+                        }
+                        (graph::fused::PostSample::Multinomial, Some((q, nq))) => {
+                            let key =
+                                self.row(q, r.min(nq - 1), 0, 0).iter().map(|&t| t as i32 as u32).collect::<Vec<_>>();
+                            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
+                            let off = u64::from(key[2]) | u64::from(key[3]) << 32;
+                            sample::RefPost::Multinomial(graph::fused::multinomial_uniform(seed, off))
+                        }
+                        _ => sample::RefPost::None,
+                    };
+                    let picked = sample::top_k_top_p_row(&x, k, pr[0], pr[1], &a, post);
+                    match a.output {
+                        graph::fused::FusedOutput::Index => out.push(picked.map_or(-1.0, |p| p.index as f64)),
+                        graph::fused::FusedOutput::Logits => {
+                            let fill = if a.input_is_logits { f64::NEG_INFINITY } else { 0.0 };
+                            match picked {
+                                Some(p) => out.extend((0..v).map(|t| if p.kept[t] { x[t] } else { fill })),
+                                None => out.extend(std::iter::repeat_n(f64::NAN, v)),
+                            }
+                        }
+                    }
+                }
+                self.put(id, n, out);
+            }
+            Op::RandomSample { f64_rows, .. } => {
+                let ne = self.g.node(s(0)).ne();
+                let mut out = Vec::new();
+                for i3 in 0..ne[3] {
+                    for i2 in 0..ne[2] {
+                        for i1 in 0..ne[1] {
+                            let raw = self.row(s(0), i1, i2, i3);
+                            let x: Vec<f64> = if f64_rows {
+                                raw.chunks_exact(2)
+                                    .map(|w| {
+                                        f64::from_bits(
+                                            u64::from(w[0] as i32 as u32) | u64::from(w[1] as i32 as u32) << 32,
+                                        )
+                                    })
+                                    .collect()
+                            } else {
+                                raw
+                            };
+                            let pr = self.row(s(1), i1, i2, i3);
+                            let topk = self.row(s(2), i1, i2, i3)[0] as i64;
+                            let i = sample::random_sample_row(&x, pr[0], pr[1], pr[2], topk);
+                            out.push(i.map_or(-1.0, |i| i as f64));
                         }
                     }
                 }

@@ -11,6 +11,7 @@ mod random;
 mod reduce;
 mod rope;
 mod rows;
+mod sample;
 mod scatter;
 mod softmax;
 mod sort;
@@ -62,6 +63,8 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::Cumsum => cumsum::cumsum(k),
         Op::RandomUniform { stream } => random::random_uniform(k, stream),
         Op::Categorical { stream } => random::categorical(k, stream),
+        Op::TopKTopPSample(a) => sample::top_k_top_p_sample(k, a),
+        Op::RandomSample { f64_rows, .. } => sample::random_sample(k, f64_rows),
     }
 }
 

@@ -7,7 +7,7 @@
 //! need contiguous rows (`nb[0]` = element size) and accept any outer strides. Results of non-view
 //! ops are always contiguous.
 //!
-//! One file per op family: [`leaves`], [`views`], [`elementwise`], [`rows`], [`linalg`], [`reduce`]; this file holds the
+//! One file per op family: [`leaves`], [`views`], [`elementwise`], [`rows`], [`linalg`], [`reduce`], [`sample`]; this file holds the
 //! helpers they share (error construction, source checks, node creation).
 
 mod elementwise;
@@ -15,6 +15,7 @@ mod leaves;
 mod linalg;
 mod reduce;
 mod rows;
+mod sample;
 mod views;
 
 use crate::dtype::DType;

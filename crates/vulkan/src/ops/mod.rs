@@ -78,6 +78,9 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Cumsum => cumsum::supports(g, n),
         Op::RandomUniform { .. } => random::supports(g, n),
         Op::Categorical { .. } => random::supports_categorical(g, n),
+        // The fused sampling ops (family `sample`) have no Vulkan kernel yet: the scheduler places
+        // them on the CPU.
+        Op::TopKTopPSample(_) | Op::RandomSample { .. } => false,
     }
 }
 
@@ -116,5 +119,8 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::Cumsum => cumsum::cumsum(enc, g, id),
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
         Op::Categorical { stream } => random::categorical(enc, g, id, stream),
+        Op::TopKTopPSample(_) | Op::RandomSample { .. } => {
+            Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) }))
+        }
     }
 }
