@@ -482,3 +482,20 @@ mod tests {
         assert_eq!(row_ranges(&l, 4, &[0, 3, 1]), vec![(0, 12), (36, 12), (12, 12)]);
     }
 }
+
+impl Scheduler {
+    /// Whether a leaf of the current plan holds data: a param or state tensor once written (params
+    /// shared with an earlier plan by name, dtype and shape count as written), an input once set
+    /// since this plan became current. A runner uploads its weights where this is false, so that a
+    /// second graph over the same weights (prefill and decode) uploads nothing.
+    pub fn is_set(&mut self, node: NodeId) -> Result<bool, SchedError> {
+        self.leaf_check("is_set", node)?;
+        let p = self.planned().expect("checked");
+        let n = p.graph.node(node);
+        Ok(if n.flags.param || n.flags.state {
+            p.slot_of(node).is_some_and(|s| self.pool.leaf_set(s))
+        } else {
+            p.set[node.index()]
+        })
+    }
+}
