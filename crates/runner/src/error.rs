@@ -63,7 +63,7 @@ pub enum RunnerError {
         /// What was being built.
         what: String,
         /// The builder's error.
-        source: GraphError,
+        source: Box<GraphError>,
     },
     /// The scheduler or a backend failed.
     #[error("{what}: {source}")]
@@ -71,7 +71,7 @@ pub enum RunnerError {
         /// What the runner was doing.
         what: &'static str,
         /// The scheduler's error.
-        source: SchedError,
+        source: Box<SchedError>,
     },
     /// Sampling failed.
     #[error("sampling ({what}): {source}")]
@@ -79,7 +79,7 @@ pub enum RunnerError {
         /// What the runner was doing.
         what: String,
         /// The sampling error.
-        source: SamplingError,
+        source: Box<SamplingError>,
     },
     /// A requested backend cannot be used.
     #[error("backend {backend}: {reason}")]
@@ -110,16 +110,16 @@ pub enum RunnerError {
 impl RunnerError {
     /// Wraps a scheduler error with what the runner was doing.
     pub(crate) fn sched(what: &'static str) -> impl FnOnce(SchedError) -> RunnerError {
-        move |source| RunnerError::Sched { what, source }
+        move |source| RunnerError::Sched { what, source: Box::new(source) }
     }
 
     /// Wraps a graph error with what was being built.
     pub(crate) fn graph(what: String) -> impl FnOnce(GraphError) -> RunnerError {
-        move |source| RunnerError::Graph { what, source }
+        move |source| RunnerError::Graph { what, source: Box::new(source) }
     }
 
     /// Wraps a sampling error with what the runner was doing.
     pub(crate) fn sampling(what: String) -> impl FnOnce(SamplingError) -> RunnerError {
-        move |source| RunnerError::Sampling { what, source }
+        move |source| RunnerError::Sampling { what, source: Box::new(source) }
     }
 }
