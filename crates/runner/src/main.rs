@@ -203,7 +203,7 @@ fn run(args: Args) -> Result<()> {
         let refs: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
         let refs: Vec<&[u32]> = refs.iter().map(|r| r.as_slice()).collect();
         let out = session.step(&refs)?;
-        graph_t += out.graph_time;
+        graph_t += out.prepare_time + out.graph_time;
         sample_t += out.sample_time;
         bytes += out.bytes_read;
         show(step, &out.tokens, &mut generated, args.quiet)?;
@@ -227,12 +227,14 @@ fn run(args: Args) -> Result<()> {
     let n_prompt: usize = prompts.iter().map(Vec::len).sum();
     let pre_t = pre.graph_time + pre.sample_time;
     println!(
-        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s; graph {:.1} ms, sampling {:.2} ms, read back {} bytes)",
+        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s; graph {:.1} ms, sampling {:.2} ms, read back {} bytes; \
+         building, planning and uploading the weights before it: {:.1} ms)",
         ms(pre_t),
         n_prompt as f64 / pre_t.as_secs_f64(),
         ms(pre.graph_time),
         ms(pre.sample_time),
-        pre.bytes_read
+        pre.bytes_read,
+        ms(pre.prepare_time)
     );
     if steps > 0 {
         let per = |d: Duration| ms(d) / steps as f64;

@@ -74,6 +74,9 @@ pub struct StepOutcome {
     pub tokens: Vec<Token>,
     /// Real (not padding) tokens the forward pass evaluated.
     pub n_eval: usize,
+    /// Building and planning a new step shape and uploading weights (zero when the shape's plan
+    /// was current).
+    pub prepare_time: Duration,
     /// Writing inputs and computing the graph (the forward pass and the backend sampling ops).
     pub graph_time: Duration,
     /// Reading back and finishing the sampling on the CPU, and accepting.
@@ -292,6 +295,7 @@ impl Session {
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
         let i = self.prepare(inputs.t, sampled)?;
+        let tp = Instant::now();
         self.run(i, &inputs)?;
         self.advance(tokens);
         let t1 = Instant::now();
@@ -328,6 +332,13 @@ impl Session {
         }
         let t2 = Instant::now();
         let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
-        Ok(StepOutcome { tokens: out, n_eval, graph_time: t1 - t0, sample_time: t2 - t1, bytes_read })
+        Ok(StepOutcome {
+            tokens: out,
+            n_eval,
+            prepare_time: tp - t0,
+            graph_time: t1 - tp,
+            sample_time: t2 - t1,
+            bytes_read,
+        })
     }
 }
