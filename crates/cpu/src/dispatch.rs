@@ -14,6 +14,9 @@ use sched::{BackendError, Bindings};
 /// byte offsets are the only thing the builder allows that the kernels do not).
 pub(crate) fn supports(graph: &Graph, id: NodeId) -> bool {
     let Some(node) = graph.get(id) else { return false };
+    if !crate::ops::quant_supported(graph, node) {
+        return false;
+    }
     let aligned = |n: &Node| {
         let s = n.dtype.size();
         n.layout.offset.is_multiple_of(s) && n.layout.nb.iter().all(|&b| b.is_multiple_of(s))

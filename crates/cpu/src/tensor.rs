@@ -107,6 +107,7 @@ impl TensorRef {
                 DType::F16 => (*(p as *const f16)).to_f32(),
                 DType::BF16 => (*(p as *const bf16)).to_f32(),
                 DType::I32 => *(p as *const i32) as f32,
+                DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
             }
         }
     }
@@ -121,6 +122,11 @@ impl TensorRef {
         unsafe { *(p as *const i32) }
     }
 }
+
+/// The invariant behind the quantized arms of the element-wise helpers: the graph builder lets a
+/// quantized tensor reach only `mul_mat` (as `a`) and `get_rows` (as the table), whose kernels
+/// (`ops/quant.rs`) read blocks, never elements.
+pub(crate) const QUANT_ONLY: &str = "a quantized tensor reaches only mul_mat and get_rows, which read it by blocks";
 
 /// Converts a contiguous float row to f32 into `out` (`src` points at `out.len()` elements of `dtype`).
 ///
@@ -139,6 +145,7 @@ pub(crate) unsafe fn load_f32(dtype: DType, src: *const u8, out: &mut [f32]) {
                     *o = x as f32;
                 }
             }
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
         }
     }
 }
@@ -160,6 +167,7 @@ pub(crate) unsafe fn store_f32(dtype: DType, dst: *mut u8, vals: &[f32]) {
                     *o = x as i32;
                 }
             }
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
         }
     }
 }

@@ -7,6 +7,7 @@ mod cumsum;
 mod fill;
 mod mul_mat;
 mod norm;
+mod quant;
 mod random;
 mod reduce;
 mod rope;
@@ -19,6 +20,8 @@ mod unary;
 use crate::error::CpuError;
 use crate::tensor::TensorRef;
 use graph::{Node, NodeId, Op};
+
+pub(crate) use quant::supported as quant_supported;
 
 /// One node's compute context: the node, its destination and its sources (in `Op` order).
 #[derive(Debug)]
