@@ -56,8 +56,11 @@ impl TensorRef {
 
     /// True when all elements are densely packed in ggml order.
     pub fn is_contiguous(&self) -> bool {
-        let mut expect = self.dtype.size();
-        for i in 0..4 {
+        if self.ne[0] != 1 && self.nb[0] != self.dtype.size() {
+            return false;
+        }
+        let mut expect = self.dtype.row_bytes(self.ne[0]);
+        for i in 1..4 {
             if self.ne[i] != 1 && self.nb[i] != expect {
                 return false;
             }
@@ -66,9 +69,13 @@ impl TensorRef {
         true
     }
 
-    /// Bytes from the first element to one past the last.
+    /// Bytes from the first element to one past the last (whole rows for a quantized dtype).
     pub fn extent(&self) -> usize {
-        (0..4).map(|i| (self.ne[i] - 1) * self.nb[i]).sum::<usize>() + self.dtype.size()
+        let outer = (1..4).map(|i| (self.ne[i] - 1) * self.nb[i]).sum::<usize>();
+        if self.dtype.is_quantized() {
+            return outer + self.dtype.row_bytes(self.ne[0]);
+        }
+        outer + (self.ne[0] - 1) * self.nb[0] + self.dtype.size()
     }
 
     /// Row `r` as a slice of `T` (`T` must match the dtype's size; rows must be contiguous).
