@@ -99,7 +99,7 @@ mod tests {
         v[16] = 14.0;
         let b = quantize(DType::Q4_0, &v);
         assert_eq!(f16::from_le_bytes([b[0], b[1]]).to_f32(), 2.0);
-        assert_eq!(b[2], 0 | (15 << 4));
+        assert_eq!(b[2], 15 << 4); // element 0: nibble 0, element 16: nibble 15
         assert_eq!(b[3], 8 | (8 << 4));
         let back = dequantize(DType::Q4_0, &b);
         assert_eq!((back[0], back[16], back[1]), (-16.0, 14.0, 0.0));
