@@ -4,10 +4,11 @@
 //!
 //! Families (one module each, named after the op families of the backends): element-wise ops and
 //! copies in [`elementwise`], indexing and row-wise ops in [`rows`], whole graphs from
-//! `fixtures/graphs` in [`fixtures`].
+//! `fixtures/graphs` in [`fixtures`], the quantized dtypes' `get_rows` and `mul_mat` in [`quant`].
 
 pub mod elementwise;
 pub mod fixtures;
+pub mod quant;
 pub mod rows;
 
 use crate::compare::Cmp;
@@ -146,6 +147,7 @@ pub fn all() -> Vec<Case> {
     let mut v = elementwise::cases();
     v.extend(rows::cases());
     v.extend(fixtures::cases());
+    v.extend(quant::cases());
     v
 }
 
