@@ -97,6 +97,20 @@ pub enum RunnerError {
         /// What is wrong.
         reason: String,
     },
+    /// Reading a GGUF file failed (the error names the file and the key or tensor).
+    #[error("{source}")]
+    Gguf {
+        /// The reader's error.
+        source: Box<gguf::GgufError>,
+    },
+    /// A GGUF model this runner cannot run.
+    #[error("model {file}: {reason}")]
+    Unsupported {
+        /// The file.
+        file: String,
+        /// What is not supported.
+        reason: String,
+    },
     /// Fetching or unpacking a model failed.
     #[error("fetching {what}: {reason}")]
     Fetch {
@@ -111,6 +125,11 @@ impl RunnerError {
     /// Wraps a scheduler error with what the runner was doing.
     pub(crate) fn sched(what: &'static str) -> impl FnOnce(SchedError) -> RunnerError {
         move |source| RunnerError::Sched { what, source: Box::new(source) }
+    }
+
+    /// Wraps a GGUF reader error.
+    pub(crate) fn gguf(source: gguf::GgufError) -> RunnerError {
+        RunnerError::Gguf { source: Box::new(source) }
     }
 
     /// Wraps a graph error with what was being built.

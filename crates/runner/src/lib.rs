@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod fetch;
 pub mod forward;
+pub mod gguf_model;
 pub mod kv;
 pub mod model;
 pub mod session;
