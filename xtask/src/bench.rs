@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const SUITES: &str = "suites: sampling, ops, readback, fused";
+const SUITES: &str = "suites: sampling, ops, readback, fused, runner";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
@@ -28,6 +28,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "sampling" => crate::bench_sampling::run(rest),
         "readback" => crate::bench_readback::run(rest),
         "fused" => crate::bench_fused::run(rest),
+        "runner" => crate::bench_runner::run(rest),
         "ops" if vulkan => crate::bench_vulkan::run(rest),
         #[cfg(feature = "ggml")]
         "ops" => crate::bench_ops::run(rest),

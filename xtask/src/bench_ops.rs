@@ -3,6 +3,9 @@
 //! pass over the same data (the memory floor), all measured in the same run.
 //!
 //! Cases: mul_mat of a 4096x4096 matrix (f32 and f16 weights) by 4096x1 and 4096x32 on all threads;
+//! quantized mat-vecs with SmolLM2-135M's shapes (the q8_0 [576, 49152] LM head, q4_1 and q4_0
+//! [576, 1536] feed-forward weights, quantized by ggml's quantizer for both sides) on one and all
+//! threads, whose floor pass reads the weights' quantized bytes;
 //! soft_max, argmax, cumsum and top_k(40) on [151936, 1] with one thread and on [151936, 64] with all
 //! threads; top_k(40) also on [8192, 1] (ggml's argsort in this version is quadratic, so that is
 //! where it is compared). ggml has no cumsum: that column is empty. Two reference rows (`--filter
@@ -71,7 +74,38 @@ fn bytes_of(dt: DType, v: &[f32]) -> Vec<u8> {
         DType::F16 => v.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
         DType::BF16 => v.iter().flat_map(|&x| bf16::from_f32(x).to_le_bytes()).collect(),
         DType::I32 => v.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect(),
+        DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("quantized weights are uploaded as ggml's blocks"),
     }
+}
+
+/// ggml's type for a quantized dtype.
+fn ggml_type(dt: DType) -> sys::ggml_type {
+    match dt {
+        DType::Q8_0 => sys::ggml_type_GGML_TYPE_Q8_0,
+        DType::Q4_0 => sys::ggml_type_GGML_TYPE_Q4_0,
+        DType::Q4_1 => sys::ggml_type_GGML_TYPE_Q4_1,
+        other => unreachable!("{other} is not quantized"),
+    }
+}
+
+/// `v` (rows of `k`) quantized to `dt` by ggml's quantizer.
+fn quantize(dt: DType, v: &[f32], k: usize) -> Vec<u8> {
+    let rows = v.len() / k;
+    let mut out = vec![0u8; dt.row_bytes(k) * rows];
+    // SAFETY: plain FFI; `v` holds `rows * k` floats and `out` `rows` rows of `dt`.
+    let n = unsafe {
+        sys::ggml_quantize_chunk(
+            ggml_type(dt),
+            v.as_ptr(),
+            out.as_mut_ptr().cast(),
+            0,
+            rows as i64,
+            k as i64,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(n, out.len());
+    out
 }
 
 /// One graph bound on our CPU backend: every storage in its own buffer.
@@ -103,6 +137,13 @@ impl Ours {
         Ok(Ours { be, g, bindings, nodes })
     }
 
+    /// Writes raw bytes (quantized blocks) into `id`'s storage.
+    fn upload_bytes(&mut self, id: NodeId, bytes: &[u8]) -> Result<()> {
+        let loc = self.bindings.loc(id);
+        self.be.upload(loc.buffer, loc.offset, bytes)?;
+        Ok(())
+    }
+
     fn run(&mut self) {
         let task = SplitTask { graph: &self.g, nodes: &self.nodes, bindings: &self.bindings };
         self.be.compute(task).expect("compute");
@@ -131,12 +172,25 @@ enum GgmlOp {
     Argmax,
     TopK(usize),
     MulMat,
+    /// mul_mat with quantized weights: ggml's type and the blocks.
+    MulMatQ(sys::ggml_type),
 }
 
 impl Ggml {
     /// `x` (f32 `[n0, n1]`) and, for mul_mat, weights `w` (`[k, m]`, f32 or f16).
     fn new(op: GgmlOp, x: (&[f32], [usize; 2]), w: Option<(&[f32], [usize; 2], bool)>, threads: usize) -> Ggml {
-        let data_bytes = x.0.len() * 4 + w.map_or(0, |w| w.0.len() * 4);
+        Ggml::with_quantized(op, x, w, None, threads)
+    }
+
+    /// [`Ggml::new`], or for [`GgmlOp::MulMatQ`] with quantized weights `qw` (blocks, `[k, m]`).
+    fn with_quantized(
+        op: GgmlOp,
+        x: (&[f32], [usize; 2]),
+        w: Option<(&[f32], [usize; 2], bool)>,
+        qw: Option<(&[u8], [usize; 2])>,
+        threads: usize,
+    ) -> Ggml {
+        let data_bytes = x.0.len() * 4 + w.map_or(0, |w| w.0.len() * 4) + qw.map_or(0, |w| w.0.len());
         let params = sys::ggml_init_params {
             mem_size: data_bytes * 2 + (64 << 20),
             mem_buffer: std::ptr::null_mut(),
@@ -167,6 +221,14 @@ impl Ggml {
                     } else {
                         std::slice::from_raw_parts_mut((*wt).data as *mut f32, wv.len()).copy_from_slice(wv);
                     }
+                    sys::ggml_mul_mat(ctx, wt, xt)
+                }
+                GgmlOp::MulMatQ(ty) => {
+                    let (blocks, wne) = qw.expect("quantized weights");
+                    let ne = [wne[0] as i64, wne[1] as i64];
+                    let wt = sys::ggml_new_tensor(ctx, ty, 2, ne.as_ptr());
+                    assert_eq!(sys::ggml_nbytes(wt), blocks.len());
+                    std::slice::from_raw_parts_mut((*wt).data as *mut u8, blocks.len()).copy_from_slice(blocks);
                     sys::ggml_mul_mat(ctx, wt, xt)
                 }
             };
@@ -277,6 +339,34 @@ fn mul_mat(args: &Args, k: usize, m: usize, n: usize, half: bool, threads: usize
     })
 }
 
+/// A quantized mat-vec `[k, m] x [k, 1]`: both sides multiply the same ggml-quantized blocks; the
+/// floor reads the blocks once.
+fn mul_mat_quant(args: &Args, dt: DType, k: usize, m: usize, threads: usize) -> Result<Row> {
+    let w = data(k * m, 17);
+    let x = data(k, 19);
+    let blocks = quantize(dt, &w, k);
+    let mut g = Graph::new();
+    let wi = g.param("w", dt, &[k, m])?;
+    let xi = g.input("x", DType::F32, &[k, 1])?;
+    let out = g.mul_mat(wi, xi)?;
+    g.set_output(out);
+    let mut ours = Ours::new(g, threads, &[(xi, &x)])?;
+    ours.upload_bytes(wi, &blocks)?;
+    let t_ours = time(args, || ours.run());
+    let mut gg =
+        Ggml::with_quantized(GgmlOp::MulMatQ(ggml_type(dt)), (&x, [k, 1]), None, Some((&blocks, [k, m])), threads);
+    let t_ggml = time(args, || gg.run());
+    let floor_data: Vec<f32> = blocks.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let t_floor = floor(args, &floor_data, k, threads)?;
+    Ok(Row {
+        case: format!("mul_mat {dt} [{k}, {m}] x [{k}, 1]"),
+        threads,
+        ours: t_ours,
+        ggml: Some(t_ggml),
+        floor: t_floor,
+    })
+}
+
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let argv: Vec<String> = args.collect();
     let args = Args::parse_from(argv.iter().cloned());
@@ -308,6 +398,11 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         for half in [false, true] {
             for n in [1, 32] {
                 rows.push(mul_mat(&args, 4096, 4096, n, half, all)?);
+            }
+        }
+        for (dt, m) in [(DType::Q8_0, 49152), (DType::Q4_1, 1536), (DType::Q4_0, 1536)] {
+            for threads in [1, all] {
+                rows.push(mul_mat_quant(&args, dt, 576, m, threads)?);
             }
         }
     }

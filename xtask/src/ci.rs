@@ -41,6 +41,9 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if !args.no_install {
         install_packages()?;
     }
+    // The runner's SmolLM2 tests need the model file: fetch it now (network), not inside a test.
+    let model = crate::fetch_model::fetch().context("fetching the SmolLM2 test model (cargo xtask fetch-model)")?;
+    eprintln!("xtask ci: test model at {}", model.display());
     let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);

@@ -7,23 +7,26 @@ mod bench_fused;
 #[cfg(feature = "ggml")]
 mod bench_ops;
 mod bench_readback;
+mod bench_runner;
 mod bench_sampling;
 mod bench_sampling_graph;
 mod bench_vulkan;
 mod ci;
 mod dump;
 mod fused;
+mod fetch_model;
 mod sample;
 mod shaders;
 
 use anyhow::{Result, bail};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|ci> [args...]
+const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-model|ci> [args...]
   dump FIXTURE [--format text|dot]     print a graph fixture
   sample --logits F.npy --chain SPEC  run a sampler chain on logits (see docs/SAMPLING.md)
   fused top-k-top-p|random-sample ... the fused sampling ops on .npy files (see docs/FUSED.md)
   bench <suite>                        benchmarks (release build)
+  fetch-model                          download the SmolLM2 test model into target/models
   ci                                   install what the tests need, then run the whole suite";
 
 /// Runs the task. A failure is reported as its message chain (one cause per line) and exit code
@@ -61,6 +64,7 @@ fn run() -> Result<()> {
         "fused" => fused::run(sub_args),
         "bench" => bench::run(sub_args),
         "shaders" => shaders::run(sub_args),
+        "fetch-model" => fetch_model::run(sub_args),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -40,6 +40,7 @@ pub mod compare;
 pub mod error;
 pub mod generate;
 pub mod ops;
+pub mod quant;
 pub mod reference;
 pub mod runner;
 pub mod values;

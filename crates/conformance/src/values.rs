@@ -1,5 +1,5 @@
-//! Tensor values as `f64`: decoding and encoding the byte formats of the four dtypes, and rounding a
-//! computed value to what a tensor of a dtype can store.
+//! Tensor values as `f64`: decoding and encoding the byte formats of every dtype (the quantized ones
+//! through [`crate::quant`]), and rounding a computed value to what a tensor of a dtype can store.
 
 use graph::{DType, bf16, f16};
 
@@ -14,6 +14,8 @@ pub fn round_to(dtype: DType, x: f64) -> f64 {
         DType::F16 => f16::from_f32(x as f32).to_f64(),
         DType::BF16 => bf16::from_f32(x as f32).to_f64(),
         DType::I32 => f64::from(x as i32),
+        // quantized values are rounded block by block when encoded; no op produces one
+        DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => f64::from(x as f32),
     }
 }
 
@@ -21,6 +23,9 @@ pub fn round_to(dtype: DType, x: f64) -> f64 {
 ///
 /// Panics if `bytes` is not a whole number of elements (callers check sizes first).
 pub fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    if dtype.is_quantized() {
+        return crate::quant::dequantize(dtype, bytes);
+    }
     let size = dtype.size();
     assert_eq!(bytes.len() % size, 0, "{} bytes is not a whole number of {dtype} elements", bytes.len());
     bytes
@@ -30,12 +35,17 @@ pub fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
             DType::F16 => f16::from_le_bytes([c[0], c[1]]).to_f64(),
             DType::BF16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
             DType::I32 => f64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("dequantized above"),
         })
         .collect()
 }
 
-/// Encodes values as little-endian bytes of `dtype`, rounding each with [`round_to`].
+/// Encodes values as little-endian bytes of `dtype`, rounding each with [`round_to`] (quantized:
+/// ggml's reference quantizer, [`crate::quant::quantize`]; `values` a whole number of rows).
 pub fn encode(dtype: DType, values: &[f64]) -> Vec<u8> {
+    if dtype.is_quantized() {
+        return crate::quant::quantize(dtype, values);
+    }
     let mut out = Vec::with_capacity(values.len() * dtype.size());
     for &x in values {
         match dtype {
@@ -43,6 +53,7 @@ pub fn encode(dtype: DType, values: &[f64]) -> Vec<u8> {
             DType::F16 => out.extend_from_slice(&f16::from_f32(x as f32).to_le_bytes()),
             DType::BF16 => out.extend_from_slice(&bf16::from_f32(x as f32).to_le_bytes()),
             DType::I32 => out.extend_from_slice(&(x as i32).to_le_bytes()),
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("quantized above"),
         }
     }
     out

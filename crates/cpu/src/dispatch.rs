@@ -15,10 +15,16 @@ use sched::{BackendError, Bindings};
 pub(crate) fn supports(graph: &Graph, id: NodeId) -> bool {
     let Some(node) = graph.get(id) else { return false };
     let aligned = |n: &Node| {
-        let s = n.dtype.size();
+        let s = align(n.dtype);
         n.layout.offset.is_multiple_of(s) && n.layout.nb.iter().all(|&b| b.is_multiple_of(s))
     };
     aligned(node) && node.srcs.iter().all(|&s| graph.get(s).is_some_and(aligned))
+}
+
+/// The alignment the kernels need: the element size, or 1 for a quantized dtype (its kernels read
+/// blocks byte-wise).
+fn align(d: graph::DType) -> usize {
+    if d.is_quantized() { 1 } else { d.size() }
 }
 
 fn other(msg: String) -> BackendError {
@@ -53,7 +59,7 @@ fn tensor_ref(
         )));
     }
     let t = TensorRef { data: buf.ptr().wrapping_add(start), dtype: n.dtype, ne: n.layout.ne, nb: n.layout.nb };
-    let size = n.dtype.size();
+    let size = align(n.dtype);
     if !(t.data as usize).is_multiple_of(size) || t.nb.iter().any(|&b| !b.is_multiple_of(size)) {
         let err = CpuError::Misaligned { role, offset: start, nb: t.nb, size };
         return Err(compute_err(user, &graph.node(user).op, err));

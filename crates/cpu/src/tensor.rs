@@ -56,8 +56,11 @@ impl TensorRef {
 
     /// True when all elements are densely packed in ggml order.
     pub fn is_contiguous(&self) -> bool {
-        let mut expect = self.dtype.size();
-        for i in 0..4 {
+        if self.ne[0] != 1 && self.nb[0] != self.dtype.size() {
+            return false;
+        }
+        let mut expect = self.dtype.row_bytes(self.ne[0]);
+        for i in 1..4 {
             if self.ne[i] != 1 && self.nb[i] != expect {
                 return false;
             }
@@ -66,9 +69,13 @@ impl TensorRef {
         true
     }
 
-    /// Bytes from the first element to one past the last.
+    /// Bytes from the first element to one past the last (whole rows for a quantized dtype).
     pub fn extent(&self) -> usize {
-        (0..4).map(|i| (self.ne[i] - 1) * self.nb[i]).sum::<usize>() + self.dtype.size()
+        let outer = (1..4).map(|i| (self.ne[i] - 1) * self.nb[i]).sum::<usize>();
+        if self.dtype.is_quantized() {
+            return outer + self.dtype.row_bytes(self.ne[0]);
+        }
+        outer + (self.ne[0] - 1) * self.nb[0] + self.dtype.size()
     }
 
     /// Row `r` as a slice of `T` (`T` must match the dtype's size; rows must be contiguous).
@@ -107,6 +114,7 @@ impl TensorRef {
                 DType::F16 => (*(p as *const f16)).to_f32(),
                 DType::BF16 => (*(p as *const bf16)).to_f32(),
                 DType::I32 => *(p as *const i32) as f32,
+                DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
             }
         }
     }
@@ -121,6 +129,11 @@ impl TensorRef {
         unsafe { *(p as *const i32) }
     }
 }
+
+/// The invariant behind the quantized arms of the element-wise helpers: the graph builder lets a
+/// quantized tensor reach only `mul_mat` (as `a`) and `get_rows` (as the table), whose kernels
+/// (`ops/quant.rs`) read blocks, never elements.
+pub(crate) const QUANT_ONLY: &str = "a quantized tensor reaches only mul_mat and get_rows, which read it by blocks";
 
 /// Converts a contiguous float row to f32 into `out` (`src` points at `out.len()` elements of `dtype`).
 ///
@@ -139,6 +152,7 @@ pub(crate) unsafe fn load_f32(dtype: DType, src: *const u8, out: &mut [f32]) {
                     *o = x as f32;
                 }
             }
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
         }
     }
 }
@@ -160,6 +174,7 @@ pub(crate) unsafe fn store_f32(dtype: DType, dst: *mut u8, vals: &[f32]) {
                     *o = x as i32;
                 }
             }
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
         }
     }
 }

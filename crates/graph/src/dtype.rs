@@ -1,4 +1,16 @@
-//! Element types: the four dtypes a tensor can have, their sizes and names.
+//! Element types: the four plain dtypes and ggml's three block-quantized ones (`q8_0`, `q4_0`,
+//! `q4_1`), their block sizes, byte sizes and names.
+//!
+//! A quantized tensor stores its rows as blocks of [`QK`] = 32 elements in ggml's layouts (all
+//! little-endian, `d` and `m` are IEEE f16):
+//! - `q8_0` (34 bytes): `d`, then 32 `i8` quants `q`; element `j` is `d * q[j]`.
+//! - `q4_0` (18 bytes): `d`, then 16 bytes of nibbles; byte `j` holds element `j` in its low nibble
+//!   and element `j + 16` in its high nibble; an element is `d * (nibble - 8)`.
+//! - `q4_1` (20 bytes): `d`, `m`, then 16 bytes of nibbles as in `q4_0`; an element is
+//!   `d * nibble + m`.
+//!
+//! As in ggml, a quantized tensor's `ne[0]` is a multiple of 32, `nb[0]` is the block's byte size
+//! ([`DType::size`]) and a row takes `ne[0] / 32 * size` bytes ([`DType::row_bytes`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,33 +31,71 @@ pub enum DType {
     BF16,
     /// 32-bit signed integer (token ids, indices, counters).
     I32,
+    /// ggml's `q8_0`: blocks of 32 elements, an f16 scale and 32 `i8` (34 bytes).
+    Q8_0,
+    /// ggml's `q4_0`: blocks of 32 elements, an f16 scale and 32 4-bit quants offset by 8 (18 bytes).
+    Q4_0,
+    /// ggml's `q4_1`: blocks of 32 elements, an f16 scale, an f16 minimum and 32 4-bit quants (20 bytes).
+    Q4_1,
 }
 
+/// Elements per block of the quantized dtypes (ggml's `QK8_0`, `QK4_0`, `QK4_1`).
+pub const QK: usize = 32;
+
 impl DType {
-    /// Every dtype, in declaration order.
+    /// The plain (element-addressable) dtypes, in declaration order: the ones every op computes on.
     pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::I32];
 
-    /// Size of one element in bytes.
+    /// The block-quantized dtypes, in declaration order.
+    pub const QUANTIZED: [DType; 3] = [DType::Q8_0, DType::Q4_0, DType::Q4_1];
+
+    /// Every dtype, in declaration order: [`DType::ALL`] then [`DType::QUANTIZED`].
+    pub const EVERY: [DType; 7] =
+        [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Q8_0, DType::Q4_0, DType::Q4_1];
+
+    /// Bytes of one element, or of one block of [`DType::block_size`] elements for a quantized
+    /// dtype (ggml's `ggml_type_size`; a quantized tensor's `nb[0]`).
     pub const fn size(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
+            DType::Q8_0 => 34,
+            DType::Q4_0 => 18,
+            DType::Q4_1 => 20,
         }
     }
 
-    /// The short name used in dumps and fixtures (`f32`, `f16`, `bf16`, `i32`).
+    /// Elements per block: [`QK`] for the quantized dtypes, 1 for the others.
+    pub const fn block_size(self) -> usize {
+        if self.is_quantized() { QK } else { 1 }
+    }
+
+    /// Bytes of a contiguous row of `ne0` elements (`ne0` a multiple of [`DType::block_size`]).
+    pub const fn row_bytes(self, ne0: usize) -> usize {
+        ne0 / self.block_size() * self.size()
+    }
+
+    /// The short name used in dumps and fixtures (`f32`, `f16`, `bf16`, `i32`, `q8_0`, `q4_0`, `q4_1`).
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::I32 => "i32",
+            DType::Q8_0 => "q8_0",
+            DType::Q4_0 => "q4_0",
+            DType::Q4_1 => "q4_1",
         }
     }
 
-    /// True for the floating-point dtypes.
+    /// True for the plain floating-point dtypes (f32, f16, bf16), the ones element-wise float ops take.
     pub const fn is_float(self) -> bool {
-        !matches!(self, DType::I32)
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+    }
+
+    /// True for the block-quantized dtypes ([`DType::QUANTIZED`]).
+    pub const fn is_quantized(self) -> bool {
+        matches!(self, DType::Q8_0 | DType::Q4_0 | DType::Q4_1)
     }
 }
 
@@ -55,15 +105,15 @@ impl fmt::Display for DType {
     }
 }
 
-/// The error for a dtype name that is not one of [`DType::ALL`].
+/// The error for a dtype name that is not one of [`DType::EVERY`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown dtype `{0}` (expected f32, f16, bf16 or i32)")]
+#[error("unknown dtype `{0}` (expected f32, f16, bf16, i32, q8_0, q4_0 or q4_1)")]
 pub struct UnknownDType(pub String);
 
 impl FromStr for DType {
     type Err = UnknownDType;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DType::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| UnknownDType(s.to_string()))
+        DType::EVERY.into_iter().find(|d| d.name() == s).ok_or_else(|| UnknownDType(s.to_string()))
     }
 }
 
@@ -73,9 +123,14 @@ mod tests {
 
     #[test]
     fn sizes_and_names_round_trip() {
-        for d in DType::ALL {
+        for d in DType::EVERY {
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
         }
+        assert_eq!(DType::Q8_0.row_bytes(64), 68);
+        assert_eq!(DType::Q4_0.row_bytes(576), 18 * 18);
+        assert_eq!(DType::Q4_1.row_bytes(32), 20);
+        assert_eq!(DType::F16.row_bytes(5), 10);
+        assert!(DType::QUANTIZED.iter().all(|d| d.is_quantized() && !d.is_float() && d.block_size() == 32));
         assert_eq!(DType::F32.size(), 4);
         assert_eq!(DType::F16.size(), std::mem::size_of::<f16>());
         assert_eq!(DType::BF16.size(), std::mem::size_of::<bf16>());
@@ -83,7 +138,7 @@ mod tests {
         assert!(!DType::I32.is_float() && DType::BF16.is_float());
         assert_eq!(
             "f64".parse::<DType>().unwrap_err().to_string(),
-            "unknown dtype `f64` (expected f32, f16, bf16 or i32)"
+            "unknown dtype `f64` (expected f32, f16, bf16, i32, q8_0, q4_0 or q4_1)"
         );
     }
 }

@@ -92,6 +92,6 @@ impl Node {
 
     /// Bytes a contiguous copy of this tensor occupies.
     pub fn nbytes(&self) -> usize {
-        self.layout.ne.numel() * self.dtype.size()
+        self.dtype.row_bytes(self.layout.ne[0]) * self.layout.ne.nrows()
     }
 }

@@ -199,8 +199,8 @@ pub enum Op {
 
     // ----- indexing -----
     /// `get_rows(a, ids)`: `a [ne0, ne1, ne2, ne3]`, `ids i32 [m, ne2, ne3]` gives `[ne0, m, ne2, ne3]`,
-    /// row `j` being row `ids[j]` of `a` (f32 for float `a`, i32 for i32 `a`). Out-of-range ids are a
-    /// run-time error on the CPU backend.
+    /// row `j` being row `ids[j]` of `a` (f32 for float or quantized `a`, dequantized; i32 for i32
+    /// `a`). Out-of-range ids are a run-time error on the CPU backend.
     GetRows,
     /// `set_rows(dst, values, ids)`: writes row `j` of `values [ne0, m, ne2, ne3]` into row `ids[j]`
     /// of `dst [ne0, ne1, ne2, ne3]` (converting to `dst`'s dtype), in place; the node is a view of
@@ -213,7 +213,8 @@ pub enum Op {
     ScatterAdd,
 
     // ----- linear algebra and normalisation -----
-    /// `mul_mat(a, b)`: `a [k, m, ne2, ne3]` (f32/f16/bf16, usually weights), `b [k, n, ne2', ne3']` f32
+    /// `mul_mat(a, b)`: `a [k, m, ne2, ne3]` (f32/f16/bf16 or quantized: q8_0/q4_0/q4_1, usually
+    /// weights), `b [k, n, ne2', ne3']` f32
     /// gives f32 `[m, n, ne2', ne3']` with `out[i, j] = sum_k a[k, i] * b[k, j]`; `a` broadcasts over
     /// the outer dimensions of `b` (ggml's rule: `ne2'` a multiple of `ne2`).
     MulMat,

@@ -37,11 +37,13 @@ impl Shape {
         self.0.iter().rposition(|&n| n != 1).map_or(1, |i| i + 1)
     }
 
-    /// The row-major (ggml) contiguous byte strides for `dtype`.
+    /// The row-major (ggml) contiguous byte strides for `dtype`. As in ggml, a quantized dtype's
+    /// `nb[0]` is its block size in bytes and `nb[1]` its row size ([`DType::row_bytes`]).
     pub fn contiguous_strides(&self, dtype: DType) -> [usize; MAX_DIMS] {
         let mut nb = [0; MAX_DIMS];
         nb[0] = dtype.size();
-        for i in 1..MAX_DIMS {
+        nb[1] = dtype.row_bytes(self.0[0]);
+        for i in 2..MAX_DIMS {
             nb[i] = nb[i - 1] * self.0[i - 1];
         }
         nb
@@ -92,8 +94,11 @@ impl Layout {
 
     /// True when the elements are densely packed in ggml order (dimensions of size 1 are ignored).
     pub fn is_contiguous(&self, dtype: DType) -> bool {
-        let mut expect = dtype.size();
-        for i in 0..MAX_DIMS {
+        if self.ne[0] != 1 && self.nb[0] != dtype.size() {
+            return false;
+        }
+        let mut expect = dtype.row_bytes(self.ne[0]);
+        for i in 1..MAX_DIMS {
             if self.ne[i] != 1 && self.nb[i] != expect {
                 return false;
             }
@@ -107,13 +112,19 @@ impl Layout {
         self.ne[0] == 1 || self.nb[0] == dtype.size()
     }
 
-    /// One byte past the last element, relative to the storage start (0 for an empty tensor).
+    /// One byte past the last element, relative to the storage start (0 for an empty tensor). A
+    /// quantized dtype's rows are whole ([`DType::row_bytes`]), as in ggml's `ggml_nbytes`.
     pub fn extent(&self, dtype: DType) -> usize {
         if self.ne.numel() == 0 {
             return self.offset;
         }
-        let last: usize = (0..MAX_DIMS).map(|i| (self.ne[i] - 1) * self.nb[i]).sum();
-        self.offset + last + dtype.size()
+        let outer: usize = (1..MAX_DIMS).map(|i| (self.ne[i] - 1) * self.nb[i]).sum();
+        let row = if dtype.is_quantized() {
+            dtype.row_bytes(self.ne[0])
+        } else {
+            (self.ne[0] - 1) * self.nb[0] + dtype.size()
+        };
+        self.offset + outer + row
     }
 
     /// Byte offset of element `idx` (ggml order), including the layout's own offset.
@@ -137,6 +148,7 @@ mod tests {
         assert_eq!(Shape::new(&[]).to_string(), "[1]");
         assert_eq!(Shape::new(&[1, 1, 3]).to_string(), "[1, 1, 3]");
         assert_eq!(s.contiguous_strides(DType::F16), [2, 8192, 262144, 262144]);
+        assert_eq!(Shape::new(&[64, 3]).contiguous_strides(DType::Q4_1), [20, 40, 120, 120]);
     }
 
     #[test]
@@ -160,5 +172,8 @@ mod tests {
         let row = Layout { ne: Shape::new(&[4, 2]), nb: [4, 32, 64, 64], offset: 8 };
         assert!(row.rows_contiguous(DType::F32) && !row.is_contiguous(DType::F32));
         assert_eq!(row.byte_offset([1, 1, 0, 0]), 8 + 4 + 32);
+        let q = Layout::contiguous(Shape::new(&[64, 3]), DType::Q8_0);
+        assert!(q.is_contiguous(DType::Q8_0) && q.rows_contiguous(DType::Q8_0));
+        assert_eq!(q.extent(DType::Q8_0), 3 * 68);
     }
 }

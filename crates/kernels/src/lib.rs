@@ -10,6 +10,8 @@
 //!   its inverse, the largest key of a row, and the composite keys that selections sort on.
 //! - [`stats`]: per-block statistics of a logits row in one pass (block maxima, 128-token sub-block
 //!   maxima, block sums of exponentials).
+//! - [`quant`]: ggml's block-quantized formats: dequantizing rows, quantizing an activation row to
+//!   8-bit blocks, and the weight-activation dot product (ggml's x86 arithmetic).
 //! - [`select`]: selections straight from a raw row: argmax, threshold gathers, top-k (by value for
 //!   the samplers, by index for the `top_k` op).
 //!
@@ -21,6 +23,7 @@
 pub mod draw;
 pub mod exp;
 pub mod key;
+pub mod quant;
 pub mod row;
 pub mod select;
 pub mod stats;

@@ -29,14 +29,16 @@ fn n_rows(layout: &Layout) -> usize {
 
 /// Byte ranges `(offset from the storage start, length)` of `rows` of a tensor laid out as
 /// `layout`, in order: one per row when a row is contiguous, else one per element.
-fn row_ranges(layout: &Layout, es: usize, rows: &[usize]) -> Vec<(usize, usize)> {
+fn row_ranges(layout: &Layout, dtype: DType, rows: &[usize]) -> Vec<(usize, usize)> {
     let ne = layout.ne.0;
+    let es = dtype.size();
+    // A quantized tensor's rows are always contiguous (the builder allows no other layout).
     let contiguous_rows = ne[0] == 1 || layout.nb[0] == es;
     let mut out = Vec::with_capacity(if contiguous_rows { rows.len() } else { rows.len() * ne[0] });
     for &r in rows {
         let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
         if contiguous_rows {
-            out.push((layout.byte_offset([0, i1, i2, i3]), ne[0] * es));
+            out.push((layout.byte_offset([0, i1, i2, i3]), dtype.row_bytes(ne[0])));
         } else {
             out.extend((0..ne[0]).map(|i0| (layout.byte_offset([i0, i1, i2, i3]), es)));
         }
@@ -137,7 +139,7 @@ impl Scheduler {
         let p = self.planned().expect("checked");
         check_rows(p, "set_input_rows", node, rows)?;
         let n = p.graph.node(node);
-        let row_bytes = n.layout.ne.0[0] * n.dtype.size();
+        let row_bytes = n.dtype.row_bytes(n.layout.ne.0[0]);
         if bytes.len() != rows.len() * row_bytes {
             return Err(SchedError::InputSize {
                 node: p.graph.describe(node),
@@ -301,7 +303,7 @@ impl Scheduler {
         let p = readable(&mut self.cache, self.current, "read_rows_with", node)?;
         check_rows(p, "read_rows_with", node, rows)?;
         let n = p.graph.node(node);
-        let ranges = row_ranges(&n.layout, n.dtype.size(), rows);
+        let ranges = row_ranges(&n.layout, n.dtype, rows);
         let adjacent = ranges.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0);
         let at = placement(p, node);
         if adjacent && let Some(&(first, _)) = ranges.first() {
@@ -371,7 +373,7 @@ impl Scheduler {
         let p = readable(&mut self.cache, self.current, what, node)?;
         check_rows(p, what, node, rows)?;
         let n = p.graph.node(node);
-        let ranges = row_ranges(&n.layout, n.dtype.size(), rows);
+        let ranges = row_ranges(&n.layout, n.dtype, rows);
         let total: usize = ranges.iter().map(|r| r.1).sum();
         let Placement { backend, buffer, offset, storage_bytes, readback } = placement(p, node);
         let backend = &mut self.backends[backend];
@@ -479,6 +481,26 @@ mod tests {
     fn row_ranges_follow_the_layout() {
         // [3, 2, 2] f32, contiguous: row r starts at 12 r.
         let l = Layout::contiguous(graph::Shape([3, 2, 2, 1]), DType::F32);
-        assert_eq!(row_ranges(&l, 4, &[0, 3, 1]), vec![(0, 12), (36, 12), (12, 12)]);
+        assert_eq!(row_ranges(&l, DType::F32, &[0, 3, 1]), vec![(0, 12), (36, 12), (12, 12)]);
+        // [64, 3] q4_1: 40-byte rows.
+        let q = Layout::contiguous(graph::Shape([64, 3, 1, 1]), DType::Q4_1);
+        assert_eq!(row_ranges(&q, DType::Q4_1, &[2, 0]), vec![(80, 40), (0, 40)]);
+    }
+}
+
+impl Scheduler {
+    /// Whether a leaf of the current plan holds data: a param or state tensor once written (params
+    /// shared with an earlier plan by name, dtype and shape count as written), an input once set
+    /// since this plan became current. A runner uploads its weights where this is false, so that a
+    /// second graph over the same weights (prefill and decode) uploads nothing.
+    pub fn is_set(&mut self, node: NodeId) -> Result<bool, SchedError> {
+        self.leaf_check("is_set", node)?;
+        let p = self.planned().expect("checked");
+        let n = p.graph.node(node);
+        Ok(if n.flags.param || n.flags.state {
+            p.slot_of(node).is_some_and(|s| self.pool.leaf_set(s))
+        } else {
+            p.set[node.index()]
+        })
     }
 }

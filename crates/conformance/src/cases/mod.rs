@@ -3,11 +3,13 @@
 //! input data from a seed derived from the case name, so a case is the same on every run and backend.
 //!
 //! Families (one module each, named after the op families of the backends): element-wise ops and
-//! copies in [`elementwise`], indexing and row-wise ops in [`rows`], the fused sampling ops in [`sample`], whole graphs from
-//! `fixtures/graphs` in [`fixtures`].
+//! copies in [`elementwise`], indexing and row-wise ops in [`rows`], the fused sampling ops in
+//! [`sample`], whole graphs from `fixtures/graphs` in [`fixtures`], the quantized dtypes'
+//! `get_rows` and `mul_mat` in [`quant`].
 
 pub mod elementwise;
 pub mod fixtures;
+pub mod quant;
 pub mod rows;
 pub mod sample;
 
@@ -148,6 +150,7 @@ pub fn all() -> Vec<Case> {
     v.extend(rows::cases());
     v.extend(sample::cases());
     v.extend(fixtures::cases());
+    v.extend(quant::cases());
     v
 }
 

@@ -16,6 +16,16 @@ use graph::{DType, Graph, Node, NodeId, Op, philox};
 
 pub use kernels::{argmax_row, argsort_row, softmax_row, top_k_row};
 
+/// The slot of element `idx` of `n` in its storage: `byte_offset / size` for the plain dtypes; a
+/// quantized tensor (always a contiguous leaf: no view reads one) stores its dequantized values in
+/// ggml order.
+fn slot(n: &Node, idx: [usize; 4]) -> usize {
+    if n.dtype.is_quantized() {
+        return flat(n.ne(), idx);
+    }
+    n.layout.byte_offset(idx) / n.dtype.size()
+}
+
 /// A graph evaluated by the reference interpreter: the contents of every storage.
 #[derive(Debug)]
 pub struct Reference<'g> {
@@ -53,14 +63,14 @@ impl<'g> Reference<'g> {
         let n = self.g.node(id);
         let s = self.g.storage_of(id);
         let store = self.store[s.index()].as_ref().expect("storage evaluated before its users");
-        store[n.layout.byte_offset(idx) / n.dtype.size()]
+        store[slot(n, idx)]
     }
 
     fn row(&self, id: NodeId, i1: usize, i2: usize, i3: usize) -> Vec<f64> {
         let n = self.g.node(id);
         if n.layout.rows_contiguous(n.dtype) {
             let store = self.store[self.g.storage_of(id).index()].as_ref().expect("storage evaluated");
-            let start = n.layout.byte_offset([0, i1, i2, i3]) / n.dtype.size();
+            let start = slot(n, [0, i1, i2, i3]);
             return store[start..start + n.ne()[0]].to_vec();
         }
         (0..n.ne()[0]).map(|i0| self.at(id, [i0, i1, i2, i3])).collect()

@@ -7,6 +7,7 @@ mod cumsum;
 mod fill;
 mod mul_mat;
 mod norm;
+mod quant;
 mod random;
 mod reduce;
 mod rope;
@@ -48,9 +49,11 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::Where => binary::where_(k),
         Op::Fill { value } => fill::fill(k, value),
         Op::Arange { start, step } => fill::arange(k, start, step),
+        Op::GetRows if k.srcs[0].dtype.is_quantized() => quant::get_rows(k),
         Op::GetRows => rows::get_rows(k),
         Op::SetRows => rows::set_rows(k),
         Op::ScatterAdd => scatter::scatter_add(k),
+        Op::MulMat if k.srcs[0].dtype.is_quantized() => quant::mul_mat(k),
         Op::MulMat => mul_mat::mul_mat(k),
         Op::RmsNorm { eps } => norm::rms_norm(k, eps),
         Op::Rope { n_dims, mode, freq_base, freq_scale } => rope::rope(k, n_dims, mode, freq_base, freq_scale),

@@ -8,7 +8,7 @@ use crate::tensor::{TensorRef, load_f32, store_f32};
 use graph::DType;
 
 /// Reads every id of `ids [m, a, b]`, checking `0 <= id < rows`.
-fn check_ids(ids: &TensorRef, rows: usize, of: &TensorRef) -> Result<(), CpuError> {
+pub(super) fn check_ids(ids: &TensorRef, rows: usize, of: &TensorRef) -> Result<(), CpuError> {
     for i2 in 0..ids.ne[2] {
         for i1 in 0..ids.ne[1] {
             for j in 0..ids.ne[0] {

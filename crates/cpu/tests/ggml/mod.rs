@@ -17,6 +17,9 @@ pub enum Ty {
     F32,
     F16,
     I32,
+    Q8_0,
+    Q4_0,
+    Q4_1,
 }
 
 impl Ty {
@@ -25,6 +28,31 @@ impl Ty {
             Ty::F32 => sys::ggml_type_GGML_TYPE_F32,
             Ty::F16 => sys::ggml_type_GGML_TYPE_F16,
             Ty::I32 => sys::ggml_type_GGML_TYPE_I32,
+            Ty::Q8_0 => sys::ggml_type_GGML_TYPE_Q8_0,
+            Ty::Q4_0 => sys::ggml_type_GGML_TYPE_Q4_0,
+            Ty::Q4_1 => sys::ggml_type_GGML_TYPE_Q4_1,
+        }
+    }
+
+    /// Quantizes `rows` rows of `n_per_row` values with ggml's own quantizer (`ggml_quantize_chunk`,
+    /// no importance matrix) and returns the blocks.
+    pub fn quantize(self, v: &[f32], n_per_row: usize) -> Vec<u8> {
+        let rows = v.len() / n_per_row;
+        // SAFETY: plain FFI; `v` holds `rows * n_per_row` values and `out` the row size times rows.
+        unsafe {
+            let row = sys::ggml_row_size(self.raw(), n_per_row as i64);
+            let mut out = vec![0u8; row * rows];
+            let n = sys::ggml_quantize_chunk(
+                self.raw(),
+                v.as_ptr(),
+                out.as_mut_ptr().cast(),
+                0,
+                rows as i64,
+                n_per_row as i64,
+                std::ptr::null(),
+            );
+            assert_eq!(n, out.len());
+            out
         }
     }
 }
@@ -87,6 +115,15 @@ impl Ctx {
                 }
                 other => panic!("set_f32 on ggml type {other}"),
             }
+        }
+    }
+
+    /// Fills a tensor with raw bytes (`ggml_nbytes` of them).
+    pub fn set_bytes(&self, t: T, b: &[u8]) {
+        // SAFETY: a live tensor of `ggml_nbytes(t)` bytes, checked against `b`.
+        unsafe {
+            assert_eq!(sys::ggml_nbytes(t), b.len());
+            std::slice::from_raw_parts_mut((*t).data as *mut u8, b.len()).copy_from_slice(b);
         }
     }
 

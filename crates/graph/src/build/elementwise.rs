@@ -21,6 +21,9 @@ impl Graph {
     pub fn cast(&mut self, src: NodeId, dtype: DType) -> R {
         let s = self.src("cast", src)?;
         let ne = s.layout.ne;
+        if dtype.is_quantized() {
+            return Err(self.err("cast", format!("cannot cast {} to the quantized dtype {dtype}", self.describe(src))));
+        }
         Ok(self.new_node(Op::Cast, &[src], dtype, ne))
     }
 

@@ -34,6 +34,16 @@ impl Graph {
         };
         self.named(name, |g| {
             let ne = g.shape_arg(what, shape)?;
+            if !ne[0].is_multiple_of(dtype.block_size()) {
+                return Err(g.err(
+                    what,
+                    format!(
+                        "{dtype} {ne}: ne[0] = {} must be a multiple of the block size {}",
+                        ne[0],
+                        dtype.block_size()
+                    ),
+                ));
+            }
             let id = g.new_node(Op::Input, &[], dtype, ne);
             g.nodes[id.index()].flags = flags;
             Ok(id)
@@ -43,6 +53,9 @@ impl Graph {
     /// A constant tensor filled with `value`.
     pub fn fill(&mut self, dtype: DType, shape: &[usize], value: f32) -> R {
         let ne = self.shape_arg("fill", shape)?;
+        if dtype.is_quantized() {
+            return Err(self.err("fill", format!("dtype {dtype} is quantized; fill makes f32, f16, bf16 or i32")));
+        }
         if dtype == DType::I32 && (value.fract() != 0.0 || !value.is_finite()) {
             return Err(self.err("fill", format!("value {value} is not an integer, the dtype is i32")));
         }

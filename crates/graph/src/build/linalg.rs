@@ -12,9 +12,11 @@ impl Graph {
     /// `mul_mat(a, b)`, see [`Op::MulMat`].
     pub fn mul_mat(&mut self, a: NodeId, b: NodeId) -> R {
         const OP: &str = "mul_mat";
-        let na = self.float_src(OP, "a", a)?.clone();
+        let na = self.quant_src(OP, "a", a)?.clone();
+        if !na.dtype.is_float() && !na.dtype.is_quantized() {
+            return Err(self.err(OP, format!("a {} must be f32, f16, bf16 or quantized", self.describe(a))));
+        }
         let nb = self.float_src(OP, "b", b)?.clone();
-        self.rows_src(OP, "a", a)?;
         self.rows_src(OP, "b", b)?;
         if nb.dtype != DType::F32 {
             return Err(self.err(OP, format!("b {} must be f32", self.describe(b))));

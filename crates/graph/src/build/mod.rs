@@ -1,6 +1,10 @@
 //! The checking builder: one method per op, each validating dtypes and shapes and returning an error
 //! that names the op, the node being built and the offending operands.
 //!
+//! Quantized dtypes (`q8_0`, `q4_0`, `q4_1`) are storage formats for weights: a leaf may have one
+//! (`ne[0]` a multiple of 32), and only `mul_mat` (as `a`, the weight) and `get_rows` (as the
+//! table) read them, producing f32; every other op, views included, rejects a quantized source.
+//!
 //! Layout rules every backend may rely on: element-wise ops (`cont`, `cast`, unary, binary, scale,
 //! clamp, compare, `where`) accept any strided source; row-wise ops (reductions, orderings, `soft_max`,
 //! `cumsum`, `rms_norm`, `rope`, `get_rows`, `set_rows`, `scatter_add`, `mul_mat`, `random_uniform`)
@@ -49,8 +53,33 @@ impl Graph {
         GraphError::Invalid { op, node, msg: msg.into() }
     }
 
+    /// A source of any plain dtype: a quantized one is an error (see [`Graph::quant_src`]).
     fn src(&self, op: &'static str, id: NodeId) -> Result<&Node, GraphError> {
-        self.check_id(op, id)
+        let n = self.check_id(op, id)?;
+        if n.dtype.is_quantized() {
+            return Err(self.err(
+                op,
+                format!(
+                    "{} is quantized: only mul_mat (as a) and get_rows (as the table) read {} tensors",
+                    self.describe(id),
+                    n.dtype
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// A source that may also be quantized (the weight of `mul_mat`, the table of `get_rows`), with
+    /// contiguous rows.
+    fn quant_src(&self, op: &'static str, role: &str, id: NodeId) -> Result<&Node, GraphError> {
+        let n = self.check_id(op, id)?;
+        if !n.dtype.is_quantized() {
+            return self.rows_src(op, role, id);
+        }
+        if !n.layout.rows_contiguous(n.dtype) {
+            return Err(self.err(op, format!("{role} {} needs contiguous rows", self.describe(id))));
+        }
+        Ok(n)
     }
 
     fn float_src(&self, op: &'static str, role: &str, id: NodeId) -> Result<&Node, GraphError> {

@@ -13,7 +13,7 @@ impl Graph {
     /// `get_rows(a, ids)`, see [`Op::GetRows`].
     pub fn get_rows(&mut self, a: NodeId, ids: NodeId) -> R {
         const OP: &str = "get_rows";
-        let na = self.rows_src(OP, "a", a)?.clone();
+        let na = self.quant_src(OP, "a", a)?.clone();
         let ni = self.src(OP, ids)?.clone();
         if ni.dtype != DType::I32 {
             return Err(self.err(OP, format!("ids {} must be i32", self.describe(ids))));

@@ -52,6 +52,11 @@ pub(crate) fn float(d: DType) -> bool {
 /// Whether the Vulkan backend runs `id` (exact: only what is implemented and tested).
 pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
+    // Quantized tensors (weights) stay on the CPU, which runs their mul_mat and get_rows: no
+    // shader reads q8_0/q4_0/q4_1 yet.
+    if n.dtype.is_quantized() || n.srcs.iter().any(|&s| g.node(s).dtype.is_quantized()) {
+        return false;
+    }
     if n.op.is_view() || matches!(n.op, Op::Input) {
         return true;
     }

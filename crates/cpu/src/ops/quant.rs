@@ -1,0 +1,94 @@
+//! Kernels that read quantized tensors (`q8_0`, `q4_0`, `q4_1`), on the `kernels` crate's
+//! `quant` row kernels: `mul_mat` with a quantized weight `a` and f32 `b`, and `get_rows` from a
+//! quantized table (the gathered rows dequantized to f32).
+//!
+//! `mul_mat` follows ggml on x86: each column of `b` is first quantized to 8-bit blocks
+//! (`kernels::quant::quantize_act`: `q8_0`, or `q8_1` for a `q4_1` weight), then every output is
+//! an integer block dot product of a weight row with a quantized column
+//! (`kernels::quant::dot`). The weights are read once per task, in place, and never expanded
+//! to f32 (the matrix-vector product runs at the memory floor); the quantized columns (about a
+//! quarter of `b`'s bytes) are the only scratch. The activation rounding bounds the error: see
+//! `kernels::quant` (at most `amax_block / 254` per activation element).
+//!
+//! Tasks are blocks of [`ROWS`] rows of `a` times one batch; within a task every column of `b`
+//! reuses the block's weight rows from cache.
+
+use super::K;
+use super::rows::check_ids;
+use crate::error::CpuError;
+use graph::DType;
+use kernels::quant::{self, Format, QK};
+
+/// Rows of `a` per work item.
+const ROWS: usize = 32;
+
+/// The kernels' format of a quantized dtype.
+fn format(d: DType) -> Format {
+    match d {
+        DType::Q8_0 => Format::Q8_0,
+        DType::Q4_0 => Format::Q4_0,
+        DType::Q4_1 => Format::Q4_1,
+        DType::F32 | DType::F16 | DType::BF16 | DType::I32 => unreachable!("called for quantized dtypes only"),
+    }
+}
+
+pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
+    let (a, b, d) = (k.srcs[0], k.srcs[1], k.dst);
+    let f = format(a.dtype);
+    let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let nbk = kk / QK;
+    let (wrow, arow) = (a.dtype.row_bytes(kk), nbk * f.act_block_bytes());
+    let batches = b.ne[2] * b.ne[3];
+    // Quantize every column of b (serially: n * kk work against the product's m * n * kk).
+    let mut act = vec![0u8; batches * n * arow];
+    for (c, out) in act.chunks_exact_mut(arow).enumerate() {
+        let (j, batch) = (c % n, c / n);
+        let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
+        // SAFETY: `b` is f32 with contiguous rows of `kk` elements (builder rule), valid for reads.
+        let col = unsafe { std::slice::from_raw_parts(b.ptr(0, j, b2, b3) as *const f32, kk) };
+        quant::quantize_act(f, col, out);
+    }
+    let blocks = m.div_ceil(ROWS);
+    let act = &act;
+    crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
+        for t in range {
+            let (batch, blk) = (t / blocks, t % blocks);
+            let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
+            let (a2, a3) = (b2 / r2, b3 / r3);
+            let rows = blk * ROWS..((blk + 1) * ROWS).min(m);
+            // SAFETY: rows `rows` of `a` (batch `a2, a3`) are whole rows of `wrow` bytes inside its
+            // binding (bounds-checked by the dispatcher), contiguous (builder rule), `nb[1]` apart.
+            let w = unsafe {
+                std::slice::from_raw_parts(a.ptr(0, rows.start, a2, a3) as *const u8, (rows.len() - 1) * a.nb[1] + wrow)
+            };
+            for j in 0..n {
+                let col = &act[(batch * n + j) * arow..][..arow];
+                for (q, i) in rows.clone().enumerate() {
+                    let v = quant::dot(f, &w[q * a.nb[1]..][..wrow], col, nbk);
+                    // SAFETY: element (i, j) of batch (b2, b3) belongs to this task only.
+                    unsafe { *(d.ptr(i, j, b2, b3) as *mut f32) = v };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+pub(crate) fn get_rows(k: &K<'_>) -> Result<(), CpuError> {
+    let (a, ids, d) = (k.srcs[0], k.srcs[1], k.dst);
+    check_ids(&ids, a.ne[1], &a)?;
+    let f = format(a.dtype);
+    let n = d.ne[0];
+    let wrow = a.dtype.row_bytes(n);
+    super::for_rows(&d, n, 0, |r, _| {
+        // SAFETY: ids checked above, so row `id` of `a` is a whole row of `wrow` bytes of its binding;
+        // row `r` of the f32 destination is written here only.
+        unsafe {
+            let id = ids.read_i32_at(ids.ptr(r[0], r[1], r[2], 0)) as usize;
+            let src = std::slice::from_raw_parts(a.ptr(0, id, r[1], r[2]) as *const u8, wrow);
+            quant::dequantize_row(f, src, d.row_mut::<f32>(r));
+        }
+    });
+    Ok(())
+}

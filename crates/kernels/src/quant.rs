@@ -1,0 +1,520 @@
+//! Row kernels for ggml's block-quantized formats (`q8_0`, `q4_0`, `q4_1`): dequantizing a row,
+//! quantizing an f32 activation row to 8-bit blocks, and the integer dot product of a weight row
+//! with such an activation row. Each exists as an AVX2 form and a portable one that give
+//! bit-identical results (tested in `tests.rs`).
+//!
+//! Block layouts (32 elements, little-endian, `d`/`m`/`s` IEEE f16): `q8_0` = `d` + 32 `i8`;
+//! `q4_0` = `d` + 16 bytes whose low nibbles are elements 0..16 and high nibbles 16..32, element =
+//! `d * (nibble - 8)`; `q4_1` = `d`, `m` + 16 nibble bytes, element = `d * nibble + m`.
+//!
+//! The matrix-vector arithmetic is ggml's on x86 (what llama.cpp computes there): the activation
+//! row is quantized to 8 bits per block ([`quantize_act`]: `q8_0` for `q8_0`/`q4_0` weights, `q8_1`
+//! (`d`, `s = d * sum(q)`, 32 `i8`) for `q4_1`), with `d = amax / 127` stored as f16 and
+//! `q = round_half_even(x * 127 / amax)`; the dot then multiplies 8-bit integers exactly and scales
+//! each block's integer partial sums by `d_w * d_a` into 8 f32 lanes (lane `l` holds elements
+//! `4l..4l+4` of every block, accumulated with FMA), summed at the end as ggml's `hsum_float_8`
+//! does; `q4_1` adds `sum over blocks of m_w * s_a`.
+//!
+//! The error this implies (beyond f32 rounding): each activation element moves by at most half a
+//! step, `|x - x̂| <= amax_block / 254` (plus the f16 rounding of `d`, relative `2^-11`), so a dot
+//! product differs from the exact one with the stored weights by at most
+//! `sum over blocks of (amax_block / 254 + 2^-11 amax_block) * sum |w|` of that block, about 0.4% of
+//! `sum |w| |x|` in the worst case and far less on average (the errors are independent).
+
+/// Elements per block.
+pub const QK: usize = 32;
+
+/// A quantized weight format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// ggml's `q8_0` (34 bytes per block).
+    Q8_0,
+    /// ggml's `q4_0` (18 bytes per block).
+    Q4_0,
+    /// ggml's `q4_1` (20 bytes per block).
+    Q4_1,
+}
+
+impl Format {
+    /// Bytes of one block of weights.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            Format::Q8_0 => 34,
+            Format::Q4_0 => 18,
+            Format::Q4_1 => 20,
+        }
+    }
+
+    /// Bytes of one block of the activation format this weight format is dotted with (`q8_0`: 34,
+    /// `q8_1`: 36).
+    pub const fn act_block_bytes(self) -> usize {
+        match self {
+            Format::Q8_0 | Format::Q4_0 => 34,
+            Format::Q4_1 => 36,
+        }
+    }
+}
+
+/// IEEE binary16 bits to f32 (exact).
+#[inline]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exp = u32::from(h >> 10) & 0x1f;
+    let man = u32::from(h) & 0x3ff;
+    if exp == 0 {
+        // zero or subnormal: man * 2^-24
+        let v = man as f32 * f32::from_bits(0x3380_0000);
+        return f32::from_bits(v.to_bits() | sign);
+    }
+    if exp == 31 {
+        return f32::from_bits(sign | 0x7f80_0000 | (man << 13));
+    }
+    f32::from_bits(sign | ((exp + 112) << 23) | (man << 13))
+}
+
+/// f32 to IEEE binary16 bits, rounding to nearest even (overflow to infinity, NaN kept quiet).
+#[inline]
+pub fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 255 {
+        return sign | 0x7c00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 31 {
+        return sign | 0x7c00;
+    }
+    let round = |m: u32, shift: u32| -> u32 {
+        let q = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let half = 1 << (shift - 1);
+        if rem > half || (rem == half && q & 1 == 1) { q + 1 } else { q }
+    };
+    if e <= 0 {
+        // subnormal (or zero): units of 2^-24
+        let shift = (126 - exp) as u32;
+        if shift > 24 {
+            return sign;
+        }
+        return sign | round(man | 0x80_0000, shift) as u16;
+    }
+    // a carry out of the mantissa moves into the exponent (up to infinity), as it should
+    sign | (((e as u32) << 10) + round(man, 13)) as u16
+}
+
+#[inline]
+fn half_at(b: &[u8], i: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]))
+}
+
+// ----- dequantization -----
+
+fn dequantize_portable(f: Format, src: &[u8], out: &mut [f32]) {
+    for (b, o) in src.chunks_exact(f.block_bytes()).zip(out.chunks_exact_mut(QK)) {
+        let d = half_at(b, 0);
+        match f {
+            Format::Q8_0 => {
+                for (o, &q) in o.iter_mut().zip(&b[2..]) {
+                    *o = d * f32::from(q as i8);
+                }
+            }
+            Format::Q4_0 => {
+                for (j, &q) in b[2..18].iter().enumerate() {
+                    o[j] = d * f32::from((q & 15) as i8 - 8);
+                    o[j + 16] = d * f32::from((q >> 4) as i8 - 8);
+                }
+            }
+            Format::Q4_1 => {
+                let m = half_at(b, 2);
+                for (j, &q) in b[4..20].iter().enumerate() {
+                    o[j] = d * f32::from(q & 15) + m;
+                    o[j + 16] = d * f32::from(q >> 4) + m;
+                }
+            }
+        }
+    }
+}
+
+crate::dispatch!(
+    /// Dequantizes whole blocks of `f` from `src` into `out` (`out.len() / 32` blocks; `src` holds at
+    /// least that many). `q4_1` computes `d * q + m` as a rounded product then a rounded sum (no FMA),
+    /// as ggml's `dequantize_row_q4_1` does.
+    pub fn dequantize_row(f: Format, src: &[u8], out: &mut [f32]) -> () => x86::dequantize_row | dequantize_portable
+);
+
+// ----- activation quantization -----
+
+/// `vcvtps2dq` of an integral value: out-of-range values and NaN give `i32::MIN` (only reachable
+/// through a subnormal block maximum, whose `127 / amax` overflows; kept so both forms agree).
+#[inline]
+fn cvt_i32(r: f32) -> i32 {
+    if (-2147483648.0..2147483648.0).contains(&r) { r as i32 } else { i32::MIN }
+}
+
+fn quantize_act_portable(f: Format, x: &[f32], out: &mut [u8]) {
+    let bb = f.act_block_bytes();
+    for (xb, ob) in x.chunks_exact(QK).zip(out.chunks_exact_mut(bb)) {
+        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        ob[..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
+        let qs = &mut ob[bb - QK..];
+        let mut sum = 0i32;
+        for (q, &v) in qs.iter_mut().zip(xb) {
+            let r = cvt_i32((v * id).round_ties_even());
+            sum = sum.wrapping_add(r);
+            *q = r.clamp(-128, 127) as i8 as u8;
+        }
+        if f == Format::Q4_1 {
+            ob[2..4].copy_from_slice(&f32_to_f16(d * sum as f32).to_le_bytes());
+        }
+    }
+}
+
+crate::dispatch!(
+    /// Quantizes the activation row `x` (a multiple of 32 long) into the 8-bit blocks that weights of
+    /// format `f` are dotted with (`out`: `x.len() / 32 * f.act_block_bytes()` bytes).
+    pub fn quantize_act(f: Format, x: &[f32], out: &mut [u8]) -> () => x86::quantize_act | quantize_act_portable
+);
+
+// ----- dot products -----
+
+/// ggml's `hsum_float_8`: `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+#[inline]
+fn hsum8(l: &[f32; 8]) -> f32 {
+    let r: [f32; 4] = std::array::from_fn(|i| l[i + 4] + l[i]);
+    (r[0] + r[2]) + (r[1] + r[3])
+}
+
+fn dot_portable(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
+    let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
+    let mut lanes = [0.0f32; 8];
+    let mut summs = 0.0f32;
+    let mut wq = [0i32; QK];
+    for i in 0..nblocks {
+        let (w, a) = (&w[i * wb..(i + 1) * wb], &a[i * ab..(i + 1) * ab]);
+        let (dw, da) = (half_at(w, 0), half_at(a, 0));
+        match f {
+            Format::Q8_0 => wq.iter_mut().zip(&w[2..34]).for_each(|(o, &q)| *o = i32::from(q as i8)),
+            Format::Q4_0 | Format::Q4_1 => {
+                let (q, off) = if f == Format::Q4_0 { (&w[2..18], 8) } else { (&w[4..20], 0) };
+                for (j, &b) in q.iter().enumerate() {
+                    wq[j] = i32::from(b & 15) - off;
+                    wq[j + 16] = i32::from(b >> 4) - off;
+                }
+            }
+        }
+        if f == Format::Q4_1 {
+            summs = half_at(w, 2).mul_add(half_at(a, 2), summs);
+        }
+        let aq = &a[ab - QK..];
+        let d = dw * da;
+        for (l, lane) in lanes.iter_mut().enumerate() {
+            let s: i32 = (4 * l..4 * l + 4).map(|j| wq[j] * i32::from(aq[j] as i8)).sum();
+            *lane = d.mul_add(s as f32, *lane);
+        }
+    }
+    hsum8(&lanes) + summs
+}
+
+crate::dispatch!(
+    /// The dot product of `nblocks` blocks of a weight row of format `f` with an activation row
+    /// quantized by [`quantize_act`] for `f`.
+    pub fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 => x86::dot | dot_portable
+);
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Format, QK, f32_to_f16, half_at};
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn dequantize_row(f: Format, src: &[u8], out: &mut [f32]) {
+        let bb = f.block_bytes();
+        let nb = out.len() / QK;
+        assert!(src.len() >= nb * bb);
+        for i in 0..nb {
+            let b = &src[i * bb..(i + 1) * bb];
+            let o = &mut out[i * QK..(i + 1) * QK];
+            // SAFETY: `b` holds one whole block and `o` 32 floats (sliced above); unaligned loads and
+            // stores only.
+            unsafe {
+                let d = _mm256_set1_ps(half_at(b, 0));
+                let q = match f {
+                    Format::Q8_0 => _mm256_loadu_si256(b[2..].as_ptr().cast()),
+                    Format::Q4_0 => _mm256_sub_epi8(nibbles(b[2..].as_ptr()), _mm256_set1_epi8(8)),
+                    Format::Q4_1 => nibbles(b[4..].as_ptr()),
+                };
+                let m = if f == Format::Q4_1 { _mm256_set1_ps(half_at(b, 2)) } else { _mm256_setzero_ps() };
+                let lo = _mm256_castsi256_si128(q);
+                let hi = _mm256_extracti128_si256::<1>(q);
+                let parts = [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)];
+                for (k, p) in parts.into_iter().enumerate() {
+                    let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+                    let mut r = _mm256_mul_ps(d, v);
+                    if f == Format::Q4_1 {
+                        r = _mm256_add_ps(r, m);
+                    }
+                    _mm256_storeu_ps(o[8 * k..].as_mut_ptr(), r);
+                }
+            }
+        }
+    }
+
+    /// 32 nibbles of 16 bytes as bytes: low nibbles in bytes 0..16, high nibbles in 16..32.
+    #[target_feature(enable = "avx2")]
+    unsafe fn nibbles(p: *const u8) -> __m256i {
+        // SAFETY: the caller passes 16 readable bytes.
+        let t = unsafe { _mm_loadu_si128(p.cast()) };
+        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(t), t);
+        _mm256_and_si256(both, _mm256_set1_epi8(15))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn quantize_act(f: Format, x: &[f32], out: &mut [u8]) {
+        let bb = f.act_block_bytes();
+        let nb = x.len() / QK;
+        assert!(out.len() >= nb * bb);
+        for i in 0..nb {
+            let xb = &x[i * QK..(i + 1) * QK];
+            let ob = &mut out[i * bb..(i + 1) * bb];
+            // SAFETY: `xb` holds 32 floats and `ob` one block (sliced above); unaligned accesses only.
+            unsafe {
+                let v: [__m256; 4] = std::array::from_fn(|k| _mm256_loadu_ps(xb[8 * k..].as_ptr()));
+                let sign = _mm256_set1_ps(-0.0);
+                let mut mx = _mm256_andnot_ps(sign, v[0]);
+                for vk in &v[1..] {
+                    mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, *vk));
+                }
+                let mut m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(mx), _mm256_castps256_ps128(mx));
+                m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+                m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+                let amax = _mm_cvtss_f32(m4);
+                let d = amax / 127.0;
+                let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+                ob[..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
+                let mul = _mm256_set1_ps(id);
+                let i: [__m256i; 4] = std::array::from_fn(|k| {
+                    _mm256_cvtps_epi32(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                        _mm256_mul_ps(v[k], mul),
+                    ))
+                });
+                if f == Format::Q4_1 {
+                    let s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+                    let mut l = [0i32; 8];
+                    _mm256_storeu_si256(l.as_mut_ptr().cast(), s);
+                    let sum = l.iter().fold(0i32, |s, &v| s.wrapping_add(v));
+                    ob[2..4].copy_from_slice(&f32_to_f16(d * sum as f32).to_le_bytes());
+                }
+                // pack to i8 in element order (the packs interleave 128-bit lanes; a permute restores it)
+                let p01 = _mm256_packs_epi32(i[0], i[1]);
+                let p23 = _mm256_packs_epi32(i[2], i[3]);
+                let p = _mm256_packs_epi16(p01, p23);
+                let p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+                _mm256_storeu_si256(ob[bb - QK..].as_mut_ptr().cast(), p);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
+        let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
+        assert!(w.len() >= nblocks * wb && a.len() >= nblocks * ab);
+        let mut summs = 0.0f32;
+        // SAFETY: every block read lies inside `w` or `a` (asserted above); unaligned loads only.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let mut acc = _mm256_setzero_ps();
+            let (wp, ap) = (w.as_ptr(), a.as_ptr());
+            for i in 0..nblocks {
+                let (wblk, ablk) = (wp.add(i * wb), ap.add(i * ab));
+                let dw = f16_at(wblk);
+                let da = f16_at(ablk);
+                let d = _mm256_set1_ps(dw * da);
+                let qa = _mm256_loadu_si256(ablk.add(ab - QK).cast());
+                let q = match f {
+                    Format::Q8_0 | Format::Q4_0 => {
+                        let qw = if f == Format::Q8_0 {
+                            _mm256_loadu_si256(wblk.add(2).cast())
+                        } else {
+                            _mm256_sub_epi8(nibbles(wblk.add(2)), _mm256_set1_epi8(8))
+                        };
+                        // |w| times sign(w) * a: maddubs needs an unsigned first operand
+                        let aw = _mm256_sign_epi8(qw, qw);
+                        let sa = _mm256_sign_epi8(qa, qw);
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones)
+                    }
+                    Format::Q4_1 => {
+                        summs = f16_at(wblk.add(2)).mul_add(f16_at(ablk.add(2)), summs);
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(wblk.add(4)), qa), ones)
+                    }
+                };
+                acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
+            }
+            let mut l = [0.0f32; 8];
+            _mm256_storeu_ps(l.as_mut_ptr(), acc);
+            super::hsum8(&l) + summs
+        }
+    }
+
+    /// The f16 at `p` as f32.
+    #[inline(always)]
+    unsafe fn f16_at(p: *const u8) -> f32 {
+        // SAFETY: the caller passes 2 readable bytes.
+        super::f16_to_f32(u16::from_le_bytes(unsafe { [*p, *p.add(1)] }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random stream (xorshift) for test data.
+    fn stream(seed: u64) -> impl FnMut() -> u64 {
+        let mut s = seed.max(1);
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        }
+    }
+
+    fn floats(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+        let mut r = stream(seed);
+        (0..n).map(|_| ((r() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * scale).collect()
+    }
+
+    fn bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut r = stream(seed);
+        (0..n).map(|_| (r() >> 32) as u8).collect()
+    }
+
+    /// Random blocks of `f` with sane f16 scales (random bytes elsewhere).
+    fn weights(f: Format, nb: usize, seed: u64) -> Vec<u8> {
+        let mut w = bytes(nb * f.block_bytes(), seed);
+        let s = floats(2 * nb, seed + 1, 0.05);
+        for i in 0..nb {
+            let b = &mut w[i * f.block_bytes()..];
+            b[..2].copy_from_slice(&f32_to_f16(s[2 * i].abs()).to_le_bytes());
+            if f == Format::Q4_1 {
+                b[2..4].copy_from_slice(&f32_to_f16(s[2 * i + 1]).to_le_bytes());
+            }
+        }
+        w
+    }
+
+    #[test]
+    fn f16_conversions_round_trip_and_round_to_even() {
+        for h in 0..=u16::MAX {
+            let x = f16_to_f32(h);
+            if x.is_nan() {
+                assert!(f16_to_f32(f32_to_f16(x)).is_nan());
+            } else {
+                assert_eq!(f32_to_f16(x), h, "{h:#06x} -> {x}");
+            }
+        }
+        assert_eq!(f32_to_f16(1.0 + 2f32.powi(-11)), 0x3c00); // tie to even
+        assert_eq!(f32_to_f16(1.0 + 3.0 * 2f32.powi(-11)), 0x3c02);
+        assert_eq!(f32_to_f16(65520.0), 0x7c00); // rounds up to infinity
+        assert_eq!(f32_to_f16(2f32.powi(-25)), 0); // tie to even zero
+        assert_eq!(f32_to_f16(3.0 * 2f32.powi(-26)), 1);
+        assert_eq!(f32_to_f16(-0.0), 0x8000);
+    }
+
+    #[test]
+    fn the_x86_forms_match_the_portable_ones_bit_for_bit() {
+        if !crate::has_avx2_fma() {
+            return;
+        }
+        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+            for (nb, seed) in [(1, 1), (3, 2), (18, 3), (48, 4)] {
+                let w = weights(f, nb, seed);
+                let (mut p, mut x) = (vec![0.0; nb * QK], vec![0.0; nb * QK]);
+                dequantize_portable(f, &w, &mut p);
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
+                unsafe {
+                    x86::dequantize_row(f, &w, &mut x)
+                };
+                assert_eq!(
+                    p.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    x.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
+                let mut act = floats(nb * QK, seed + 9, 3.0);
+                act[5] = 0.0;
+                if nb > 3 {
+                    act[QK..2 * QK].fill(0.0); // an all-zero block
+                    act[2 * QK..3 * QK - 1].fill(0.0);
+                    act[3 * QK - 1] = 1e-41; // a block whose maximum is subnormal
+                    act[3 * QK + 7] = 1e-40; // a subnormal among normal values
+                }
+                let (mut qp, mut qx) = (vec![0u8; nb * f.act_block_bytes()], vec![0u8; nb * f.act_block_bytes()]);
+                quantize_act_portable(f, &act, &mut qp);
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                unsafe {
+                    x86::quantize_act(f, &act, &mut qx)
+                };
+                assert_eq!(qp, qx, "{f:?} {nb}");
+                let dp = dot_portable(f, &w, &qp, nb);
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: as above.
+                let dx = unsafe { x86::dot(f, &w, &qp, nb) };
+                assert_eq!(dp.to_bits(), dx.to_bits(), "{f:?} {nb}: {dp} vs {dx}");
+            }
+        }
+    }
+
+    #[test]
+    fn dot_is_within_the_stated_bound_of_the_exact_product() {
+        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+            let nb = 18;
+            let w = weights(f, nb, 7);
+            let mut wd = vec![0.0; nb * QK];
+            dequantize_row(f, &w, &mut wd);
+            let x = floats(nb * QK, 8, 2.0);
+            let mut q = vec![0u8; nb * f.act_block_bytes()];
+            quantize_act(f, &x, &mut q);
+            let got = f64::from(dot(f, &w, &q, nb));
+            let exact: f64 = wd.iter().zip(&x).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            let mut bound = 0.0;
+            for b in 0..nb {
+                let r = b * QK..(b + 1) * QK;
+                let amax = x[r.clone()].iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let sw: f64 = wd[r].iter().map(|v| f64::from(v.abs())).sum();
+                bound += (f64::from(amax) / 254.0 + f64::from(amax) * 2f64.powi(-11)) * sw;
+            }
+            let mag: f64 = wd.iter().zip(&x).map(|(&a, &b)| f64::from(a.abs() * b.abs())).sum();
+            bound += mag * 1e-6;
+            assert!((got - exact).abs() <= bound, "{f:?}: {got} vs {exact}, bound {bound}");
+        }
+    }
+
+    #[test]
+    fn known_blocks_dequantize_as_ggml_defines() {
+        // q4_0: d = 2, byte 0 = 0x f0 -> element 0 nibble 0 (-16), element 16 nibble 15 (14)
+        let mut b = vec![0u8; 18];
+        b[..2].copy_from_slice(&f32_to_f16(2.0).to_le_bytes());
+        b[2] = 0xf0;
+        b[3] = 0x88;
+        let mut o = [0.0f32; 32];
+        dequantize_row(Format::Q4_0, &b, &mut o);
+        assert_eq!((o[0], o[16], o[1], o[17]), (-16.0, 14.0, 0.0, 0.0));
+        // q4_1: d = 0.5, m = -1, nibbles 3 (low) and 10 (high)
+        let mut b = vec![0xa3u8; 20];
+        b[..2].copy_from_slice(&f32_to_f16(0.5).to_le_bytes());
+        b[2..4].copy_from_slice(&f32_to_f16(-1.0).to_le_bytes());
+        dequantize_row(Format::Q4_1, &b, &mut o);
+        assert_eq!((o[0], o[31]), (0.5, 4.0));
+        // q8_0: d = 0.25, q = -128..
+        let mut b = vec![0u8; 34];
+        b[..2].copy_from_slice(&f32_to_f16(0.25).to_le_bytes());
+        b[2] = 0x80;
+        b[3] = 5;
+        dequantize_row(Format::Q8_0, &b, &mut o);
+        assert_eq!((o[0], o[1], o[2]), (-32.0, 1.25, 0.0));
+    }
+}

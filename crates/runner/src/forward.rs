@@ -1,0 +1,178 @@
+//! The forward pass as a static graph: a LLaMA-architecture decoder built only from `graph` ops.
+//!
+//! Per step the graph takes `t` tokens for each of the cache's `n_seq` slots (see [`crate::kv`]):
+//! embedding (`get_rows`), per block RMSNorm, Q/K/V projections, RoPE (ggml mode 0, "normal": the
+//! GGUF converter permutes LLaMA's Q and K rows so that adjacent pairs rotate), keys and values
+//! written into the state tensors with `set_rows`, grouped-query attention of each slot's tokens over
+//! its own cells (`mul_mat` broadcasting key/value heads over query heads, a causal mask input to
+//! `soft_max`), the output projection and residual, RMSNorm and the SwiGLU feed-forward block and
+//! residual; then the output rows (each slot's last real token, a `get_rows` when `t > 1`), the
+//! output norm and the LM head (the token embedding when tied): logits `[n_vocab, n_seq]`.
+
+use crate::config::Config;
+use crate::error::{Result, RunnerError};
+use crate::kv::CacheSpec;
+use crate::weights::{Weights, blk};
+use graph::{DType, Graph, NodeId, RopeMode};
+
+/// The input and output nodes of a built forward graph.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    /// Tokens per slot.
+    pub t: usize,
+    /// `tokens` i32 `[n_seq * t]`.
+    pub tokens: NodeId,
+    /// `pos` i32 `[n_seq * t]`.
+    pub pos: NodeId,
+    /// `k_rows` i32 `[n_seq * t]`.
+    pub k_rows: NodeId,
+    /// `v_rows` i32 `[n_seq * t * n_embd_kv]`.
+    pub v_rows: NodeId,
+    /// `mask` f32 `[n_ctx, t, 1, n_seq]`.
+    pub mask: NodeId,
+    /// `out_rows` i32 `[n_seq]` (only when `t > 1`).
+    pub out_rows: Option<NodeId>,
+    /// Logits f32 `[n_vocab, n_seq]`.
+    pub logits: NodeId,
+    /// Weight leaves and their tensor names.
+    pub params: Vec<(NodeId, String)>,
+}
+
+/// Name of layer `il`'s key cache state tensor.
+pub fn k_cache_name(il: usize) -> String {
+    format!("cache.k.{il}")
+}
+
+/// Name of layer `il`'s value cache state tensor.
+pub fn v_cache_name(il: usize) -> String {
+    format!("cache.v.{il}")
+}
+
+struct Builder<'a> {
+    g: &'a mut Graph,
+    w: &'a Weights,
+    params: Vec<(NodeId, String)>,
+}
+
+impl Builder<'_> {
+    fn param(&mut self, name: &str) -> Result<NodeId> {
+        if let Some(&(id, _)) = self.params.iter().find(|(_, n)| n == name) {
+            return Ok(id);
+        }
+        let t = self.w.get(name)?;
+        let id = self.g.param(name, t.dtype, &t.ne).map_err(RunnerError::graph(format!("weight {name}")))?;
+        self.params.push((id, name.to_string()));
+        Ok(id)
+    }
+}
+
+/// Builds the forward pass of `t` tokens per slot into `g` (which may already hold nodes).
+pub fn build(g: &mut Graph, cfg: &Config, w: &Weights, cache: &CacheSpec, t: usize) -> Result<Forward> {
+    cfg.validate()?;
+    if t == 0 || cache.n_seq == 0 || cache.n_ctx == 0 {
+        return Err(RunnerError::Session {
+            what: format!("a step of {t} tokens for {} sequences of {} cells", cache.n_seq, cache.n_ctx),
+            reason: "every count must be positive".into(),
+        });
+    }
+    if !matches!(cache.dtype, DType::F32 | DType::F16) {
+        return Err(RunnerError::Session {
+            what: format!("KV cache dtype {}", cache.dtype),
+            reason: "must be f32 or f16".into(),
+        });
+    }
+    let (n_seq, n_ctx) = (cache.n_seq, cache.n_ctx);
+    let n_tok = n_seq * t;
+    let (hd, n_head, n_head_kv) = (cfg.head_dim, cfg.n_head, cfg.n_head_kv);
+    let n_kv = cfg.n_embd_kv();
+    let e = |s: &str| RunnerError::graph(s.to_string());
+    let mut b = Builder { g, w, params: Vec::new() };
+
+    let tokens = b.g.input("tokens", DType::I32, &[n_tok]).map_err(e("inputs"))?;
+    let pos = b.g.input("pos", DType::I32, &[n_tok]).map_err(e("inputs"))?;
+    let k_rows = b.g.input("k_rows", DType::I32, &[n_tok]).map_err(e("inputs"))?;
+    let v_rows = b.g.input("v_rows", DType::I32, &[n_tok * n_kv]).map_err(e("inputs"))?;
+    let mask = b.g.input("mask", DType::F32, &[n_ctx, t, 1, n_seq]).map_err(e("inputs"))?;
+    let out_rows = if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq]).map_err(e("inputs"))?) } else { None };
+
+    let embd = b.param("token_embd.weight")?;
+    let mut x = b.g.get_rows(embd, tokens).map_err(e("embedding"))?;
+    let kq_scale = 1.0 / (hd as f32).sqrt();
+    let es = cache.dtype.size();
+    for il in 0..cfg.n_layer {
+        let what = |s: &str| format!("block {il}: {s}");
+        // Attention.
+        let norm_w = b.param(&blk(il, "attn_norm"))?;
+        let cur = b.g.rms_norm(x, cfg.rms_eps).map_err(e(&what("attn_norm")))?;
+        let cur = b.g.mul(cur, norm_w).map_err(e(&what("attn_norm")))?;
+        let (wq, wk, wv, wo) = (
+            b.param(&blk(il, "attn_q"))?,
+            b.param(&blk(il, "attn_k"))?,
+            b.param(&blk(il, "attn_v"))?,
+            b.param(&blk(il, "attn_output"))?,
+        );
+        let g = &mut *b.g;
+        let q = g.mul_mat(wq, cur).map_err(e(&what("q")))?;
+        let k = g.mul_mat(wk, cur).map_err(e(&what("k")))?;
+        let v = g.mul_mat(wv, cur).map_err(e(&what("v")))?;
+        let q = g.reshape(q, &[hd, n_head, n_tok]).map_err(e(&what("q")))?;
+        let k = g.reshape(k, &[hd, n_head_kv, n_tok]).map_err(e(&what("k")))?;
+        let rope = |g: &mut Graph, x| {
+            g.rope(x, pos, cfg.rope_dims as u32, RopeMode::Normal, cfg.rope_theta, 1.0).map_err(e(&what("rope")))
+        };
+        let q = rope(g, q)?;
+        let k = rope(g, k)?;
+        let k = g.reshape(k, &[n_kv, n_tok]).map_err(e(&what("k")))?;
+        let v = g.reshape(v, &[1, n_tok * n_kv]).map_err(e(&what("v")))?;
+        let k_cache = g.state(&k_cache_name(il), cache.dtype, &[n_kv, n_seq * n_ctx]).map_err(e(&what("k cache")))?;
+        let v_cache =
+            g.state(&v_cache_name(il), cache.dtype, &[1, n_seq * n_kv * n_ctx]).map_err(e(&what("v cache")))?;
+        let k_all = g.set_rows(k_cache, k, k_rows).map_err(e(&what("k store")))?;
+        let v_all = g.set_rows(v_cache, v, v_rows).map_err(e(&what("v store")))?;
+        // Slot s's keys: [head_dim, n_ctx, n_head_kv, n_seq].
+        let kv_ = g
+            .view(k_all, &[hd, n_ctx, n_head_kv, n_seq], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], 0)
+            .map_err(e(&what("k view")))?;
+        // Slot s's values, transposed: [n_ctx, head_dim, n_head_kv, n_seq].
+        let vv = g
+            .view(v_all, &[n_ctx, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], 0)
+            .map_err(e(&what("v view")))?;
+        // Queries of slot s: [head_dim, t, n_head, n_seq] over q [head_dim, n_head, n_tok].
+        let f = 4;
+        let qv = g
+            .view(q, &[hd, t, n_head, n_seq], &[f, n_head * hd * f, hd * f, t * n_head * hd * f], 0)
+            .map_err(e(&what("q view")))?;
+        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, t, n_head, n_seq]
+        let kq = g.soft_max(kq, Some(mask), kq_scale).map_err(e(&what("softmax")))?;
+        let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, t, n_head, n_seq]
+        let kqv = g.permute(kqv, [0, 2, 1, 3]).map_err(e(&what("kqv")))?; // [head_dim, n_head, t, n_seq]
+        let kqv = g.cont(kqv).map_err(e(&what("kqv")))?;
+        let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;
+        let attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
+        x = g.add(x, attn).map_err(e(&what("residual")))?;
+        // Feed-forward.
+        let norm_w = b.param(&blk(il, "ffn_norm"))?;
+        let (wg, wu, wd) =
+            (b.param(&blk(il, "ffn_gate"))?, b.param(&blk(il, "ffn_up"))?, b.param(&blk(il, "ffn_down"))?);
+        let g = &mut *b.g;
+        let cur = g.rms_norm(x, cfg.rms_eps).map_err(e(&what("ffn_norm")))?;
+        let cur = g.mul(cur, norm_w).map_err(e(&what("ffn_norm")))?;
+        let gate = g.mul_mat(wg, cur).map_err(e(&what("ffn_gate")))?;
+        let up = g.mul_mat(wu, cur).map_err(e(&what("ffn_up")))?;
+        let gate = g.silu(gate).map_err(e(&what("ffn_gate")))?;
+        let h = g.mul(gate, up).map_err(e(&what("swiglu")))?;
+        let down = g.mul_mat(wd, h).map_err(e(&what("ffn_down")))?;
+        x = g.add(x, down).map_err(e(&what("residual")))?;
+    }
+    if let Some(rows) = out_rows {
+        x = b.g.get_rows(x, rows).map_err(e("output rows"))?;
+    }
+    let norm_w = b.param("output_norm.weight")?;
+    let head = if cfg.tied_embeddings { embd } else { b.param("output.weight")? };
+    let g = &mut *b.g;
+    let x = g.rms_norm(x, cfg.rms_eps).map_err(e("output_norm"))?;
+    let x = g.mul(x, norm_w).map_err(e("output_norm"))?;
+    let logits = g.mul_mat(head, x).map_err(e("lm head"))?;
+    g.set_name(logits, "logits");
+    Ok(Forward { t, tokens, pos, k_rows, v_rows, mask, out_rows, logits, params: b.params })
+}

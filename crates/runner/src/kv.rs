@@ -1,0 +1,138 @@
+//! The KV cache layout and each step's host-side inputs.
+//!
+//! Per layer the cache holds `n_seq` sequence slots of `n_ctx` cells. Keys are a state tensor
+//! `[n_embd_kv, n_seq * n_ctx]` (one row per cell, cell `s * n_ctx + pos`), written with
+//! `set_rows`; attention reads slot `s` through a view `[head_dim, n_ctx, n_head_kv, n_seq]`.
+//! Values are stored transposed, as llama.cpp's `v_trans`: a state tensor of single-element rows
+//! `[1, n_seq * n_embd_kv * n_ctx]` where channel `c` of the token at `(s, pos)` is row
+//! `(s * n_embd_kv + c) * n_ctx + pos`, so the view `[n_ctx, head_dim, n_head_kv, n_seq]` has
+//! contiguous rows along positions and `mul_mat` takes it as its `a` operand directly.
+//!
+//! A step runs `t` tokens for every slot (a batch of sequences in lockstep, each at its own
+//! position); a slot with fewer tokens is padded at its end. Padding tokens take the positions
+//! after the slot's real tokens, inside its own slot, so they only write cells that its real tokens
+//! do not read yet (the causal mask hides them) and that later steps overwrite before reading.
+
+use crate::config::Config;
+use crate::error::{Result, RunnerError};
+use graph::DType;
+
+/// Shape and dtype of the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSpec {
+    /// Sequence slots.
+    pub n_seq: usize,
+    /// Cells (positions) per slot.
+    pub n_ctx: usize,
+    /// Element type of the cache (f32 or f16).
+    pub dtype: DType,
+}
+
+/// One step's inputs, as the graph built by [`crate::forward`] takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepInputs {
+    /// Tokens per slot in this step (the longest slot's count).
+    pub t: usize,
+    /// Token ids, `[n_seq * t]` (slot-major).
+    pub tokens: Vec<i32>,
+    /// Positions, `[n_seq * t]`.
+    pub pos: Vec<i32>,
+    /// Key cache rows written, `[n_seq * t]`.
+    pub k_rows: Vec<i32>,
+    /// Value cache elements written, `[n_seq * t * n_embd_kv]` (token-major).
+    pub v_rows: Vec<i32>,
+    /// Causal mask `[n_ctx, t, 1, n_seq]`: 0 where a token may attend, `-inf` elsewhere.
+    pub mask: Vec<f32>,
+    /// The output row of each slot (its last real token), `[n_seq]`.
+    pub out_rows: Vec<i32>,
+}
+
+impl StepInputs {
+    /// The inputs for `tokens[s]` appended to slot `s` at position `start[s]` onwards.
+    pub fn new(cfg: &Config, cache: &CacheSpec, tokens: &[&[u32]], start: &[usize]) -> Result<StepInputs> {
+        if tokens.len() != cache.n_seq || start.len() != cache.n_seq {
+            return Err(RunnerError::Session {
+                what: format!("a step with {} token lists", tokens.len()),
+                reason: format!("the session has {} sequences; every sequence takes part in every step", cache.n_seq),
+            });
+        }
+        let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0);
+        for (s, toks) in tokens.iter().enumerate() {
+            if toks.is_empty() {
+                return Err(RunnerError::Session {
+                    what: format!("sequence {s}"),
+                    reason: "has no token in this step".into(),
+                });
+            }
+            if start[s] + t > cache.n_ctx {
+                return Err(RunnerError::ContextFull { seq: s, needed: start[s] + t, n_ctx: cache.n_ctx });
+            }
+            if let Some(&bad) = toks.iter().find(|&&x| x as usize >= cfg.n_vocab) {
+                return Err(RunnerError::Token { seq: s, token: bad, n_vocab: cfg.n_vocab });
+            }
+        }
+        let (n_seq, n_ctx, kv) = (cache.n_seq, cache.n_ctx, cfg.n_embd_kv());
+        let n = n_seq * t;
+        let mut si = StepInputs {
+            t,
+            tokens: Vec::with_capacity(n),
+            pos: Vec::with_capacity(n),
+            k_rows: Vec::with_capacity(n),
+            v_rows: Vec::with_capacity(n * kv),
+            mask: vec![f32::NEG_INFINITY; n_ctx * n],
+            out_rows: Vec::with_capacity(n_seq),
+        };
+        for (s, toks) in tokens.iter().enumerate() {
+            for j in 0..t {
+                let tok = toks.get(j).copied().unwrap_or(*toks.last().expect("non-empty"));
+                let pos = start[s] + j;
+                si.tokens.push(tok as i32);
+                si.pos.push(pos as i32);
+                si.k_rows.push((s * n_ctx + pos) as i32);
+                si.v_rows.extend((0..kv).map(|c| ((s * kv + c) * n_ctx + pos) as i32));
+                let row = (s * t + j) * n_ctx;
+                si.mask[row..=row + pos].fill(0.0);
+            }
+            si.out_rows.push((s * t + toks.len() - 1) as i32);
+        }
+        Ok(si)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_slots_at_different_positions() {
+        let cfg = Config { n_head_kv: 1, head_dim: 2, rope_dims: 2, n_head: 1, ..Config::tiny(10) };
+        let cache = CacheSpec { n_seq: 2, n_ctx: 4, dtype: DType::F32 };
+        let si = StepInputs::new(&cfg, &cache, &[&[5, 6], &[7]], &[1, 0]).unwrap();
+        assert_eq!(si.t, 2);
+        assert_eq!(si.tokens, [5, 6, 7, 7]);
+        assert_eq!(si.pos, [1, 2, 0, 1]);
+        assert_eq!(si.k_rows, [1, 2, 4, 5]);
+        // channel c of (s, pos) is (s * 2 + c) * 4 + pos
+        assert_eq!(si.v_rows, [1, 5, 2, 6, 8, 12, 9, 13]);
+        let ninf = f32::NEG_INFINITY;
+        assert_eq!(si.mask[0..4], [0.0, 0.0, ninf, ninf]);
+        assert_eq!(si.mask[4..8], [0.0, 0.0, 0.0, ninf]);
+        assert_eq!(si.mask[8..12], [0.0, ninf, ninf, ninf]);
+        assert_eq!(si.mask[12..16], [0.0, 0.0, ninf, ninf]);
+        assert_eq!(si.out_rows, [1, 2]);
+    }
+
+    #[test]
+    fn bad_steps_are_errors() {
+        let cfg = Config::tiny(10);
+        let cache = CacheSpec { n_seq: 1, n_ctx: 4, dtype: DType::F32 };
+        let e = StepInputs::new(&cfg, &cache, &[&[1, 2, 3]], &[2]).unwrap_err().to_string();
+        assert!(e.contains("sequence 0: 5 positions needed") && e.contains("holds 4"), "{e}");
+        let e = StepInputs::new(&cfg, &cache, &[&[10]], &[0]).unwrap_err().to_string();
+        assert!(e.contains("token 10 of sequence 0"), "{e}");
+        let e = StepInputs::new(&cfg, &cache, &[&[]], &[0]).unwrap_err().to_string();
+        assert!(e.contains("no token"), "{e}");
+        let e = StepInputs::new(&cfg, &cache, &[&[1], &[1]], &[0, 0]).unwrap_err().to_string();
+        assert!(e.contains("2 token lists"), "{e}");
+    }
+}

@@ -1,0 +1,27 @@
+//! The reference model runner: a LLaMA-architecture decoder built only from `graph` ops
+//! ([`forward`]), run by `sched` on the CPU or Vulkan backend over a KV cache held in state
+//! tensors ([`kv`]), a batch of sequences decoded in lockstep with each sequence's sampler chain
+//! run as backend sampling ops after the logits ([`session`]). Models come from seeded random
+//! weights ([`Model::random`], the default: nothing to download) or from GGUF files; text goes
+//! through a byte-level BPE [`tokenizer`] built from the GGUF metadata.
+//!
+//! The binary (`cargo run --release -p runner`) is the project's main demo; see its `--help`.
+
+pub mod config;
+pub mod error;
+pub mod fetch;
+pub mod forward;
+pub mod gguf_model;
+pub mod kv;
+pub mod model;
+pub mod session;
+pub mod tokenizer;
+pub mod weights;
+
+pub use config::Config;
+pub use error::{Result, RunnerError};
+pub use kv::CacheSpec;
+pub use model::Model;
+pub use session::{BackendKind, Sampling, Session, SessionOptions, StepOutcome};
+pub use tokenizer::{TextStream, Tokenizer, TokenizerSpec};
+pub use weights::{Tensor, Weights};

@@ -1,0 +1,263 @@
+//! `runner`: decodes a batch of sequences, each with its own sampler chain, on the CPU or Vulkan
+//! backend, and reports prefill/decode speed, time in the graph vs in sampling and bytes read back
+//! per step. Without `--model` it runs a seeded random model with a 151936-token vocabulary (nothing
+//! to download) and prints token ids; with a GGUF model it tokenizes `--prompt` and prints text.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use graph::DType;
+use runner::{BackendKind, Config, Model, Sampling, Session, SessionOptions, TextStream};
+use sampling::Chain;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The four default sequences: greedy; llama.cpp's default chain (its disabled stages append
+/// nothing, so it runs on the backend); penalties; and one that finishes on the CPU (DRY has no
+/// backend form: the backend runs top-k, the CPU DRY and the draw on the 40 candidates).
+const DEFAULT_SEQS: [&str; 4] = [
+    "greedy",
+    "penalties;dry;top_n_sigma;top_k(k=40);typical;top_p(p=0.95);min_p(p=0.05);xtc;temp(t=0.8);dist(seed=1)",
+    "penalties(last_n=64,repeat=1.1,freq=0.1,present=0.1);top_k(k=40);temp(t=0.7);dist(seed=2)",
+    "top_k(k=40);dry(multiplier=0.8,base=1.75,allowed_length=2,last_n=64);temp(t=0.9);dist(seed=3)",
+];
+
+#[derive(Parser, Debug)]
+#[command(name = "runner", about = "Batched decoding with per-sequence sampler chains run as graph ops")]
+struct Args {
+    /// A sequence and its sampler chain, `ID:SPEC` (ids 0, 1, 2, ... in order; SPEC as
+    /// `cargo xtask sample --chain`). Default: four sequences with four different chains.
+    #[arg(long = "seq", value_name = "ID:SPEC")]
+    seqs: Vec<String>,
+    /// Tokens to generate per sequence (the first from the prompt's logits, then decode steps).
+    #[arg(long, default_value_t = 65)]
+    steps: usize,
+    /// Copy the logits rows back and run every chain on the CPU (instead of backend sampling).
+    #[arg(long)]
+    cpu_sampling: bool,
+    /// Backend: cpu, or vulkan (with the CPU for what it cannot run).
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// KV cache dtype: f16 (as llama.cpp) or f32.
+    #[arg(long, default_value = "f16")]
+    kv: String,
+    /// Weight dtype of the random model: f16, f32 or bf16.
+    #[arg(long, default_value = "f16")]
+    weights: String,
+    /// Seed of the random model's weights and prompts.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print only the final outputs and the summary.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_dtype(s: &str, what: &str) -> Result<DType> {
+    Ok(match s {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        _ => bail!("{what} `{s}`: expected f32, f16 or bf16"),
+    })
+}
+
+/// The chains of `--seq ID:SPEC` arguments (ids 0..n in order), or the defaults.
+fn chains(args: &[String]) -> Result<Vec<(String, Chain)>> {
+    if args.is_empty() {
+        return DEFAULT_SEQS.iter().map(|s| Ok((s.to_string(), Chain::parse(s)?))).collect();
+    }
+    let mut out = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        let (id, spec) = a.split_once(':').with_context(|| format!("--seq `{a}`: expected ID:SPEC"))?;
+        let id: usize = id.trim().parse().with_context(|| format!("--seq `{a}`: `{id}` is not a sequence id"))?;
+        if id != i {
+            bail!("--seq `{a}`: sequence ids must be 0, 1, 2, ... in order; expected {i}");
+        }
+        let chain = Chain::parse(spec).with_context(|| format!("--seq {id}: chain `{spec}`"))?;
+        out.push((spec.to_string(), chain));
+    }
+    Ok(out)
+}
+
+/// Seeded prompts for the random model: sequence `s` gets `6 + 5 s` tokens, so the sequences sit
+/// at different positions.
+fn random_prompts(n_seq: usize, n_vocab: usize, seed: u64) -> Vec<Vec<u32>> {
+    (0..n_seq)
+        .map(|s| {
+            (0..6 + 5 * s)
+                .map(|j| (graph::philox::bits(seed, 1_000 + s as u64, j as u64)[0] as usize % n_vocab) as u32)
+                .collect()
+        })
+        .collect()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn run(args: Args) -> Result<()> {
+    let seqs = chains(&args.seqs)?;
+    if args.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let backend = match args.backend.as_str() {
+        "cpu" => BackendKind::Cpu,
+        "vulkan" => BackendKind::Vulkan,
+        b => bail!("--backend `{b}`: expected cpu or vulkan"),
+    };
+    let kv = parse_dtype(&args.kv, "--kv")?;
+    if kv == DType::BF16 {
+        bail!("--kv bf16: the KV cache is f16 or f32");
+    }
+    let t_load = Instant::now();
+    let model = Model::random(Config::demo(), parse_dtype(&args.weights, "--weights")?, args.seed)?;
+    let prompts = random_prompts(seqs.len(), model.config.n_vocab, args.seed);
+    let load_time = t_load.elapsed();
+    let model = Arc::new(model);
+    let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);
+    let n_ctx = (max_prompt + args.steps).next_multiple_of(16);
+    let opts = SessionOptions {
+        n_ctx,
+        kv_dtype: kv,
+        backend,
+        threads: args.threads.unwrap_or(SessionOptions::default().threads),
+        sampling: if args.cpu_sampling { Sampling::Cpu } else { Sampling::Backend },
+        ..SessionOptions::default()
+    };
+    let mut session = Session::new(model.clone(), opts, seqs.iter().map(|(_, c)| c.clone()).collect())?;
+    let n_seq = seqs.len();
+    println!(
+        "model: {} ({:.0} MB of weights, made in {:.2} s)",
+        model.name,
+        model.weights.bytes() as f64 / 1e6,
+        load_time.as_secs_f64()
+    );
+    println!(
+        "{} sequences, KV cache {} x {} cells ({}), backend {}, {} thread(s), {} sampling",
+        n_seq,
+        n_seq,
+        n_ctx,
+        kv,
+        args.backend,
+        opts.threads,
+        if args.cpu_sampling { "CPU" } else { "backend" }
+    );
+    for (s, (spec, _)) in seqs.iter().enumerate() {
+        println!("  seq {s}: prompt of {} tokens, chain {spec}", prompts[s].len());
+    }
+
+    let tok = model.tokenizer.clone();
+    let mut streams: Vec<TextStream> = vec![TextStream::default(); n_seq];
+    let mut generated: Vec<Vec<u32>> = vec![Vec::new(); n_seq];
+    let mut show = |step: usize, tokens: &[u32], generated: &mut Vec<Vec<u32>>, quiet: bool| -> Result<()> {
+        let mut line = format!("step {step:>3}:");
+        for (s, &t) in tokens.iter().enumerate() {
+            generated[s].push(t);
+            match &tok {
+                Some(tk) => {
+                    let text = streams[s].push(tk, t)?;
+                    line += &format!(" | {:>6} {:<12}", t, format!("{text:?}"));
+                }
+                None => line += &format!(" {t:>7}"),
+            }
+        }
+        if !quiet {
+            println!("{line}");
+            std::io::stdout().flush().ok();
+        }
+        Ok(())
+    };
+
+    // Prefill: every prompt in one batch; its logits give each sequence's first token.
+    let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+    let pre = session.step(&refs)?;
+    show(0, &pre.tokens, &mut generated, args.quiet)?;
+    let stats_after_prefill = session.stats();
+    // Decode.
+    let (mut graph_t, mut sample_t, mut bytes) = (Duration::ZERO, Duration::ZERO, 0usize);
+    let mut last = pre.tokens.clone();
+    let t_decode = Instant::now();
+    for step in 1..args.steps {
+        let refs: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
+        let refs: Vec<&[u32]> = refs.iter().map(|r| r.as_slice()).collect();
+        let out = session.step(&refs)?;
+        graph_t += out.prepare_time + out.graph_time;
+        sample_t += out.sample_time;
+        bytes += out.bytes_read;
+        show(step, &out.tokens, &mut generated, args.quiet)?;
+        last = out.tokens;
+    }
+    let decode_time = t_decode.elapsed();
+    let steps = args.steps - 1;
+
+    println!();
+    for (s, g) in generated.iter().enumerate() {
+        match &model.tokenizer {
+            Some(tk) => println!("seq {s}: {:?}", tk.decode(g)?),
+            None => println!("seq {s}: {g:?}"),
+        }
+    }
+    println!();
+    let placement = session.placement();
+    for (s, p) in placement.iter().enumerate() {
+        println!("seq {s} placement: {p}");
+    }
+    let n_prompt: usize = prompts.iter().map(Vec::len).sum();
+    let pre_t = pre.graph_time + pre.sample_time;
+    println!(
+        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s; graph {:.1} ms, sampling {:.2} ms, read back {} bytes; \
+         building, planning and uploading the weights before it: {:.1} ms)",
+        ms(pre_t),
+        n_prompt as f64 / pre_t.as_secs_f64(),
+        ms(pre.graph_time),
+        ms(pre.sample_time),
+        pre.bytes_read,
+        ms(pre.prepare_time)
+    );
+    if steps > 0 {
+        let per = |d: Duration| ms(d) / steps as f64;
+        println!(
+            "decode: {steps} steps x {n_seq} sequences = {} tokens in {:.2} s ({:.1} tokens/s)",
+            steps * n_seq,
+            decode_time.as_secs_f64(),
+            (steps * n_seq) as f64 / decode_time.as_secs_f64()
+        );
+        println!(
+            "per decode step: graph {:.2} ms, sampling {:.3} ms, read back {} bytes",
+            per(graph_t),
+            per(sample_t),
+            bytes / steps
+        );
+    }
+    let st = session.stats();
+    println!(
+        "plans: {} made ({} after the prefill), {} cache hits, {} steps computed",
+        st.plans,
+        st.plans - stats_after_prefill.plans,
+        st.cache_hits,
+        st.steps
+    );
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! `Tokenizer`: byte-level BPE from a GGUF file's `tokenizer.ggml.*` metadata (tokens, merges,
+//! token types, the pre-tokenizer name, BOS/EOS), run by the `tokenizers` crate with its pure-Rust
+//! regex engine. The pre-tokenizer is rebuilt from llama.cpp's per-type split expressions (applied
+//! in order, each piece isolated), followed by the byte-to-character mapping; control tokens are
+//! special tokens (matched whole in the input, printed by `decode`). Text streams out through
+//! [`TextStream`], which holds back an incomplete UTF-8 sequence until its last byte arrives.
+
+use crate::error::{Result, RunnerError};
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::{BPE, Merges, Vocab};
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{AddedToken, SplitDelimiterBehavior};
+
+/// GPT-2's split expression (llama.cpp's form: no trailing `\s+` alternative).
+const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+/// LLaMA 3's split expression (case-insensitive contractions spelled out, digits in threes).
+const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen2's split expression (single digits).
+const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The split expressions of a `tokenizer.ggml.pre` name, as llama.cpp applies them; `None` for a
+/// name this runner does not know.
+pub fn split_expressions(pre: &str) -> Option<Vec<&'static str>> {
+    Some(match pre {
+        "default" | "gpt2" | "gpt-2" | "mpt" | "olmo" | "jais" => vec![GPT2],
+        "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b" => {
+            vec![r"\p{N}", GPT2]
+        }
+        "llama3" | "llama-v3" | "llama-bpe" => vec![LLAMA3],
+        "qwen2" | "stablelm2" => vec![QWEN2],
+        _ => return None,
+    })
+}
+
+/// GGUF token type of a control token (`tokenizer.ggml.token_type`).
+pub const TOKEN_TYPE_CONTROL: i32 = 3;
+
+/// What a byte-level BPE tokenizer is built from (the `tokenizer.ggml.*` metadata).
+#[derive(Debug, Clone, Default)]
+pub struct TokenizerSpec {
+    /// `tokenizer.ggml.model`: must be `gpt2` (byte-level BPE).
+    pub model: String,
+    /// `tokenizer.ggml.pre`: the pre-tokenizer's name.
+    pub pre: String,
+    /// `tokenizer.ggml.tokens`: token text by id (byte-level characters).
+    pub tokens: Vec<String>,
+    /// `tokenizer.ggml.merges`: `"left right"` pairs, highest priority first.
+    pub merges: Vec<String>,
+    /// `tokenizer.ggml.token_type` (may be empty).
+    pub token_types: Vec<i32>,
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos: Option<u32>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub eos: Option<u32>,
+    /// `tokenizer.ggml.add_bos_token`.
+    pub add_bos: bool,
+}
+
+/// A byte-level BPE tokenizer; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    n_vocab: usize,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    add_bos: bool,
+}
+
+fn tok_err(what: impl Into<String>, reason: impl std::fmt::Display) -> RunnerError {
+    RunnerError::Tokenizer { what: what.into(), reason: reason.to_string() }
+}
+
+impl Tokenizer {
+    /// Builds the tokenizer; an unsupported model or pre-tokenizer, an empty vocabulary, a
+    /// malformed merge or a special id outside the vocabulary is an error naming it.
+    pub fn new(spec: &TokenizerSpec) -> Result<Tokenizer> {
+        if spec.model != "gpt2" {
+            return Err(tok_err(
+                format!("tokenizer.ggml.model = {:?}", spec.model),
+                "unsupported tokenizer type (only byte-level BPE, \"gpt2\", is supported)",
+            ));
+        }
+        let exprs = split_expressions(&spec.pre)
+            .ok_or_else(|| tok_err(format!("tokenizer.ggml.pre = {:?}", spec.pre), "unsupported pre-tokenizer type"))?;
+        let n_vocab = spec.tokens.len();
+        if n_vocab == 0 {
+            return Err(tok_err("tokenizer.ggml.tokens", "the vocabulary is empty"));
+        }
+        if !spec.token_types.is_empty() && spec.token_types.len() != n_vocab {
+            return Err(tok_err(
+                "tokenizer.ggml.token_type",
+                format!("{} entries for {n_vocab} tokens", spec.token_types.len()),
+            ));
+        }
+        for (what, id) in [("tokenizer.ggml.bos_token_id", spec.bos), ("tokenizer.ggml.eos_token_id", spec.eos)] {
+            if let Some(id) = id.filter(|&i| i as usize >= n_vocab) {
+                return Err(tok_err(what, format!("{id} is outside the vocabulary of {n_vocab} tokens")));
+            }
+        }
+        let mut vocab = Vocab::default();
+        for (i, t) in spec.tokens.iter().enumerate() {
+            vocab.entry(t.clone()).or_insert(i as u32);
+        }
+        let mut merges: Merges = Vec::with_capacity(spec.merges.len());
+        for (i, m) in spec.merges.iter().enumerate() {
+            // The separator is the first space after the first character (a merge's left part may
+            // itself be a space character in some vocabularies).
+            let first = m.chars().next().map_or(0, char::len_utf8);
+            let sp = m[first..].find(' ').map(|p| p + first);
+            match sp {
+                Some(p) if p + 1 < m.len() => merges.push((m[..p].to_string(), m[p + 1..].to_string())),
+                _ => {
+                    return Err(tok_err(format!("tokenizer.ggml.merges[{i}]"), format!("{m:?} is not \"left right\"")));
+                }
+            }
+        }
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .ignore_merges(matches!(spec.pre.as_str(), "llama3" | "llama-v3" | "llama-bpe"))
+            .build()
+            .map_err(|e| tok_err("building the BPE model", e))?;
+        let mut pre: Vec<PreTokenizerWrapper> = Vec::new();
+        for x in exprs {
+            let split = Split::new(SplitPattern::Regex(x.to_string()), SplitDelimiterBehavior::Isolated, false)
+                .map_err(|e| tok_err(format!("pre-tokenizer expression {x:?}"), e))?;
+            pre.push(split.into());
+        }
+        pre.push(ByteLevel::new(false, false, false).into());
+        let mut inner = tokenizers::Tokenizer::new(bpe);
+        inner.with_pre_tokenizer(Some(Sequence::new(pre)));
+        inner.with_decoder(Some(ByteLevelDecoder::default()));
+        let specials: Vec<AddedToken> = spec
+            .token_types
+            .iter()
+            .zip(&spec.tokens)
+            .filter(|(ty, _)| **ty == TOKEN_TYPE_CONTROL)
+            .map(|(_, t)| AddedToken::from(t.clone(), true))
+            .collect();
+        inner.add_special_tokens(&specials);
+        Ok(Tokenizer { inner, n_vocab, bos: spec.bos, eos: spec.eos, add_bos: spec.add_bos })
+    }
+
+    /// Vocabulary size.
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// The end-of-sequence token, if the model names one.
+    pub fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// Token ids of `text`, with the BOS token first when the model asks for it.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self.inner.encode(text, false).map_err(|e| tok_err(format!("encoding {text:?}"), e))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if self.add_bos
+            && let Some(b) = self.bos
+        {
+            ids.push(b);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// The text of `ids` (special tokens included; invalid UTF-8 becomes U+FFFD).
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.n_vocab) {
+            return Err(tok_err("decode", format!("token {bad} is outside the vocabulary of {} tokens", self.n_vocab)));
+        }
+        self.inner.decode(ids, false).map_err(|e| tok_err("decode", e))
+    }
+
+    /// An incremental decoder for one sequence.
+    pub fn stream(&self) -> TextStream {
+        TextStream::default()
+    }
+}
+
+/// Incremental decoding of one sequence's tokens: each push returns the new text, holding back a
+/// character whose UTF-8 bytes are split over tokens until it is complete.
+#[derive(Debug, Clone, Default)]
+pub struct TextStream {
+    ids: Vec<u32>,
+    emitted: usize,
+}
+
+impl TextStream {
+    /// Adds a token and returns the text it completes (possibly empty).
+    pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let text = tok.decode(&self.ids)?;
+        if text.ends_with('\u{FFFD}') || text.len() < self.emitted || !text.is_char_boundary(self.emitted) {
+            return Ok(String::new());
+        }
+        let out = text[self.emitted..].to_string();
+        self.emitted = text.len();
+        Ok(out)
+    }
+}

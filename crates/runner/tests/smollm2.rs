@@ -1,0 +1,99 @@
+//! SmolLM2-135M-Instruct (Q4_1 GGUF, fetched into `target/models` if absent) against llama.cpp's
+//! public reference: greedy, no BOS, "The capital of France is" tokenizes to
+//! [504, 3575, 282, 4649, 314] and continues 7042 " Paris", 30 ".", 198 "\n", 198 "\n", 504 "The";
+//! alone and batched with other sequences at other positions, with backend and CPU sampling, on
+//! the CPU backend (and on Vulkan where a device exists).
+
+use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
+use sampling::Chain;
+use std::sync::{Arc, OnceLock};
+
+const PROMPT: &str = "The capital of France is";
+const PROMPT_IDS: [u32; 5] = [504, 3575, 282, 4649, 314];
+const CONTINUATION: [u32; 5] = [7042, 30, 198, 198, 504];
+
+fn model() -> Arc<Model> {
+    static M: OnceLock<Arc<Model>> = OnceLock::new();
+    M.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models");
+        let path =
+            runner::fetch::smollm2(&dir).expect("fetching SmolLM2 (network needed once; or `cargo xtask fetch-model`)");
+        Arc::new(Model::from_gguf(&path).unwrap())
+    })
+    .clone()
+}
+
+/// Generates `n` tokens per sequence (the first from the prompt's logits).
+fn generate(
+    m: &Arc<Model>,
+    backend: BackendKind,
+    sampling: Sampling,
+    seqs: &[(&str, &str)],
+    n: usize,
+) -> Vec<Vec<u32>> {
+    let tok = m.tokenizer.as_ref().unwrap();
+    let prompts: Vec<Vec<u32>> = seqs.iter().map(|(p, _)| tok.encode(p).unwrap()).collect();
+    let chains: Vec<Chain> = seqs.iter().map(|(_, c)| Chain::parse(c).unwrap()).collect();
+    let opts = SessionOptions { n_ctx: 64, backend, threads: 2, sampling, ..SessionOptions::default() };
+    let mut s = Session::new(m.clone(), opts, chains).unwrap();
+    let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); seqs.len()];
+    let mut last = s.step(&refs).unwrap().tokens;
+    for _ in 0..n {
+        for (o, t) in out.iter_mut().zip(&last) {
+            o.push(*t);
+        }
+        let one: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
+        let refs: Vec<&[u32]> = one.iter().map(|x| x.as_slice()).collect();
+        last = s.step(&refs).unwrap().tokens;
+    }
+    out
+}
+
+#[test]
+fn the_tokenizer_matches_llama_cpp() {
+    let m = model();
+    let t = m.tokenizer.as_ref().unwrap();
+    assert_eq!(t.encode(PROMPT).unwrap(), PROMPT_IDS);
+    assert_eq!(t.decode(&CONTINUATION).unwrap(), " Paris.\n\nThe");
+    for text in
+        ["Hello, world! 1234", "  two  spaces\tand tabs\n", "naïve café 日本 🙂", "<|im_start|>user\nhi<|im_end|>"]
+    {
+        assert_eq!(t.decode(&t.encode(text).unwrap()).unwrap(), text);
+    }
+    // SmolLM's pre-tokenizer splits digits one by one.
+    assert_eq!(t.encode("1234").unwrap().len(), 4);
+    assert_eq!(m.config.n_vocab, 49152);
+    assert!(m.config.tied_embeddings);
+}
+
+#[test]
+fn greedy_decoding_matches_llama_cpp_alone_and_batched() {
+    let m = model();
+    let alone = generate(&m, BackendKind::Cpu, Sampling::Backend, &[(PROMPT, "greedy")], 5);
+    assert_eq!(alone[0], CONTINUATION);
+    let batch = [
+        ("Once upon a time", "top_k(k=40);top_p(p=0.9);temp(t=0.8);dist(seed=1)"),
+        (PROMPT, "greedy"),
+        ("The quick brown fox jumps over the lazy dog. The", "penalties(last_n=16,repeat=1.2);greedy"),
+    ];
+    let backend = generate(&m, BackendKind::Cpu, Sampling::Backend, &batch, 5);
+    assert_eq!(backend[1], CONTINUATION);
+    let cpu = generate(&m, BackendKind::Cpu, Sampling::Cpu, &batch, 5);
+    assert_eq!(backend, cpu, "backend and CPU sampling");
+}
+
+#[test]
+fn greedy_decoding_matches_llama_cpp_on_vulkan() {
+    if vulkan::VulkanBackend::new().is_err() {
+        assert!(
+            std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_none(),
+            "SAMPLING_REQUIRE_VULKAN is set but no Vulkan device"
+        );
+        eprintln!("SKIPPED: no Vulkan device");
+        return;
+    }
+    let m = model();
+    let out = generate(&m, BackendKind::Vulkan, Sampling::Backend, &[(PROMPT, "greedy")], 5);
+    assert_eq!(out[0], CONTINUATION);
+}
