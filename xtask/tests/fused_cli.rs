@@ -1,6 +1,7 @@
 //! End-to-end tests of `cargo xtask fused` (the contract `shared/contracts/fused-cli.md`): the
 //! built binary on `.npy` files written here, its JSON line, the `--need-logits` file, and every
 //! error of the contract by message content (non-zero exit, nothing on stdout).
+#![allow(clippy::print_stderr)]
 
 use std::path::PathBuf;
 use std::process::Command;
