@@ -1,6 +1,7 @@
 //! End-to-end tests of `cargo xtask fused` (the contract `shared/contracts/fused-cli.md`): the
 //! built binary on `.npy` files written here, its JSON line, the `--need-logits` file, and every
 //! error of the contract by message content (non-zero exit, nothing on stdout).
+#![allow(clippy::print_stderr)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -371,4 +372,44 @@ fn random_sample_errors() {
         let over = d.file("over.npy", &npy("<f4", &[ok_n + 1], &f32s(&vec![0.0; ok_n + 1])));
         fails_with(&run(&over, "0", "1", "0", "1", &["--index-dtype", dt]), &["overflow", dt]);
     }
+}
+
+#[test]
+fn backend_vulkan_gives_the_cpu_results() {
+    // The Vulkan backend has no kernel for these ops: a `vulkan,cpu` plan runs them on the CPU,
+    // so the results are the CPU's. Skipped where no Vulkan device can be opened.
+    let d = Dir::new("vk");
+    let vals: Vec<f32> = (0..3 * 50).map(|i| ((i * 37) % 23) as f32 / 4.0).collect();
+    let l = d.file("l.npy", &npy("<f4", &[3, 50], &f32s(&vals)));
+    let k = d.file("k.npy", &npy("<i4", &[3], &i32s(&[5, 0, 51])));
+    let p = d.file("p.npy", &npy("<f4", &[3], &f32s(&[0.7, 0.5, 1.0])));
+    let q = d.file("q.npy", &npy("<f4", &[3, 50], &f32s(&(0..150).map(|i| 0.1 + (i % 7) as f32).collect::<Vec<_>>())));
+    let args = |b: &'static str| {
+        xtask(&["top-k-top-p", "--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &q, "--backend", b])
+    };
+    let vk = args("vulkan");
+    if !vk.ok && vk.stderr.to_lowercase().contains("vulkan") {
+        eprintln!("skipped: no Vulkan device ({})", vk.stderr.trim());
+        return;
+    }
+    assert_eq!(select_idx(&vk), select_idx(&args("cpu")));
+    let l1 = d.file("l1.npy", &npy("<f4", &[50], &f32s(&vals[..50])));
+    let rs = |b: &str| {
+        xtask(&[
+            "random-sample",
+            "--logits",
+            &l1,
+            "--random",
+            "0.4",
+            "--topp",
+            "0.8",
+            "--topk",
+            "7",
+            "--temperature",
+            "0.7",
+            "--backend",
+            b,
+        ])
+    };
+    assert_eq!(index(&rs("vulkan")), index(&rs("cpu")));
 }

@@ -177,7 +177,8 @@ const BUCKETS: usize = 4096;
 /// The tokens of the first buckets whose mass exceeds `p Z`, in the order value descending, index
 /// ascending, into `idx`: every token of the nucleus (the buckets before hold less than `p Z`, so
 /// each of their tokens is kept; the ones after start past `p Z`, so none of theirs is). One pass
-/// for the bucket masses, one gathering pass, and a sort of the gathered tokens only.
+/// for the bucket masses and counts, one placing the gathered tokens by bucket, and a sort of each
+/// bucket's tokens.
 #[allow(clippy::too_many_arguments)]
 fn bucket_candidates(
     x: &[f32],
@@ -202,8 +203,11 @@ fn bucket_candidates(
         if d < (BUCKETS - 1) as f32 { d as usize } else { BUCKETS - 1 }
     };
     let mut mass = vec![0.0f64; BUCKETS];
+    let mut count = vec![0u32; BUCKETS + 1];
     for (i, &t) in x.iter().enumerate() {
-        mass[bucket(t)] += f64::from(if logits { e[i] } else { t });
+        let b = bucket(t);
+        mass[b] += f64::from(if logits { e[i] } else { t });
+        count[b + 1] += 1;
     }
     let target = f64::from(p) * z;
     let mut cum = 0.0;
@@ -215,13 +219,25 @@ fn bucket_candidates(
             break;
         }
     }
+    // A counting sort by bucket (a bucket never holds a value above one of an earlier bucket),
+    // then each bucket's few tokens by value and index.
+    for b in 0..BUCKETS {
+        count[b + 1] += count[b];
+    }
+    let n = count[last + 1] as usize;
     keys.clear();
+    keys.resize(n, 0);
+    let mut next = count[..=last].to_vec();
     for (i, &t) in x.iter().enumerate() {
-        if bucket(t) <= last {
-            keys.push(kernels::key::index_key(kernels::key::order_key(t), i));
+        let b = bucket(t);
+        if b <= last {
+            keys[next[b] as usize] = kernels::key::index_key(kernels::key::order_key(t), i);
+            next[b] += 1;
         }
     }
-    keys.sort_unstable_by(|a, b| b.cmp(a));
+    for b in 0..=last {
+        keys[count[b] as usize..count[b + 1] as usize].sort_unstable_by(|a, b| b.cmp(a));
+    }
     idx.clear();
     idx.extend(keys.iter().map(|&k| kernels::key::key_index(k) as i32));
 }
