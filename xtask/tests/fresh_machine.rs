@@ -1,6 +1,7 @@
 //! The README's two commands must build on a fresh machine with only the Rust toolchain: `xtask`
-//! (which both commands build first, before `cargo xtask ci` can install anything) must not depend,
-//! in its default features, on a crate whose build needs a system package. Today that crate is
+//! (which `cargo xtask ci` builds before it can install anything) and `runner` (the main job,
+//! `cargo run --release -p runner`) must not depend, in their default features, on a crate whose
+//! build needs a system package. Today that crate is
 //! `ggml-sys-bleedingedge` (cmake and libclang), which only the tests and `cargo xtask bench ops`
 //! (through xtask's `ggml` feature) may link.
 
@@ -11,20 +12,29 @@ const NEEDS_SYSTEM_PACKAGES: &[&str] = &["ggml-sys-bleedingedge", "bindgen", "cl
 
 #[test]
 fn xtask_default_build_needs_no_system_package() {
+    assert_builds_without_system_packages("xtask");
+}
+
+#[test]
+fn runner_default_build_needs_no_system_package() {
+    assert_builds_without_system_packages("runner");
+}
+
+fn assert_builds_without_system_packages(package: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "--package", "xtask", "--edges", "normal,build", "--prefix", "none", "--format", "{p}"])
+        .args(["tree", "--package", package, "--edges", "normal,build", "--prefix", "none", "--format", "{p}"])
         .args(["--manifest-path", concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")])
         .output()
         .expect("running cargo tree");
     assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
     let tree = String::from_utf8(out.stdout).unwrap();
-    assert!(tree.lines().any(|l| l.starts_with("xtask ")), "unexpected cargo tree output:\n{tree}");
+    assert!(tree.lines().any(|l| l.starts_with(&format!("{package} "))), "unexpected cargo tree output:\n{tree}");
     for line in tree.lines() {
         let name = line.split_whitespace().next().unwrap_or("");
         assert!(
             !NEEDS_SYSTEM_PACKAGES.contains(&name),
-            "xtask's default build depends on `{name}`, which needs system packages: keep it behind a \
+            "{package}'s default build depends on `{name}`, which needs system packages: keep it behind a \
              feature that only the benchmarks enable"
         );
     }
