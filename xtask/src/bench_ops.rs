@@ -400,6 +400,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                 rows.push(mul_mat(&args, 4096, 4096, n, half, all)?);
             }
         }
+    }
+    if wanted("mul_mat quant") {
         for (dt, m) in [(DType::Q8_0, 49152), (DType::Q4_1, 1536), (DType::Q4_0, 1536)] {
             for threads in [1, all] {
                 rows.push(mul_mat_quant(&args, dt, 576, m, threads)?);
