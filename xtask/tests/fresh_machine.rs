@@ -29,3 +29,27 @@ fn xtask_default_build_needs_no_system_package() {
         );
     }
 }
+
+/// The main job (`cargo run --release -p runner`) compiles no C at all: no `cc` build dependency
+/// (the tokenizer's regex is pure Rust, not oniguruma; its suffix-array helper without its C++
+/// feature), no crate that needs a system package, and no Vulkan at build time (the loader is
+/// opened at run time).
+#[test]
+fn the_runner_builds_without_a_c_compiler() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["tree", "--package", "runner", "--edges", "normal,build", "--prefix", "none", "--format", "{p}"])
+        .args(["--manifest-path", concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")])
+        .output()
+        .expect("running cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(tree.lines().any(|l| l.starts_with("tokenizers ")), "unexpected cargo tree output:\n{tree}");
+    for line in tree.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        assert!(
+            !NEEDS_SYSTEM_PACKAGES.contains(&name) && !["cc", "onig_sys", "onig"].contains(&name),
+            "the runner's build depends on `{name}`"
+        );
+    }
+}
