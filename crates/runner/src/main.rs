@@ -49,6 +49,13 @@ struct Args {
     /// Weight dtype of the random model: f16, f32 or bf16.
     #[arg(long, default_value = "f16")]
     weights: String,
+    /// A GGUF model file, or `smollm2` (SmolLM2-135M-Instruct, fetched into target/models). Default:
+    /// the seeded random demo model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Prompt text (with --model); repeat it to give sequences different prompts (cycled).
+    #[arg(long)]
+    prompt: Vec<String>,
     /// Seed of the random model's weights and prompts.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -132,8 +139,36 @@ fn run(args: Args) -> Result<()> {
         bail!("--kv bf16: the KV cache is f16 or f32");
     }
     let t_load = Instant::now();
-    let model = Model::random(Config::demo(), parse_dtype(&args.weights, "--weights")?, args.seed)?;
-    let prompts = random_prompts(seqs.len(), model.config.n_vocab, args.seed);
+    let (model, prompts) = match args.model.as_deref() {
+        None => {
+            if !args.prompt.is_empty() {
+                bail!("--prompt needs --model (the random demo model has no tokenizer; it gets seeded token prompts)");
+            }
+            let model = Model::random(Config::demo(), parse_dtype(&args.weights, "--weights")?, args.seed)?;
+            let prompts = random_prompts(seqs.len(), model.config.n_vocab, args.seed);
+            (model, prompts)
+        }
+        Some(m) => {
+            let path = if m == "smollm2" {
+                runner::fetch::smollm2(std::path::Path::new("target/models"))?
+            } else {
+                std::path::PathBuf::from(m)
+            };
+            let model = Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?;
+            let tk = model.tokenizer.as_ref().context("the model has no tokenizer")?;
+            let texts = if args.prompt.is_empty() { vec!["Once upon a time".to_string()] } else { args.prompt.clone() };
+            let prompts = (0..seqs.len())
+                .map(|s| {
+                    let ids = tk.encode(&texts[s % texts.len()])?;
+                    if ids.is_empty() {
+                        bail!("--prompt {:?} has no tokens", texts[s % texts.len()]);
+                    }
+                    Ok(ids)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (model, prompts)
+        }
+    };
     let load_time = t_load.elapsed();
     let model = Arc::new(model);
     let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);

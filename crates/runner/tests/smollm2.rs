@@ -4,6 +4,8 @@
 //! alone and batched with other sequences at other positions, with backend and CPU sampling, on
 //! the CPU backend (and on Vulkan where a device exists).
 
+#![allow(clippy::print_stderr)] // a skipped Vulkan test says so loudly
+
 use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
 use sampling::Chain;
 use std::sync::{Arc, OnceLock};
