@@ -13,8 +13,8 @@ mod bench_sampling_graph;
 mod bench_vulkan;
 mod ci;
 mod dump;
-mod fused;
 mod fetch_model;
+mod fused;
 mod sample;
 mod shaders;
 
