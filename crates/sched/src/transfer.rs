@@ -467,6 +467,23 @@ fn i32s(bytes: &[u8]) -> Vec<i32> {
     bytes.chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
+impl Scheduler {
+    /// Whether a leaf of the current plan holds data: a param or state tensor once written (params
+    /// shared with an earlier plan by name, dtype and shape count as written), an input once set
+    /// since this plan became current. A runner uploads its weights where this is false, so that a
+    /// second graph over the same weights (prefill and decode) uploads nothing.
+    pub fn is_set(&mut self, node: NodeId) -> Result<bool, SchedError> {
+        self.leaf_check("is_set", node)?;
+        let p = self.planned().expect("checked");
+        let n = p.graph.node(node);
+        Ok(if n.flags.param || n.flags.state {
+            p.slot_of(node).is_some_and(|s| self.pool.leaf_set(s))
+        } else {
+            p.set[node.index()]
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,22 +502,5 @@ mod tests {
         // [64, 3] q4_1: 40-byte rows.
         let q = Layout::contiguous(graph::Shape([64, 3, 1, 1]), DType::Q4_1);
         assert_eq!(row_ranges(&q, DType::Q4_1, &[2, 0]), vec![(80, 40), (0, 40)]);
-    }
-}
-
-impl Scheduler {
-    /// Whether a leaf of the current plan holds data: a param or state tensor once written (params
-    /// shared with an earlier plan by name, dtype and shape count as written), an input once set
-    /// since this plan became current. A runner uploads its weights where this is false, so that a
-    /// second graph over the same weights (prefill and decode) uploads nothing.
-    pub fn is_set(&mut self, node: NodeId) -> Result<bool, SchedError> {
-        self.leaf_check("is_set", node)?;
-        let p = self.planned().expect("checked");
-        let n = p.graph.node(node);
-        Ok(if n.flags.param || n.flags.state {
-            p.slot_of(node).is_some_and(|s| self.pool.leaf_set(s))
-        } else {
-            p.set[node.index()]
-        })
     }
 }
