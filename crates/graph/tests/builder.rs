@@ -1,19 +1,9 @@
 //! Every shape rule and every error path of the builder, asserting the message content.
 
-use graph::{BinaryOp, CompareOp, DType, Graph, GraphError, NodeId, Op, RopeMode, SortOrder, UnaryOp};
+use graph::{BinaryOp, CompareOp, DType, Graph, NodeId, Op, RopeMode, SortOrder, UnaryOp};
 
-fn msg(r: Result<NodeId, GraphError>) -> String {
-    match r {
-        Ok(id) => panic!("expected an error, got node {id}"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn has(m: &str, parts: &[&str]) {
-    for p in parts {
-        assert!(m.contains(p), "message {m:?} lacks {p:?}");
-    }
-}
+mod common;
+use common::{has, msg};
 
 fn ne(g: &Graph, id: NodeId) -> [usize; 4] {
     g.node(id).ne()

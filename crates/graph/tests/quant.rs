@@ -1,20 +1,10 @@
 //! The quantized dtypes in the builder: leaves with whole blocks, ggml's strides, `mul_mat` (as the
 //! weight) and `get_rows` (as the table) accepted, every other use an error naming the node.
 
-use graph::{DType, Graph, GraphError, NodeId};
+use graph::{DType, Graph};
 
-fn msg(r: Result<NodeId, GraphError>) -> String {
-    match r {
-        Ok(id) => panic!("expected an error, got node {id}"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn has(m: &str, parts: &[&str]) {
-    for p in parts {
-        assert!(m.contains(p), "message {m:?} lacks {p:?}");
-    }
-}
+mod common;
+use common::{has, msg};
 
 #[test]
 fn leaves_have_whole_blocks_and_ggml_strides() {
