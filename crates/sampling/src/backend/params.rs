@@ -2,12 +2,12 @@
 //! as the bytes of the input tensors ([`super::build::Param`] says what each input holds).
 
 use super::build::Param;
-use super::seqs::SeqState;
 use super::stage::BackendStage;
+use crate::chain::Chain;
 
-/// Appends row `row`'s (output `output` of its sequence, state `st`) entries of input `param`.
-pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: usize, row: usize, n_vocab: usize) {
-    let chain = st.chain_for(output);
+/// Appends the entries of input `param` for logits row `row`, whose sequence's chain (as this
+/// output sees it) is `chain` and whose draws use `step` (the sequence's step plus the output index).
+pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64, row: usize, n_vocab: usize) {
     let stage = |i: usize| chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form");
     let f = |b: &mut Vec<u8>, v: f32| b.extend_from_slice(&v.to_le_bytes());
     let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
@@ -20,7 +20,6 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: us
                 | BackendStage::Mirostat { seed, .. } => seed,
                 s => unreachable!("draw keys of {s:?}"),
             };
-            let step = st.step + output as u64;
             for w in [seed as u32, (seed >> 32) as u32, step as u32, (step >> 32) as u32] {
                 i(bytes, w as i32);
             }
@@ -58,7 +57,6 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, st: &SeqState, output: us
             BackendStage::Xtc { p, t, min_keep, seed } => {
                 // The CPU sampler draws its coin at every apply: stream XTC at
                 // the row's step.
-                let step = st.step + output as u64;
                 let coin =
                     graph::philox::uniform(seed, step, graph::philox::stream::element(graph::philox::stream::XTC, 0));
                 f(bytes, t);

@@ -315,11 +315,17 @@ impl Tail {
         self.check_current(seqs)?;
         for (gi, gr) in self.groups.iter().enumerate() {
             let cols: Vec<&Slot> = self.slots.iter().filter(|s| s.group == gi).collect();
+            // Each column's chain as its output sees it (a copy with the draft accepted, for a
+            // drafted sequence's later outputs), made once for all the group's inputs.
+            let mut chains = Vec::with_capacity(cols.len());
+            for sl in &cols {
+                let st = seqs.state(sl.seq)?;
+                chains.push((st.chain_for(sl.output), st.step + sl.output as u64));
+            }
             for &(node, param) in &gr.built.inputs {
                 let mut bytes: Vec<u8> = Vec::new();
-                for sl in &cols {
-                    let st = seqs.state(sl.seq)?;
-                    params::write(&mut bytes, param, st, sl.output, gr.rows[sl.col], self.n_vocab);
+                for (sl, (chain, step)) in cols.iter().zip(&chains) {
+                    params::write(&mut bytes, param, chain, *step, gr.rows[sl.col], self.n_vocab);
                 }
                 sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
             }
