@@ -14,6 +14,9 @@
 //!   8-bit blocks, and the weight-activation dot product (ggml's x86 arithmetic).
 //! - [`select`]: selections straight from a raw row: argmax, threshold gathers, top-k (by value for
 //!   the samplers, by index for the `top_k` op).
+//! - [`nucleus`]: top-p's selection straight from a raw row (the CPU sampler chain's `top_p` and
+//!   the CPU backend's `top_p_mask` op), deciding boundaries in llama.cpp's `f32` arithmetic
+//!   ([`llama_f32`]).
 //!
 //! Every hot kernel exists twice: an AVX2+FMA version (explicit `std::arch` intrinsics, or a generic
 //! body compiled with those features enabled) and a portable one that LLVM vectorises for the
@@ -23,6 +26,8 @@
 pub mod draw;
 pub mod exp;
 pub mod key;
+pub mod llama_f32;
+pub mod nucleus;
 pub mod quant;
 pub mod row;
 pub mod select;

@@ -25,7 +25,6 @@ pub mod chain;
 pub mod chain_spec;
 pub mod error;
 pub mod kernels;
-mod llama_f32;
 pub mod sampler;
 pub mod samplers;
 pub mod speculative;

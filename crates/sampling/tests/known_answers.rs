@@ -100,7 +100,21 @@ fn top_p_keeps_pre_truncation_probabilities() {
     let list = c.list("test").unwrap();
     assert_eq!(list.len(), 2);
     assert!((list[0].p - 0.5).abs() < 1e-6 && (list[1].p - 0.25).abs() < 1e-6);
+    // On the vocabulary the kept tokens stay in vocabulary order, unsorted (as min-p leaves them),
+    // so a later draw walks them in token-id order, as the backend's draw from the masked row does.
+    let l = [0.25f32.ln(), 0.125f32.ln(), 0.5f32.ln(), 0.125f32.ln()];
+    let mut c = Candidates::from_row(&l).unwrap();
+    TopP::new(0.6, 0).unwrap().apply(&mut c).unwrap();
+    assert!(!c.is_sorted());
+    let list = c.list("test").unwrap();
+    assert_eq!(list.iter().map(|t| t.id).collect::<Vec<_>>(), vec![0, 2]);
+    assert!((list[0].p - 0.25).abs() < 1e-6 && (list[1].p - 0.5).abs() < 1e-6);
+    // On a list (after top-k) the result is sorted, as llama.cpp's.
+    let mut c = Candidates::from_row(&l).unwrap();
+    TopK::new(3).apply(&mut c).unwrap();
+    TopP::new(0.6, 0).unwrap().apply(&mut c).unwrap();
     assert!(c.is_sorted());
+    assert_eq!(c.list("test").unwrap().iter().map(|t| t.id).collect::<Vec<_>>(), vec![2, 0]);
 }
 
 // ------------------------------------------------------------------ min_p

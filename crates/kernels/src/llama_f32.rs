@@ -16,7 +16,7 @@
 /// llama.cpp's softmax over `logits` (in array order, as llama.cpp holds them: any temperature
 /// already divided in): returns `(max, sum)`, the maximum logit and `sum(expf(logit - max))` added
 /// one after the other in `f32`.
-pub(crate) fn softmax_sum(logits: impl Iterator<Item = f32> + Clone) -> (f32, f32) {
+pub fn softmax_sum(logits: impl Iterator<Item = f32> + Clone) -> (f32, f32) {
     let max = logits.clone().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
     for l in logits {
@@ -27,14 +27,14 @@ pub(crate) fn softmax_sum(logits: impl Iterator<Item = f32> + Clone) -> (f32, f3
 
 /// llama.cpp's probability of a candidate with logit `logit`, given the softmax's `(max, sum)`.
 #[inline]
-pub(crate) fn prob(logit: f32, max: f32, sum: f32) -> f32 {
+pub fn prob(logit: f32, max: f32, sum: f32) -> f32 {
     (logit - max).exp() / sum
 }
 
 /// llama.cpp's top-p cut: walks the probabilities in sorted order (descending) adding them in
 /// `f32`; returns the number kept, the first `i + 1` with `sum >= p` and `i + 1 >= min_keep`, or
 /// `None` when the probabilities run out first (llama.cpp then keeps everything).
-pub(crate) fn top_p_cut(sorted_probs: impl IntoIterator<Item = f32>, p: f32, min_keep: usize) -> Option<usize> {
+pub fn top_p_cut(sorted_probs: impl IntoIterator<Item = f32>, p: f32, min_keep: usize) -> Option<usize> {
     let mut cum = 0.0f32;
     for (i, q) in sorted_probs.into_iter().enumerate() {
         cum += q;
