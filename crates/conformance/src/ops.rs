@@ -46,6 +46,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::Categorical { .. } => 29,
         Op::TopKTopPSample(_) => 30,
         Op::RandomSample { .. } => 31,
+        Op::TopPMask => 32,
     }
 }
 
@@ -84,6 +85,7 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::Categorical { stream: 0 },
         Op::TopKTopPSample(graph::fused::TopKTopP::new(graph::fused::PostSample::None)),
         Op::RandomSample { index: graph::fused::IndexDType::I32, f64_rows: false },
+        Op::TopPMask,
     ]
 }
 
@@ -130,6 +132,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::Categorical { .. } => &[2, 3],
         Op::TopKTopPSample(_) => &[3],
         Op::RandomSample { .. } => &[3],
+        Op::TopPMask => &[2],
     }
 }
 

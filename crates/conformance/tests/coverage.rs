@@ -105,6 +105,10 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let a = x(&mut g, 0, &[4, 2])?;
             g.sum_rows(a)?
         }
+        Op::TopPMask => {
+            let (a, p) = (x(&mut g, 0, &[4, 2])?, x(&mut g, 1, &[3, 2])?);
+            g.top_p_mask(a, p)?
+        }
         Op::MaxRows => {
             let a = x(&mut g, 0, &[4, 2])?;
             g.max_rows(a)?

@@ -385,6 +385,10 @@ impl Parser {
                 let k = a.usize_req("k")?;
                 g.top_k(s[0], k)
             }
+            "top_p_mask" => {
+                a.nsrc(2..=2)?;
+                g.top_p_mask(s[0], s[1])
+            }
             "random_uniform" => {
                 a.nsrc(1..=1)?;
                 let n = a.usize_req("n")?;

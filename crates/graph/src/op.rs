@@ -340,6 +340,24 @@ pub enum Op {
         /// `x` holds f64 values as i32 bit pairs.
         f64_rows: bool,
     },
+
+    // ----- orderings (family `sort`), continued -----
+    /// `top_p_mask(x, params)`: the nucleus of each row, the sampler chain's `top_p` on a whole
+    /// vocabulary (llama.cpp's `top_p`) as a mask. `x` f32 `[n, rows..]`, `params` f32
+    /// `[3, rows..]` holding per row a temperature `t`, the mass `p` and `min_keep`; the result
+    /// has `x`'s shape: `x_i / t` for the tokens of the nucleus, `-inf` for the others.
+    ///
+    /// The nucleus of `l = x / t` is the shortest prefix of the row in the order value
+    /// descending, index ascending whose softmax probabilities sum to at least `p`, and at least
+    /// `min_keep` entries long (0 and 1 alike); the whole row if the sum never reaches `p`; `p <= 0`
+    /// keeps `max(min_keep, 1)`, `p >= 1` everything. The decision at the boundary follows
+    /// llama.cpp's `f32` arithmetic (`expf(l - max)` summed in array order, then the sorted
+    /// probabilities added in `f32`): rows of at most 4096 entries are decided in it, longer ones
+    /// in `f64` unless within 1e-5 of the mass from `p`, where they are replayed in it
+    /// (`kernels::nucleus` on the CPU). A row holding a NaN or `+inf`, or no finite value, is
+    /// passed through as `x / t` (its consumer's check sees it); a row whose `t` is not positive
+    /// and finite, or whose `p` or `min_keep` is NaN, or `min_keep < 0`, comes out all NaN.
+    TopPMask,
 }
 
 impl Op {
@@ -378,6 +396,7 @@ impl Op {
             Op::Categorical { .. } => "categorical",
             Op::TopKTopPSample(_) => "top_k_top_p_sample",
             Op::RandomSample { .. } => "random_sample",
+            Op::TopPMask => "top_p_mask",
         }
     }
 
@@ -434,6 +453,7 @@ impl Op {
                 vec![("index", index.name().to_string()), ("f64_rows", f64_rows.to_string())]
             }
             Op::Input
+            | Op::TopPMask
             | Op::View
             | Op::Reshape
             | Op::Transpose

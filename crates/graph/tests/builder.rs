@@ -275,6 +275,23 @@ fn row_reductions_and_orderings() {
 }
 
 #[test]
+fn top_p_mask_rules() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[151936, 3]).unwrap();
+    let p = g.input("p", DType::F32, &[3, 3]).unwrap();
+    let m = g.top_p_mask(x, p).unwrap();
+    assert_eq!((ne(&g, m), g.node(m).dtype, g.node(m).op), ([151936, 3, 1, 1], DType::F32, Op::TopPMask));
+    let h = g.input("h", DType::F16, &[151936, 3]).unwrap();
+    has(&msg(g.top_p_mask(h, p)), &["top_p_mask", "must be f32"]);
+    let p2 = g.input("p2", DType::F32, &[2, 3]).unwrap();
+    has(&msg(g.top_p_mask(x, p2)), &["top_p_mask", "params (t, p, min_keep)", "must be f32 [3, rows..]"]);
+    let p4 = g.input("p4", DType::F32, &[3, 4]).unwrap();
+    has(&msg(g.top_p_mask(x, p4)), &["with the rows of"]);
+    let t = g.transpose(x).unwrap();
+    has(&msg(g.top_p_mask(t, p)), &["top_p_mask", "needs contiguous rows"]);
+}
+
+#[test]
 fn random_uniform_rules() {
     let mut g = Graph::new();
     let keys = g.input("keys", DType::I32, &[4, 6]).unwrap();

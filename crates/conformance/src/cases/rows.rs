@@ -1,5 +1,6 @@
 //! Cases for indexing (get_rows, set_rows, scatter_add), mul_mat, rms_norm, rope, soft_max, the row
-//! reductions and orderings (sum/max rows, argmax, argsort, top_k), cumsum and random_uniform: edge
+//! reductions and orderings (sum/max rows, argmax, argsort, top_k, top_p_mask), cumsum and
+//! random_uniform: edge
 //! row lengths (1, 31, 32, 33, 4095, 4096, 4097, 151936, 262144) at batch 1 and a few at batch 64,
 //! every float dtype, padded-row sources, ties and `-inf` rows.
 
@@ -41,6 +42,7 @@ pub fn cases() -> Vec<Case> {
     softmax(&mut v);
     reductions(&mut v);
     orderings(&mut v);
+    top_p_masks(&mut v);
     random(&mut v);
     v
 }
@@ -504,6 +506,72 @@ fn orderings(v: &mut Vec<Case>) {
         indices(b, ds, x, IndexKind::Argsort(SortOrder::Desc));
         Ok(())
     }));
+}
+
+/// `top_p_mask` with per-row parameters `rows[r % rows.len()]` = (t, p, min_keep).
+fn top_p_case(name: String, n: usize, rows: usize, vals: Gen, params: &'static [[f64; 3]]) -> Case {
+    Case::new(name, move |b| {
+        let x = b.input("x", DType::F32, &[n, rows], vals.clone())?;
+        let pr = b.input("params", DType::F32, &[3, rows], Gen::func(move |_, i| params[i[1] % params.len()][i[0]]))?;
+        let y = b.g.top_p_mask(x, pr)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    })
+}
+
+fn top_p_masks(v: &mut Vec<Case>) {
+    // Mixed regimes per row: a temperature, a p that is not a round number, p = 0 with min_keep,
+    // min_keep above the cut, a cold row, p = 1 (everything).
+    const MIXED: &[[f64; 3]] =
+        &[[1.0, 0.9, 0.0], [0.7, 0.437, 1.0], [1.5, 0.0, 3.0], [1.0, 0.95, 40.0], [0.25, 0.61, 0.0], [1.0, 1.0, 0.0]];
+    for (n, rows) in [(1, 1), (31, 6), (33, 6), (4095, 6), (4097, 6), (151_936, 6), (262_144, 1)] {
+        v.push(top_p_case(format!("sort/top_p_mask/f32/{n}x{rows}"), n, rows, Gen::Uniform(-10.0, 10.0), MIXED));
+    }
+    // Heavy ties (the order is value descending, index ascending, so the cut inside a tie group
+    // keeps the lower ids).
+    const TIES: &[[f64; 3]] = &[[1.0, 0.61, 0.0], [2.0, 0.3, 0.0], [1.0, 0.999, 0.0], [0.5, 0.05, 5.0]];
+    v.push(top_p_case("sort/top_p_mask/ties/4097x4".into(), 4097, 4, Gen::Levels(7, -3.0, 3.0), TIES));
+    // A flat vocabulary: every cut is a boundary call, decided in llama.cpp's f32 arithmetic after
+    // the selection widened to the whole row.
+    const FLAT: &[[f64; 3]] = &[[1.0, 0.5, 0.0], [1.0, 0.3, 0.0], [3.0, 0.9999, 0.0]];
+    v.push(top_p_case("sort/top_p_mask/flat/151936x3".into(), 151_936, 3, Gen::func(|_, _| 0.5), FLAT));
+    // Peaked rows (one token holds almost all the mass) and rows that are mostly -inf (a vocabulary
+    // an earlier stage masked; row 3 has a single finite entry).
+    let masked = Gen::func(|rng, i| match i[1] {
+        0 if i[0] == 3 => 30.0,
+        1 if i[0] == 4000 => 12.0,
+        2 if i[0] % 7 != 2 => f64::NEG_INFINITY,
+        3 if i[0] != 99 => f64::NEG_INFINITY,
+        _ => rng.unit() * 4.0 - 2.0,
+    });
+    const PEAKED: &[[f64; 3]] = &[[1.0, 0.9, 0.0], [1.0, 0.99, 2.0], [1.0, 0.8, 0.0], [1.0, 0.5, 4.0]];
+    v.push(top_p_case("sort/top_p_mask/peaked-and-masked/4097x4".into(), 4097, 4, masked, PEAKED));
+    // Bad rows pass through divided by t (NaN, +inf, all -inf: the consumer's check reports them);
+    // bad parameters give an all-NaN row; p <= 0 and p >= 1; min_keep beyond the row.
+    let bad = Gen::func(|rng, i| match i[1] {
+        0 if i[0] == 5 => f64::NAN,
+        1 if i[0] == 6 => f64::INFINITY,
+        2 => f64::NEG_INFINITY,
+        _ => rng.unit() * 8.0 - 4.0,
+    });
+    const BAD: &[[f64; 3]] = &[
+        [1.0, 0.5, 0.0],
+        [2.0, 0.5, 0.0],
+        [1.0, 0.5, 0.0],
+        [0.0, 0.5, 0.0],
+        [-1.0, 0.5, 0.0],
+        [f64::INFINITY, 0.5, 0.0],
+        [f64::NAN, 0.5, 0.0],
+        [1.0, f64::NAN, 0.0],
+        [1.0, 0.5, -1.0],
+        [1.0, 0.5, f64::NAN],
+        [1.0, -0.5, 0.0],
+        [1.0, f64::NEG_INFINITY, 2.0],
+        [1.0, 2.0, 0.0],
+        [0.5, f64::INFINITY, 0.0],
+        [1.0, 0.2, 1e9],
+    ];
+    v.push(top_p_case("sort/top_p_mask/bad-rows-and-params/300x15".into(), 300, 15, bad, BAD));
 }
 
 fn random(v: &mut Vec<Case>) {

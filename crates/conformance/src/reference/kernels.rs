@@ -105,6 +105,45 @@ pub fn top_k_row(x: &[f64], k: usize) -> Vec<usize> {
     idx
 }
 
+/// `top_p_mask` of one row (see `graph::Op::TopPMask`), by sorting the whole row and replaying
+/// llama.cpp's single-precision top-p (`llama_sampler_softmax_impl` and
+/// `llama_sampler_top_p_apply`): `l = x / t` in f32; the maximum; `expf(l - max)` summed in f32 in
+/// array order; each probability that over the sum; the probabilities added in f32 in the order
+/// value descending, index ascending until the sum is `>= p` at a position `>= min_keep`.
+pub fn top_p_mask_row(x: &[f64], t: f64, p: f64, min_keep: f64) -> Vec<f64> {
+    let (t, p) = (t as f32, p as f32);
+    if !(t > 0.0 && t.is_finite()) || p.is_nan() || min_keep.is_nan() || min_keep < 0.0 {
+        return vec![f64::NAN; x.len()];
+    }
+    let l: Vec<f32> = x.iter().map(|&v| v as f32 / t).collect();
+    let all = || l.iter().map(|&v| f64::from(v)).collect();
+    let bad = l.iter().any(|v| v.is_nan() || *v == f32::INFINITY);
+    let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if p >= 1.0 || bad || max == f32::NEG_INFINITY {
+        return all();
+    }
+    let mut sum = 0.0f32;
+    for &v in &l {
+        sum += (v - max).exp();
+    }
+    let mut order: Vec<usize> = (0..l.len()).collect();
+    order.sort_by(|&i, &j| l[j].total_cmp(&l[i]).then(i.cmp(&j)));
+    let mut kept = l.len();
+    let mut cum = 0.0f32;
+    for (pos, &i) in order.iter().enumerate() {
+        cum += (l[i] - max).exp() / sum;
+        if cum >= p && (pos + 1) as f64 >= min_keep {
+            kept = pos + 1;
+            break;
+        }
+    }
+    let mut out = vec![f64::NEG_INFINITY; l.len()];
+    for &i in &order[..kept] {
+        out[i] = f64::from(l[i]);
+    }
+    out
+}
+
 /// Inclusive prefix sums.
 pub fn cumsum_row(x: &[f64]) -> Vec<f64> {
     let mut acc = 0.0;

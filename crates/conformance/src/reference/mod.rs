@@ -200,6 +200,19 @@ impl<'g> Reference<'g> {
                 self.rows(id, n, s(0), |x| kernels::top_k_row(x, k).into_iter().map(|i| i as f64).collect());
             }
             Op::Cumsum => self.rows(id, n, s(0), kernels::cumsum_row),
+            Op::TopPMask => {
+                let ne = n.ne();
+                let mut out = Vec::with_capacity(n.layout.ne.numel());
+                for i3 in 0..ne[3] {
+                    for i2 in 0..ne[2] {
+                        for i1 in 0..ne[1] {
+                            let pr = self.row(s(1), i1, i2, i3);
+                            out.extend(kernels::top_p_mask_row(&self.row(s(0), i1, i2, i3), pr[0], pr[1], pr[2]));
+                        }
+                    }
+                }
+                self.put(id, n, out);
+            }
             Op::RandomUniform { stream } => {
                 self.map(id, n, |r, idx| {
                     let key = |i: usize| r.at(s(0), [i, idx[1], idx[2], idx[3]]) as i32 as u32;

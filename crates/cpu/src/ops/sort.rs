@@ -4,12 +4,15 @@
 //! which makes every entry distinct and encodes the tie rule, so an unstable sort is exact; `top_k`
 //! never sorts the row: its row kernel is `kernels::select::top_k_indices` (a chunked scan for short
 //! rows, block maxima and a rescan of the blocks that reach their threshold for long ones).
+//! `top_p_mask` never sorts the row either: its nucleus is `kernels::nucleus::select`, the CPU
+//! sampler chain's own top-p selection, so the two keep the same tokens.
 
 use super::{K, for_rows};
 use crate::error::CpuError;
 use crate::tensor::row_f32;
 use graph::{DType, SortOrder};
 use kernels::key::order_key;
+use kernels::nucleus;
 use kernels::select::top_k_indices;
 
 pub(crate) fn argsort(k: &K<'_>, order: SortOrder) -> Result<(), CpuError> {
@@ -49,4 +52,48 @@ pub(crate) fn top_k(k: &K<'_>, n_top: usize) -> Result<(), CpuError> {
         }
     });
     Ok(())
+}
+
+pub(crate) fn top_p_mask(k: &K<'_>) -> Result<(), CpuError> {
+    let (x, params, d) = (k.srcs[0], k.srcs[1], k.dst);
+    let n = x.ne[0];
+    crate::par::for_blocks(d.nrows(), 4 * n, |range| {
+        let mut sc = nucleus::Scratch::default();
+        for row in range {
+            let r = d.row_index(row);
+            // SAFETY: the builder checked that `x` and `params` (3 per row) are f32 with contiguous
+            // rows and `d`'s row count; row `r` of `d` is written only here.
+            unsafe {
+                let (xr, pr, out) = (x.row::<f32>(r), params.row::<f32>(r), d.row_mut::<f32>(r));
+                mask_row(xr, pr[0], pr[1], pr[2], &mut sc, out);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// One row of `top_p_mask` (see `graph::Op::TopPMask`).
+fn mask_row(x: &[f32], t: f32, p: f32, min_keep: f32, sc: &mut nucleus::Scratch, out: &mut [f32]) {
+    if !(t > 0.0 && t.is_finite()) || p.is_nan() || min_keep.is_nan() || min_keep < 0.0 {
+        out.fill(f32::NAN);
+        return;
+    }
+    let all = |out: &mut [f32]| {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v / t;
+        }
+    };
+    if p >= 1.0 {
+        return all(out);
+    }
+    match nucleus::select(x, t, p.max(0.0), min_keep as usize, sc) {
+        // A bad row passes through: its consumer's check reports it.
+        Err(_) => all(out),
+        Ok(nuc) => {
+            out.fill(f32::NEG_INFINITY);
+            for &(id, v) in &sc.buf[..nuc.kept] {
+                out[id as usize] = v / t;
+            }
+        }
+    }
 }

@@ -90,6 +90,32 @@ impl Graph {
         Ok(n)
     }
 
+    /// Checks that `id` is `dtype [ne0, rows..]` with contiguous rows and the row dims of `like`.
+    pub(super) fn per_row_src(
+        &self,
+        op: &'static str,
+        role: &str,
+        id: NodeId,
+        dtype: DType,
+        ne0: usize,
+        like: NodeId,
+    ) -> Result<(), GraphError> {
+        let n = self.rows_src(op, role, id)?;
+        let mut want = self.node(like).layout.ne;
+        want.0[0] = ne0;
+        if n.dtype != dtype || n.layout.ne != want {
+            return Err(self.err(
+                op,
+                format!(
+                    "{role} {} must be {dtype} [{ne0}, rows..] with the rows of {}",
+                    self.describe(id),
+                    self.describe(like)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn rows_src(&self, op: &'static str, role: &str, id: NodeId) -> Result<&Node, GraphError> {
         let n = self.src(op, id)?;
         if !n.layout.rows_contiguous(n.dtype) {

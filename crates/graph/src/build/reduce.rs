@@ -1,4 +1,5 @@
-//! Row reductions and orderings along `ne[0]` (`sum_rows`, `max_rows`, `argmax`, `argsort`, `top_k`, `cumsum`) and randomness (`random_uniform`, `categorical`).
+//! Row reductions and orderings along `ne[0]` (`sum_rows`, `max_rows`, `argmax`, `argsort`, `top_k`,
+//! `top_p_mask`, `cumsum`) and randomness (`random_uniform`, `categorical`).
 
 use crate::dtype::DType;
 use crate::error::GraphError;
@@ -46,6 +47,19 @@ impl Graph {
             return Err(self.err("top_k", format!("k = {k} must be in 1..={ne0} for {}", self.describe(src))));
         }
         self.row_op(Op::TopK { k: k as u32 }, src, DType::I32, k)
+    }
+
+    /// The nucleus of each row of `x` (f32) as a mask, with `params f32 [3, rows..]` holding per
+    /// row the temperature, `p` and `min_keep`: see [`Op::TopPMask`].
+    pub fn top_p_mask(&mut self, x: NodeId, params: NodeId) -> R {
+        const OP: &str = "top_p_mask";
+        let nx = self.rows_src(OP, "x", x)?;
+        if nx.dtype != DType::F32 {
+            return Err(self.err(OP, format!("x {} must be f32", self.describe(x))));
+        }
+        let ne = nx.layout.ne;
+        self.per_row_src(OP, "params (t, p, min_keep)", params, DType::F32, 3, x)?;
+        Ok(self.new_node(Op::TopPMask, &[x, params], DType::F32, ne))
     }
 
     /// Inclusive prefix sums along `ne[0]`.

@@ -1,7 +1,6 @@
 //! The fused sampling ops (`top_k_top_p_sample`, `random_sample`; family `sample`).
 
 use crate::dtype::DType;
-use crate::error::GraphError;
 use crate::fused::{FusedOutput, IndexDType, PostSample, TopKTopP};
 use crate::graph::Graph;
 use crate::node::NodeId;
@@ -13,32 +12,6 @@ use super::R;
 const MAX_ROW: usize = i32::MAX as usize;
 
 impl Graph {
-    /// Checks that `id` is `dtype [ne0, rows..]` with contiguous rows and the row dims of `like`.
-    fn per_row_src(
-        &self,
-        op: &'static str,
-        role: &str,
-        id: NodeId,
-        dtype: DType,
-        ne0: usize,
-        like: NodeId,
-    ) -> Result<(), GraphError> {
-        let n = self.rows_src(op, role, id)?;
-        let mut want = self.node(like).layout.ne;
-        want.0[0] = ne0;
-        if n.dtype != dtype || n.layout.ne != want {
-            return Err(self.err(
-                op,
-                format!(
-                    "{role} {} must be {dtype} [{ne0}, rows..] with the rows of {}",
-                    self.describe(id),
-                    self.describe(like)
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// Ascend's `npu_top_k_top_p_sample` on each row of `logits [V, B]`: `top_k i32 [1, B]`,
     /// `params f32 [2, B]` (top_p, min_p), and `q` as the post stage needs it (qSample: f32
     /// `[V, B]`; multinomial: i32 `[4, R]` keys; none: absent). See [`Op::TopKTopPSample`].

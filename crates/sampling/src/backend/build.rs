@@ -33,6 +33,14 @@ pub enum Param {
     LnP(usize),
     /// `f32 [1, n]`: `p` of top-p stage `.0`.
     TopP(usize),
+    /// `f32 [3, n]` of the `top_p_mask` of top-p stage `stage`: the pending temperature of stage
+    /// `temp` (1 without one), `p` and `min_keep`.
+    Nucleus {
+        /// The top-p stage.
+        stage: usize,
+        /// The pending temperature's stage.
+        temp: Option<usize>,
+    },
     /// `f32 [1, n]`: `-max(min_keep, 1)` of stage `.0` (a position `i` is kept when `-i > -min_keep`).
     NegMinKeep(usize),
     /// `i32 [4, n]` of zeros: the key of a greedy `categorical`, which draws no number.
@@ -125,10 +133,13 @@ struct Pending {
 /// The record while stages are appended.
 #[derive(Debug, Clone, Copy)]
 enum Rec {
+    /// `unmasked`: the row before a top-p mask (its `-inf` entries were `-inf` from the start), so
+    /// that a later top-k tells the entries the mask removed from those.
     Vocab {
         x: NodeId,
         touched: bool,
         pending: Pending,
+        unmasked: Option<NodeId>,
     },
     /// `init`: the values when the list was made (before any stage masked one), so that an entry a
     /// stage removed (finite then, `-inf` now) is told from one that was `-inf` all along (the CPU
@@ -428,8 +439,9 @@ impl Ctx<'_> {
 
     /// Applies the pending transforms to the whole row (the min-p mask, then the temperature).
     fn materialize(&mut self, rec: Rec) -> R<Rec> {
-        let Rec::Vocab { mut x, mut touched, pending } = rec else { return Ok(rec) };
+        let Rec::Vocab { mut x, mut touched, pending, mut unmasked } = rec else { return Ok(rec) };
         if let Some((_, lnp)) = pending.min_p {
+            unmasked = Some(unmasked.unwrap_or(x));
             let m = self.g.max_rows(x)?;
             let thr = self.g.add(m, lnp)?;
             let keep = self.g.ge(x, thr)?;
@@ -441,7 +453,7 @@ impl Ctx<'_> {
             x = self.g.div(x, t)?;
             touched = true;
         }
-        Ok(Rec::Vocab { x, touched, pending: Pending::default() })
+        Ok(Rec::Vocab { x, touched, pending: Pending::default(), unmasked })
     }
 
     fn stage(&mut self, idx: usize, key: StageKey, rec: Rec) -> R<Rec> {
@@ -455,6 +467,9 @@ impl Ctx<'_> {
             (StageKey::Greedy, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::Temp, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::MinP, Rec::Vocab { pending: Pending { temp: None, min_p: None }, .. }) => rec,
+            // The mask takes a pending temperature as its `t` (a pending min-p cut ends the prefix
+            // before a top-p: `BackendStage::key`).
+            (StageKey::Nucleus, Rec::Vocab { pending: Pending { min_p: None, .. }, .. }) => rec,
             (_, r @ Rec::Vocab { .. }) => self.materialize(r)?,
             // The CPU chain's stages that need the sorted order sort an unsorted list first.
             (
@@ -544,12 +559,18 @@ impl Ctx<'_> {
                 let kept = self.mirostat_v1(idx, vals, init, k)?;
                 self.mirostat_draw(idx, ids, kept, k, init)?
             }
-            (StageKey::TopK(kk), Rec::Vocab { x, pending, .. }) => {
+            (StageKey::TopK(kk), Rec::Vocab { x, pending, unmasked, .. }) => {
                 // On the raw row (as the CPU chain's top-k), then the pending transforms on k values.
                 // The first value is the row's maximum, and a NaN or +inf anywhere in the row ranks
                 // first (graph::Op::TopK), so it alone tells whether the row is usable.
                 let ids = self.g.top_k(x, kk)?;
                 let raw = self.gather(x, ids, nv, kk)?;
+                // Entries a top-p mask removed are finite in the unmasked row: removed, not -inf
+                // from the start (the CPU chain's list does not hold them).
+                let init = match unmasked {
+                    Some(u) => self.gather(u, ids, nv, kk)?,
+                    None => raw,
+                };
                 let mut vals = raw;
                 let m = self.first_row(vals)?;
                 let ok = self.finite(m)?;
@@ -564,7 +585,7 @@ impl Ctx<'_> {
                 }
                 let nan = self.fill(&[1, 1], f32::NAN)?;
                 let vals = self.g.where_(ok, vals, nan)?;
-                Rec::List { ids, vals, k: kk, init: raw, sorted: true }
+                Rec::List { ids, vals, k: kk, init, sorted: true }
             }
             (StageKey::TopK(kk), Rec::List { ids, vals, k, init, .. }) => {
                 if kk == k {
@@ -576,17 +597,35 @@ impl Ctx<'_> {
                     Rec::List { ids, vals, k: kk, init, sorted: true }
                 }
             }
-            (StageKey::Temp, Rec::Vocab { x, touched, pending }) => {
+            (StageKey::Temp, Rec::Vocab { x, touched, pending, unmasked }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
-                Rec::Vocab { x, touched, pending: Pending { temp: Some((idx, t)), ..pending } }
+                Rec::Vocab { x, touched, pending: Pending { temp: Some((idx, t)), ..pending }, unmasked }
             }
             (StageKey::Temp, Rec::List { ids, vals, k, init, sorted }) => {
                 let t = self.input(&format!("s{idx}.t"), DType::F32, &[1, n], Param::Temp(idx))?;
                 Rec::List { ids, vals: self.g.div(vals, t)?, k, init, sorted }
             }
-            (StageKey::MinP, Rec::Vocab { x, touched, pending }) => {
+            (StageKey::MinP, Rec::Vocab { x, touched, pending, unmasked }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
-                Rec::Vocab { x, touched, pending: Pending { min_p: Some((idx, lnp)), ..pending } }
+                Rec::Vocab { x, touched, pending: Pending { min_p: Some((idx, lnp)), ..pending }, unmasked }
+            }
+            (StageKey::Nucleus, Rec::Vocab { x, pending, unmasked, .. }) => {
+                // The nucleus in vocabulary order (the CPU sampler's own selection on the CPU
+                // backend), the others -inf; the pending temperature is divided in.
+                let params = self.input(
+                    &format!("s{idx}.top_p"),
+                    DType::F32,
+                    &[3, n],
+                    Param::Nucleus { stage: idx, temp: pending.temp.map(|t| t.0) },
+                )?;
+                let x = if self.g.node(x).layout.is_contiguous(DType::F32) { x } else { self.g.cont(x)? };
+                let masked = self.g.top_p_mask(x, params)?;
+                Rec::Vocab {
+                    x: masked,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked: Some(unmasked.unwrap_or(x)),
+                }
             }
             (StageKey::MinP, Rec::List { ids, vals, k, init, .. }) => {
                 let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
@@ -613,12 +652,23 @@ impl Ctx<'_> {
                 let first = self.g.gt(pos, mk)?;
                 Rec::List { ids, vals: self.g.where_(first, vals, cut)?, k, init, sorted: true }
             }
-            (StageKey::LogitBias(m), Rec::Vocab { x, .. }) => {
+            (StageKey::LogitBias(m), Rec::Vocab { x, unmasked, .. }) => {
                 let ids = self.input(&format!("s{idx}.bias_ids"), DType::I32, &[m, n], Param::BiasIds(idx))?;
                 let vals = self.input(&format!("s{idx}.bias"), DType::F32, &[m, n], Param::BiasValues(idx))?;
-                Rec::Vocab { x: self.g.scatter_add(x, ids, vals)?, touched: true, pending: Pending::default() }
+                // After a cut the unmasked row gets the biases too: a -inf bias makes an entry
+                // the CPU chain still holds -inf, which must not look removed.
+                let unmasked = match unmasked {
+                    Some(u) => Some(self.g.scatter_add(u, ids, vals)?),
+                    None => None,
+                };
+                Rec::Vocab {
+                    x: self.g.scatter_add(x, ids, vals)?,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked,
+                }
             }
-            (StageKey::Penalties(m), Rec::Vocab { x, .. }) => {
+            (StageKey::Penalties(m), Rec::Vocab { x, unmasked, .. }) => {
                 // The seen tokens' logits are gathered, penalised as the CPU sampler does, and
                 // written into a copy of the row (the logits themselves stay as they are).
                 let ids = self.input(&format!("s{idx}.pen_ids"), DType::I32, &[m, n], Param::PenaltyIds(idx))?;
@@ -636,7 +686,13 @@ impl Ctx<'_> {
                 let at = self.flat_index(ids, nv, m)?;
                 let vals = self.g.reshape(pen, &[1, m * n])?;
                 let written = self.g.set_rows(flat, vals, at)?;
-                Rec::Vocab { x: self.g.reshape(written, &[nv, n])?, touched: true, pending: Pending::default() }
+                // Penalties keep finite values finite: the unmasked row stays as it was.
+                Rec::Vocab {
+                    x: self.g.reshape(written, &[nv, n])?,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked,
+                }
             }
             (StageKey::Xtc, Rec::List { ids, vals, k, init, .. }) => {
                 // Sorted, so the tokens with p >= t are a prefix of `cnt`; all but the last of it
@@ -712,6 +768,7 @@ impl Ctx<'_> {
                 Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init, sorted: true }
             }
             (StageKey::TopP, Rec::Vocab { .. })
+            | (StageKey::Nucleus, Rec::List { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
             | (StageKey::Mirostat, Rec::Vocab { .. })
             | (StageKey::Xtc, Rec::Vocab { .. })
@@ -744,7 +801,7 @@ pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], ext
     let [n_vocab, n, ..] = g.node(x).ne();
     let mut c =
         Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new(), selected_p: None, pre_select: None };
-    let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default() };
+    let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default(), unmasked: None };
     let mut before_select = rec;
     for (i, &k) in keys.iter().enumerate() {
         let incoming = rec;

@@ -53,6 +53,20 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64,
             f(bytes, scale);
             f(bytes, off);
         }
+        Param::Nucleus { stage: j, temp } => match stage(j) {
+            BackendStage::TopP { p, min_keep } => {
+                f(
+                    bytes,
+                    temp.map_or(1.0, |t| match stage(t) {
+                        BackendStage::Temp { t } => t,
+                        s => unreachable!("temp input of {s:?}"),
+                    }),
+                );
+                f(bytes, p);
+                f(bytes, min_keep as f32);
+            }
+            s => unreachable!("top_p_mask input of {s:?}"),
+        },
         Param::Xtc(j) => match stage(j) {
             BackendStage::Xtc { p, t, min_keep, seed } => {
                 // The CPU sampler draws its coin at every apply: stream XTC at

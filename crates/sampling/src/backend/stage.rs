@@ -126,8 +126,13 @@ pub enum BackendStage {
 /// The flowing record's shape between stages (per row of a group of `n` rows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Form {
-    /// Logits in vocabulary order, `[n_vocab, n]` f32, masked entries `-inf`.
+    /// Logits in vocabulary order, `[n_vocab, n]` f32, masked entries `-inf`; the CPU chain still
+    /// holds its vocabulary view.
     Vocab,
+    /// Logits in vocabulary order after a cut on the vocabulary (min-p, top-p): the CPU chain
+    /// holds a list of the survivors in vocabulary order, unsorted (so a draw walks them in token-id
+    /// order, as `categorical` walks the masked row); entries outside it are `-inf`.
+    Masked,
     /// `k` candidates per row: ids `[k, n]` i32 and logits `[k, n]` f32, sorted by logit
     /// descending (ties: lower id first), masked entries `-inf`.
     List(usize),
@@ -146,8 +151,10 @@ pub enum StageKey {
     Dist,
     /// top-k keeping this many.
     TopK(usize),
-    /// top-p mask (list form only).
+    /// top-p mask on a list.
     TopP,
+    /// top-p on the vocabulary: the `top_p_mask` op (the nucleus, in vocabulary order).
+    Nucleus,
     /// min-p mask.
     MinP,
     /// division by the temperature.
@@ -178,7 +185,7 @@ impl StageKey {
             StageKey::Greedy => "greedy",
             StageKey::Dist => "dist",
             StageKey::TopK(_) => "top_k",
-            StageKey::TopP => "top_p",
+            StageKey::TopP | StageKey::Nucleus => "top_p",
             StageKey::MinP => "min_p",
             StageKey::Temp => "temp",
             StageKey::TempExt => "temp_ext",
@@ -219,35 +226,38 @@ impl BackendStage {
     /// and the form it leaves; `None` where it has no backend form for these values (the backend
     /// prefix ends before it and the CPU runs it).
     ///
-    /// The cases without one: a record that is already a token; `top_p` on the vocabulary (it
-    /// needs a sorted list: put a `top_k` before it); `min_p` on the vocabulary with
-    /// `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
+    /// The cases without one: a record that is already a token; `top_p` after a cut on the
+    /// vocabulary (the CPU chain's top-p on that list leaves it sorted, and a later draw would walk
+    /// it in that order, not in the masked vocabulary's token order); `min_p` on the vocabulary
+    /// with `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
     /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
-    /// vocabulary, xtc, top-n-sigma, typical, mirostat (v1 and v2) and a dynamic temp_ext (they need the
-    /// sorted probabilities, or the CPU chain leaves its survivors sorted and a later draw walks
-    /// them in that order, while a masked vocabulary is in token order: put a `top_k` before
-    /// them).
+    /// vocabulary, xtc, top-n-sigma, typical, mirostat (v1 and v2) and a dynamic temp_ext (they
+    /// need the sorted probabilities, and the CPU chain leaves its survivors sorted: put a `top_k`
+    /// before them).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
+        let vocab = matches!(form, Form::Vocab | Form::Masked);
         Some(match (self, form) {
             (_, Form::Token) => return None,
             (S::Greedy, _) => (StageKey::Greedy, Form::Token),
             (S::Dist { .. }, _) => (StageKey::Dist, Form::Token),
             (S::TopK { k }, _) if *k <= 0 => (StageKey::Nothing, form),
-            (S::TopK { k }, Form::Vocab) => {
-                let k = (*k as usize).min(n_vocab);
-                (StageKey::TopK(k), Form::List(k))
-            }
             (S::TopK { k }, Form::List(k0)) => {
                 let k = (*k as usize).min(k0);
                 (StageKey::TopK(k), Form::List(k))
             }
+            (S::TopK { k }, _) => {
+                let k = (*k as usize).min(n_vocab);
+                (StageKey::TopK(k), Form::List(k))
+            }
             (S::TopP { p, .. }, _) if *p >= 1.0 => (StageKey::Nothing, form),
             (S::TopP { .. }, Form::List(_)) => (StageKey::TopP, form),
+            (S::TopP { .. }, Form::Vocab) => (StageKey::Nucleus, Form::Masked),
             (S::TopP { .. }, _) => return None,
             (S::MinP { p, .. }, _) if *p <= 0.0 => (StageKey::Nothing, form),
-            (S::MinP { p, min_keep }, Form::Vocab) if *p > 1.0 || *min_keep > 1 => return None,
+            (S::MinP { p, min_keep }, _) if vocab && (*p > 1.0 || *min_keep > 1) => return None,
+            (S::MinP { .. }, _) if vocab => (StageKey::MinP, Form::Masked),
             (S::MinP { .. }, _) => (StageKey::MinP, form),
             (S::Temp { t }, _) if *t == 1.0 => (StageKey::Nothing, form),
             (S::Temp { t }, _) if *t > 0.0 && t.is_finite() => (StageKey::Temp, form),
@@ -255,20 +265,20 @@ impl BackendStage {
             (S::TempExt { .. }, Form::List(_)) => (StageKey::TempExt, form),
             (S::TempExt { .. }, _) => return None,
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
-            (S::LogitBias { biases }, Form::Vocab) => (StageKey::LogitBias(biases.len()), form),
+            (S::LogitBias { biases }, _) if vocab => (StageKey::LogitBias(biases.len()), form),
             (S::LogitBias { .. }, _) => return None,
-            (S::Penalties { capacity, .. }, Form::Vocab) => (StageKey::Penalties((*capacity).min(n_vocab)), form),
+            (S::Penalties { capacity, .. }, _) if vocab => (StageKey::Penalties((*capacity).min(n_vocab)), form),
             (S::Penalties { .. }, _) => return None,
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
+            (S::Xtc { .. }, _) => return None,
             (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
             (S::MirostatV2 { .. }, _) => return None,
             (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
             (S::Mirostat { .. }, _) => return None,
-            (S::Xtc { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
+            (S::TopNSigma { .. }, _) => return None,
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
             (S::Typical { .. }, _) => return None,
-            (S::TopNSigma { .. }, _) => return None,
             (S::Disabled(_), _) => (StageKey::Nothing, form),
         })
     }

@@ -96,9 +96,10 @@ fn list_len(keys: &[StageKey]) -> usize {
 fn final_form(keys: &[StageKey]) -> Form {
     let mut f = Form::Vocab;
     for k in keys {
-        f = match *k {
-            StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat => Form::Token,
-            StageKey::TopK(k) => Form::List(k),
+        f = match (*k, f) {
+            (StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat, _) => Form::Token,
+            (StageKey::TopK(k), _) => Form::List(k),
+            (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
             _ => f,
         };
     }
@@ -477,6 +478,20 @@ impl Tail {
                     .map(|(&id, &logit)| TokenData { id: id as u32, logit, p: 0.0 })
                     .collect();
                 if l.iter().all(|t| t.logit == f32::NEG_INFINITY) {
+                    return Err(bad());
+                }
+                Some(Candidates::from_list(l, self.n_vocab)?)
+            }
+            // After a cut on the vocabulary the CPU chain holds the survivors in vocabulary order
+            // (the finite entries: a cut keeps no -inf entry but where min_keep forces one).
+            (None, Some(row)) if self.groups[sl.group].form == Form::Masked => {
+                let l: Vec<TokenData> = row
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| **x > f32::NEG_INFINITY || x.is_nan())
+                    .map(|(id, &logit)| TokenData { id: id as u32, logit, p: 0.0 })
+                    .collect();
+                if l.is_empty() || l.iter().any(|t| t.logit.is_nan() || t.logit == f32::INFINITY) {
                     return Err(bad());
                 }
                 Some(Candidates::from_list(l, self.n_vocab)?)
