@@ -21,6 +21,17 @@
 // key prefix, its mask and how many entries equal to the final key to keep, 4 words per row in B);
 // COMPACT_PASS writes, in index order, the entries below that key and the first ones equal to it
 // (exactly k) to C; the BLOCK_PASS then sorts those k candidates (P1 bit 2: indirect, read from B).
+//
+// TopPMask (TOP_P_PASS): one workgroup per row; A the values f32 (rows contiguous), B the params
+// f32 [3, rows..] (t, p, min_keep), D the result f32 (contiguous, A's shape). Weights are the
+// categorical draw's exact fixed point, q_i = floor(exp((x_i - M) / t) 2^40) (fixed64.glsl), Q their
+// total and T = floor(p Q). The nucleus is the shortest prefix, in the order value descending,
+// index ascending, whose q-sum reaches T, but at least max(min_keep, 1) entries: 32 bisection
+// passes over the order key find at once the largest key K_m whose tail sum (keys >= K_m) reaches
+// T and the largest key K_c with at least max(min_keep, 1) entries at or above it; the entries tied
+// at the chosen key are kept in index order, as many as the prefix needs (a workgroup scan of the
+// tie counts of contiguous chunks). Its decisions equal the CPU's (llama.cpp's f32 arithmetic, or
+// f64 sums) except where the mass before the cut lies within rounding of p.
 #include "common.glsl"
 
 #define BLOCK 2048u
@@ -205,6 +216,168 @@ void main() {
         run_lt += cl[WG - 1u];
         run_eq += ce[WG - 1u];
         barrier();
+    }
+}
+#endif
+
+#ifdef TOP_P_PASS
+#include "fixed64.glsl"
+
+shared float tp_f[WG];
+shared uint tp_u[WG];
+shared uvec2 tp_q[WG];
+shared uint tp_c[WG];
+shared uvec4 tp_cut; // (key, ties to keep, 0, 0)
+
+// The ascending order key (sort_key without the descending flip).
+uint up_key(float v) {
+    uint u = floatBitsToUint(v == 0.0 ? 0.0 : v);
+    return isnan(v) ? 0xFFFFFFFFu : ((u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u));
+}
+
+// Workgroup sums of a 64-bit value and a count (every invocation calls it; all get the result).
+void wg_sum2(uvec2 q, uint c, out uvec2 qs, out uint cs) {
+    uint l = gl_LocalInvocationID.x;
+    tp_q[l] = q;
+    tp_c[l] = c;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (l < s) { tp_q[l] = add64(tp_q[l], tp_q[l + s]); tp_c[l] += tp_c[l + s]; }
+        barrier();
+    }
+    qs = tp_q[0];
+    cs = tp_c[0];
+    barrier();
+}
+
+void main() {
+    uint row = group_index();
+    uint nrows = NE1 * NE2 * NE3;
+    if (row >= nrows) return;
+    uint l = gl_LocalInvocationID.x;
+    uvec4 r = unravel(row * NE0, pc_ne());
+    uint base = a_at(uvec4(0u, r.yzw)) >> 2;
+    uint out_ = (D_OFF >> 2) + row * NE0;
+    float t = uintBitsToFloat(b_w[b_at(uvec4(0u, r.yzw)) >> 2]);
+    float p = uintBitsToFloat(b_w[b_at(uvec4(1u, r.yzw)) >> 2]);
+    float mk = uintBitsToFloat(b_w[b_at(uvec4(2u, r.yzw)) >> 2]);
+    if (!(t > 0.0 && t < POS_INF) || isnan(p) || isnan(mk) || mk < 0.0) {
+        for (uint i = l; i < NE0; i += WG) d_w[out_ + i] = 0x7fc00000u;
+        return;
+    }
+    // Pass 1: the maximum of the non-NaN entries, and whether a NaN or +inf occurs.
+    float m = NEG_INF;
+    uint bad = 0u;
+    for (uint i = l; i < NE0; i += WG) {
+        float x = uintBitsToFloat(a_w[base + i]);
+        if (isnan(x) || x == POS_INF) bad = 1u; else m = max(m, x);
+    }
+    tp_f[l] = m;
+    tp_u[l] = bad;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (l < s) { tp_f[l] = max(tp_f[l], tp_f[l + s]); tp_u[l] |= tp_u[l + s]; }
+        barrier();
+    }
+    float mx = tp_f[0];
+    bool row_bad = tp_u[0] != 0u;
+    barrier();
+    if (p >= 1.0 || row_bad || mx == NEG_INF) {
+        // Everything kept; a bad row passes through for its consumer's check.
+        for (uint i = l; i < NE0; i += WG) d_w[out_ + i] = floatBitsToUint(uintBitsToFloat(a_w[base + i]) / t);
+        return;
+    }
+    float a = (1.0 / t) * 1.4426950408889634;
+    float b = -mx * a;
+    // The total Q and the target T = floor(p Q) (p as a 64-bit fraction, exactly).
+    uvec2 q = uvec2(0u);
+    for (uint i = l; i < NE0; i += WG) q = add64(q, fixed40(weight(uintBitsToFloat(a_w[base + i]), a, b)));
+    uvec2 total;
+    uint zero;
+    wg_sum2(q, 0u, total, zero);
+    float pcl = max(p, 0.0);
+    float phi = floor(pcl * 4294967296.0);
+    uvec2 pfix = uvec2(uint(pcl * 18446744073709551616.0 - phi * 4294967296.0), uint(phi));
+    uvec2 target = mulhi64(pfix, total);
+    uint need = uint(min(max(mk, 1.0), float(NE0)));
+    // Bisection for K_m (largest key whose tail sum reaches T) and K_c (largest key with `need`
+    // entries at or above it): lo always satisfies, hi never (keys are below 0xFFFFFFFF).
+    uint lo_m = 0u, hi_m = 0xFFFFFFFFu, lo_c = 0u, hi_c = 0xFFFFFFFFu;
+    for (uint it = 0u; it < 32u; it++) {
+        uint mid_m = lo_m + ((hi_m - lo_m) >> 1), mid_c = lo_c + ((hi_c - lo_c) >> 1);
+        uvec2 qs = uvec2(0u);
+        uint cs = 0u;
+        for (uint i = l; i < NE0; i += WG) {
+            float x = uintBitsToFloat(a_w[base + i]);
+            uint k = up_key(x);
+            if (k >= mid_m) qs = add64(qs, fixed40(weight(x, a, b)));
+            if (k >= mid_c) cs += 1u;
+        }
+        uvec2 qt;
+        uint ct;
+        wg_sum2(qs, cs, qt, ct);
+        if (!gt64(target, qt)) lo_m = mid_m; else hi_m = mid_m;
+        if (ct >= need) lo_c = mid_c; else hi_c = mid_c;
+    }
+    // What lies strictly above each key, and the tied weight at K_m.
+    uvec2 above_q = uvec2(0u), tie_q = uvec2(0u);
+    uint above_m = 0u, above_c = 0u;
+    for (uint i = l; i < NE0; i += WG) {
+        float x = uintBitsToFloat(a_w[base + i]);
+        uint k = up_key(x);
+        if (k > lo_m) { above_q = add64(above_q, fixed40(weight(x, a, b))); above_m += 1u; }
+        if (k == lo_m) tie_q = fixed40(weight(x, a, b));
+        if (k > lo_c) above_c += 1u;
+    }
+    uvec2 aq, tq;
+    uint am, ac;
+    wg_sum2(above_q, above_m, aq, am);
+    // Every tie has the same weight: the largest any invocation saw is it (0 where it saw none).
+    tp_q[l] = tie_q;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (l < s && gt64(tp_q[l + s], tp_q[l])) tp_q[l] = tp_q[l + s];
+        barrier();
+    }
+    tq = tp_q[0];
+    barrier();
+    uvec2 none;
+    wg_sum2(uvec2(0u), above_c, none, ac);
+    if (l == 0u) {
+        // Ties at K_m the mass needs: the smallest c with above + c q >= T (T = 0: none).
+        uint c_m = 0u;
+        if (gt64(target, aq) && tq != uvec2(0u)) {
+            uint lo = 0u, hi = NE0; // c = hi satisfies (the tail sum at K_m reaches T)
+            while (lo < hi) {
+                uint mid = lo + ((hi - lo) >> 1);
+                if (!gt64(target, add64(aq, mul64(mid, tq)))) hi = mid; else lo = mid + 1u;
+            }
+            c_m = lo;
+        }
+        uint n_m = am + c_m;
+        tp_cut = n_m >= need ? uvec4(lo_m, c_m, 0u, 0u) : uvec4(lo_c, need - ac, 0u, 0u);
+    }
+    barrier();
+    uint key = tp_cut.x, ties = tp_cut.y;
+    // The output: contiguous chunks, the tied entries kept in index order.
+    uint chunk = (NE0 + WG - 1u) / WG;
+    uint lo_i = min(l * chunk, NE0), hi_i = min(lo_i + chunk, NE0);
+    uint mine = 0u;
+    for (uint i = lo_i; i < hi_i; i++) if (up_key(uintBitsToFloat(a_w[base + i])) == key) mine += 1u;
+    tp_c[l] = mine;
+    barrier();
+    if (l == 0u) {
+        uint run = 0u;
+        for (uint i = 0u; i < WG; i++) { uint c = tp_c[i]; tp_c[i] = run; run += c; }
+    }
+    barrier();
+    uint rank = tp_c[l];
+    for (uint i = lo_i; i < hi_i; i++) {
+        float x = uintBitsToFloat(a_w[base + i]);
+        uint k = up_key(x);
+        bool keep = k > key;
+        if (k == key) { keep = rank < ties; rank += 1u; }
+        d_w[out_ + i] = floatBitsToUint(keep ? x / t : NEG_INF);
     }
 }
 #endif

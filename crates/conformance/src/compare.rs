@@ -95,6 +95,20 @@ pub enum Cmp {
         /// Tolerance on the selected values.
         tol: Tol,
     },
+    /// A `top_p_mask` result (see [`compare_nucleus`]): bad parameters give all-NaN rows, bad rows
+    /// pass through, and otherwise each row keeps a prefix of its order (value descending, index
+    /// ascending) with the oracle's length and values. With `slack` (against another backend) the
+    /// length may differ where the boundary is a close call: the mass before the longer cut and
+    /// through the shorter one within `1e-5 + n 2^-24` of `p`, the drift llama.cpp's f32 running
+    /// sums (which the CPU replays) can have over `n` terms.
+    Nucleus {
+        /// The masked node (`x`).
+        x: NodeId,
+        /// The parameters node (`t, p, min_keep` per row).
+        params: NodeId,
+        /// Allow close calls at the boundary to differ.
+        slack: bool,
+    },
 }
 
 /// The result of comparing one output.
@@ -134,6 +148,7 @@ impl Cmp {
         match self {
             Cmp::Close(t) => Cmp::Close(t.times(k)),
             Cmp::Indices { keys, kind, tol } => Cmp::Indices { keys: *keys, kind: *kind, tol: tol.times(k) },
+            Cmp::Nucleus { x, params, .. } => Cmp::Nucleus { x: *x, params: *params, slack: true },
             c => c.clone(),
         }
     }
@@ -181,6 +196,81 @@ pub fn compare(
         Cmp::Indices { kind, tol, .. } => {
             let (kv, kne) = keys.expect("Cmp::Indices needs the key values");
             compare_indices(&mut v, *kind, *tol, ne, got, want, kv, kne[0]);
+        }
+        Cmp::Nucleus { .. } => {
+            v.note(f64::INFINITY, 0, || {
+                "Cmp::Nucleus is compared by compare_nucleus (it needs x and the params)".into()
+            });
+        }
+    }
+    v
+}
+
+/// [`Cmp::Nucleus`]: `got` and `want` are `top_p_mask` results of shape `ne`, `x` its input values
+/// and `params` its `(t, p, min_keep)` per row. Kept values may differ from `x / t` by 2 ulps
+/// (a GPU's division); with `slack`, the kept length as described at [`Cmp::Nucleus`].
+pub fn compare_nucleus(ne: [usize; 4], got: &[f64], want: &[f64], x: &[f64], params: &[f64], slack: bool) -> Verdict {
+    let mut v = Verdict::perfect();
+    let n = ne[0];
+    if got.len() != want.len() || x.len() != got.len() || params.len() * n != 3 * got.len() {
+        v.note(f64::INFINITY, 0, || format!("{} values, the oracle has {}, x {}", got.len(), want.len(), x.len()));
+        return v;
+    }
+    let tol = Tol::new(0.0, 2.0 * f64::from(f32::EPSILON));
+    for (r, ((g, w), xr)) in got.chunks(n).zip(want.chunks(n)).zip(x.chunks(n)).enumerate() {
+        let (t, p, mk) = (params[3 * r] as f32, params[3 * r + 1] as f32, params[3 * r + 2]);
+        let l: Vec<f64> = xr.iter().map(|&xi| f64::from(xi as f32 / t)).collect();
+        // Element by element first: NaN rows, pass-through rows and the kept values.
+        for (i, (&a, &b)) in g.iter().zip(w).enumerate() {
+            let kept_ok = a == f64::NEG_INFINITY || b.is_nan() || tol.ratio(a, l[i]) <= 1.0;
+            if (a.is_nan() != b.is_nan()) || !kept_ok || (a.is_infinite() && b.is_finite() && !slack) {
+                v.note(f64::INFINITY, r * n + i, || {
+                    format!("row {r} element {i}: got {a}, want {b} (x / t = {})", l[i])
+                });
+                return v;
+            }
+            if b.is_finite() && a.is_finite() {
+                let ratio = tol.ratio(a, b);
+                v.note(ratio, r * n + i, || format!("row {r} element {i}: got {a}, want {b}"));
+            }
+        }
+        let finite = |row: &[f64]| row.iter().filter(|v| v.is_finite()).count();
+        let (gk, wk) = (finite(g), finite(w));
+        // Without slack the element checks above already required the same set.
+        if (gk == wk && !slack) || w.iter().any(|b| b.is_nan() || *b == f64::INFINITY) {
+            continue;
+        }
+        // Both must be prefixes of the order; then the boundary must be a close call.
+        let mut order: Vec<usize> = (0..n).filter(|&i| l[i].is_finite()).collect();
+        order.sort_by(|&i, &j| l[j].total_cmp(&l[i]).then(i.cmp(&j)));
+        for (name, row, k) in [("got", g, gk), ("want", w, wk)] {
+            if let Some(&i) = order[..k.min(order.len())].iter().find(|&&i| !row[i].is_finite()) {
+                v.note(f64::INFINITY, r * n + i, || {
+                    format!("row {r}: {name} keeps {k} entries but not #{i}, which orders among them")
+                });
+                return v;
+            }
+        }
+        if gk == wk {
+            continue;
+        }
+        let (a, b) = (gk.min(wk), gk.max(wk));
+        let max = l[order[0]];
+        let e: Vec<f64> = order.iter().map(|&i| (l[i] - max).exp()).collect();
+        let total: f64 = e.iter().sum();
+        let cum = |j: usize| e[..j].iter().sum::<f64>() / total;
+        let tol_m = 1e-5 + n as f64 * f64::from(f32::EPSILON) / 2.0;
+        let floor = (mk.max(1.0) as usize).min(order.len());
+        let close = slack && a >= floor && cum(a) >= f64::from(p) - tol_m && cum(b - 1) <= f64::from(p) + tol_m;
+        if !close {
+            v.note(f64::INFINITY, r * n, || {
+                format!(
+                    "row {r}: got keeps {gk}, want {wk} (p = {p}, min_keep = {mk}; mass through {a}: {:.9}, before {b}: {:.9})",
+                    cum(a),
+                    cum(b - 1)
+                )
+            });
+            return v;
         }
     }
     v

@@ -240,7 +240,7 @@ fn run_built(b: &Built, target: &mut dyn Target, oracle: &mut dyn Target) -> Out
     }
     let inputs = b.input_data();
     let outputs = b.outputs();
-    let needs_keys = b.checks.iter().any(|c| matches!(c.cmp, Cmp::Indices { .. }));
+    let needs_keys = b.checks.iter().any(|c| matches!(c.cmp, Cmp::Indices { .. } | Cmp::Nucleus { .. }));
     let reference = if needs_keys || oracle.is_reference() {
         match Reference::evaluate(g, &inputs) {
             Ok(r) => Some(r),
@@ -273,7 +273,12 @@ fn run_built(b: &Built, target: &mut dyn Target, oracle: &mut dyn Target) -> Out
         };
         // Against another f32 backend both sides carry rounding error: allow twice the tolerance.
         let cmp = if oracle.is_reference() { check.cmp.clone() } else { check.cmp.widened(2.0) };
-        let v = compare::compare(&cmp, n.dtype, n.ne(), &got[i], &want[i], keys);
+        let v = match (&cmp, &reference) {
+            (Cmp::Nucleus { x, params, slack }, Some(r)) => {
+                compare::compare_nucleus(n.ne(), &got[i], &want[i], &r.values(*x), &r.values(*params), *slack)
+            }
+            _ => compare::compare(&cmp, n.dtype, n.ne(), &got[i], &want[i], keys),
+        };
         if !v.passed() {
             return Outcome::Fail {
                 output: check.node,

@@ -50,6 +50,8 @@ pub enum ShaderId {
     Random,
     /// random.comp, the categorical draw
     Categorical,
+    /// sort.comp, the top-p mask
+    TopPMask,
 }
 
 /// One row of the variant table.
@@ -134,6 +136,7 @@ variants! {
     (Rope, "rope", "rope.comp", [], 256, false),
     (Random, "random", "random.comp", [], 256, false),
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
+    (TopPMask, "sort_top_p", "sort.comp", ["TOP_P_PASS"], 256, false),
 }
 
 /// The table row of `id`.

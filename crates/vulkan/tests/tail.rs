@@ -21,7 +21,7 @@ fn logits_for(step: usize, row: usize) -> Vec<f32> {
     (0..V as u64).map(|i| (graph::philox::uniform(row as u64 + 77, step as u64, i) - 0.5) * scale).collect()
 }
 
-const CHAINS: [&str; 10] = [
+const CHAINS: [&str; 12] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
     "min_p(p=0.05);temp(t=0.9);dist(seed=4)",
@@ -32,6 +32,9 @@ const CHAINS: [&str; 10] = [
     "top_k(k=40);xtc(p=0.7,t=0.03);top_n_sigma(n=2);dist(seed=10)",
     "dist(seed=11)",
     "top_k(k=40);mirostat(tau=3,eta=0.3,m=20,seed=12)",
+    // top-p on the whole vocabulary: the top_p_mask op, then the draw from the masked row.
+    "top_p(p=0.9);temp(t=0.8);dist(seed=13)",
+    "temp(t=0.7);top_p(p=0.5,min_keep=2);min_p(p=0.1);dist(seed=14)",
 ];
 
 fn mixed_batch(staged: bool) {
@@ -50,6 +53,9 @@ fn mixed_batch(staged: bool) {
     let logits = g.input("logits", DType::F32, &[V, n]).unwrap();
     let rows: Vec<(SeqId, usize)> = (0..n).map(|r| (SeqId(r as u32), r)).collect();
     let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &vk).unwrap();
+    let placement = tail.placement();
+    assert_eq!(placement[10].1, "+top_p +temp +dist", "top_p on the vocabulary runs on Vulkan");
+    assert_eq!(placement[11].1, "+temp +top_p +min_p +dist");
     let mut sched = Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
     sched.plan(&g).unwrap();
     let plans = sched.stats().plans;

@@ -86,8 +86,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         // The fused sampling ops (family `sample`) have no Vulkan kernel yet: the scheduler places
         // them on the CPU.
         Op::TopKTopPSample(_) | Op::RandomSample { .. } => false,
-        // No shader yet: the backend sampling tail ends a prefix before a vocabulary top-p here.
-        Op::TopPMask => false,
+        Op::TopPMask => sort::supports_top_p_mask(g, n),
     }
 }
 
@@ -126,7 +125,8 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::Cumsum => cumsum::cumsum(enc, g, id),
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
         Op::Categorical { stream } => random::categorical(enc, g, id, stream),
-        Op::TopKTopPSample(_) | Op::RandomSample { .. } | Op::TopPMask => {
+        Op::TopPMask => sort::top_p_mask(enc, g, id),
+        Op::TopKTopPSample(_) | Op::RandomSample { .. } => {
             Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) }))
         }
     }

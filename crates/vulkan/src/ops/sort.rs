@@ -6,13 +6,16 @@
 //! TopK with `k <= SORT_BLOCK` on rows longer than a block selects instead (6 dispatches): four
 //! radix-select histogram passes find the k-th key exactly, a compaction pass lists the `k` winners
 //! in index order, and one block pass sorts them.
+//!
+//! TopPMask is one dispatch, a workgroup per row (`TOP_P_PASS`): the nucleus by bisection over the
+//! order key on exact 64-bit fixed-point weights, the categorical draw's (see the shader's header).
 
 use crate::encoder::{Encoder, Operand, grid};
 use crate::error::{Result, VulkanError};
 use crate::ops::{contiguous, float, ne32};
 use crate::push::Push;
 use crate::shaders::{SORT_BLOCK, ShaderId};
-use graph::{Graph, Node, NodeId, SortOrder};
+use graph::{DType, Graph, Node, NodeId, SortOrder};
 
 /// Longest row handled (merge-pass grids stay within 65535 x 256 invocations).
 const MAX_ROW: usize = 1 << 24;
@@ -24,6 +27,33 @@ pub(super) fn supports(g: &Graph, n: &Node) -> bool {
         && s.layout.rows_contiguous(s.dtype)
         && s.layout.ne[0] <= MAX_ROW
         && s.layout.ne.nrows() <= 65_535
+}
+
+/// The longest row TopPMask handles: `2^23` weights of at most `2^40` stay below `2^64`.
+const MAX_TOP_P_ROW: usize = 1 << 23;
+
+/// TopPMask: f32 values with contiguous rows of at most 2^23 entries, f32 params `[3, rows..]`
+/// with contiguous rows, a contiguous result.
+pub(super) fn supports_top_p_mask(g: &Graph, n: &Node) -> bool {
+    let (x, p) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
+    contiguous(n)
+        && x.dtype == DType::F32
+        && x.layout.rows_contiguous(x.dtype)
+        && x.layout.ne[0] <= MAX_TOP_P_ROW
+        && p.dtype == DType::F32
+        && p.layout.rows_contiguous(p.dtype)
+}
+
+/// TopPMask: one workgroup per row.
+pub(super) fn top_p_mask(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
+    let n = g.node(id);
+    let x = g.node(n.srcs[0]);
+    let a = enc.operand(g, n.srcs[0])?;
+    let p = enc.operand(g, n.srcs[1])?;
+    let d = enc.operand(g, id)?;
+    let push = Push::new(ne32(x)).a(&a.arg).b(&p.arg).d(&d.arg);
+    let groups = grid(x.layout.ne.nrows() as u64, 1)?;
+    enc.dispatch(ShaderId::TopPMask, [&a.buf, &p.buf, &p.buf, &d.buf], &push, groups)
 }
 
 /// The passes for a row of `ne0` entries keeping `k`: (runs, run capacity) after each pass.
