@@ -58,18 +58,26 @@ pub(crate) fn top_p_mask(k: &K<'_>) -> Result<(), CpuError> {
     let (x, params, d) = (k.srcs[0], k.srcs[1], k.dst);
     let n = x.ne[0];
     crate::par::for_blocks(d.nrows(), 4 * n, |range| {
-        let mut sc = nucleus::Scratch::default();
-        for row in range {
-            let r = d.row_index(row);
-            // SAFETY: the builder checked that `x` and `params` (3 per row) are f32 with contiguous
-            // rows and `d`'s row count; row `r` of `d` is written only here.
-            unsafe {
-                let (xr, pr, out) = (x.row::<f32>(r), params.row::<f32>(r), d.row_mut::<f32>(r));
-                mask_row(xr, pr[0], pr[1], pr[2], &mut sc, out);
+        SCRATCH.with_borrow_mut(|sc| {
+            for row in range {
+                let r = d.row_index(row);
+                // SAFETY: the builder checked that `x` and `params` (3 per row) are f32 with
+                // contiguous rows and `d`'s row count; row `r` of `d` is written only here.
+                unsafe {
+                    let (xr, pr, out) = (x.row::<f32>(r), params.row::<f32>(r), d.row_mut::<f32>(r));
+                    mask_row(xr, pr[0], pr[1], pr[2], sc, out);
+                }
             }
-        }
+        });
     });
     Ok(())
+}
+
+thread_local! {
+    /// Each thread's selection scratch, kept from call to call: its buffers stay allocated and its
+    /// size hint (the last nucleus' size, which sizes the first selection) carries over, as the
+    /// sampler chain's `top_p` keeps them. The hint changes the work, never the result.
+    static SCRATCH: std::cell::RefCell<nucleus::Scratch> = std::cell::RefCell::new(nucleus::Scratch::default());
 }
 
 /// One row of `top_p_mask` (see `graph::Op::TopPMask`).

@@ -54,6 +54,9 @@ pub enum Param {
         temp: Option<usize>,
         /// The pending min-p's stage.
         min_p: Option<usize>,
+        /// The row is masked: without a min-p, the cut is `-f32::MAX` (it removes no finite value,
+        /// and `categorical` then skips all-`-inf` blocks).
+        masked: bool,
     },
     /// `i32 [m, n]`: the seen tokens of penalties stage `.0` (padded by repeating an entry, or
     /// with an identity entry when none was seen).
@@ -517,15 +520,18 @@ impl Ctx<'_> {
                 let (ids, vals, init) = self.typical(idx, ids, vals, init, k)?;
                 Rec::List { ids, vals, k, init, sorted: false }
             }
-            (StageKey::Dist, Rec::Vocab { x, pending, .. }) => {
+            (StageKey::Dist, Rec::Vocab { x, pending, unmasked, .. }) => {
                 let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
+                // A masked row (after a top-p mask) is drawn with a cut that removes no finite
+                // value, so that `categorical` skips the blocks the mask left all -inf.
+                let masked = unmasked.is_some();
                 let params = match pending {
-                    Pending { temp: None, min_p: None } => None,
+                    Pending { temp: None, min_p: None } if !masked => None,
                     Pending { temp, min_p } => Some(self.input(
                         "draw",
                         DType::F32,
                         &[2, n],
-                        Param::DrawParams { temp: temp.map(|t| t.0), min_p: min_p.map(|m| m.0) },
+                        Param::DrawParams { temp: temp.map(|t| t.0), min_p: min_p.map(|m| m.0), masked },
                     )?),
                 };
                 Rec::Token(self.g.categorical(x, keys, params, graph::philox::stream::DRAW as u32)?)

@@ -40,13 +40,14 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64,
             f(bytes, f32::INFINITY);
             f(bytes, f32::NEG_INFINITY);
         }
-        Param::DrawParams { temp, min_p } => {
+        Param::DrawParams { temp, min_p, masked } => {
             // The CPU chain's dist on a vocabulary view scales by `1 / t` in f32.
             let scale = temp.map_or(1.0, |j| match stage(j) {
                 BackendStage::Temp { t } => 1.0 / t,
                 s => unreachable!("temp input of {s:?}"),
             });
-            let off = min_p.map_or(f32::NEG_INFINITY, |j| match stage(j) {
+            let none = if masked { -f32::MAX } else { f32::NEG_INFINITY };
+            let off = min_p.map_or(none, |j| match stage(j) {
                 BackendStage::MinP { p, .. } => p.ln(),
                 s => unreachable!("ln p input of {s:?}"),
             });
