@@ -67,6 +67,14 @@ const CHAINS: &[&str] = &[
     "top_k(k=30);temp_ext(t=1,delta=0.6,exponent=0);dist(seed=26)",
     "top_k(k=30);temp_ext(t=0.2,delta=0.4,exponent=-1);greedy",
     "top_k(k=1);temp_ext(t=0.7,delta=0.5);dist(seed=27)",
+    // Top-p on the whole vocabulary (the top_p_mask op), and CPU suffixes after a vocabulary cut.
+    "top_p(p=0.8)",
+    "temp(t=0.7);top_p(p=0.5,min_keep=3);min_p(p=0.1);dist(seed=34)",
+    "top_p(p=0.9);top_k(k=10);temp(t=1.2);dist(seed=35)",
+    "top_p(p=0.95);greedy",
+    "min_p(p=0.05);top_p(p=0.9);dist(seed=36)",
+    "min_p(p=0.02);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=37)",
+    "top_p(p=0.7);typical(p=0.9);dist(seed=38)",
 ];
 
 /// Tokens accepted before the step (the penalties' window): the fixture's most likely tokens,
