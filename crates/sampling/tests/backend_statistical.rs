@@ -1,5 +1,5 @@
 //! Statistical tests of the random backend stages (the draw, after temperature, min-p, top-k and
-//! top-p as graph ops; mirostat v1 and v2, whose truncation depends on `mu`; xtc, whose coin
+//! top-p as graph ops, top-p also on the whole vocabulary; mirostat v1 and v2, whose truncation depends on `mu`; xtc, whose coin
 //! mixes two distributions): chi-squared against the exact distribution that the CPU chain
 //! reports, with fixed seeds and enough draws that a wrong distribution fails. And the resolution of the draw: a
 //! token of probability 2^-26 (below f32's 2^-24) is drawn exactly where the uniform falls in its
@@ -153,6 +153,9 @@ fn backend_draws_follow_the_chain_distribution() {
         "top_k(k=10);top_p(p=0.9);temp(t=1.5);dist",
         "top_k(k=12);min_p(p=0.2);dist",
         "logit_bias(3=2.5);dist",
+        // top-p on the whole vocabulary: the top_p_mask op, then the draw from the masked row.
+        "top_p(p=0.8);dist",
+        "temp(t=0.8);top_p(p=0.6,min_keep=3);temp(t=1.4);dist",
     ] {
         let (batch, steps) = (64, 250);
         assert_fits(spec, &draw_counts(spec, batch, steps), &chain_distribution(spec));
