@@ -2,6 +2,8 @@
 //! sequence's CPU chain run alone, output reservation and its byte count, no re-plan on steady
 //! steps or parameter changes, chains changed and removed between steps, and bad rows failing alone.
 
+mod common;
+
 use graph::{DType, Graph, NodeId};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sampling::{Chain, Sampler, SamplingError};
@@ -14,16 +16,8 @@ const V: usize = 1000;
 /// what they pick next.
 fn logits_for(step: usize, row: usize) -> Vec<f32> {
     let step = if row >= 8 { 0 } else { step };
-    let mut s = (step as u64 * 7919 + row as u64 * 104_729 + 1) | 1;
     let scale = if row >= 8 { 8.0 } else { 1.0 + (row % 4) as f32 * 2.0 };
-    (0..V)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
-        })
-        .collect()
+    common::xorshift_logits(V, step as u64 * 7919 + row as u64 * 104_729 + 1, scale)
 }
 
 fn cpu_sched() -> Scheduler {

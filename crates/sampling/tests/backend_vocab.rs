@@ -3,6 +3,8 @@
 //! chain's tokens over many steps must equal its CPU chain's, token for token, in a mixed batch,
 //! at a small vocabulary (short rows: decided in llama.cpp's f32 arithmetic) and at 151936.
 
+mod common;
+
 use graph::{DType, Graph};
 use sampling::Chain;
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
@@ -10,16 +12,8 @@ use sched::Scheduler;
 
 /// Deterministic logits for (step, row) with a spread of scales (flat to peaked rows).
 fn logits_for(v: usize, step: usize, row: usize) -> Vec<f32> {
-    let mut s = (step as u64 * 7919 + row as u64 * 104_729 + 12_345) | 1;
     let scale = [2.0f32, 6.0, 12.0, 20.0][row % 4];
-    (0..v)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
-        })
-        .collect()
+    common::xorshift_logits(v, step as u64 * 7919 + row as u64 * 104_729 + 12_345, scale)
 }
 
 /// Runs `chains` as one mixed batch for `steps` steps at vocabulary `v` and checks every token

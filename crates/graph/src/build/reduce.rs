@@ -2,7 +2,6 @@
 //! `top_p_mask`, `cumsum`) and randomness (`random_uniform`, `categorical`).
 
 use crate::dtype::DType;
-use crate::error::GraphError;
 use crate::graph::Graph;
 use crate::node::NodeId;
 use crate::op::{Op, SortOrder};
@@ -97,22 +96,6 @@ impl Graph {
         if nl.dtype != DType::F32 {
             return Err(self.err(OP, format!("logits {} must be f32", self.describe(logits))));
         }
-        let per_row = |g: &Self, id: NodeId, role: &str, dtype: DType, what: &str| -> Result<(), GraphError> {
-            let n = g.rows_src(OP, role, id)?;
-            let mut want = nl.layout.ne;
-            want.0[0] = n.layout.ne[0];
-            if n.dtype != dtype || n.layout.ne != want {
-                return Err(g.err(
-                    OP,
-                    format!(
-                        "{role} {} must be {dtype} [{what}, rows..] with the rows of logits {}",
-                        g.describe(id),
-                        g.describe(logits)
-                    ),
-                ));
-            }
-            Ok(())
-        };
         if self.src(OP, keys)?.layout.ne[0] != 4 {
             return Err(self.err(
                 OP,
@@ -122,7 +105,7 @@ impl Graph {
                 ),
             ));
         }
-        per_row(self, keys, "keys", DType::I32, "4")?;
+        self.per_row_src(OP, "keys", keys, DType::I32, 4, logits)?;
         let mut srcs = vec![logits, keys];
         if let Some(p) = params {
             if self.src(OP, p)?.layout.ne[0] != 2 {
@@ -130,7 +113,7 @@ impl Graph {
                     self.err(OP, format!("params {} must have 2 entries per row (scale, offset)", self.describe(p)))
                 );
             }
-            per_row(self, p, "params", DType::F32, "2")?;
+            self.per_row_src(OP, "params", p, DType::F32, 2, logits)?;
             srcs.push(p);
         }
         let mut ne = nl.layout.ne;

@@ -77,6 +77,20 @@ pub fn gaussian_logits(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// `n` deterministic logits uniform in `[-scale / 2, scale / 2)` from an xorshift state seeded with
+/// `state` (cheap, for many rows of many steps).
+pub fn xorshift_logits(n: usize, state: u64, scale: f32) -> Vec<f32> {
+    let mut s = state | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+        })
+        .collect()
+}
+
 /// A reference candidate: id and logit, probabilities in f64.
 #[derive(Debug, Clone, Copy)]
 pub struct R {
