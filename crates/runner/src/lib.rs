@@ -22,6 +22,6 @@ pub use config::Config;
 pub use error::{Result, RunnerError};
 pub use kv::CacheSpec;
 pub use model::Model;
-pub use session::{BackendKind, Sampling, Session, SessionOptions, StepOutcome};
+pub use session::{BackendKind, Sampling, Session, SessionOptions, SpecOutcome, StepOutcome};
 pub use tokenizer::{TextStream, Tokenizer, TokenizerSpec};
 pub use weights::{Tensor, Weights};
