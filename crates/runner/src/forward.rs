@@ -30,7 +30,7 @@ pub struct Forward {
     pub k_rows: NodeId,
     /// `v_rows` i32 `[n_seq * t * n_embd_kv]`.
     pub v_rows: NodeId,
-    /// `mask` f32 `[n_ctx, t, 1, n_seq]`.
+    /// `mask` f32 `[n_ctx, 1, 1, n_seq * t]` (one row per token).
     pub mask: NodeId,
     /// Output rows per slot.
     pub n_out: usize,
@@ -112,7 +112,7 @@ pub fn build_outputs(
     let pos = b.g.input("pos", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let k_rows = b.g.input("k_rows", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let v_rows = b.g.input("v_rows", DType::I32, &[n_tok * n_kv]).map_err(e("inputs"))?;
-    let mask = b.g.input("mask", DType::F32, &[n_ctx, t, 1, n_seq]).map_err(e("inputs"))?;
+    let mask = b.g.input("mask", DType::F32, &[n_ctx, 1, 1, n_tok]).map_err(e("inputs"))?;
     let out_rows =
         if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq * n_out]).map_err(e("inputs"))?) } else { None };
 
@@ -158,16 +158,18 @@ pub fn build_outputs(
         let vv = g
             .view(v_all, &[n_ctx, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], 0)
             .map_err(e(&what("v view")))?;
-        // Queries of slot s: [head_dim, t, n_head, n_seq] over q [head_dim, n_head, n_tok].
+        // Each token's queries as its own batch entry, [head_dim, 1, n_head, n_tok] over q
+        // [head_dim, n_head, n_tok]: token j of slot s is entry s * t + j, which `mul_mat`'s
+        // broadcast maps to slot s's keys and values. Every attention product is then a
+        // matrix-vector product, so a token's attention is computed the same way whatever the
+        // step's `t` (a prefill, a decode step and a speculative step agree bit for bit).
         let f = 4;
         let qv = g
-            .view(q, &[hd, t, n_head, n_seq], &[f, n_head * hd * f, hd * f, t * n_head * hd * f], 0)
+            .view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0)
             .map_err(e(&what("q view")))?;
-        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, t, n_head, n_seq]
+        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, 1, n_head, n_tok]
         let kq = g.soft_max(kq, Some(mask), kq_scale).map_err(e(&what("softmax")))?;
-        let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, t, n_head, n_seq]
-        let kqv = g.permute(kqv, [0, 2, 1, 3]).map_err(e(&what("kqv")))?; // [head_dim, n_head, t, n_seq]
-        let kqv = g.cont(kqv).map_err(e(&what("kqv")))?;
+        let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, n_tok]
         let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;
         let attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
         x = g.add(x, attn).map_err(e(&what("residual")))?;

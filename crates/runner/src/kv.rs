@@ -46,7 +46,7 @@ pub struct StepInputs {
     pub k_rows: Vec<i32>,
     /// Value cache elements written, `[n_seq * t * n_embd_kv]` (token-major).
     pub v_rows: Vec<i32>,
-    /// Causal mask `[n_ctx, t, 1, n_seq]`: 0 where a token may attend, `-inf` elsewhere.
+    /// Causal mask `[n_ctx, 1, 1, n_seq * t]` (a row per token): 0 where it may attend, `-inf` elsewhere.
     pub mask: Vec<f32>,
     /// The output rows, `n_out` per slot (`[n_seq * n_out]`): its last real token, or for
     /// [`StepInputs::with_outputs`] its last `outs[s]` real tokens then repeats of the last.
