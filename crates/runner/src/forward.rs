@@ -164,9 +164,8 @@ pub fn build_outputs(
         // matrix-vector product, so a token's attention is computed the same way whatever the
         // step's `t` (a prefill, a decode step and a speculative step agree bit for bit).
         let f = 4;
-        let qv = g
-            .view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0)
-            .map_err(e(&what("q view")))?;
+        let qv =
+            g.view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0).map_err(e(&what("q view")))?;
         let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, 1, n_head, n_tok]
         let kq = g.soft_max(kq, Some(mask), kq_scale).map_err(e(&what("softmax")))?;
         let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, n_tok]

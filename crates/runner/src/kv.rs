@@ -80,12 +80,6 @@ impl StepInputs {
             });
         }
         let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0).max(t_min);
-        if n_out == 0 || n_out > t {
-            return Err(RunnerError::Session {
-                what: format!("a step of {t} tokens per sequence with {n_out} outputs each"),
-                reason: "needs at least one output and at most one per token".into(),
-            });
-        }
         for (s, toks) in tokens.iter().enumerate() {
             if toks.is_empty() {
                 return Err(RunnerError::Session {
@@ -105,6 +99,12 @@ impl StepInputs {
             if let Some(&bad) = toks.iter().find(|&&x| x as usize >= cfg.n_vocab) {
                 return Err(RunnerError::Token { seq: s, token: bad, n_vocab: cfg.n_vocab });
             }
+        }
+        if n_out == 0 || n_out > t {
+            return Err(RunnerError::Session {
+                what: format!("a step of {t} tokens per sequence with {n_out} outputs each"),
+                reason: "needs at least one output and at most one per token".into(),
+            });
         }
         let (n_seq, n_ctx, kv) = (cache.n_seq, cache.n_ctx, cfg.n_embd_kv());
         let n = n_seq * t;

@@ -25,7 +25,7 @@ use crate::model::Model;
 use graph::{DType, Graph};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sampling::speculative::{self, DraftProbs, Verdict};
-use sampling::{Chain, Token};
+use sampling::{Chain, Sampler, Token};
 use sched::{Scheduler, Stats};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -465,8 +465,10 @@ impl Session {
                         // Plain decoding (any chain, mirostat included): output 0's token.
                         Verdict { accepted: 0, tokens: vec![rows[0].token] }
                     } else {
-                        let chain = &self.seqs.get(seq).expect("every sequence is registered").chain;
-                        speculative::verify_rows(chain, &rows, drafts[s], DraftProbs::Deterministic)
+                        // The draws are keyed by the sequence's step (the registry's counter).
+                        let mut chain = self.seqs.get(seq).expect("every sequence is registered").chain.clone();
+                        chain.set_step(self.seqs.step(seq).expect("registered"));
+                        speculative::verify_rows(&chain, &rows, drafts[s], DraftProbs::Deterministic)
                             .map_err(RunnerError::sampling(what()))?
                     };
                     tail.accept(&mut self.seqs, seq, &verdict.tokens).map_err(RunnerError::sampling(what()))?;

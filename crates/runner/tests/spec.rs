@@ -192,6 +192,7 @@ fn stochastic_speculation_stays_in_the_support_and_backend_equals_cpu() {
     }
     assert_eq!(results[0].tokens, results[1].tokens, "backend and CPU verification");
     assert_eq!((results[0].accepted, results[0].drafted), (results[1].accepted, results[1].drafted));
+    assert!(results[0].accepted > 0 && results[0].accepted < results[0].drafted, "{:?}", results[0]);
     // Every token is among the target's top 3 at its position (plain evaluation of the text).
     let toks = &results[0].tokens[0];
     let mut plain =
