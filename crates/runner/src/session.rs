@@ -447,11 +447,11 @@ impl Session {
             Some(tail) => {
                 let step =
                     tail.sample(&mut self.sched, &mut self.seqs).map_err(RunnerError::sampling("sampling".into()))?;
-                for s in 0..n_seq {
+                for (s, draft) in drafts.iter().enumerate() {
                     let what = || format!("sequence {s}");
                     let seq = SeqId(s as u32);
-                    let mut rows = Vec::with_capacity(drafts[s].len() + 1);
-                    for r in step.rows.iter().filter(|r| r.seq == seq && r.output <= drafts[s].len()) {
+                    let mut rows = Vec::with_capacity(draft.len() + 1);
+                    for r in step.rows.iter().filter(|r| r.seq == seq && r.output <= draft.len()) {
                         let row = r.result.as_ref().map_err(|e| RunnerError::sampling(what())(e.clone()))?;
                         let token = row.token.ok_or_else(|| RunnerError::Session {
                             what: what(),
@@ -461,14 +461,14 @@ impl Session {
                     }
                     rows.sort_by_key(|r| r.0);
                     let rows: Vec<_> = rows.into_iter().map(|r| r.1).collect();
-                    let verdict = if drafts[s].is_empty() {
+                    let verdict = if draft.is_empty() {
                         // Plain decoding (any chain, mirostat included): output 0's token.
                         Verdict { accepted: 0, tokens: vec![rows[0].token] }
                     } else {
                         // The draws are keyed by the sequence's step (the registry's counter).
                         let mut chain = self.seqs.get(seq).expect("every sequence is registered").chain.clone();
                         chain.set_step(self.seqs.step(seq).expect("registered"));
-                        speculative::verify_rows(&chain, &rows, drafts[s], DraftProbs::Deterministic)
+                        speculative::verify_rows(&chain, &rows, draft, DraftProbs::Deterministic)
                             .map_err(RunnerError::sampling(what()))?
                     };
                     tail.accept(&mut self.seqs, seq, &verdict.tokens).map_err(RunnerError::sampling(what()))?;

@@ -186,7 +186,7 @@ fn stochastic_speculation_stays_in_the_support_and_backend_equals_cpu() {
         let mut s = Session::new(m.clone(), o, chains(&[chain])).unwrap();
         // p_min 0: the drafter always follows the pattern.
         let mut d = Drafter::Ngram(NgramDrafter::new(1, 4, 0.0).unwrap());
-        let g = spec::generate(&mut s, Some(&mut d), &[prompt.clone()], n, |_| Ok(())).unwrap();
+        let g = spec::generate(&mut s, Some(&mut d), std::slice::from_ref(&prompt), n, |_| Ok(())).unwrap();
         assert!(g.drafted > 0, "{g:?}");
         results.push(g);
     }
@@ -234,6 +234,6 @@ fn bad_speculative_steps_are_errors() {
     let dopts = SessionOptions { n_seq: 1, ..opts(BackendKind::Cpu, Sampling::Cpu, 64, 0) };
     let mut d = Drafter::Model(Box::new(DraftModel::new(other, dopts, 2, 0.75).unwrap()));
     let mut s = mk("greedy", 2);
-    let e = spec::generate(&mut s, Some(&mut d), &[prompt.clone()], 4, |_| Ok(())).unwrap_err().to_string();
+    let e = spec::generate(&mut s, Some(&mut d), std::slice::from_ref(&prompt), 4, |_| Ok(())).unwrap_err().to_string();
     assert!(e.contains("vocabulary"), "{e}");
 }
