@@ -207,6 +207,12 @@ pub fn generate(
     mut on_step: impl FnMut(&[Vec<Token>]) -> Result<()>,
 ) -> Result<Generation> {
     let n_seq = prompts.len();
+    if drafter.is_some() && session.options().n_draft_max == 0 {
+        return Err(RunnerError::Session {
+            what: "speculative decoding with n_draft_max = 0".into(),
+            reason: "the session verifies no drafts: set SessionOptions::n_draft_max".into(),
+        });
+    }
     if let Some(Drafter::Model(d)) = drafter.as_deref() {
         let (dv, tv) = (d.session.model().config.n_vocab, session.model().config.n_vocab);
         if dv != tv {

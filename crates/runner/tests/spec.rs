@@ -229,6 +229,11 @@ fn bad_speculative_steps_are_errors() {
     assert!(e.contains("mirostat_v2"), "{e}");
     let mut s = mk("mirostat_v2(seed=1)", 2);
     assert_eq!(s.step_spec(&[&[1]], &[&[]]).unwrap().tokens[0].len(), 1);
+    // A drafter needs a session that verifies drafts.
+    let mut d = Drafter::Ngram(NgramDrafter::new(1, 2, 0.0).unwrap());
+    let mut s = mk("greedy", 0);
+    let e = spec::generate(&mut s, Some(&mut d), std::slice::from_ref(&prompt), 4, |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("n_draft_max = 0"), "{e}");
     // A draft model with another vocabulary is refused.
     let other = Arc::new(Model::random(Config::tiny(300), DType::F32, 1).unwrap());
     let dopts = SessionOptions { n_seq: 1, ..opts(BackendKind::Cpu, Sampling::Cpu, 64, 0) };
