@@ -1,5 +1,6 @@
 //! `cargo xtask bench spec`: speculative decoding. (1) The runner's decode tokens/s with and
-//! without n-gram speculation on a repetitive prompt (counting, "1, 2, 3, 4, ..."), greedy, one
+//! without n-gram speculation on a repetitive prompt (counting "1, 2, ..., 8," three times over and
+//! on), greedy, one
 //! sequence, with the acceptance rate: SmolLM2 where its GGUF is in `target/models` (or
 //! `--model`), else the random demo model (whose random text the drafter rarely predicts).
 //! Medians of `--reps` runs. (2) The cost of verifying 8 draft tokens against one plain backend
@@ -54,7 +55,7 @@ struct Args {
     out: Option<std::path::PathBuf>,
 }
 
-const COUNTING: &str = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,";
+const COUNTING: &str = "1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3,";
 const V: usize = 151_936;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -169,7 +170,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         args.threads,
         args.backend
     );
-    println!("{:>22} | {:>10} {:>6} {:>11} {:>9}", "decode", "tokens/s", "steps", "acceptance", "plans");
+    println!(
+        "{:>22} | {:>10} {:>6} {:>8} {:>8} {:>11} {:>6}",
+        "decode", "tokens/s", "steps", "drafted", "accepted", "acceptance", "plans"
+    );
     let mut cases = Vec::new();
     let mut tps = [0.0; 2];
     for (i, ngram) in [false, true].into_iter().enumerate() {
@@ -183,8 +187,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         let g = &runs[0];
         let name = if ngram { format!("ngram (n={}, k={})", args.ngram_n, args.draft_max) } else { "plain".into() };
         println!(
-            "{name:>22} | {t:>10.1} {:>6} {:>10.1}% {:>9}",
+            "{name:>22} | {t:>10.1} {:>6} {:>8} {:>8} {:>10.1}% {:>6}",
             g.steps,
+            g.drafted,
+            g.accepted,
             100.0 * g.acceptance(),
             g.plans_after_prefill
         );
