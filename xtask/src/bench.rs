@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const SUITES: &str = "suites: sampling, ops, readback, fused, runner";
+const SUITES: &str = "suites: sampling, ops, readback, fused, runner, spec";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
@@ -29,6 +29,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "readback" => crate::bench_readback::run(rest),
         "fused" => crate::bench_fused::run(rest),
         "runner" => crate::bench_runner::run(rest),
+        "spec" => crate::bench_spec::run(rest),
         "ops" if vulkan => crate::bench_vulkan::run(rest),
         #[cfg(feature = "ggml")]
         "ops" => crate::bench_ops::run(rest),

@@ -10,6 +10,7 @@ mod bench_readback;
 mod bench_runner;
 mod bench_sampling;
 mod bench_sampling_graph;
+mod bench_spec;
 mod bench_vulkan;
 mod ci;
 mod dump;

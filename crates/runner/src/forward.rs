@@ -6,8 +6,10 @@
 //! written into the state tensors with `set_rows`, grouped-query attention of each slot's tokens over
 //! its own cells (`mul_mat` broadcasting key/value heads over query heads, a causal mask input to
 //! `soft_max`), the output projection and residual, RMSNorm and the SwiGLU feed-forward block and
-//! residual; then the output rows (each slot's last real token, a `get_rows` when `t > 1`), the
-//! output norm and the LM head (the token embedding when tied): logits `[n_vocab, n_seq]`.
+//! residual; then the output rows (`n_out` per slot, chosen by the `out_rows` input through a
+//! `get_rows` when `t > 1`: the slot's last real token for plain decoding, the last token and each
+//! draft token for speculative verification), the output norm and the LM head (the token embedding
+//! when tied): logits `[n_vocab, n_seq * n_out]`.
 
 use crate::config::Config;
 use crate::error::{Result, RunnerError};
@@ -28,11 +30,13 @@ pub struct Forward {
     pub k_rows: NodeId,
     /// `v_rows` i32 `[n_seq * t * n_embd_kv]`.
     pub v_rows: NodeId,
-    /// `mask` f32 `[n_ctx, t, 1, n_seq]`.
+    /// `mask` f32 `[n_ctx, 1, 1, n_seq * t]` (one row per token).
     pub mask: NodeId,
-    /// `out_rows` i32 `[n_seq]` (only when `t > 1`).
+    /// Output rows per slot.
+    pub n_out: usize,
+    /// `out_rows` i32 `[n_seq * n_out]` (only when `t > 1`).
     pub out_rows: Option<NodeId>,
-    /// Logits f32 `[n_vocab, n_seq]`.
+    /// Logits f32 `[n_vocab, n_seq * n_out]` (slot-major).
     pub logits: NodeId,
     /// Weight leaves and their tensor names.
     pub params: Vec<(NodeId, String)>,
@@ -66,13 +70,29 @@ impl Builder<'_> {
     }
 }
 
-/// Builds the forward pass of `t` tokens per slot into `g` (which may already hold nodes).
+/// Builds the forward pass of `t` tokens per slot into `g` (which may already hold nodes), one
+/// output row per slot.
 pub fn build(g: &mut Graph, cfg: &Config, w: &Weights, cache: &CacheSpec, t: usize) -> Result<Forward> {
+    build_outputs(g, cfg, w, cache, t, 1)
+}
+
+/// [`build`] with `n_out` output rows per slot (`1 <= n_out <= t`; speculative verification).
+pub fn build_outputs(
+    g: &mut Graph,
+    cfg: &Config,
+    w: &Weights,
+    cache: &CacheSpec,
+    t: usize,
+    n_out: usize,
+) -> Result<Forward> {
     cfg.validate()?;
-    if t == 0 || cache.n_seq == 0 || cache.n_ctx == 0 {
+    if t == 0 || cache.n_seq == 0 || cache.n_ctx == 0 || n_out == 0 || n_out > t {
         return Err(RunnerError::Session {
-            what: format!("a step of {t} tokens for {} sequences of {} cells", cache.n_seq, cache.n_ctx),
-            reason: "every count must be positive".into(),
+            what: format!(
+                "a step of {t} tokens and {n_out} outputs for {} sequences of {} cells",
+                cache.n_seq, cache.n_ctx
+            ),
+            reason: "every count must be positive, and the outputs at most the tokens".into(),
         });
     }
     if !matches!(cache.dtype, DType::F32 | DType::F16) {
@@ -92,8 +112,9 @@ pub fn build(g: &mut Graph, cfg: &Config, w: &Weights, cache: &CacheSpec, t: usi
     let pos = b.g.input("pos", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let k_rows = b.g.input("k_rows", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let v_rows = b.g.input("v_rows", DType::I32, &[n_tok * n_kv]).map_err(e("inputs"))?;
-    let mask = b.g.input("mask", DType::F32, &[n_ctx, t, 1, n_seq]).map_err(e("inputs"))?;
-    let out_rows = if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq]).map_err(e("inputs"))?) } else { None };
+    let mask = b.g.input("mask", DType::F32, &[n_ctx, 1, 1, n_tok]).map_err(e("inputs"))?;
+    let out_rows =
+        if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq * n_out]).map_err(e("inputs"))?) } else { None };
 
     let embd = b.param("token_embd.weight")?;
     let mut x = b.g.get_rows(embd, tokens).map_err(e("embedding"))?;
@@ -137,16 +158,17 @@ pub fn build(g: &mut Graph, cfg: &Config, w: &Weights, cache: &CacheSpec, t: usi
         let vv = g
             .view(v_all, &[n_ctx, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], 0)
             .map_err(e(&what("v view")))?;
-        // Queries of slot s: [head_dim, t, n_head, n_seq] over q [head_dim, n_head, n_tok].
+        // Each token's queries as its own batch entry, [head_dim, 1, n_head, n_tok] over q
+        // [head_dim, n_head, n_tok]: token j of slot s is entry s * t + j, which `mul_mat`'s
+        // broadcast maps to slot s's keys and values. Every attention product is then a
+        // matrix-vector product, so a token's attention is computed the same way whatever the
+        // step's `t` (a prefill, a decode step and a speculative step agree bit for bit).
         let f = 4;
-        let qv = g
-            .view(q, &[hd, t, n_head, n_seq], &[f, n_head * hd * f, hd * f, t * n_head * hd * f], 0)
-            .map_err(e(&what("q view")))?;
-        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, t, n_head, n_seq]
+        let qv =
+            g.view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0).map_err(e(&what("q view")))?;
+        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, 1, n_head, n_tok]
         let kq = g.soft_max(kq, Some(mask), kq_scale).map_err(e(&what("softmax")))?;
-        let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, t, n_head, n_seq]
-        let kqv = g.permute(kqv, [0, 2, 1, 3]).map_err(e(&what("kqv")))?; // [head_dim, n_head, t, n_seq]
-        let kqv = g.cont(kqv).map_err(e(&what("kqv")))?;
+        let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, n_tok]
         let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;
         let attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
         x = g.add(x, attn).map_err(e(&what("residual")))?;
@@ -174,5 +196,5 @@ pub fn build(g: &mut Graph, cfg: &Config, w: &Weights, cache: &CacheSpec, t: usi
     let x = g.mul(x, norm_w).map_err(e("output_norm"))?;
     let logits = g.mul_mat(head, x).map_err(e("lm head"))?;
     g.set_name(logits, "logits");
-    Ok(Forward { t, tokens, pos, k_rows, v_rows, mask, out_rows, logits, params: b.params })
+    Ok(Forward { t, tokens, pos, k_rows, v_rows, mask, n_out, out_rows, logits, params: b.params })
 }

@@ -12,6 +12,11 @@
 //! position); a slot with fewer tokens is padded at its end. Padding tokens take the positions
 //! after the slot's real tokens, inside its own slot, so they only write cells that its real tokens
 //! do not read yet (the causal mask hides them) and that later steps overwrite before reading.
+//!
+//! Rolling back (speculative decoding's rejected drafts) is only a position: a slot's next step
+//! writes its cells from its position on, and a token at position `p` attends to cells `0..=p`
+//! only, each either accepted earlier or written in the same step, so the cells of rejected
+//! tokens are never read again before they are overwritten.
 
 use crate::config::Config;
 use crate::error::{Result, RunnerError};
@@ -41,27 +46,51 @@ pub struct StepInputs {
     pub k_rows: Vec<i32>,
     /// Value cache elements written, `[n_seq * t * n_embd_kv]` (token-major).
     pub v_rows: Vec<i32>,
-    /// Causal mask `[n_ctx, t, 1, n_seq]`: 0 where a token may attend, `-inf` elsewhere.
+    /// Causal mask `[n_ctx, 1, 1, n_seq * t]` (a row per token): 0 where it may attend, `-inf` elsewhere.
     pub mask: Vec<f32>,
-    /// The output row of each slot (its last real token), `[n_seq]`.
+    /// The output rows, `n_out` per slot (`[n_seq * n_out]`): its last real token, or for
+    /// [`StepInputs::with_outputs`] its last `outs[s]` real tokens then repeats of the last.
     pub out_rows: Vec<i32>,
 }
 
 impl StepInputs {
     /// The inputs for `tokens[s]` appended to slot `s` at position `start[s]` onwards.
     pub fn new(cfg: &Config, cache: &CacheSpec, tokens: &[&[u32]], start: &[usize]) -> Result<StepInputs> {
-        if tokens.len() != cache.n_seq || start.len() != cache.n_seq {
+        let ones = vec![1; tokens.len()];
+        Self::with_outputs(cfg, cache, tokens, start, 0, 1, &ones)
+    }
+
+    /// The inputs for `tokens[s]` appended to slot `s` at position `start[s]` onwards, padded to
+    /// at least `t_min` tokens per slot, with `n_out` output rows per slot: output `j` of slot `s`
+    /// is its real token `len - outs[s] + j` for `j < outs[s]` (its last `outs[s]` tokens), and a
+    /// repeat of its last token after that (a padding output whose result is not used).
+    pub fn with_outputs(
+        cfg: &Config,
+        cache: &CacheSpec,
+        tokens: &[&[u32]],
+        start: &[usize],
+        t_min: usize,
+        n_out: usize,
+        outs: &[usize],
+    ) -> Result<StepInputs> {
+        if tokens.len() != cache.n_seq || start.len() != cache.n_seq || outs.len() != cache.n_seq {
             return Err(RunnerError::Session {
                 what: format!("a step with {} token lists", tokens.len()),
                 reason: format!("the session has {} sequences; every sequence takes part in every step", cache.n_seq),
             });
         }
-        let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0);
+        let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0).max(t_min);
         for (s, toks) in tokens.iter().enumerate() {
             if toks.is_empty() {
                 return Err(RunnerError::Session {
                     what: format!("sequence {s}"),
                     reason: "has no token in this step".into(),
+                });
+            }
+            if outs[s] == 0 || outs[s] > n_out || outs[s] > toks.len() {
+                return Err(RunnerError::Session {
+                    what: format!("sequence {s}: {} outputs of its {} tokens", outs[s], toks.len()),
+                    reason: format!("must be between 1 and min(tokens, {n_out})"),
                 });
             }
             if start[s] + t > cache.n_ctx {
@@ -70,6 +99,12 @@ impl StepInputs {
             if let Some(&bad) = toks.iter().find(|&&x| x as usize >= cfg.n_vocab) {
                 return Err(RunnerError::Token { seq: s, token: bad, n_vocab: cfg.n_vocab });
             }
+        }
+        if n_out == 0 || n_out > t {
+            return Err(RunnerError::Session {
+                what: format!("a step of {t} tokens per sequence with {n_out} outputs each"),
+                reason: "needs at least one output and at most one per token".into(),
+            });
         }
         let (n_seq, n_ctx, kv) = (cache.n_seq, cache.n_ctx, cfg.n_embd_kv());
         let n = n_seq * t;
@@ -80,7 +115,7 @@ impl StepInputs {
             k_rows: Vec::with_capacity(n),
             v_rows: Vec::with_capacity(n * kv),
             mask: vec![f32::NEG_INFINITY; n_ctx * n],
-            out_rows: Vec::with_capacity(n_seq),
+            out_rows: Vec::with_capacity(n_seq * n_out),
         };
         for (s, toks) in tokens.iter().enumerate() {
             for j in 0..t {
@@ -93,7 +128,8 @@ impl StepInputs {
                 let row = (s * t + j) * n_ctx;
                 si.mask[row..=row + pos].fill(0.0);
             }
-            si.out_rows.push((s * t + toks.len() - 1) as i32);
+            let first = toks.len() - outs[s];
+            si.out_rows.extend((0..n_out).map(|j| (s * t + first + j.min(outs[s] - 1)) as i32));
         }
         Ok(si)
     }
@@ -120,6 +156,22 @@ mod tests {
         assert_eq!(si.mask[8..12], [0.0, ninf, ninf, ninf]);
         assert_eq!(si.mask[12..16], [0.0, 0.0, ninf, ninf]);
         assert_eq!(si.out_rows, [1, 2]);
+    }
+
+    #[test]
+    fn speculative_outputs_are_the_last_tokens_then_padding() {
+        let cfg = Config { n_head_kv: 1, head_dim: 2, rope_dims: 2, n_head: 1, ..Config::tiny(10) };
+        let cache = CacheSpec { n_seq: 2, n_ctx: 8, dtype: DType::F32 };
+        // Slot 0: last token 5 and drafts 6, 7 (3 outputs); slot 1: one token without drafts.
+        let si = StepInputs::with_outputs(&cfg, &cache, &[&[5, 6, 7], &[8]], &[2, 4], 4, 4, &[3, 1]).unwrap();
+        assert_eq!(si.t, 4);
+        assert_eq!(si.tokens, [5, 6, 7, 7, 8, 8, 8, 8]);
+        assert_eq!(si.pos, [2, 3, 4, 5, 4, 5, 6, 7]);
+        assert_eq!(si.out_rows, [0, 1, 2, 2, 4, 4, 4, 4]);
+        let e = StepInputs::with_outputs(&cfg, &cache, &[&[5], &[8]], &[0, 0], 2, 2, &[2, 1]).unwrap_err();
+        assert!(e.to_string().contains("2 outputs of its 1 tokens"), "{e}");
+        let e = StepInputs::with_outputs(&cfg, &cache, &[&[5], &[8]], &[0, 0], 2, 3, &[1, 1]).unwrap_err();
+        assert!(e.to_string().contains("at most one per token"), "{e}");
     }
 
     #[test]

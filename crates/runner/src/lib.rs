@@ -15,6 +15,7 @@ pub mod gguf_model;
 pub mod kv;
 pub mod model;
 pub mod session;
+pub mod spec;
 pub mod tokenizer;
 pub mod weights;
 
@@ -22,6 +23,7 @@ pub use config::Config;
 pub use error::{Result, RunnerError};
 pub use kv::CacheSpec;
 pub use model::Model;
-pub use session::{BackendKind, Sampling, Session, SessionOptions, StepOutcome};
+pub use session::{BackendKind, Sampling, Session, SessionOptions, SpecOutcome, StepOutcome};
+pub use spec::{DraftModel, Drafter, Generation};
 pub use tokenizer::{TextStream, Tokenizer, TokenizerSpec};
 pub use weights::{Tensor, Weights};

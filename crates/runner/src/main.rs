@@ -2,13 +2,15 @@
 //! backend, and reports prefill/decode speed, time in the graph vs in sampling and bytes read back
 //! per step. Without `--model` it runs a seeded random model with a 151936-token vocabulary (nothing
 //! to download) and prints token ids; with a GGUF model it tokenizes `--prompt` and prints text.
+//! `--spec ngram|draft-model` decodes speculatively and reports the acceptance rate.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use graph::DType;
-use runner::{BackendKind, Config, Model, Sampling, Session, SessionOptions, TextStream};
+use runner::{BackendKind, Config, DraftModel, Drafter, Model, Sampling, Session, SessionOptions, TextStream};
 use sampling::Chain;
+use sampling::speculative::ngram::NgramDrafter;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -62,6 +64,22 @@ struct Args {
     /// Print only the final outputs and the summary.
     #[arg(long, short)]
     quiet: bool,
+    /// Speculative decoding: `ngram` (drafts from each sequence's own context, prompt included)
+    /// or `draft-model` (a second model with the same vocabulary, `--draft-model`).
+    #[arg(long)]
+    spec: Option<String>,
+    /// The most draft tokens per sequence and step.
+    #[arg(long, default_value_t = 8)]
+    draft_max: usize,
+    /// Drafting stops where the draft's top probability falls below this.
+    #[arg(long, default_value_t = 0.75)]
+    draft_p_min: f32,
+    /// The n-gram drafter's match length.
+    #[arg(long, default_value_t = 3)]
+    ngram_n: usize,
+    /// The draft model for `--spec draft-model`: a GGUF file or `smollm2`.
+    #[arg(long)]
+    draft_model: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -172,8 +190,10 @@ fn run(args: Args) -> Result<()> {
     let load_time = t_load.elapsed();
     let model = Arc::new(model);
     let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);
-    let n_ctx = (max_prompt + args.steps).next_multiple_of(16);
+    let k = if args.spec.is_some() { args.draft_max } else { 0 };
+    let n_ctx = runner::spec::cells_needed(max_prompt, args.steps, k).next_multiple_of(16);
     let opts = SessionOptions {
+        n_draft_max: k,
         n_ctx,
         kv_dtype: kv,
         backend,
@@ -183,6 +203,25 @@ fn run(args: Args) -> Result<()> {
     };
     let mut session = Session::new(model.clone(), opts, seqs.iter().map(|(_, c)| c.clone()).collect())?;
     let n_seq = seqs.len();
+    let mut drafter = match args.spec.as_deref() {
+        None => None,
+        Some("ngram") => Some(Drafter::Ngram(NgramDrafter::new(args.ngram_n, k, args.draft_p_min)?)),
+        Some("draft-model") => {
+            let m = args.draft_model.as_deref().context("--spec draft-model needs --draft-model PATH|smollm2")?;
+            let path = if m == "smollm2" {
+                runner::fetch::smollm2(std::path::Path::new("target/models"))?
+            } else {
+                std::path::PathBuf::from(m)
+            };
+            let dm = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
+            let dopts = SessionOptions { n_seq, n_draft_max: 0, ..opts };
+            Some(Drafter::Model(Box::new(DraftModel::new(dm, dopts, k, args.draft_p_min)?)))
+        }
+        Some(x) => bail!("--spec `{x}`: expected ngram or draft-model"),
+    };
+    if args.spec.is_none() && args.draft_model.is_some() {
+        bail!("--draft-model needs --spec draft-model");
+    }
     println!(
         "model: {} ({:.0} MB of weights, made in {:.2} s)",
         model.name,
@@ -205,17 +244,17 @@ fn run(args: Args) -> Result<()> {
 
     let tok = model.tokenizer.clone();
     let mut streams: Vec<TextStream> = vec![TextStream::default(); n_seq];
-    let mut generated: Vec<Vec<u32>> = vec![Vec::new(); n_seq];
-    let mut show = |step: usize, tokens: &[u32], generated: &mut Vec<Vec<u32>>, quiet: bool| -> Result<()> {
+    let mut show = |step: usize, tokens: &[Option<u32>], quiet: bool| -> runner::Result<()> {
         let mut line = format!("step {step:>3}:");
-        for (s, &t) in tokens.iter().enumerate() {
-            generated[s].push(t);
-            match &tok {
-                Some(tk) => {
-                    let text = streams[s].push(tk, t)?;
+        for (s, t) in tokens.iter().enumerate() {
+            match (t, &tok) {
+                (Some(t), Some(tk)) => {
+                    let text = streams[s].push(tk, *t)?;
                     line += &format!(" | {:>6} {:<12}", t, format!("{text:?}"));
                 }
-                None => line += &format!(" {t:>7}"),
+                (Some(t), None) => line += &format!(" {t:>7}"),
+                (None, Some(_)) => line += &format!(" | {:>6} {:<12}", "", ""),
+                (None, None) => line += &format!(" {:>7}", ""),
             }
         }
         if !quiet {
@@ -225,28 +264,21 @@ fn run(args: Args) -> Result<()> {
         Ok(())
     };
 
-    // Prefill: every prompt in one batch; its logits give each sequence's first token.
-    let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-    let pre = session.step(&refs)?;
-    show(0, &pre.tokens, &mut generated, args.quiet)?;
-    let stats_after_prefill = session.stats();
-    // Decode.
-    let (mut graph_t, mut sample_t, mut bytes) = (Duration::ZERO, Duration::ZERO, 0usize);
-    let mut last = pre.tokens.clone();
-    let t_decode = Instant::now();
-    for step in 1..args.steps {
-        let refs: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
-        let refs: Vec<&[u32]> = refs.iter().map(|r| r.as_slice()).collect();
-        let out = session.step(&refs)?;
-        graph_t += out.prepare_time + out.graph_time;
-        sample_t += out.sample_time;
-        bytes += out.bytes_read;
-        show(step, &out.tokens, &mut generated, args.quiet)?;
-        last = out.tokens;
-    }
-    let decode_time = t_decode.elapsed();
-    let steps = args.steps - 1;
-
+    // Prefill (every prompt in one batch; its logits give each sequence's first token), then
+    // decode steps, speculative with a drafter.
+    let mut step = 0;
+    let stats0 = session.stats();
+    let g = runner::spec::generate(&mut session, drafter.as_mut(), &prompts, args.steps, |emitted| {
+        // A speculative step emits several tokens per sequence: one line per emitted position.
+        let rows = emitted.iter().map(Vec::len).max().unwrap_or(0);
+        for i in 0..rows {
+            let toks: Vec<Option<u32>> = emitted.iter().map(|e| e.get(i).copied()).collect();
+            show(step, &toks, args.quiet)?;
+            step += 1;
+        }
+        Ok(())
+    })?;
+    let generated: Vec<Vec<u32>> = g.tokens.clone();
     println!();
     for (s, g) in generated.iter().enumerate() {
         match &model.tokenizer {
@@ -260,37 +292,36 @@ fn run(args: Args) -> Result<()> {
         println!("seq {s} placement: {p}");
     }
     let n_prompt: usize = prompts.iter().map(Vec::len).sum();
-    let pre_t = pre.graph_time + pre.sample_time;
     println!(
-        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s; graph {:.1} ms, sampling {:.2} ms, read back {} bytes; \
-         building, planning and uploading the weights before it: {:.1} ms)",
-        ms(pre_t),
-        n_prompt as f64 / pre_t.as_secs_f64(),
-        ms(pre.graph_time),
-        ms(pre.sample_time),
-        pre.bytes_read,
-        ms(pre.prepare_time)
+        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s, building, planning and uploading the weights included)",
+        ms(g.prefill_time),
+        n_prompt as f64 / g.prefill_time.as_secs_f64()
     );
-    if steps > 0 {
-        let per = |d: Duration| ms(d) / steps as f64;
+    if g.steps > 0 {
         println!(
-            "decode: {steps} steps x {n_seq} sequences = {} tokens in {:.2} s ({:.1} tokens/s)",
-            steps * n_seq,
-            decode_time.as_secs_f64(),
-            (steps * n_seq) as f64 / decode_time.as_secs_f64()
+            "decode: {} tokens in {} steps, {:.2} s ({:.1} tokens/s, {:.2} tokens per sequence and step)",
+            g.decode_tokens,
+            g.steps,
+            g.decode_time.as_secs_f64(),
+            g.tokens_per_s(),
+            g.decode_tokens as f64 / (g.steps * n_seq) as f64
         );
+    }
+    if let Some(spec) = &args.spec {
         println!(
-            "per decode step: graph {:.2} ms, sampling {:.3} ms, read back {} bytes",
-            per(graph_t),
-            per(sample_t),
-            bytes / steps
+            "speculative ({spec}, at most {k} drafts): {} of {} draft tokens accepted ({:.1}%), {} steps with a rejection, drafting {:.1} ms",
+            g.accepted,
+            g.drafted,
+            100.0 * g.acceptance(),
+            g.rejections,
+            ms(g.draft_time)
         );
     }
     let st = session.stats();
     println!(
         "plans: {} made ({} after the prefill), {} cache hits, {} steps computed",
-        st.plans,
-        st.plans - stats_after_prefill.plans,
+        st.plans - stats0.plans,
+        g.plans_after_prefill,
         st.cache_hits,
         st.steps
     );

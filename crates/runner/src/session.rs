@@ -3,10 +3,20 @@
 //! (`sampling::backend::Tail`, only what each chain needs read back) or, with
 //! [`Sampling::Cpu`], by copying the logits rows back and running the CPU chains.
 //!
-//! One forward graph is built per step shape (tokens per sequence, sampled or not) and kept: a
-//! steady decode loop reuses its graph and its plan, and only writes inputs each step (the
-//! scheduler's `Stats::plans` does not grow). Weights are uploaded where the scheduler has not got
-//! them yet, so the prefill and decode graphs share one copy.
+//! One forward graph is built per step shape (tokens and outputs per sequence, sampled or not)
+//! and kept: a steady decode loop reuses its graph and its plan, and only writes inputs each step
+//! (the scheduler's `Stats::plans` does not grow). Weights are uploaded where the scheduler has not
+//! got them yet, so the prefill and decode graphs share one copy.
+//!
+//! Speculative decoding ([`Session::step_spec`], with [`SessionOptions::n_draft_max`] `= K > 0`):
+//! a step feeds each sequence's new token(s) plus its draft (at most `K` tokens) padded to one
+//! static shape of `K + 1` tokens and `K + 1` output rows per sequence (sequences with and without
+//! drafts mixed; a step where no sequence has a draft uses the plain one-output shape), samples
+//! every output through the backend tail with the draft set (`Sequences::set_draft`: output `j`
+//! predicts the position after `draft[..j]`) or copies the rows back for the CPU chains, verifies
+//! with `sampling::speculative` (greedy: plain greedy decoding's tokens; `dist`: the target's
+//! distribution exactly), and rolls the KV cache back to the accepted tokens: the sequence's
+//! position advances past its new tokens and its accepted drafts only (see [`crate::kv`]).
 
 use crate::error::{Result, RunnerError};
 use crate::forward::{self, Forward};
@@ -14,7 +24,8 @@ use crate::kv::{CacheSpec, StepInputs};
 use crate::model::Model;
 use graph::{DType, Graph};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
-use sampling::{Chain, Token};
+use sampling::speculative::{self, DraftProbs, Verdict};
+use sampling::{Chain, Sampler, Token};
 use sched::{Scheduler, Stats};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +63,9 @@ pub struct SessionOptions {
     pub threads: usize,
     /// Where sampling runs.
     pub sampling: Sampling,
+    /// The most draft tokens a sequence may bring to one [`Session::step_spec`] (0: no
+    /// speculative decoding). Chains ending in `dist` then read their candidates back.
+    pub n_draft_max: usize,
 }
 
 impl Default for SessionOptions {
@@ -63,6 +77,7 @@ impl Default for SessionOptions {
             backend: BackendKind::Cpu,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             sampling: Sampling::Backend,
+            n_draft_max: 0,
         }
     }
 }
@@ -85,9 +100,30 @@ pub struct StepOutcome {
     pub bytes_read: usize,
 }
 
+/// What one speculative step produced ([`Session::step_spec`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecOutcome {
+    /// Per sequence, the emitted tokens (accepted already): its accepted draft tokens, then the
+    /// target's own token after them.
+    pub tokens: Vec<Vec<Token>>,
+    /// Per sequence, how many of its draft tokens were accepted.
+    pub accepted: Vec<usize>,
+    /// Real (not padding) tokens the forward pass evaluated (drafts included).
+    pub n_eval: usize,
+    /// As [`StepOutcome::prepare_time`].
+    pub prepare_time: Duration,
+    /// As [`StepOutcome::graph_time`].
+    pub graph_time: Duration,
+    /// Reading back, finishing the sampling, verifying and accepting.
+    pub sample_time: Duration,
+    /// As [`StepOutcome::bytes_read`].
+    pub bytes_read: usize,
+}
+
 #[derive(Debug)]
 struct StepGraph {
     t: usize,
+    n_out: usize,
     sampled: bool,
     graph: Graph,
     fwd: Forward,
@@ -133,9 +169,13 @@ impl Session {
             }
         };
         let sched = Scheduler::new(backends).map_err(RunnerError::sched("creating the scheduler"))?;
-        let mut seqs = Sequences::new(1).map_err(RunnerError::sampling("sequences".into()))?;
+        let mut seqs = Sequences::new(opts.n_draft_max + 1).map_err(RunnerError::sampling("sequences".into()))?;
         for (i, c) in chains.iter().enumerate() {
-            seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
+            let cfg = SeqConfig::new(c.clone());
+            // Stochastic verification decides on the surviving candidates of each output.
+            let ends_in_dist = c.stages().last().is_some_and(|x| x.name() == "dist");
+            let cfg = if opts.n_draft_max > 0 && ends_in_dist { cfg.with_candidates() } else { cfg };
+            seqs.set(SeqId(i as u32), cfg);
         }
         let cache = CacheSpec { n_seq: opts.n_seq, n_ctx: opts.n_ctx, dtype: opts.kv_dtype };
         Ok(Session {
@@ -203,16 +243,31 @@ impl Session {
         self.pos.iter_mut().for_each(|p| *p = 0);
     }
 
-    /// Builds (or finds) the graph for `t` tokens per sequence and makes its plan current,
-    /// uploading the weights the scheduler lacks.
-    fn prepare(&mut self, t: usize, sampled: bool) -> Result<usize> {
-        let i = match self.graphs.iter().position(|g| g.t == t && g.sampled == sampled) {
+    /// Rolls sequence `seq` back to its first `len` tokens (a no-op if it holds no more): later
+    /// steps write its cells from `len` on, and the cells after it are never attended to again
+    /// (see [`crate::kv`]). Its sampler state is not changed.
+    pub fn truncate(&mut self, seq: usize, len: usize) -> Result<()> {
+        let p = self.pos.get_mut(seq).ok_or_else(|| RunnerError::Session {
+            what: format!("sequence {seq}"),
+            reason: format!("the session has {} sequences", self.opts.n_seq),
+        })?;
+        *p = (*p).min(len);
+        Ok(())
+    }
+
+    /// Builds (or finds) the graph for `t` tokens and `n_out` outputs per sequence and makes its
+    /// plan current, uploading the weights the scheduler lacks.
+    fn prepare(&mut self, t: usize, n_out: usize, sampled: bool) -> Result<usize> {
+        let i = match self.graphs.iter().position(|g| g.t == t && g.n_out == n_out && g.sampled == sampled) {
             Some(i) => i,
             None => {
                 let mut graph = Graph::new();
-                let fwd = forward::build(&mut graph, &self.model.config, &self.model.weights, &self.cache, t)?;
+                let (cfg, w) = (&self.model.config, &self.model.weights);
+                let fwd = forward::build_outputs(&mut graph, cfg, w, &self.cache, t, n_out)?;
                 let tail = if sampled {
-                    let rows: Vec<(SeqId, usize)> = (0..self.opts.n_seq).map(|s| (SeqId(s as u32), s)).collect();
+                    let rows: Vec<(SeqId, usize)> = (0..self.opts.n_seq)
+                        .flat_map(|s| (0..n_out).map(move |j| (SeqId(s as u32), s * n_out + j)))
+                        .collect();
                     let backend = self.sched.backends()[0].as_ref();
                     Some(
                         Tail::attach(&mut graph, fwd.logits, &rows, &self.seqs, backend)
@@ -222,7 +277,7 @@ impl Session {
                     graph.set_output(fwd.logits);
                     None
                 };
-                self.graphs.push(StepGraph { t, sampled, graph, fwd, tail });
+                self.graphs.push(StepGraph { t, n_out, sampled, graph, fwd, tail });
                 self.graphs.len() - 1
             }
         };
@@ -278,7 +333,7 @@ impl Session {
     /// sequence's logits after its last token, without sampling.
     pub fn eval(&mut self, tokens: &[&[Token]]) -> Result<Vec<Vec<f32>>> {
         let inputs = self.inputs(tokens)?;
-        let i = self.prepare(inputs.t, false)?;
+        let i = self.prepare(inputs.t, 1, false)?;
         self.run(i, &inputs)?;
         self.advance(tokens);
         let logits = self.graphs[i].fwd.logits;
@@ -294,7 +349,7 @@ impl Session {
         let n_eval = tokens.iter().map(|t| t.len()).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(inputs.t, sampled)?;
+        let i = self.prepare(inputs.t, 1, sampled)?;
         let tp = Instant::now();
         self.run(i, &inputs)?;
         self.advance(tokens);
@@ -334,6 +389,127 @@ impl Session {
         let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
         Ok(StepOutcome {
             tokens: out,
+            n_eval,
+            prepare_time: tp - t0,
+            graph_time: t1 - tp,
+            sample_time: t2 - t1,
+            bytes_read,
+        })
+    }
+
+    /// A speculative step: evaluates `tokens[s]` (the sequence's new tokens, usually its last
+    /// emitted one) followed by `drafts[s]` (at most [`SessionOptions::n_draft_max`] tokens; may
+    /// be empty) for every sequence, verifies each draft against the target's outputs at the
+    /// last new token and at every draft token with the sequence's chain (the drafts taken as
+    /// deterministic: an n-gram lookup, a greedy draft model), emits the accepted draft tokens
+    /// and the target's token after them, and rolls the KV cache back past the rejected drafts.
+    /// See the module docs. Errors: more drafts than `n_draft_max`, a draft for a chain that
+    /// cannot be verified (a stateful selector such as mirostat), and whatever [`Session::step`]
+    /// reports.
+    pub fn step_spec(&mut self, tokens: &[&[Token]], drafts: &[&[Token]]) -> Result<SpecOutcome> {
+        let n_seq = self.opts.n_seq;
+        let k = self.opts.n_draft_max;
+        if drafts.len() != n_seq || tokens.len() != n_seq {
+            return Err(RunnerError::Session {
+                what: format!("a speculative step with {} token lists and {} drafts", tokens.len(), drafts.len()),
+                reason: format!("the session has {n_seq} sequences; every sequence takes part in every step"),
+            });
+        }
+        if let Some(s) = (0..n_seq).find(|&s| drafts[s].len() > k) {
+            return Err(RunnerError::Session {
+                what: format!("sequence {s}: a draft of {} tokens", drafts[s].len()),
+                reason: format!("the session verifies at most n_draft_max = {k} per step"),
+            });
+        }
+        let fed: Vec<Vec<Token>> = (0..n_seq).map(|s| [tokens[s], drafts[s]].concat()).collect();
+        let refs: Vec<&[Token]> = fed.iter().map(Vec::as_slice).collect();
+        // One static shape for every step with a draft: K + 1 tokens and outputs per sequence.
+        let any = drafts.iter().any(|d| !d.is_empty());
+        let (t_min, n_out) = if any { (k + 1, k + 1) } else { (1, 1) };
+        let outs: Vec<usize> = drafts.iter().map(|d| if any { d.len() + 1 } else { 1 }).collect();
+        let inputs = StepInputs::with_outputs(&self.model.config, &self.cache, &refs, &self.pos, t_min, n_out, &outs)?;
+        let n_eval = fed.iter().map(Vec::len).sum();
+        let sampled = self.opts.sampling == Sampling::Backend;
+        let t0 = Instant::now();
+        let i = self.prepare(inputs.t, n_out, sampled)?;
+        let tp = Instant::now();
+        if sampled {
+            for (s, d) in drafts.iter().enumerate() {
+                let what = || format!("sequence {s}");
+                self.seqs.set_draft(SeqId(s as u32), d).map_err(|e| RunnerError::sampling(what())(e))?;
+            }
+        }
+        self.run(i, &inputs)?;
+        let t1 = Instant::now();
+        let before = self.sched.stats().bytes_to_host;
+        let mut verdicts = Vec::with_capacity(n_seq);
+        match self.graphs[i].tail.as_mut() {
+            Some(tail) => {
+                let step =
+                    tail.sample(&mut self.sched, &mut self.seqs).map_err(RunnerError::sampling("sampling".into()))?;
+                for (s, draft) in drafts.iter().enumerate() {
+                    let what = || format!("sequence {s}");
+                    let seq = SeqId(s as u32);
+                    let mut rows = Vec::with_capacity(draft.len() + 1);
+                    for r in step.rows.iter().filter(|r| r.seq == seq && r.output <= draft.len()) {
+                        let row = r.result.as_ref().map_err(|e| RunnerError::sampling(what())(e.clone()))?;
+                        let token = row.token.ok_or_else(|| RunnerError::Session {
+                            what: what(),
+                            reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
+                        })?;
+                        rows.push((r.output, speculative::TargetRow { token, candidates: row.candidates.as_deref() }));
+                    }
+                    rows.sort_by_key(|r| r.0);
+                    let rows: Vec<_> = rows.into_iter().map(|r| r.1).collect();
+                    let verdict = if draft.is_empty() {
+                        // Plain decoding (any chain, mirostat included): output 0's token.
+                        Verdict { accepted: 0, tokens: vec![rows[0].token] }
+                    } else {
+                        // The draws are keyed by the sequence's step (the registry's counter).
+                        let mut chain = self.seqs.get(seq).expect("every sequence is registered").chain.clone();
+                        chain.set_step(self.seqs.step(seq).expect("registered"));
+                        speculative::verify_rows(&chain, &rows, draft, DraftProbs::Deterministic)
+                            .map_err(RunnerError::sampling(what()))?
+                    };
+                    tail.accept(&mut self.seqs, seq, &verdict.tokens).map_err(RunnerError::sampling(what()))?;
+                    verdicts.push(verdict);
+                }
+            }
+            None => {
+                let logits = self.graphs[i].fwd.logits;
+                let rows: Vec<usize> = (0..n_seq).flat_map(|s| (0..outs[s]).map(move |j| s * n_out + j)).collect();
+                self.sched
+                    .read_rows_f32_into(logits, &rows, &mut self.logits_buf)
+                    .map_err(RunnerError::sched("reading the logits"))?;
+                let v = self.model.config.n_vocab;
+                let mut at = 0;
+                for (s, chain) in self.chains.iter_mut().enumerate() {
+                    let target: Vec<&[f32]> =
+                        (0..outs[s]).map(|j| &self.logits_buf[(at + j) * v..(at + j + 1) * v]).collect();
+                    at += outs[s];
+                    let what = format!("sequence {s}");
+                    let verdict = if drafts[s].is_empty() {
+                        Verdict {
+                            accepted: 0,
+                            tokens: vec![chain.sample(target[0]).map_err(RunnerError::sampling(what))?],
+                        }
+                    } else {
+                        speculative::verify(chain, &target, drafts[s], DraftProbs::Deterministic)
+                            .map_err(RunnerError::sampling(what))?
+                    };
+                    verdicts.push(verdict);
+                }
+            }
+        }
+        // Roll back: keep the new tokens and the accepted drafts only.
+        for (s, v) in verdicts.iter().enumerate() {
+            self.pos[s] += tokens[s].len() + v.accepted;
+        }
+        let t2 = Instant::now();
+        let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
+        Ok(SpecOutcome {
+            accepted: verdicts.iter().map(|v| v.accepted).collect(),
+            tokens: verdicts.into_iter().map(|v| v.tokens).collect(),
             n_eval,
             prepare_time: tp - t0,
             graph_time: t1 - tp,

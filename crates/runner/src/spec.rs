@@ -1,0 +1,282 @@
+//! Speculative decoding's drafting and its decode loop: the drafters ([`Drafter`]: an n-gram
+//! lookup over each sequence's own context, or a draft model, a second runner model with the same
+//! vocabulary drafting greedily over its own KV cache) and [`generate`], which prefills, then
+//! drafts, verifies ([`Session::step_spec`]) and emits until every sequence has its tokens,
+//! counting drafted and accepted tokens. Without a drafter it is plain decoding (the baseline).
+
+use crate::error::{Result, RunnerError};
+use crate::model::Model;
+use crate::session::{Sampling, Session, SessionOptions};
+use sampling::speculative::ngram::NgramDrafter;
+use sampling::{Chain, Token};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A draft model: a second [`Session`] (CPU sampling, greedy) over a model with the target's
+/// vocabulary. Each draft first rolls its cache back to the longest prefix it shares with the
+/// sequence's context (rejected drafts leave), feeds the context's tokens after it, then drafts
+/// greedily token by token while the top probability is at least `p_min`.
+#[derive(Debug)]
+pub struct DraftModel {
+    session: Session,
+    fed: Vec<Vec<Token>>,
+    max_draft: usize,
+    p_min: f32,
+}
+
+impl DraftModel {
+    /// A draft model for `n_seq` sequences of up to `n_ctx` tokens (context and draft), drafting
+    /// at most `max_draft` tokens while its top probability is at least `p_min`.
+    pub fn new(model: Arc<Model>, opts: SessionOptions, max_draft: usize, p_min: f32) -> Result<Self> {
+        if !(0.0..=1.0).contains(&p_min) {
+            return Err(RunnerError::Session {
+                what: format!("draft p_min {p_min}"),
+                reason: "must be in [0, 1]".into(),
+            });
+        }
+        let greedy = Chain::parse("greedy").map_err(RunnerError::sampling("the draft chain".into()))?;
+        let n_seq = opts.n_seq;
+        let opts = SessionOptions { sampling: Sampling::Cpu, n_draft_max: 0, ..opts };
+        let session = Session::new(model, opts, vec![greedy; n_seq])?;
+        Ok(DraftModel { session, fed: vec![Vec::new(); n_seq], max_draft, p_min })
+    }
+
+    /// The draft model's session (its positions, plans).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Drafts up to `limit[s]` (and at most `max_draft`) tokens after each `contexts[s]`.
+    pub fn draft(&mut self, contexts: &[Vec<Token>], limit: &[usize]) -> Result<Vec<Vec<Token>>> {
+        let n_seq = self.fed.len();
+        if contexts.len() != n_seq || contexts.iter().any(Vec::is_empty) {
+            return Err(RunnerError::Session {
+                what: format!("drafting for {} contexts", contexts.len()),
+                reason: format!("the draft model has {n_seq} sequences, each with a non-empty context"),
+            });
+        }
+        // Roll back to the shared prefix (at least one token left to feed), then catch up.
+        let mut feed = Vec::with_capacity(n_seq);
+        for (s, ctx) in contexts.iter().enumerate() {
+            let shared = self.fed[s].iter().zip(ctx).take_while(|(a, b)| a == b).count().min(ctx.len() - 1);
+            self.session.truncate(s, shared)?;
+            self.fed[s].truncate(shared);
+            feed.push(ctx[shared..].to_vec());
+        }
+        let refs: Vec<&[Token]> = feed.iter().map(Vec::as_slice).collect();
+        let mut logits = self.session.eval(&refs)?;
+        for (s, f) in feed.iter().enumerate() {
+            self.fed[s].extend_from_slice(f);
+        }
+        let limit: Vec<usize> = limit.iter().map(|&l| l.min(self.max_draft)).collect();
+        let mut drafts: Vec<Vec<Token>> = vec![Vec::new(); n_seq];
+        let mut active: Vec<bool> = limit.iter().map(|&l| l > 0).collect();
+        loop {
+            for s in 0..n_seq {
+                if !active[s] {
+                    continue;
+                }
+                let (tok, p) = top(&logits[s]);
+                if p < self.p_min {
+                    active[s] = false;
+                } else {
+                    drafts[s].push(tok);
+                    active[s] = drafts[s].len() < limit[s];
+                }
+            }
+            if !active.iter().any(|&a| a) {
+                break;
+            }
+            // The active sequences feed their last draft token; the others a repeat of their
+            // last token, rolled back right after (every sequence takes part in every step).
+            let one: Vec<[Token; 1]> = (0..n_seq)
+                .map(|s| {
+                    [if active[s] { *drafts[s].last().expect("drafted") } else { *self.fed[s].last().expect("fed") }]
+                })
+                .collect();
+            let refs: Vec<&[Token]> = one.iter().map(|x| x.as_slice()).collect();
+            let before: Vec<usize> = self.session.positions().to_vec();
+            logits = self.session.eval(&refs)?;
+            for s in 0..n_seq {
+                if active[s] {
+                    self.fed[s].push(one[s][0]);
+                } else {
+                    self.session.truncate(s, before[s])?;
+                }
+            }
+        }
+        Ok(drafts)
+    }
+}
+
+/// The greedy token of a logits row (the first maximum) and its softmax probability.
+fn top(row: &[f32]) -> (Token, f32) {
+    let (mut best, mut max) = (0usize, f32::NEG_INFINITY);
+    for (i, &l) in row.iter().enumerate() {
+        if l > max {
+            (best, max) = (i, l);
+        }
+    }
+    if !max.is_finite() {
+        return (best as Token, 0.0);
+    }
+    let z: f64 = row.iter().map(|&l| f64::from(l - max).exp()).sum();
+    (best as Token, (1.0 / z) as f32)
+}
+
+/// Where draft tokens come from.
+#[derive(Debug)]
+pub enum Drafter {
+    /// n-gram matches in each sequence's own context (prompt included).
+    Ngram(NgramDrafter),
+    /// A draft model.
+    Model(Box<DraftModel>),
+}
+
+impl Drafter {
+    /// Drafts for every sequence: at most `limit[s]` tokens after `contexts[s]`.
+    pub fn draft(&mut self, contexts: &[Vec<Token>], limit: &[usize]) -> Result<Vec<Vec<Token>>> {
+        match self {
+            Drafter::Ngram(d) => Ok(contexts
+                .iter()
+                .zip(limit)
+                .map(|(c, &l)| {
+                    let mut x = d.draft(c);
+                    x.truncate(l);
+                    x
+                })
+                .collect()),
+            Drafter::Model(m) => m.draft(contexts, limit),
+        }
+    }
+}
+
+/// What [`generate`] produced and measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// Per sequence, its first `n` generated tokens.
+    pub tokens: Vec<Vec<Token>>,
+    /// Decode steps (target forward passes after the prefill).
+    pub steps: usize,
+    /// Draft tokens proposed.
+    pub drafted: usize,
+    /// Draft tokens accepted.
+    pub accepted: usize,
+    /// Steps in which some draft token was rejected.
+    pub rejections: usize,
+    /// The prefill (prompts and the first token).
+    pub prefill_time: Duration,
+    /// The decode loop, drafting included.
+    pub decode_time: Duration,
+    /// Time spent drafting (inside `decode_time`).
+    pub draft_time: Duration,
+    /// Tokens generated in the decode loop (after the first; at most `n - 1` per sequence).
+    pub decode_tokens: usize,
+    /// Plans the target's scheduler made after the prefill.
+    pub plans_after_prefill: u64,
+}
+
+impl Generation {
+    /// Accepted over drafted tokens (0 when nothing was drafted).
+    pub fn acceptance(&self) -> f64 {
+        if self.drafted == 0 { 0.0 } else { self.accepted as f64 / self.drafted as f64 }
+    }
+
+    /// Decode tokens per second.
+    pub fn tokens_per_s(&self) -> f64 {
+        self.decode_tokens as f64 / self.decode_time.as_secs_f64()
+    }
+}
+
+/// KV cells per sequence that [`generate`] needs for prompts of at most `max_prompt` tokens, `n`
+/// tokens per sequence and drafts of at most `n_draft_max` tokens (a sequence that is done keeps
+/// stepping, one token a step, until the others are).
+pub fn cells_needed(max_prompt: usize, n: usize, n_draft_max: usize) -> usize {
+    max_prompt + 2 * n + n_draft_max + 1
+}
+
+/// Generates `n` tokens per sequence (the first from the prompt's logits) with `session`; with
+/// a drafter, each decode step drafts (at most `n_draft_max` tokens, never past `n`) and
+/// verifies with [`Session::step_spec`], else plain [`Session::step`]s. `on_step` sees each
+/// step's emitted tokens per sequence.
+pub fn generate(
+    session: &mut Session,
+    mut drafter: Option<&mut Drafter>,
+    prompts: &[Vec<Token>],
+    n: usize,
+    mut on_step: impl FnMut(&[Vec<Token>]) -> Result<()>,
+) -> Result<Generation> {
+    let n_seq = prompts.len();
+    if drafter.is_some() && session.options().n_draft_max == 0 {
+        return Err(RunnerError::Session {
+            what: "speculative decoding with n_draft_max = 0".into(),
+            reason: "the session verifies no drafts: set SessionOptions::n_draft_max".into(),
+        });
+    }
+    if let Some(Drafter::Model(d)) = drafter.as_deref() {
+        let (dv, tv) = (d.session.model().config.n_vocab, session.model().config.n_vocab);
+        if dv != tv {
+            return Err(RunnerError::Session {
+                what: format!("a draft model `{}`", d.session.model().name),
+                reason: format!("its vocabulary has {dv} tokens, the target's {tv}: they must be the same"),
+            });
+        }
+    }
+    let t0 = Instant::now();
+    let refs: Vec<&[Token]> = prompts.iter().map(Vec::as_slice).collect();
+    let first = session.step(&refs)?.tokens;
+    let prefill_time = t0.elapsed();
+    let plans0 = session.stats().plans;
+    let mut out: Vec<Vec<Token>> = first.iter().map(|&t| vec![t]).collect();
+    on_step(&out)?;
+    let mut contexts: Vec<Vec<Token>> =
+        prompts.iter().zip(&first).map(|(p, &t)| [p.as_slice(), &[t]].concat()).collect();
+    let mut g = Generation {
+        tokens: Vec::new(),
+        steps: 0,
+        drafted: 0,
+        accepted: 0,
+        rejections: 0,
+        prefill_time,
+        decode_time: Duration::ZERO,
+        draft_time: Duration::ZERO,
+        decode_tokens: 0,
+        plans_after_prefill: 0,
+    };
+    let t1 = Instant::now();
+    while out.iter().any(|o| o.len() < n) {
+        let last: Vec<[Token; 1]> = contexts.iter().map(|c| [*c.last().expect("non-empty")]).collect();
+        let last: Vec<&[Token]> = last.iter().map(|x| x.as_slice()).collect();
+        let emitted: Vec<Vec<Token>> = match drafter.as_deref_mut() {
+            None => session.step(&last)?.tokens.into_iter().map(|t| vec![t]).collect(),
+            Some(d) => {
+                let k = session.options().n_draft_max;
+                // Never draft past `n`: the last needed token is the target's own.
+                let limit: Vec<usize> = out.iter().map(|o| n.saturating_sub(o.len() + 1).min(k)).collect();
+                let td = Instant::now();
+                let drafts = d.draft(&contexts, &limit)?;
+                g.draft_time += td.elapsed();
+                let refs: Vec<&[Token]> = drafts.iter().map(Vec::as_slice).collect();
+                let o = session.step_spec(&last, &refs)?;
+                for (dr, &a) in drafts.iter().zip(&o.accepted) {
+                    g.drafted += dr.len();
+                    g.accepted += a;
+                    g.rejections += usize::from(a < dr.len());
+                }
+                o.tokens
+            }
+        };
+        g.steps += 1;
+        for s in 0..n_seq {
+            contexts[s].extend_from_slice(&emitted[s]);
+            let keep = n.saturating_sub(out[s].len()).min(emitted[s].len());
+            out[s].extend_from_slice(&emitted[s][..keep]);
+            g.decode_tokens += keep;
+        }
+        on_step(&emitted)?;
+    }
+    g.decode_time = t1.elapsed();
+    g.plans_after_prefill = session.stats().plans - plans0;
+    g.tokens = out;
+    Ok(g)
+}
