@@ -109,6 +109,39 @@ pub enum Cmp {
         /// Allow close calls at the boundary to differ.
         slack: bool,
     },
+    /// Draws of `Op::Categorical`, checked against their CDF brackets: the reference gives each
+    /// row's running sums of the (f64) weights and the target `u W` its uniform asks for; a drawn
+    /// index passes when its bracket `[C(i-1), C(i))` holds the target or lies within `rel * W` of
+    /// it (rounding of the weights may move a target that close to a bracket's end into the next
+    /// token), it has a positive weight, and `-1` is drawn exactly where the oracle draws `-1`.
+    Draw {
+        /// Allowed distance from the bracket, relative to the row's total weight.
+        rel: f64,
+    },
+}
+
+/// One row of a draw as the f64 reference sees it (for [`Cmp::Draw`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrawRow {
+    /// Running sums of the row's weights: `cum[i]` is the weight of entries `0..=i` (an entry of
+    /// weight 0, cut or masked, repeats its predecessor's sum). Empty for a row that draws `-1`.
+    pub cum: Vec<f64>,
+    /// The target `u W` (`u` the row's uniform, `W` the total weight).
+    pub target: f64,
+}
+
+/// What a comparator needs beyond the two outputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Aux<'a> {
+    /// Nothing.
+    #[default]
+    None,
+    /// The ordered node's values and shape (for [`Cmp::Indices`]).
+    Keys(&'a [f64], [usize; 4]),
+    /// Each row's brackets (for [`Cmp::Draw`]).
+    Draws(&'a [DrawRow]),
+    /// The masked node's values and the params (for [`Cmp::Nucleus`]).
+    Nucleus(&'a [f64], &'a [f64]),
 }
 
 /// The result of comparing one output.
@@ -149,21 +182,16 @@ impl Cmp {
             Cmp::Close(t) => Cmp::Close(t.times(k)),
             Cmp::Indices { keys, kind, tol } => Cmp::Indices { keys: *keys, kind: *kind, tol: tol.times(k) },
             Cmp::Nucleus { x, params, .. } => Cmp::Nucleus { x: *x, params: *params, slack: true },
+            Cmp::Draw { rel } => Cmp::Draw { rel: rel * k },
             c => c.clone(),
         }
     }
 }
 
 /// Compares `got` with `want` (both logical values of a tensor of shape `ne` and dtype `dtype`).
-/// `keys` (values and shape of the ordered node) is needed for [`Cmp::Indices`].
-pub fn compare(
-    cmp: &Cmp,
-    dtype: DType,
-    ne: [usize; 4],
-    got: &[f64],
-    want: &[f64],
-    keys: Option<(&[f64], [usize; 4])>,
-) -> Verdict {
+/// [`Cmp::Indices`] needs [`Aux::Keys`] (values and shape of the ordered node), [`Cmp::Draw`]
+/// needs [`Aux::Draws`].
+pub fn compare(cmp: &Cmp, dtype: DType, ne: [usize; 4], got: &[f64], want: &[f64], aux: Aux<'_>) -> Verdict {
     let mut v = Verdict::perfect();
     if got.len() != want.len() {
         v.note(f64::INFINITY, 0, || format!("{} values, the oracle has {}", got.len(), want.len()));
@@ -194,13 +222,16 @@ pub fn compare(
             }
         }
         Cmp::Indices { kind, tol, .. } => {
-            let (kv, kne) = keys.expect("Cmp::Indices needs the key values");
+            let Aux::Keys(kv, kne) = aux else { panic!("Cmp::Indices needs the key values") };
             compare_indices(&mut v, *kind, *tol, ne, got, want, kv, kne[0]);
         }
-        Cmp::Nucleus { .. } => {
-            v.note(f64::INFINITY, 0, || {
-                "Cmp::Nucleus is compared by compare_nucleus (it needs x and the params)".into()
-            });
+        Cmp::Nucleus { slack, .. } => {
+            let Aux::Nucleus(x, params) = aux else { panic!("Cmp::Nucleus needs x and the params") };
+            return compare_nucleus(ne, got, want, x, params, *slack);
+        }
+        Cmp::Draw { rel } => {
+            let Aux::Draws(rows) = aux else { panic!("Cmp::Draw needs the reference's brackets") };
+            compare_draws(&mut v, *rel, got, want, rows);
         }
     }
     v
@@ -276,6 +307,52 @@ pub fn compare_nucleus(ne: [usize; 4], got: &[f64], want: &[f64], x: &[f64], par
     v
 }
 
+/// [`Cmp::Draw`]: per row, the drawn index's bracket against the reference's target.
+fn compare_draws(v: &mut Verdict, rel: f64, got: &[f64], want: &[f64], rows: &[DrawRow]) {
+    if rows.len() != got.len() {
+        v.note(f64::INFINITY, 0, || format!("{} draws, the reference has {} rows", got.len(), rows.len()));
+        return;
+    }
+    for (r, ((&g, &w), row)) in got.iter().zip(want).zip(rows).enumerate() {
+        if g == w {
+            continue;
+        }
+        if g < 0.0 || w < 0.0 || row.cum.is_empty() {
+            v.note(f64::INFINITY, r, || format!("row {r}: drew {g}, the oracle drew {w} (a -1 must match)"));
+            return;
+        }
+        let n = row.cum.len();
+        if g.fract() != 0.0 || g >= n as f64 {
+            v.note(f64::INFINITY, r, || format!("row {r}: index {g} is outside 0..{n}"));
+            return;
+        }
+        let i = g as usize;
+        let lo = if i == 0 { 0.0 } else { row.cum[i - 1] };
+        let hi = row.cum[i];
+        if hi <= lo {
+            v.note(f64::INFINITY, r, || format!("row {r}: drew {i}, which has no weight (the oracle drew {w})"));
+            return;
+        }
+        let total = row.cum[n - 1];
+        let dist = if row.target < lo { lo - row.target } else { (row.target - hi).max(0.0) };
+        let allowed = rel * total;
+        let ratio = if dist == 0.0 {
+            0.0
+        } else if allowed == 0.0 {
+            f64::INFINITY
+        } else {
+            dist / allowed
+        };
+        v.note(ratio, r, || {
+            format!(
+                "row {r}: drew {i} (bracket [{lo:e}, {hi:e})), the oracle drew {w}; the target {:e} is {dist:e} away \
+                 (allowed {allowed:e} of total weight {total:e})",
+                row.target
+            )
+        });
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn compare_indices(
     v: &mut Verdict,
@@ -340,40 +417,57 @@ mod tests {
                 NE4,
                 &[1.0, nan, -f64::INFINITY, 0.0],
                 &[1.0, nan, -f64::INFINITY, 0.0],
-                None
+                Aux::None
             )
             .passed()
         );
-        let v = compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0001, 4.0], None);
+        let v = compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0001, 4.0], Aux::None);
         assert!(!v.passed());
         assert_eq!(v.at, 2);
         assert!(v.detail.contains("got 3, want 3.0001"), "{}", v.detail);
         // The same error is within two f16 ulps.
         assert!(
-            compare(&Cmp::Close(t), DType::F16, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0001, 4.0], None).passed()
-        );
-        assert!(!compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, nan, 4.0], &[1.0, 2.0, 3.0, 4.0], None).passed());
-        assert!(
-            !compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, f64::INFINITY, 4.0], &[1.0, 2.0, 3.0, 4.0], None)
+            compare(&Cmp::Close(t), DType::F16, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0001, 4.0], Aux::None)
                 .passed()
+        );
+        assert!(
+            !compare(&Cmp::Close(t), DType::F32, NE4, &[1.0, 2.0, nan, 4.0], &[1.0, 2.0, 3.0, 4.0], Aux::None).passed()
+        );
+        assert!(
+            !compare(
+                &Cmp::Close(t),
+                DType::F32,
+                NE4,
+                &[1.0, 2.0, f64::INFINITY, 4.0],
+                &[1.0, 2.0, 3.0, 4.0],
+                Aux::None
+            )
+            .passed()
         );
     }
 
     #[test]
     fn exact_and_mask() {
-        assert!(compare(&Cmp::Exact, DType::I32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0], None).passed());
         assert!(
-            !compare(&Cmp::Exact, DType::F32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.000001], None).passed()
+            compare(&Cmp::Exact, DType::I32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.0], Aux::None).passed()
         );
-        assert!(compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 0.0, 1.0, 0.0], &[1.0, 0.0, 1.0, 0.0], None).passed());
-        assert!(!compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 0.5, 1.0, 0.0], &[1.0, 0.5, 1.0, 0.0], None).passed());
-        assert!(!compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 1.0, 1.0, 0.0], &[1.0, 0.0, 1.0, 0.0], None).passed());
+        assert!(
+            !compare(&Cmp::Exact, DType::F32, NE4, &[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0, 4.000001], Aux::None)
+                .passed()
+        );
+        assert!(compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 0.0, 1.0, 0.0], &[1.0, 0.0, 1.0, 0.0], Aux::None).passed());
+        assert!(
+            !compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 0.5, 1.0, 0.0], &[1.0, 0.5, 1.0, 0.0], Aux::None).passed()
+        );
+        assert!(
+            !compare(&Cmp::Mask, DType::F32, NE4, &[1.0, 1.0, 1.0, 0.0], &[1.0, 0.0, 1.0, 0.0], Aux::None).passed()
+        );
     }
 
     #[test]
     fn indices_accept_ties_and_reject_wrong_picks() {
         let keys = [5.0, 1.0, 5.0, 3.0];
-        let k = Some((&keys[..], NE4));
+        let k = Aux::Keys(&keys[..], NE4);
         let c = Cmp::Indices { keys: NodeId(0), kind: IndexKind::Argsort(SortOrder::Desc), tol: Tol::new(0.0, 0.0) };
         // [2, 0, 3, 1] breaks the tie differently from the oracle's [0, 2, 3, 1]: fine by value.
         assert!(compare(&c, DType::I32, NE4, &[2.0, 0.0, 3.0, 1.0], &[0.0, 2.0, 3.0, 1.0], k).passed());
@@ -387,8 +481,32 @@ mod tests {
         let keys2 = [5.0, 1.0, 5.0, 3.0, 0.0, 9.0, 8.0, 9.0];
         let t = Cmp::Indices { keys: NodeId(0), kind: IndexKind::TopK, tol: Tol::new(0.0, 0.0) };
         let ne = [2, 2, 1, 1];
-        let kk = Some((&keys2[..], [4, 2, 1, 1]));
+        let kk = Aux::Keys(&keys2[..], [4, 2, 1, 1]);
         assert!(compare(&t, DType::I32, ne, &[2.0, 0.0, 3.0, 1.0], &[0.0, 2.0, 1.0, 3.0], kk).passed());
         assert!(!compare(&t, DType::I32, ne, &[2.0, 3.0, 3.0, 1.0], &[0.0, 2.0, 1.0, 3.0], kk).passed());
+    }
+
+    #[test]
+    fn draws_pass_in_or_near_their_bracket_only() {
+        // weights [1, 0, 2, 1] (entry 1 cut): brackets [0,1), -, [1,3), [3,4); target 2.9.
+        let rows = [DrawRow { cum: vec![1.0, 1.0, 3.0, 4.0], target: 2.9 }, DrawRow { cum: vec![], target: 0.0 }];
+        let d = Aux::Draws(&rows);
+        let c = Cmp::Draw { rel: 0.05 };
+        let ne = [1, 2, 1, 1];
+        assert!(compare(&c, DType::I32, ne, &[2.0, -1.0], &[2.0, -1.0], d).passed());
+        // Index 3 starts 0.1 past the target: within 0.05 * 4 = 0.2.
+        let v = compare(&c, DType::I32, ne, &[3.0, -1.0], &[2.0, -1.0], d);
+        assert!(v.passed() && v.worst > 0.0, "{v:?}");
+        // ... but not within 0.01 * 4.
+        assert!(!compare(&Cmp::Draw { rel: 0.01 }, DType::I32, ne, &[3.0, -1.0], &[2.0, -1.0], d).passed());
+        // Index 0 ends 1.9 before the target.
+        assert!(!compare(&c, DType::I32, ne, &[0.0, -1.0], &[2.0, -1.0], d).passed());
+        // Index 1 has no weight, however close its (empty) bracket.
+        let v = compare(&c, DType::I32, ne, &[1.0, -1.0], &[2.0, -1.0], d);
+        assert!(v.detail.contains("no weight"), "{v:?}");
+        // -1 must match -1, and an index past the row fails.
+        assert!(!compare(&c, DType::I32, ne, &[2.0, 0.0], &[2.0, -1.0], d).passed());
+        assert!(!compare(&c, DType::I32, ne, &[-1.0, -1.0], &[2.0, -1.0], d).passed());
+        assert!(!compare(&c, DType::I32, ne, &[4.0, -1.0], &[2.0, -1.0], d).passed());
     }
 }

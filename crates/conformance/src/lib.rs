@@ -3,7 +3,8 @@
 //! * [`reference`]: an f64 interpreter of a `graph::Graph` that follows the op docs exactly; the oracle
 //!   for the CPU backend.
 //! * [`cases`]: the list of cases (graph builder, seeded input generators, per-output comparator).
-//! * [`compare`]: comparators and tolerances (exact, abs/rel scaled by dtype, indices by value, masks).
+//! * [`compare`]: comparators and tolerances (exact, abs/rel scaled by dtype, indices by value, masks,
+//!   draws by their CDF brackets).
 //! * [`runner`]: runs cases on a target backend through `sched::Scheduler`, checks them against an
 //!   oracle and reports pass / fail / skipped per case.
 //!

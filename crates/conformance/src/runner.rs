@@ -6,7 +6,7 @@
 //! nodes; everything it claims to support must run and match.
 
 use crate::cases::{self, Built, Case};
-use crate::compare::{self, Cmp};
+use crate::compare::{self, Aux, Cmp};
 use crate::error::ConformanceError;
 use crate::reference::{self, Reference};
 use crate::values;
@@ -240,7 +240,8 @@ fn run_built(b: &Built, target: &mut dyn Target, oracle: &mut dyn Target) -> Out
     }
     let inputs = b.input_data();
     let outputs = b.outputs();
-    let needs_keys = b.checks.iter().any(|c| matches!(c.cmp, Cmp::Indices { .. } | Cmp::Nucleus { .. }));
+    let needs_keys =
+        b.checks.iter().any(|c| matches!(c.cmp, Cmp::Indices { .. } | Cmp::Draw { .. } | Cmp::Nucleus { .. }));
     let reference = if needs_keys || oracle.is_reference() {
         match Reference::evaluate(g, &inputs) {
             Ok(r) => Some(r),
@@ -263,22 +264,25 @@ fn run_built(b: &Built, target: &mut dyn Target, oracle: &mut dyn Target) -> Out
     let mut worst = 0.0f64;
     for (i, check) in b.checks.iter().enumerate() {
         let n = g.node(check.node);
-        let keys_vals;
-        let keys = match (&check.cmp, &reference) {
+        let (keys_vals, draws, nucleus);
+        let aux = match (&check.cmp, &reference) {
             (Cmp::Indices { keys, .. }, Some(r)) => {
                 keys_vals = r.values(*keys);
-                Some((&keys_vals[..], g.node(*keys).ne()))
+                Aux::Keys(&keys_vals[..], g.node(*keys).ne())
             }
-            _ => None,
+            (Cmp::Draw { .. }, Some(r)) => {
+                draws = r.draw_rows(check.node);
+                Aux::Draws(&draws[..])
+            }
+            (Cmp::Nucleus { x, params, .. }, Some(r)) => {
+                nucleus = (r.values(*x), r.values(*params));
+                Aux::Nucleus(&nucleus.0[..], &nucleus.1[..])
+            }
+            _ => Aux::None,
         };
         // Against another f32 backend both sides carry rounding error: allow twice the tolerance.
         let cmp = if oracle.is_reference() { check.cmp.clone() } else { check.cmp.widened(2.0) };
-        let v = match (&cmp, &reference) {
-            (Cmp::Nucleus { x, params, slack }, Some(r)) => {
-                compare::compare_nucleus(n.ne(), &got[i], &want[i], &r.values(*x), &r.values(*params), *slack)
-            }
-            _ => compare::compare(&cmp, n.dtype, n.ne(), &got[i], &want[i], keys),
-        };
+        let v = compare::compare(&cmp, n.dtype, n.ne(), &got[i], &want[i], aux);
         if !v.passed() {
             return Outcome::Fail {
                 output: check.node,

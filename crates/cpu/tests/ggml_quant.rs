@@ -11,15 +11,9 @@ use ggml::{Ctx, Ty};
 use graph::{DType, Graph};
 use harness::{Harness, Rng, assert_close};
 
+/// Whether our kernels take their AVX2 path (the workspace's one feature probe).
 fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    kernels::has_avx2_fma()
 }
 
 const TYPES: [(Ty, DType); 3] = [(Ty::Q8_0, DType::Q8_0), (Ty::Q4_0, DType::Q4_0), (Ty::Q4_1, DType::Q4_1)];

@@ -1,13 +1,28 @@
 //! The whole op-conformance suite (`crates/conformance`) on the Vulkan backend, through
-//! `sched::Scheduler`, with the CPU backend as the oracle and the validation layer recording.
+//! `sched::Scheduler`, with the CPU backend as the oracle and the validation layer recording; and
+//! the row reductions, soft_max, rms_norm and mul_mat cases again on the shared-memory variants
+//! (`Options::no_subgroups`) that devices without subgroup arithmetic run.
 #![allow(clippy::print_stderr)]
 
 mod common;
 
-use conformance::runner::{Oracle, run_suite_on};
+use conformance::runner::{Oracle, SchedTarget, run_cases, run_suite_on};
 use std::sync::{Arc, Mutex};
 use vulkan::device::MessageLog;
 use vulkan::{Options, VulkanBackend};
+
+/// A Vulkan backend factory with `opts` (validation on, messages into `log`).
+fn factory(opts: Options, log: &MessageLog) -> conformance::runner::BackendFactory {
+    let log = log.clone();
+    Box::new(move || {
+        let opts = Options { validation: true, log: Some(log.clone()), ..opts.clone() };
+        Ok(Box::new(VulkanBackend::with_options(opts)?) as Box<dyn sched::Backend>)
+    })
+}
+
+fn cpu_oracle() -> Oracle {
+    Oracle::Backend(Box::new(|| Ok(Box::new(cpu::CpuBackend::new()) as Box<dyn sched::Backend>)))
+}
 
 #[test]
 fn conformance_suite_against_cpu() {
@@ -15,16 +30,36 @@ fn conformance_suite_against_cpu() {
     let Some(probe) = common::vulkan("conformance_suite_against_cpu") else { return };
     drop(probe);
     let log: MessageLog = Arc::new(Mutex::new(Vec::new()));
-    let l2 = log.clone();
-    let factory = Box::new(move || {
-        let opts = Options { validation: true, log: Some(l2.clone()), ..Options::default() };
-        Ok(Box::new(VulkanBackend::with_options(opts)?) as Box<dyn sched::Backend>)
-    });
-    let oracle = Oracle::Backend(Box::new(|| Ok(Box::new(cpu::CpuBackend::new()) as Box<dyn sched::Backend>)));
-    let report = run_suite_on(factory, oracle).expect("suite runs");
+    let report = run_suite_on(factory(Options::default(), &log), cpu_oracle()).expect("suite runs");
     eprintln!("{report}");
     assert!(report.ok(), "conformance failures on vulkan:\n{report}");
     assert!(!report.passed().is_empty(), "no case ran on vulkan");
+    let msgs = log.lock().unwrap().clone();
+    assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
+}
+
+#[test]
+fn shared_memory_variants_without_subgroups() {
+    let opts = Options { no_subgroups: true, ..Options::default() };
+    let Some(probe) = common::vulkan_with("shared_memory_variants_without_subgroups", opts.clone()) else { return };
+    assert!(!probe.uses_subgroups());
+    drop(probe);
+    // The families whose shaders have a subgroup and a shared-memory reduction; the batch-64 rows
+    // of the longest lengths are left to the full suite's run.
+    let families = ["reduce/sum_rows/", "reduce/max_rows/", "reduce/argmax/", "softmax/", "norm/rms_norm/", "mul_mat/"];
+    let cases: Vec<_> = conformance::cases::all()
+        .into_iter()
+        .filter(|c| families.iter().any(|f| c.name.starts_with(f)))
+        .filter(|c| !c.name.contains("x64") && !c.name.contains("262144"))
+        .collect();
+    assert!(cases.len() > 50, "{} cases", cases.len());
+    let log: MessageLog = Arc::new(Mutex::new(Vec::new()));
+    let mut target = SchedTarget::new(factory(opts, &log)).expect("the device opened once already");
+    let mut oracle = cpu_oracle().into_target().expect("the CPU backend starts");
+    let report = run_cases(&cases, &mut target, oracle.as_mut());
+    eprintln!("{report}");
+    assert!(report.ok(), "failures without subgroups:\n{report}");
+    assert!(report.skipped().is_empty(), "these families all run on Vulkan:\n{report}");
     let msgs = log.lock().unwrap().clone();
     assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
 }

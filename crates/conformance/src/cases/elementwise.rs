@@ -114,30 +114,37 @@ fn copies(v: &mut Vec<Case>) {
             }));
         }
         for to in graph::DType::ALL {
-            v.push(Case::new(format!("copy/cast/{}->{}", dt(d), dt(to)), move |b| {
-                // Fractions (truncation), large values (saturation and 16-bit overflow) and, for float
-                // sources, NaN and infinities at fixed positions.
-                let vals_gen = if d == DType::I32 {
-                    Gen::func(|rng, idx| match idx[0] % 5 {
-                        0 => (rng.below(1 << 26) as f64) - f64::from(1 << 25),
-                        1 => f64::from(i32::MAX - rng.below(200) as i32),
-                        _ => rng.below(2001) as f64 - 1000.0,
-                    })
+            for src in [Src::Window, Src::Transposed] {
+                let name = if src == Src::Window {
+                    format!("copy/cast/{}->{}", dt(d), dt(to))
                 } else {
-                    Gen::func(|rng, idx| match idx[0] {
-                        0 => f64::NAN,
-                        1 => f64::INFINITY,
-                        2 => f64::NEG_INFINITY,
-                        3 => 3.0e9,
-                        4 => -7.0e4,
-                        _ => (rng.unit() - 0.5) * 2000.0,
-                    })
+                    format!("copy/cast/{}->{}/{}", dt(d), dt(to), src.name())
                 };
-                let x = source(b, "x", d, [37, 4, 2, 1], Src::Window, vals_gen)?;
-                let y = b.g.cast(x, to)?;
-                b.check(y, Cmp::Exact);
-                Ok(())
-            }));
+                v.push(Case::new(name, move |b| {
+                    // Fractions (truncation), large values (saturation and 16-bit overflow) and, for float
+                    // sources, NaN and infinities at fixed positions.
+                    let vals_gen = if d == DType::I32 {
+                        Gen::func(|rng, idx| match idx[0] % 5 {
+                            0 => (rng.below(1 << 26) as f64) - f64::from(1 << 25),
+                            1 => f64::from(i32::MAX - rng.below(200) as i32),
+                            _ => rng.below(2001) as f64 - 1000.0,
+                        })
+                    } else {
+                        Gen::func(|rng, idx| match idx[0] {
+                            0 => f64::NAN,
+                            1 => f64::INFINITY,
+                            2 => f64::NEG_INFINITY,
+                            3 => 3.0e9,
+                            4 => -7.0e4,
+                            _ => (rng.unit() - 0.5) * 2000.0,
+                        })
+                    };
+                    let x = source(b, "x", d, [37, 4, 2, 1], src, vals_gen)?;
+                    let y = b.g.cast(x, to)?;
+                    b.check(y, Cmp::Exact);
+                    Ok(())
+                }));
+            }
         }
     }
 }
@@ -163,7 +170,7 @@ fn view_outputs(v: &mut Vec<Case>) {
 fn unary(v: &mut Vec<Case>) {
     for d in FLOATS {
         for op in UnaryOp::ALL {
-            for src in [Src::Contig, Src::Transposed] {
+            for src in [Src::Contig, Src::Transposed, Src::Permuted] {
                 v.push(Case::new(format!("unary/{}/{}/{}", op.name(), dt(d), src.name()), move |b| {
                     let x = source(b, "x", d, [67, 6, 2, 1], src, unary_domain(op))?;
                     let y = b.g.unary(op, x)?;
@@ -204,6 +211,24 @@ fn unary(v: &mut Vec<Case>) {
             b.check(z, Cmp::Close(ARITH));
             Ok(())
         }));
+        if n <= 4097 {
+            v.push(Case::new(format!("fill/edge/len{n}"), move |b| {
+                let f = b.g.fill(DType::F16, &[n, 3], f32::NEG_INFINITY)?;
+                let fb = b.g.fill(DType::BF16, &[n], 0.1)?;
+                let fi = b.g.fill(DType::I32, &[n, 2], 7.0)?;
+                let ai = b.g.arange(DType::I32, &[n, 2], -3.0, 2.0)?;
+                for y in [f, fb, fi, ai] {
+                    b.check(y, Cmp::Exact);
+                }
+                Ok(())
+            }));
+            v.push(Case::new(format!("copy/cont/f32/transposed/len{n}"), move |b| {
+                let x = source(b, "x", DType::F32, [6, n, 1, 1], Src::Transposed, Gen::Uniform(-7e4, 7e4))?;
+                let y = b.g.cont(x)?;
+                b.check(y, Cmp::Exact);
+                Ok(())
+            }));
+        }
         v.push(Case::new(format!("copy/cast/f32->bf16/len{n}"), move |b| {
             let x = b.input("x", DType::F32, &[n], Gen::Uniform(-4.0, 4.0))?;
             let y = b.g.cast(x, DType::BF16)?;
@@ -261,6 +286,18 @@ fn binary(v: &mut Vec<Case>) {
             }));
         }
     }
+    for (da, db) in [(DType::F32, DType::F32), (DType::F16, DType::BF16), (DType::BF16, DType::F32)] {
+        for op in BinaryOp::ALL {
+            v.push(Case::new(format!("binary/{}/{}x{}/tile", op.name(), dt(da), dt(db)), move |b| {
+                // b repeats along dims 1 and 3 (2 of a's 4 rows, 1 of 2 batches): ggml's repeat.
+                let x = b.input("a", da, &[5, 4, 3, 2], Gen::Levels(17, -2.0, 2.0))?;
+                let y = b.input("b", db, &[5, 2, 3, 1], Gen::Levels(7, 0.5, 2.0))?;
+                let z = b.g.binary(op, x, y)?;
+                b.check(z, Cmp::Close(ARITH));
+                Ok(())
+            }));
+        }
+    }
     v.push(Case::new("binary/div/f32/by-zero", |b| {
         let x = b.input("a", DType::F32, &[4], Gen::func(|_, i| [1.0, -1.0, 0.0, 2.0][i[0]]))?;
         let y = b.input("b", DType::F32, &[4], Gen::func(|_, i| [0.0, 0.0, 0.0, -0.0][i[0]]))?;
@@ -288,6 +325,37 @@ fn compare_where(v: &mut Vec<Case>) {
             }));
         }
     }
+    for op in CompareOp::ALL {
+        v.push(Case::new(format!("binary/{}/i32xi32/beyond-f32", op.name()), move |b| {
+            // 2^24 + 1 and 2^24 round to the same f32: an i32 compare must not go through f32.
+            let x =
+                b.input("a", DType::I32, &[6, 3], Gen::func(|rng, _| f64::from(1 << 24) + rng.below(3) as f64 - 1.0))?;
+            let y = b.input("b", DType::I32, &[1, 3], Gen::func(|_, i| [16_777_216.0, 16_777_217.0, -3.0][i[1]]))?;
+            let z = b.g.compare(op, x, y)?;
+            b.check(z, Cmp::Mask);
+            Ok(())
+        }));
+    }
+    v.push(Case::new("binary/where/mask-specials/i32", |b| {
+        // Any non-zero mask value selects a (NaN and -0.5 included); -0.0 selects b like 0.
+        let specials = [1.0, 0.0, -0.5, -0.0, 2.0, f64::NAN];
+        let m = b.input("mask", DType::F32, &[6, 1], Gen::func(move |_, i| specials[i[0]]))?;
+        let x = b.input("a", DType::I32, &[6, 3], Gen::Ints(-100, 100))?;
+        let y = b.input("b", DType::I32, &[6, 3], Gen::Ints(1000, 1100))?;
+        let z = b.g.where_(m, x, y)?;
+        b.check(z, Cmp::Exact);
+        Ok(())
+    }));
+    v.push(Case::new("binary/where/f32/scalar-fallback", |b| {
+        // A computed mask and a one-element fallback broadcast over everything (a filter's -inf).
+        let x = b.input("a", DType::F32, &[33, 4, 3], Gen::Levels(9, -2.0, 2.0))?;
+        let t = b.input("t", DType::F32, &[1, 4, 1], Gen::Levels(5, -1.0, 1.0))?;
+        let m = b.g.compare(CompareOp::Gt, x, t)?;
+        let fb = b.g.fill(DType::F32, &[1], f32::NEG_INFINITY)?;
+        let z = b.g.where_(m, x, fb)?;
+        b.check(z, Cmp::Exact);
+        Ok(())
+    }));
     for dm in FLOATS {
         for d in graph::DType::ALL {
             v.push(Case::new(format!("binary/where/mask-{}/{}", dt(dm), dt(d)), move |b| {

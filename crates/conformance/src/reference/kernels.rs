@@ -185,31 +185,62 @@ pub fn rope_head(x: &[f64], pos: f64, n_dims: usize, mode: RopeMode, freq_base: 
 /// none does; -1 for a row with NaN or `+inf` or no finite value, or bad `s`/`off`; with
 /// `s = +inf` the first maximum.
 pub(super) fn categorical_row(x: &[f64], u: f64, s: f64, off: f64) -> f64 {
-    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || s.is_nan() || s <= 0.0 || off.is_nan() {
-        return -1.0;
-    }
-    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        return -1.0;
-    }
-    if s == f64::INFINITY {
-        return x.iter().position(|&v| v == m).map_or(-1.0, |i| i as f64);
-    }
-    let thr = f64::from(m as f32 + off as f32);
-    let w: Vec<f64> = x.iter().map(|&v| if v >= thr { ((v - m) * s).exp() } else { 0.0 }).collect();
-    let target = u * w.iter().sum::<f64>();
-    let mut cum = 0.0;
+    let cum = match categorical_weights(x, s, off) {
+        Weights::None => return -1.0,
+        Weights::First(i) => return i as f64,
+        Weights::Cumulative(cum) => cum,
+    };
+    let target = u * cum.last().copied().unwrap_or(0.0);
     let mut last = -1.0;
-    for (i, &wi) in w.iter().enumerate() {
-        if wi > 0.0 {
-            cum += wi;
+    let mut prev = 0.0;
+    for (i, &c) in cum.iter().enumerate() {
+        if c > prev {
             last = i as f64;
-            if cum > target {
+            if c > target {
                 return last;
             }
         }
+        prev = c;
     }
     last
+}
+
+/// What a categorical row draws from.
+pub(super) enum Weights {
+    /// Nothing: the row draws -1.
+    None,
+    /// Always this index (`s = +inf`: the first maximum).
+    First(usize),
+    /// The running sums of the weights (`cum[i]` = weight of `0..=i`).
+    Cumulative(Vec<f64>),
+}
+
+/// The running sums of one categorical row's weights `exp((x - m) s)` for the entries at or above
+/// the threshold `m + off` (f32-rounded), 0 elsewhere; see [`categorical_row`] for the rows that
+/// draw -1 or a fixed index.
+pub(super) fn categorical_weights(x: &[f64], s: f64, off: f64) -> Weights {
+    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) || s.is_nan() || s <= 0.0 || off.is_nan() {
+        return Weights::None;
+    }
+    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return Weights::None;
+    }
+    if s == f64::INFINITY {
+        return x.iter().position(|&v| v == m).map_or(Weights::None, Weights::First);
+    }
+    let thr = f64::from(m as f32 + off as f32);
+    let mut sum = 0.0;
+    let cum = x
+        .iter()
+        .map(|&v| {
+            if v >= thr {
+                sum += ((v - m) * s).exp();
+            }
+            sum
+        })
+        .collect::<Vec<f64>>();
+    if sum > 0.0 { Weights::Cumulative(cum) } else { Weights::None }
 }
 
 #[cfg(test)]

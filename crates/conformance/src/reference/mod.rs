@@ -10,6 +10,7 @@
 mod kernels;
 pub mod sample;
 
+use crate::compare::DrawRow;
 use crate::error::ConformanceError;
 use crate::values::{self, flat, indices, round_to};
 use graph::{DType, Graph, Node, NodeId, Op, philox};
@@ -64,6 +65,49 @@ impl<'g> Reference<'g> {
         let s = self.g.storage_of(id);
         let store = self.store[s.index()].as_ref().expect("storage evaluated before its users");
         store[slot(n, idx)]
+    }
+
+    /// Each row of the `Op::Categorical` node `id` as [`Cmp::Draw`](crate::compare::Cmp::Draw)
+    /// checks it: the running sums of its weights and its target `u W` (empty sums where it draws
+    /// -1; a one-entry bracket at the first maximum for `s = +inf`). Empty for any other op.
+    pub fn draw_rows(&self, id: NodeId) -> Vec<DrawRow> {
+        let Op::Categorical { stream } = self.g.node(id).op else { return Vec::new() };
+        self.categorical_rows(id, stream)
+            .map(|(x, u, sc, off)| match kernels::categorical_weights(&x, sc, off) {
+                kernels::Weights::None => DrawRow { cum: Vec::new(), target: 0.0 },
+                kernels::Weights::First(i) => {
+                    let cum = (0..x.len()).map(|j| if j < i { 0.0 } else { 1.0 }).collect();
+                    DrawRow { cum, target: 0.5 }
+                }
+                kernels::Weights::Cumulative(cum) => {
+                    let target = u * cum.last().copied().unwrap_or(0.0);
+                    DrawRow { cum, target }
+                }
+            })
+            .collect()
+    }
+
+    /// The rows of the `Op::Categorical` node `id` in output order: the logits, the uniform the
+    /// row's keys give, and its scale and threshold offset (1 and -inf without params).
+    fn categorical_rows(&self, id: NodeId, stream: u32) -> impl Iterator<Item = (Vec<f64>, f64, f64, f64)> + '_ {
+        let n = self.g.node(id);
+        let ne = n.ne();
+        let srcs = n.srcs.clone();
+        (0..ne[1] * ne[2] * ne[3]).map(move |r| {
+            let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
+            let key = self.row(srcs[1], i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
+            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
+            let step = u64::from(key[2]) | u64::from(key[3]) << 32;
+            let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
+            let (sc, off) = match srcs.get(2) {
+                Some(&p) => {
+                    let p = self.row(p, i1, i2, i3);
+                    (p[0], p[1])
+                }
+                None => (1.0, f64::NEG_INFINITY),
+            };
+            (self.row(srcs[0], i1, i2, i3), u, sc, off)
+        })
     }
 
     fn row(&self, id: NodeId, i1: usize, i2: usize, i3: usize) -> Vec<f64> {
@@ -223,26 +267,10 @@ impl<'g> Reference<'g> {
                 });
             }
             Op::Categorical { stream } => {
-                let ne = n.ne();
-                let mut out = Vec::with_capacity(ne[1] * ne[2] * ne[3]);
-                for i3 in 0..ne[3] {
-                    for i2 in 0..ne[2] {
-                        for i1 in 0..ne[1] {
-                            let key = self.row(s(1), i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
-                            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
-                            let step = u64::from(key[2]) | u64::from(key[3]) << 32;
-                            let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
-                            let (sc, off) = match n.srcs.get(2) {
-                                Some(&p) => {
-                                    let p = self.row(p, i1, i2, i3);
-                                    (p[0], p[1])
-                                }
-                                None => (1.0, f64::NEG_INFINITY),
-                            };
-                            out.push(kernels::categorical_row(&self.row(s(0), i1, i2, i3), u, sc, off));
-                        }
-                    }
-                }
+                let out = self
+                    .categorical_rows(id, stream)
+                    .map(|(x, u, sc, off)| kernels::categorical_row(&x, u, sc, off))
+                    .collect();
                 self.put(id, n, out);
             }
             Op::TopKTopPSample(a) => {

@@ -117,11 +117,6 @@ pub fn data(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
     (0..n as u64).map(|i| lo + (hi - lo) * graph::philox::uniform(seed, 0, i)).collect()
 }
 
-/// Small integers in `[-r, r]` as f32: sums of them are exact in f32.
-pub fn small_ints(n: usize, seed: u64, r: i32) -> Vec<f32> {
-    (0..n as u64).map(|i| (graph::philox::bits(seed, 1, i)[0] % (2 * r as u32 + 1)) as i32 as f32 - r as f32).collect()
-}
-
 pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
