@@ -50,6 +50,7 @@ pub enum ShaderId {
     Random,
     /// random.comp, the categorical draw
     Categorical,
+    Quant,
 }
 
 /// One row of the variant table.
@@ -134,6 +135,7 @@ variants! {
     (Rope, "rope", "rope.comp", [], 256, false),
     (Random, "random", "random.comp", [], 256, false),
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
+    (Quant, "quant", "quant.comp", [], 64, false),
 }
 
 /// The table row of `id`.
