@@ -7,7 +7,8 @@
 // P2 = 0, GetRows: one invocation per result element. NE = result shape [ne0, m, ne2, ne3],
 //   A = quantized table (contiguous rows of A_NB(1) bytes), B = i32 ids [m, ne2, ne3], D = f32
 //   contiguous; P0 = rows of A, P1 = status word (set, and 0 written, for an id outside [0, P0)).
-// P2 = 1, MulMat: one workgroup per output element, as mul_mat.comp. NE = result shape, A = weights
+// P2 = 1, MulMat: one workgroup per output element (each invocation whole blocks), reduced in the
+//   workgroup as mul_mat.comp. NE = result shape, A = weights
 //   [k, m, C_NE(2), C_NE(3)] (broadcast as ggml), B = f32 [k, n, NE2, NE3] rows contiguous, D = f32
 //   contiguous; P0 = k. Products are summed in f32 over the dequantized weights (the CPU quantizes
 //   b's columns to 8 bits first, as ggml does; the two agree within that rounding).
@@ -57,9 +58,33 @@ void main() {
         uint a2 = o.z / (NE2 / C_NE(2)), a3 = o.w / (NE3 / C_NE(3));
         uint pa = A_OFF + o.x * A_NB(1) + a2 * A_NB(2) + a3 * A_NB(3);
         uint pb = (B_OFF >> 2) + ((o.y * B_NB(1) + o.z * B_NB(2) + o.w * B_NB(3)) >> 2);
+        // each invocation takes whole blocks: their scales read once, two nibbles per byte
+        uint bb = q_block_bytes(A_T);
         float s = 0.0;
-        for (uint k = gl_LocalInvocationID.x; k < P0; k += WG) {
-            s += load_q(pa, k, A_T) * uintBitsToFloat(b_w[pb + k]);
+        for (uint blk = gl_LocalInvocationID.x; blk < (P0 >> 5); blk += WG) {
+            uint p = pa + blk * bb, pk = pb + blk * 32u;
+            float d = a_half(p);
+            if (A_T == DT_Q8_0) {
+                for (uint j = 0u; j < 32u; j++) {
+                    s += d * float(int(a_byte(p + 2u + j) << 24) >> 24) * uintBitsToFloat(b_w[pk + j]);
+                }
+            } else {
+                bool q41 = A_T == DT_Q4_1;
+                float m = q41 ? a_half(p + 2u) : 0.0;
+                for (uint j = 0u; j < 16u; j++) {
+                    uint b = a_byte(p + (q41 ? 4u : 2u) + j);
+                    float lo, hi;
+                    if (q41) {
+                        precise float pl = d * float(b & 15u), ph = d * float(b >> 4);
+                        precise float rl = pl + m, rh = ph + m;
+                        lo = rl; hi = rh;
+                    } else {
+                        lo = d * float(int(b & 15u) - 8);
+                        hi = d * float(int(b >> 4) - 8);
+                    }
+                    s += lo * uintBitsToFloat(b_w[pk + j]) + hi * uintBitsToFloat(b_w[pk + j + 16u]);
+                }
+            }
         }
         s = wg_sum(s);
         if (gl_LocalInvocationID.x == 0u) d_w[(D_OFF >> 2) + g] = floatBitsToUint(s);
