@@ -431,6 +431,11 @@ mod x86 {
     /// A [`super::Tile`] of dot products (bounds checked by the caller), monomorphized per shape.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot_tile(t: &super::Tile<'_>, out: &mut [f32]) {
+        if t.rows == 1 && t.cols == 1 {
+            // one pair: the plain dot (the same arithmetic, without the tile's bookkeeping)
+            out[0] = dot(t.f, t.w, t.a, t.nblocks);
+            return;
+        }
         macro_rules! shapes {
             ($(($r:literal, $c:literal)),*) => {
                 match (t.rows, t.cols) {

@@ -54,7 +54,7 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     }
     let blocks = m.div_ceil(ROWS);
     let act = &act;
-    let (tr, tc) = tile_shape(n);
+    let (tr, tc) = tile_shape(f, n);
     crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
         let mut out = [0.0f32; quant::TILE * quant::TILE];
         for t in range {
@@ -96,10 +96,16 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     Ok(())
 }
 
-/// The register tile (weight rows, columns of `b`) for `n` columns: four rows sharing each
-/// activation block for a mat-vec, else two rows by four columns (eight accumulators).
-fn tile_shape(n: usize) -> (usize, usize) {
-    if n == 1 { (quant::TILE, 1) } else { (2, quant::TILE) }
+/// The register tile (weight rows, columns of `b`) for `n` columns of format `f`: two rows by four
+/// columns (eight accumulators) for more than one column; for a mat-vec four rows sharing each
+/// activation block, except q8_0, whose mat-vec (the LM head) measured twice as fast one row at a
+/// time (`docs/BENCHMARKS.md`).
+fn tile_shape(f: Format, n: usize) -> (usize, usize) {
+    match (f, n) {
+        (Format::Q8_0, 1) => (1, 1),
+        (_, 1) => (quant::TILE, 1),
+        _ => (2, quant::TILE),
+    }
 }
 
 pub(crate) fn get_rows(k: &K<'_>) -> Result<(), CpuError> {
