@@ -54,7 +54,7 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     }
     let blocks = m.div_ceil(ROWS);
     let act = &act;
-    let (tr, tc) = tile_shape(f, n);
+    let (tr, tc) = TILE;
     crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
         let mut out = [0.0f32; quant::TILE * quant::TILE];
         for t in range {
@@ -68,6 +68,15 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
                 std::slice::from_raw_parts(a.ptr(0, rows.start, a2, a3) as *const u8, (rows.len() - 1) * a.nb[1] + wrow)
             };
             let cols = &act[batch * n * arow..(batch + 1) * n * arow];
+            if n == 1 {
+                // a mat-vec: one row at a time through the plain dot (no tile bookkeeping per row)
+                for (q, i) in rows.clone().enumerate() {
+                    let v = quant::dot(f, &w[q * a.nb[1]..][..wrow], cols, nbk);
+                    // SAFETY: element (i, 0) of batch (b2, b3) belongs to this task only.
+                    unsafe { *(d.ptr(i, 0, b2, b3) as *mut f32) = v };
+                }
+                continue;
+            }
             for j0 in (0..n).step_by(tc) {
                 let nc = tc.min(n - j0);
                 for i0 in (0..rows.len()).step_by(tr) {
@@ -96,17 +105,11 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     Ok(())
 }
 
-/// The register tile (weight rows, columns of `b`) for `n` columns of format `f`: two rows by four
-/// columns (eight accumulators) for more than one column; for a mat-vec four rows sharing each
-/// activation block, except q8_0, whose mat-vec (the LM head) measured twice as fast one row at a
-/// time (`docs/BENCHMARKS.md`).
-fn tile_shape(f: Format, n: usize) -> (usize, usize) {
-    match (f, n) {
-        (Format::Q8_0, 1) => (1, 1),
-        (_, 1) => (quant::TILE, 1),
-        _ => (2, quant::TILE),
-    }
-}
+/// The register tile (weight rows, columns of `b`) for more than one column: two rows by four
+/// columns (eight accumulators). A mat-vec runs one row at a time instead: a four-row tile
+/// measured slower in the runner's decode step, whose weights stream from memory, and twice as
+/// slow on the q8_0 LM head (`docs/BENCHMARKS.md`).
+const TILE: (usize, usize) = (2, quant::TILE);
 
 pub(crate) fn get_rows(k: &K<'_>) -> Result<(), CpuError> {
     let (a, ids, d) = (k.srcs[0], k.srcs[1], k.dst);
