@@ -5,7 +5,8 @@
 //! Cases: mul_mat of a 4096x4096 matrix (f32 and f16 weights) by 4096x1 and 4096x32 on all threads;
 //! quantized mat-vecs with SmolLM2-135M's shapes (the q8_0 [576, 49152] LM head, q4_1 and q4_0
 //! [576, 1536] feed-forward weights, quantized by ggml's quantizer for both sides) on one and all
-//! threads, whose floor pass reads the weights' quantized bytes;
+//! threads, and the q4 weights by 4 and 16 columns (prefill batches); their floor pass reads the
+//! weights' quantized bytes;
 //! soft_max, argmax, cumsum and top_k(40) on [151936, 1] with one thread and on [151936, 64] with all
 //! threads; top_k(40) also on [8192, 1] (ggml's argsort in this version is quadratic, so that is
 //! where it is compared). ggml has no cumsum: that column is empty. Two reference rows (`--filter
@@ -339,27 +340,27 @@ fn mul_mat(args: &Args, k: usize, m: usize, n: usize, half: bool, threads: usize
     })
 }
 
-/// A quantized mat-vec `[k, m] x [k, 1]`: both sides multiply the same ggml-quantized blocks; the
-/// floor reads the blocks once.
-fn mul_mat_quant(args: &Args, dt: DType, k: usize, m: usize, threads: usize) -> Result<Row> {
+/// A quantized mul_mat `[k, m] x [k, n]` (a mat-vec for `n = 1`, a prefill batch above): both
+/// sides multiply the same ggml-quantized blocks; the floor reads the blocks once.
+fn mul_mat_quant(args: &Args, dt: DType, k: usize, m: usize, n: usize, threads: usize) -> Result<Row> {
     let w = data(k * m, 17);
-    let x = data(k, 19);
+    let x = data(k * n, 19);
     let blocks = quantize(dt, &w, k);
     let mut g = Graph::new();
     let wi = g.param("w", dt, &[k, m])?;
-    let xi = g.input("x", DType::F32, &[k, 1])?;
+    let xi = g.input("x", DType::F32, &[k, n])?;
     let out = g.mul_mat(wi, xi)?;
     g.set_output(out);
     let mut ours = Ours::new(g, threads, &[(xi, &x)])?;
     ours.upload_bytes(wi, &blocks)?;
     let t_ours = time(args, || ours.run());
     let mut gg =
-        Ggml::with_quantized(GgmlOp::MulMatQ(ggml_type(dt)), (&x, [k, 1]), None, Some((&blocks, [k, m])), threads);
+        Ggml::with_quantized(GgmlOp::MulMatQ(ggml_type(dt)), (&x, [k, n]), None, Some((&blocks, [k, m])), threads);
     let t_ggml = time(args, || gg.run());
     let floor_data: Vec<f32> = blocks.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let t_floor = floor(args, &floor_data, k, threads)?;
     Ok(Row {
-        case: format!("mul_mat {dt} [{k}, {m}] x [{k}, 1]"),
+        case: format!("mul_mat {dt} [{k}, {m}] x [{k}, {n}]"),
         threads,
         ours: t_ours,
         ggml: Some(t_ggml),
@@ -404,7 +405,15 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if wanted("mul_mat quant") {
         for (dt, m) in [(DType::Q8_0, 49152), (DType::Q4_1, 1536), (DType::Q4_0, 1536)] {
             for threads in [1, all] {
-                rows.push(mul_mat_quant(&args, dt, 576, m, threads)?);
+                rows.push(mul_mat_quant(&args, dt, 576, m, 1, threads)?);
+            }
+        }
+        // prefill shapes: a batch of 4 and of 16 columns through the feed-forward weights
+        for dt in [DType::Q4_1, DType::Q4_0] {
+            for n in [4, 16] {
+                for threads in [1, all] {
+                    rows.push(mul_mat_quant(&args, dt, 576, 1536, n, threads)?);
+                }
             }
         }
     }

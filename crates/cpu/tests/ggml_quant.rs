@@ -54,12 +54,19 @@ fn get_rows_dequantizes_exactly_as_ggml() {
 fn mul_mat_matches_ggml() {
     let mut rng = Rng::new(302);
     // (a [k, m, ne2], b [k, n, ne2', ne3']): mat-vec, several columns, batches with broadcast.
-    let cases: [([usize; 4], [usize; 4]); 5] = [
+    // The multi-column cases run the register tiles (2 rows x 4 columns, 4 rows for a mat-vec)
+    // with every remainder: n = 1, 3, 4, 16, 17 and row counts that are not multiples of 2, 4, 32.
+    let cases: [([usize; 4], [usize; 4]); 10] = [
         ([576, 70, 1, 1], [576, 1, 1, 1]),
         ([64, 33, 1, 1], [64, 7, 1, 1]),
         ([1536, 40, 1, 1], [1536, 2, 1, 1]),
         ([128, 9, 2, 1], [128, 3, 4, 1]),
         ([32, 5, 1, 1], [32, 17, 1, 2]),
+        ([576, 67, 1, 1], [576, 3, 1, 1]),
+        ([576, 65, 1, 1], [576, 4, 1, 1]),
+        ([192, 99, 1, 1], [192, 16, 1, 1]),
+        ([160, 37, 1, 1], [160, 17, 1, 1]),
+        ([96, 3, 1, 1], [96, 1, 1, 1]),
     ];
     for (ane, bne) in cases {
         for (ty, dt) in TYPES {

@@ -225,6 +225,75 @@ crate::dispatch!(
     pub fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 => x86::dot | dot_portable
 );
 
+/// Largest tile side of [`dot_tile`] (rows and columns).
+pub const TILE: usize = 4;
+
+fn dot_tile_portable(t: &Tile<'_>, out: &mut [f32]) {
+    for r in 0..t.rows {
+        for c in 0..t.cols {
+            out[r * t.cols + c] = dot_portable(t.f, &t.w[r * t.wstride..], &t.a[c * t.astride..], t.nblocks);
+        }
+    }
+}
+
+/// A tile of dot products for [`dot_tile`]: `rows` weight rows of format `f` starting `wstride`
+/// bytes apart in `w`, times `cols` activation rows (quantized by [`quantize_act`] for `f`)
+/// `astride` bytes apart in `a`, over `nblocks` blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct Tile<'a> {
+    /// The weight format.
+    pub f: Format,
+    /// The weight rows' bytes.
+    pub w: &'a [u8],
+    /// Bytes from one weight row to the next.
+    pub wstride: usize,
+    /// Weight rows, 1 to [`TILE`].
+    pub rows: usize,
+    /// The activation rows' bytes.
+    pub a: &'a [u8],
+    /// Bytes from one activation row to the next.
+    pub astride: usize,
+    /// Activation rows, 1 to [`TILE`].
+    pub cols: usize,
+    /// Blocks per row.
+    pub nblocks: usize,
+}
+
+impl Tile<'_> {
+    /// Panics unless every row the tile reads lies inside its slices and the sides are 1 to 4.
+    fn check(&self, out: &[f32]) {
+        let (wb, ab) = (self.f.block_bytes(), self.f.act_block_bytes());
+        assert!((1..=TILE).contains(&self.rows) && (1..=TILE).contains(&self.cols), "tile sides 1 to 4");
+        assert!(self.w.len() >= (self.rows - 1) * self.wstride + self.nblocks * wb, "weight rows out of bounds");
+        assert!(self.a.len() >= (self.cols - 1) * self.astride + self.nblocks * ab, "activation rows out of bounds");
+        assert!(out.len() >= self.rows * self.cols, "tile output too short");
+    }
+}
+
+/// [`dot_tile`]'s checked body: the x86 tile or the portable pairwise dots.
+#[inline]
+fn dot_tile_checked(t: &Tile<'_>, out: &mut [f32]) {
+    t.check(out);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::has_avx2_fma() {
+            // SAFETY: the CPU has AVX2, FMA and F16C; the bounds were checked above.
+            unsafe { x86::dot_tile(t, out) };
+            return;
+        }
+    }
+    dot_tile_portable(t, out)
+}
+
+/// The `rows x cols` dot products of a [`Tile`] into `out` (row-major: `out[r * cols + c]` is weight
+/// row `r` times activation row `c`), each bit-identical to [`dot`] of that pair: every pair keeps
+/// its own accumulators and adds the same terms in the same order, while each weight block is
+/// unpacked once for all `cols` columns and each activation block loaded once for all `rows` rows.
+/// Panics if a side is 0 or above [`TILE`] or a row lies outside its slice.
+pub fn dot_tile(t: &Tile<'_>, out: &mut [f32]) {
+    dot_tile_checked(t, out)
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Format, QK, f32_to_f16, half_at};
@@ -359,6 +428,105 @@ mod x86 {
         }
     }
 
+    /// A [`super::Tile`] of dot products (bounds checked by the caller), monomorphized per shape.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dot_tile(t: &super::Tile<'_>, out: &mut [f32]) {
+        if t.rows == 1 && t.cols == 1 {
+            // one pair: the plain dot (the same arithmetic, without the tile's bookkeeping)
+            out[0] = dot(t.f, t.w, t.a, t.nblocks);
+            return;
+        }
+        macro_rules! shapes {
+            ($(($r:literal, $c:literal)),*) => {
+                match (t.rows, t.cols) {
+                    $(($r, $c) => {
+                        let mut o = [[0.0f32; $c]; $r];
+                        // SAFETY: forwarded from the caller.
+                        unsafe { tile::<$r, $c>(t, &mut o) };
+                        for (r, row) in o.iter().enumerate() {
+                            out[r * $c..(r + 1) * $c].copy_from_slice(row);
+                        }
+                    })*
+                    _ => unreachable!("tile sides are checked to be 1 to 4"),
+                }
+            };
+        }
+        shapes!(
+            (1, 1),
+            (1, 2),
+            (1, 3),
+            (1, 4),
+            (2, 1),
+            (2, 2),
+            (2, 3),
+            (2, 4),
+            (3, 1),
+            (3, 2),
+            (3, 3),
+            (3, 4),
+            (4, 1),
+            (4, 2),
+            (4, 3),
+            (4, 4)
+        );
+    }
+
+    /// The x86 tile: per block, each of the `R` weight rows is unpacked once and each of the `C`
+    /// activation blocks loaded once; pair `(r, c)` accumulates exactly as [`dot`] does.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile<const R: usize, const C: usize>(t: &super::Tile<'_>, out: &mut [[f32; C]; R]) {
+        let f = t.f;
+        let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
+        // SAFETY: the caller checked that rows `0..R` of `w` (`wstride` apart) and `0..C` of `a`
+        // (`astride` apart) hold `nblocks` whole blocks each; unaligned loads only.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            let mut acc = [[_mm256_setzero_ps(); C]; R];
+            let mut summs = [[0.0f32; C]; R];
+            let (wp, ap) = (t.w.as_ptr(), t.a.as_ptr());
+            for i in 0..t.nblocks {
+                let mut dw = [0.0f32; R];
+                let mut mw = [0.0f32; R];
+                let mut qw = [_mm256_setzero_si256(); R];
+                let mut aw = [_mm256_setzero_si256(); R];
+                for r in 0..R {
+                    let wblk = wp.add(r * t.wstride + i * wb);
+                    (dw[r], mw[r]) = f16_pair(wblk, wblk.add(2));
+                    qw[r] = match f {
+                        Format::Q8_0 => _mm256_loadu_si256(wblk.add(2).cast()),
+                        Format::Q4_0 => _mm256_sub_epi8(nibbles(wblk.add(2)), _mm256_set1_epi8(8)),
+                        Format::Q4_1 => nibbles(wblk.add(4)),
+                    };
+                    aw[r] = _mm256_sign_epi8(qw[r], qw[r]);
+                }
+                for c in 0..C {
+                    let ablk = ap.add(c * t.astride + i * ab);
+                    let (da, sa) = f16_pair(ablk, ablk.add(2));
+                    let qa = _mm256_loadu_si256(ablk.add(ab - QK).cast());
+                    for r in 0..R {
+                        let q = if f == Format::Q4_1 {
+                            summs[r][c] = mw[r].mul_add(sa, summs[r][c]);
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(qw[r], qa), ones)
+                        } else {
+                            let sa8 = _mm256_sign_epi8(qa, qw[r]);
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(aw[r], sa8), ones)
+                        };
+                        let d = _mm256_set1_ps(dw[r] * da);
+                        acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc[r][c]);
+                    }
+                }
+            }
+            for r in 0..R {
+                for c in 0..C {
+                    let mut l = [0.0f32; 8];
+                    _mm256_storeu_ps(l.as_mut_ptr(), acc[r][c]);
+                    out[r][c] = super::hsum8(&l) + summs[r][c];
+                }
+            }
+        }
+    }
+
     /// The f16s at `p` and `q` as f32, converted together by F16C (exactly, as `f16_to_f32`).
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -469,6 +637,52 @@ mod tests {
                 assert_eq!(dp.to_bits(), dx.to_bits(), "{f:?} {nb}: {dp} vs {dx}");
             }
         }
+    }
+
+    #[test]
+    fn every_tile_shape_gives_the_pairwise_dots_bit_for_bit() {
+        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+            let nb = 7;
+            let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
+            // rows padded by one block so the strides differ from the row length
+            let w = weights(f, 4 * (nb + 1), 21);
+            let x = floats(4 * (nb + 1) * QK, 22, 2.5);
+            let mut a = vec![0u8; 4 * (nb + 1) * ab];
+            quantize_act(f, &x, &mut a);
+            for rows in 1..=TILE {
+                for cols in 1..=TILE {
+                    let t = Tile {
+                        f,
+                        w: &w,
+                        wstride: (nb + 1) * wb,
+                        rows,
+                        a: &a,
+                        astride: (nb + 1) * ab,
+                        cols,
+                        nblocks: nb,
+                    };
+                    let mut out = vec![f32::NAN; rows * cols];
+                    dot_tile(&t, &mut out);
+                    for r in 0..rows {
+                        for c in 0..cols {
+                            let want = dot(f, &w[r * t.wstride..], &a[c * t.astride..], nb);
+                            let portable = dot_portable(f, &w[r * t.wstride..], &a[c * t.astride..], nb);
+                            assert_eq!(want.to_bits(), portable.to_bits());
+                            assert_eq!(out[r * cols + c].to_bits(), want.to_bits(), "{f:?} {rows}x{cols} ({r}, {c})");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "weight rows out of bounds")]
+    fn a_tile_reaching_past_its_weights_panics() {
+        let w = vec![0u8; 2 * 18];
+        let a = vec![0u8; 34];
+        let t = Tile { f: Format::Q4_0, w: &w, wstride: 18, rows: 3, a: &a, astride: 34, cols: 1, nblocks: 1 };
+        dot_tile(&t, &mut [0.0; 3]);
     }
 
     #[test]

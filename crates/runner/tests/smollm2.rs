@@ -98,4 +98,24 @@ fn greedy_decoding_matches_llama_cpp_on_vulkan() {
     let m = model();
     let out = generate(&m, BackendKind::Vulkan, Sampling::Backend, &[(PROMPT, "greedy")], 5);
     assert_eq!(out[0], CONTINUATION);
+    // The quantized weights and the get_rows / mul_mat that read them run on Vulkan (the `quant`
+    // shader family), none on the CPU, and no copy moves a weight between the backends.
+    let opts = SessionOptions { n_ctx: 64, backend: BackendKind::Vulkan, threads: 2, ..SessionOptions::default() };
+    let mut s = Session::new(m.clone(), opts, vec![Chain::parse("greedy").unwrap()]).unwrap();
+    s.step(&[&PROMPT_IDS]).unwrap();
+    let (g, plan) = (s.graph().unwrap(), s.scheduler().current_plan().unwrap());
+    let mut readers = 0;
+    for (id, n) in g.nodes() {
+        let quantized = n.dtype.is_quantized() || n.srcs.iter().any(|&x| g.node(x).dtype.is_quantized());
+        if quantized {
+            let on = &plan.backends[plan.nodes[id.index()].backend];
+            assert_eq!(on, vulkan::NAME, "{} runs on {on}", g.describe(id));
+            readers += usize::from(!n.dtype.is_quantized());
+        }
+    }
+    // 30 layers of 7 weight matrices, the embedding's get_rows and the tied LM head
+    assert_eq!(readers, 30 * 7 + 2, "quantized readers");
+    for c in plan.splits.iter().flat_map(|s| &s.copies) {
+        assert!(!g.node(c.storage).dtype.is_quantized(), "weight copied: {}", c.name);
+    }
 }

@@ -25,7 +25,7 @@ pub(crate) const fn dtype_code(d: DType) -> u32 {
         DType::F16 => 1,
         DType::BF16 => 2,
         DType::I32 => 3,
-        // no shader reads the quantized dtypes yet (`ops::supports` turns them down)
+        // read by `shaders/quant.comp` only (`DT_Q8_0`, `DT_Q4_0`, `DT_Q4_1` there)
         DType::Q8_0 => 4,
         DType::Q4_0 => 5,
         DType::Q4_1 => 6,

@@ -52,6 +52,8 @@ pub enum ShaderId {
     Categorical,
     /// sort.comp, the top-p mask
     TopPMask,
+    /// quant.comp: get_rows and mul_mat reading quantized weights
+    Quant,
 }
 
 /// One row of the variant table.
@@ -137,6 +139,7 @@ variants! {
     (Random, "random", "random.comp", [], 256, false),
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
     (TopPMask, "sort_top_p", "sort.comp", ["TOP_P_PASS"], 256, false),
+    (Quant, "quant", "quant.comp", [], 64, false),
 }
 
 /// The table row of `id`.

@@ -10,8 +10,11 @@
 //! quarter of `b`'s bytes) are the only scratch. The activation rounding bounds the error: see
 //! `kernels::quant` (at most `amax_block / 254` per activation element).
 //!
-//! Tasks are blocks of [`ROWS`] rows of `a` times one batch; within a task every column of `b`
-//! reuses the block's weight rows from cache.
+//! Tasks are blocks of [`ROWS`] rows of `a` times one batch; within a task the products run in
+//! register tiles (`kernels::quant::dot_tile`: each weight block unpacked once per tile of up to
+//! four columns, each activation block loaded once per tile of rows), and every column of `b`
+//! reuses the block's weight rows from cache. Each output is still ggml's `vec_dot` of its pair,
+//! bit for bit.
 
 use super::K;
 use super::rows::check_ids;
@@ -51,7 +54,9 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     }
     let blocks = m.div_ceil(ROWS);
     let act = &act;
+    let (tr, tc) = TILE;
     crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
+        let mut out = [0.0f32; quant::TILE * quant::TILE];
         for t in range {
             let (batch, blk) = (t / blocks, t % blocks);
             let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
@@ -62,18 +67,49 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
             let w = unsafe {
                 std::slice::from_raw_parts(a.ptr(0, rows.start, a2, a3) as *const u8, (rows.len() - 1) * a.nb[1] + wrow)
             };
-            for j in 0..n {
-                let col = &act[(batch * n + j) * arow..][..arow];
+            let cols = &act[batch * n * arow..(batch + 1) * n * arow];
+            if n == 1 {
+                // a mat-vec: one row at a time through the plain dot (no tile bookkeeping per row)
                 for (q, i) in rows.clone().enumerate() {
-                    let v = quant::dot(f, &w[q * a.nb[1]..][..wrow], col, nbk);
-                    // SAFETY: element (i, j) of batch (b2, b3) belongs to this task only.
-                    unsafe { *(d.ptr(i, j, b2, b3) as *mut f32) = v };
+                    let v = quant::dot(f, &w[q * a.nb[1]..][..wrow], cols, nbk);
+                    // SAFETY: element (i, 0) of batch (b2, b3) belongs to this task only.
+                    unsafe { *(d.ptr(i, 0, b2, b3) as *mut f32) = v };
+                }
+                continue;
+            }
+            for j0 in (0..n).step_by(tc) {
+                let nc = tc.min(n - j0);
+                for i0 in (0..rows.len()).step_by(tr) {
+                    let nr = tr.min(rows.len() - i0);
+                    let tile = quant::Tile {
+                        f,
+                        w: &w[i0 * a.nb[1]..],
+                        wstride: a.nb[1],
+                        rows: nr,
+                        a: &cols[j0 * arow..],
+                        astride: arow,
+                        cols: nc,
+                        nblocks: nbk,
+                    };
+                    quant::dot_tile(&tile, &mut out);
+                    for r in 0..nr {
+                        for c in 0..nc {
+                            // SAFETY: element (i, j) of batch (b2, b3) belongs to this task only.
+                            unsafe { *(d.ptr(rows.start + i0 + r, j0 + c, b2, b3) as *mut f32) = out[r * nc + c] };
+                        }
+                    }
                 }
             }
         }
     });
     Ok(())
 }
+
+/// The register tile (weight rows, columns of `b`) for more than one column: two rows by four
+/// columns (eight accumulators). A mat-vec runs one row at a time instead: a four-row tile
+/// measured slower in the runner's decode step, whose weights stream from memory, and twice as
+/// slow on the q8_0 LM head (`docs/BENCHMARKS.md`).
+const TILE: (usize, usize) = (2, quant::TILE);
 
 pub(crate) fn get_rows(k: &K<'_>) -> Result<(), CpuError> {
     let (a, ids, d) = (k.srcs[0], k.srcs[1], k.dst);

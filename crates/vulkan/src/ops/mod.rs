@@ -9,6 +9,7 @@ mod cumsum;
 mod fill;
 mod mul_mat;
 mod norm;
+mod quant;
 mod random;
 mod reduce;
 mod rope;
@@ -52,10 +53,16 @@ pub(crate) fn float(d: DType) -> bool {
 /// Whether the Vulkan backend runs `id` (exact: only what is implemented and tested).
 pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
     let n = g.node(id);
-    // Quantized tensors (weights) stay on the CPU, which runs their mul_mat and get_rows: no
-    // shader reads q8_0/q4_0/q4_1 yet.
-    if n.dtype.is_quantized() || n.srcs.iter().any(|&s| g.node(s).dtype.is_quantized()) {
-        return false;
+    // Quantized tensors (weights, leaves) are read by the `quant` family only: get_rows and mul_mat.
+    if n.srcs.iter().any(|&s| g.node(s).dtype.is_quantized()) {
+        if !addressable(n) || n.srcs.iter().any(|&s| !addressable(g.node(s))) {
+            return false;
+        }
+        return match n.op {
+            Op::GetRows => quant::supports_get_rows(g, n),
+            Op::MulMat => quant::supports_mul_mat(g, n),
+            _ => false,
+        };
     }
     if n.op.is_view() || matches!(n.op, Op::Input) {
         return true;
@@ -90,6 +97,11 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
     }
 }
 
+/// True when `n`'s first source is quantized (its get_rows or mul_mat belongs to the `quant` family).
+fn quantized_a(g: &Graph, n: &Node) -> bool {
+    n.srcs.first().is_some_and(|&s| g.node(s).dtype.is_quantized())
+}
+
 /// Records node `id`'s dispatches: the one map from [`Op`] to the family function, which gets the
 /// op's parameters typed.
 pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
@@ -110,9 +122,11 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::Where => binary::where_(enc, g, id),
         Op::Fill { value } => fill::fill(enc, g, id, value),
         Op::Arange { start, step } => fill::arange(enc, g, id, start, step),
+        Op::GetRows if quantized_a(g, n) => quant::get_rows(enc, g, id),
         Op::GetRows => rows::get_rows(enc, g, id),
         Op::SetRows => rows::set_rows(enc, g, id),
         Op::ScatterAdd => scatter::scatter_add(enc, g, id),
+        Op::MulMat if quantized_a(g, n) => quant::mul_mat(enc, g, id),
         Op::MulMat => mul_mat::mul_mat(enc, g, id),
         Op::RmsNorm { eps } => norm::rms_norm(enc, g, id, eps),
         Op::Rope { n_dims, mode, freq_base, freq_scale } => rope::rope(enc, g, id, n_dims, mode, freq_base, freq_scale),
