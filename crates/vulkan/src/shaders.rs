@@ -50,6 +50,10 @@ pub enum ShaderId {
     Random,
     /// random.comp, the categorical draw
     Categorical,
+    /// sample.comp, the per-row parameters of top_k_top_p_sample into its scratch
+    SamplePack,
+    /// sample.comp, top_k_top_p_sample on argsorted rows
+    SampleTopKTopP,
 }
 
 /// One row of the variant table.
@@ -134,6 +138,8 @@ variants! {
     (Rope, "rope", "rope.comp", [], 256, false),
     (Random, "random", "random.comp", [], 256, false),
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
+    (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),
+    (SampleTopKTopP, "sample_top_k_top_p", "sample.comp", [], 256, false),
 }
 
 /// The table row of `id`.

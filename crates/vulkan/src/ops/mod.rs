@@ -13,6 +13,7 @@ mod random;
 mod reduce;
 mod rope;
 mod rows;
+mod sample;
 mod scatter;
 mod softmax;
 mod sort;
@@ -83,10 +84,15 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Cumsum => cumsum::supports(g, n),
         Op::RandomUniform { .. } => random::supports(g, n),
         Op::Categorical { .. } => random::supports_categorical(g, n),
-        // The fused sampling ops (family `sample`) have no Vulkan kernel yet: the scheduler places
-        // them on the CPU.
-        Op::TopKTopPSample(_) | Op::RandomSample { .. } => false,
+        Op::TopKTopPSample(_) => sample::supports_top_k_top_p(g, n),
+        // No Vulkan kernel for random_sample yet: the scheduler places it on the CPU.
+        Op::RandomSample { .. } => false,
     }
+}
+
+/// Whether node `id` needs the device feature `shaderFloat64` (the backend declines it without).
+pub(crate) fn needs_float64(g: &Graph, id: NodeId) -> bool {
+    sample::needs_float64(g, id)
 }
 
 /// Records node `id`'s dispatches: the one map from [`Op`] to the family function, which gets the
@@ -124,8 +130,7 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::Cumsum => cumsum::cumsum(enc, g, id),
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
         Op::Categorical { stream } => random::categorical(enc, g, id, stream),
-        Op::TopKTopPSample(_) | Op::RandomSample { .. } => {
-            Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) }))
-        }
+        Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
+        Op::RandomSample { .. } => Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) })),
     }
 }
