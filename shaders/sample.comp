@@ -117,9 +117,137 @@ float w_list(uint j) {
     return exp2_k(y, false);
 }
 
+// The order-dependent passes (f64 sums in the CPU's order) run element by element in order, but
+// split into OWNERS consecutive segments, segment s run by invocation 8 s after segment s - 1
+// (a barrier between): llvmpipe (lavapipe) ends a SIMD chunk's loops once it has made 65535 loop
+// iterations in one dispatch, so no chunk of up to 8 invocations may walk a whole long row.
+// Each pass is a function over [a, b) that carries its state through shared memory.
+#define OWNERS (WG / 8u)
+#define SEG(n) (((n) + OWNERS - 1u) / OWNERS)
+#define DRIVE(fn, n) \
+    for (uint s_ = 0u; s_ < OWNERS; s_++) { \
+        if (l == s_ * 8u && sh_stop == 0u) fn(min(s_ * SEG(n), (n)), min((s_ + 1u) * SEG(n), (n))); \
+        barrier(); \
+    }
+// Resets the pass state (after every invocation has read the previous pass's results).
+#define BEGIN(acc0, pos0) \
+    barrier(); \
+    if (l == 0u) { sh_acc = (acc0); sh_stop = 0u; sh_pos = (pos0); sh_last = NONE_IDX; sh_best = double(NEG_INF); } \
+    barrier();
+
 shared uint sh_flags;
-shared uint sh_kind, sh_len, sh_index;
-shared double sh_z, sh_cut;
+shared double sh_acc, sh_best, sh_z;
+shared uint sh_stop, sh_pos, sh_last;
+
+// Uniform per-row values the passes read.
+double g_z, g_dp, g_cut, g_deps, g_target;
+uint g_len, g_kind;
+
+bool survives(double wi) { return g_kind == ALL || wi >= g_cut; }
+
+// Z over the row in index order.
+void p_zrow(uint a, uint b) {
+    double acc = sh_acc;
+    for (uint i = a; i < b; i++) acc += double(w_row(xv(i)));
+    sh_acc = acc;
+}
+
+// The nucleus end: the first sorted position whose exclusive prefix exceeds p Z.
+void p_nucleus(uint a, uint b) {
+    double acc = sh_acc;
+    for (uint j = a; j < b; j++) {
+        if (acc / g_z > g_dp) { sh_pos = j; sh_stop = 1u; break; }
+        acc += double(w_row(xv(sidx(j))));
+    }
+    sh_acc = acc;
+}
+
+// min-P on the sorted list: the first position below the cut.
+void p_minp(uint a, uint b) {
+    for (uint j = a; j < b; j++) {
+        if (double(w_list(j)) / g_z < g_cut) { sh_pos = j; sh_stop = 1u; break; }
+    }
+}
+
+// qSample over the sorted list (q by sorted position; ties to the earlier position).
+void p_qs_list(uint a, uint b) {
+    double bv = sh_best;
+    uint bp = sh_pos;
+    for (uint j = a; j < b; j++) {
+        double rr = double(w_list(j)) / g_z / (double(qv(j)) + g_deps);
+        if (rr > bv) { bv = rr; bp = j; }
+    }
+    sh_best = bv;
+    sh_pos = bp;
+}
+
+// The survivors' total in index order (sorted list: rank below the length).
+void p_total_list(uint a, uint b) {
+    double acc = sh_acc;
+    for (uint i = a; i < b; i++) {
+        uint j = rank_of(i);
+        if (j < g_len) acc += double(w_list(j)) / g_z;
+    }
+    sh_acc = acc;
+}
+
+// The draw in index order over the sorted list's survivors.
+void p_draw_list(uint a, uint b) {
+    double run = sh_acc;
+    uint last = sh_last;
+    for (uint i = a; i < b; i++) {
+        uint j = rank_of(i);
+        if (j >= g_len) continue;
+        double pj = double(w_list(j)) / g_z;
+        if (pj > 0.0LF) {
+            run += pj;
+            last = i;
+            if (run > g_target) { sh_pos = i; sh_stop = 1u; break; }
+        }
+    }
+    sh_acc = run;
+    sh_last = last;
+}
+
+// qSample over the unsorted row (q by token id).
+void p_qs_row(uint a, uint b) {
+    double bv = sh_best;
+    uint bp = sh_pos;
+    for (uint i = a; i < b; i++) {
+        double wi = double(w_row(xv(i))) / g_z;
+        if (survives(wi)) {
+            double rr = wi / (double(qv(i)) + g_deps);
+            if (rr > bv) { bv = rr; bp = i; }
+        }
+    }
+    sh_best = bv;
+    sh_pos = bp;
+}
+
+void p_total_row(uint a, uint b) {
+    double acc = sh_acc;
+    for (uint i = a; i < b; i++) {
+        double wi = double(w_row(xv(i))) / g_z;
+        if (survives(wi)) acc += wi;
+    }
+    sh_acc = acc;
+}
+
+void p_draw_row(uint a, uint b) {
+    double run = sh_acc;
+    uint last = sh_last;
+    for (uint i = a; i < b; i++) {
+        double wi = double(w_row(xv(i))) / g_z;
+        if (!survives(wi)) continue;
+        if (wi > 0.0LF) {
+            run += wi;
+            last = i;
+            if (run > g_target) { sh_pos = i; sh_stop = 1u; break; }
+        }
+    }
+    sh_acc = run;
+    sh_last = last;
+}
 
 void main() {
     uint r = group_index();
@@ -143,7 +271,7 @@ void main() {
 
     // The bad-row flags (bit 0: NaN or +inf; bit 1: a value other than -inf; bit 2: a value
     // outside [0, 1]) and the rank array.
-    if (l == 0u) sh_flags = 0u;
+    if (l == 0u) { sh_flags = 0u; sh_stop = 0u; }
     barrier();
     uint fl = 0u;
     for (uint i = l; i < V; i += WG) {
@@ -166,154 +294,119 @@ void main() {
     precise float nx0 = -x0;
     precise float eb = nx0 * g_ea;
     g_eb = eb;
+    g_dp = double(p);
+    g_deps = double(uintBitsToFloat(P2));
+    double dm = double(m);
 
-    if (l == 0u) {
-        uint kind = BAD, len = 0u, index = NONE_IDX;
-        double z = 1.0LF, cut = 0.0LF;
-        double dp = double(p), dm = double(m), deps = double(uintBitsToFloat(P2));
-        bool top_k_runs = k >= 1 && uint(k) <= min(V, P1);
-        if (bad) {
-            kind = BAD;
-        } else if (top_k_runs || p < 1.0) {
-            kind = LIST;
-            if (top_k_runs) {
-                len = uint(k);
+    // Everything below is uniform across the workgroup (the passes end in barriers).
+    uint kind = BAD, len = 0u, index = NONE_IDX;
+    double z = 1.0LF, cut = 0.0LF;
+    bool top_k_runs = k >= 1 && uint(k) <= min(V, P1);
+    if (!bad && (top_k_runs || p < 1.0)) {
+        kind = LIST;
+        if (top_k_runs) {
+            // At most 2 x 1024 steps: invocation 0 alone.
+            if (l == 0u) {
+                uint n = uint(k);
+                double zz = 1.0LF;
                 if (g_logits) {
-                    z = -0.0LF;
-                    for (uint j = 0u; j < len; j++) z += double(w_list(j));
+                    zz = -0.0LF;
+                    for (uint j = 0u; j < n; j++) zz += double(w_list(j));
                 }
                 if (p <= 0.0) {
-                    len = 1u;
+                    n = 1u;
                 } else if (p < 1.0) {
                     double excl = 0.0LF;
-                    uint end = len;
-                    for (uint j = 0u; j < len; j++) {
-                        if (excl / z > dp) { end = j; break; }
+                    uint end = n;
+                    for (uint j = 0u; j < n; j++) {
+                        if (excl / zz > g_dp) { end = j; break; }
                         excl += double(w_list(j));
                     }
-                    len = end;
+                    n = end;
                 }
-            } else if (p <= 0.0) {
-                len = 1u;
-                g_special = true;
-            } else {
-                if (g_logits) {
-                    z = -0.0LF;
-                    for (uint i = 0u; i < V; i++) z += double(w_row(xv(i)));
-                }
-                double excl = 0.0LF;
-                uint end = V;
-                for (uint j = 0u; j < V; j++) {
-                    if (excl / z > dp) { end = j; break; }
-                    excl += double(w_row(xv(sidx(j))));
-                }
-                len = end;
+                sh_z = zz;
+                sh_pos = n;
             }
-            // min-P on the sorted survivors (a prefix).
-            if (m >= 1.0) {
-                len = 1u;
-            } else if (m > 0.0) {
-                double c = double(w_list(0u)) / z * dm;
-                uint end = len;
-                for (uint j = 0u; j < len; j++) {
-                    if (double(w_list(j)) / z < c) { end = j; break; }
-                }
-                len = end;
+            barrier();
+            z = sh_z;
+            len = sh_pos;
+        } else if (p <= 0.0) {
+            len = 1u;
+            g_special = true;
+        } else {
+            if (g_logits) {
+                BEGIN(-0.0LF, 0u)
+                DRIVE(p_zrow, V)
+                z = sh_acc;
             }
-            index = sidx(0u);
+            g_z = z;
+            BEGIN(0.0LF, V)
+            DRIVE(p_nucleus, V)
+            len = sh_pos;
+        }
+        g_z = z;
+        // min-P on the sorted survivors (a prefix).
+        if (m >= 1.0) {
+            len = 1u;
+        } else if (m > 0.0) {
+            g_cut = double(w_list(0u)) / z * dm;
+            BEGIN(0.0LF, len)
+            DRIVE(p_minp, len)
+            len = sh_pos;
+        }
+        g_len = len;
+        index = sidx(0u);
+        if (post == 1u) {
+            BEGIN(0.0LF, 0u)
+            DRIVE(p_qs_list, len)
+            index = sidx(sh_pos);
+        } else if (post == 2u) {
+            BEGIN(-0.0LF, 0u)
+            DRIVE(p_total_list, V)
+            g_target = multinomial_u(r) * sh_acc;
+            BEGIN(0.0LF, NONE_IDX)
+            DRIVE(p_draw_list, V)
+            uint hit = sh_pos == NONE_IDX ? sh_last : sh_pos;
+            if (hit != NONE_IDX) index = hit;
+        }
+    } else if (!bad) {
+        // top-K and top-P skipped: nothing is ordered.
+        index = first;
+        if (g_logits) {
+            BEGIN(-0.0LF, 0u)
+            DRIVE(p_zrow, V)
+            z = sh_acc;
+        }
+        g_z = z;
+        if (m >= 1.0) {
+            kind = LIST;
+            len = 1u;
+        } else {
+            kind = m > 0.0 ? ATLEAST : ALL;
+            if (m > 0.0) cut = double(w_row(x0)) / z * dm;
+            g_kind = kind;
+            g_cut = cut;
             if (post == 1u) {
-                uint best = 0u;
-                double bv = double(NEG_INF);
-                for (uint j = 0u; j < len; j++) {
-                    double rr = double(w_list(j)) / z / (double(qv(j)) + deps);
-                    if (rr > bv) { best = j; bv = rr; }
-                }
-                index = sidx(best);
+                BEGIN(0.0LF, first)
+                DRIVE(p_qs_row, V)
+                index = sh_pos;
             } else if (post == 2u) {
-                // The draw over the survivors in index order.
-                double total = -0.0LF;
-                for (uint i = 0u; i < V; i++) {
-                    uint j = rank_of(i);
-                    if (j < len) total += double(w_list(j)) / z;
-                }
-                double target = multinomial_u(r) * total;
-                double run = 0.0LF;
-                uint last = NONE_IDX, hit = NONE_IDX;
-                for (uint i = 0u; i < V; i++) {
-                    uint j = rank_of(i);
-                    if (j >= len) continue;
-                    double pj = double(w_list(j)) / z;
-                    if (pj > 0.0LF) {
-                        run += pj;
-                        last = i;
-                        if (run > target) { hit = i; break; }
-                    }
-                }
-                if (hit == NONE_IDX) hit = last;
+                BEGIN(-0.0LF, 0u)
+                DRIVE(p_total_row, V)
+                g_target = multinomial_u(r) * sh_acc;
+                BEGIN(0.0LF, NONE_IDX)
+                DRIVE(p_draw_row, V)
+                uint hit = sh_pos == NONE_IDX ? sh_last : sh_pos;
                 if (hit != NONE_IDX) index = hit;
             }
-        } else {
-            // top-K and top-P skipped: nothing is ordered.
-            index = first;
-            if (g_logits) {
-                z = -0.0LF;
-                for (uint i = 0u; i < V; i++) z += double(w_row(xv(i)));
-            }
-            if (m >= 1.0) {
-                kind = LIST;
-                len = 1u;
-            } else {
-                kind = ALL;
-                if (m > 0.0) {
-                    kind = ATLEAST;
-                    cut = double(w_row(x0)) / z * dm;
-                }
-                if (post == 1u) {
-                    double bv = double(NEG_INF);
-                    for (uint i = 0u; i < V; i++) {
-                        double wi = double(w_row(xv(i))) / z;
-                        if (kind == ALL || wi >= cut) {
-                            double rr = wi / (double(qv(i)) + deps);
-                            if (rr > bv) { index = i; bv = rr; }
-                        }
-                    }
-                } else if (post == 2u) {
-                    double total = -0.0LF;
-                    for (uint i = 0u; i < V; i++) {
-                        double wi = double(w_row(xv(i))) / z;
-                        if (kind == ALL || wi >= cut) total += wi;
-                    }
-                    double target = multinomial_u(r) * total;
-                    double run = 0.0LF;
-                    uint last = NONE_IDX, hit = NONE_IDX;
-                    for (uint i = 0u; i < V; i++) {
-                        double wi = double(w_row(xv(i))) / z;
-                        if (!(kind == ALL || wi >= cut)) continue;
-                        if (wi > 0.0LF) {
-                            run += wi;
-                            last = i;
-                            if (run > target) { hit = i; break; }
-                        }
-                    }
-                    if (hit == NONE_IDX) hit = last;
-                    if (hit != NONE_IDX) index = hit;
-                }
-            }
         }
-        sh_kind = kind;
-        sh_len = len;
-        sh_index = kind == BAD ? NONE_IDX : index;
-        sh_z = z;
-        sh_cut = cut;
     }
-    barrier();
+    if (kind == BAD) index = NONE_IDX;
 
     if (!out_logits) {
-        if (l == 0u) d_w[(D_OFF >> 2) + r] = sh_index;
+        if (l == 0u) d_w[(D_OFF >> 2) + r] = index;
         return;
     }
-    uint kind = sh_kind, len = sh_len;
-    double z = sh_z, cut = sh_cut;
     float fill = g_logits ? NEG_INF : 0.0;
     uint ob = (D_OFF >> 2) + r * V;
     for (uint i = l; i < V; i += WG) {

@@ -17,8 +17,11 @@ use graph::{DType, Graph, Node, NodeId};
 /// Scratch slot of the parameters, sorted indices and ranks (the sort uses slots 0 to 2).
 const SLOT: usize = 3;
 
-/// Longest row (the sort's limit, and 32-bit word offsets into the scratch).
-const MAX_ROW: usize = 1 << 24;
+/// Longest row (the spec's largest vocabulary, 262,144): llvmpipe (lavapipe) stops a SIMD chunk's
+/// loops after 65535 iterations in one dispatch, and the shader's chunk of invocations 0-7 walks
+/// at most five ordered passes of `V / 32` entries, two strided loops of `V / 256` and 2048 top-K
+/// steps (about 45,000 at this bound).
+const MAX_ROW: usize = 1 << 18;
 
 /// Whether the op needs the device's `shaderFloat64` (every node this module runs does).
 pub(crate) fn needs_float64(g: &Graph, id: NodeId) -> bool {
