@@ -17,12 +17,8 @@ fn xtask(args: &[&str]) -> Out {
 }
 
 fn xtask_env(args: &[&str], env: &[(&str, &str)]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("fused")
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_xtask")).arg("fused").args(args).envs(env.iter().copied()).output().unwrap();
     Out {
         ok: o.status.success(),
         stdout: String::from_utf8(o.stdout).unwrap(),

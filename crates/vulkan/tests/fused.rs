@@ -346,4 +346,3 @@ fn the_scheduler_places_the_op_on_vulkan() {
     let want = run(&mut cpu, &g, &inputs, &outs, true);
     assert_eq!(s.read_i32(outs[0]).unwrap(), to_i32(&want[0]));
 }
-

@@ -62,7 +62,12 @@ pub(super) fn top_k_top_p_sample(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, a
     let rows32 = word(rows)?;
 
     let pack = Push::new([1, rows32, 1, 1]).a(&topk.arg).b(&params.arg).pu(0, 0);
-    enc.dispatch(ShaderId::SamplePack, [&topk.buf, &params.buf, &params.buf, &scratch], &pack, grid(rows as u64, 256)?)?;
+    enc.dispatch(
+        ShaderId::SamplePack,
+        [&topk.buf, &params.buf, &params.buf, &scratch],
+        &pack,
+        grid(rows as u64, 256)?,
+    )?;
 
     let sorted = Operand {
         buf: scratch.clone(),
