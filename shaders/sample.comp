@@ -122,10 +122,12 @@ float w_list(uint j) {
 // (a barrier between): llvmpipe (lavapipe) ends a SIMD chunk's loops once it has made 65535 loop
 // iterations in one dispatch, so no chunk of up to 8 invocations may walk a whole long row.
 // Each pass is a function over [a, b) that carries its state through shared memory.
+// Short rows take fewer segments (at least 2048 entries each), so they pay fewer barriers.
 #define OWNERS (WG / 8u)
-#define SEG(n) (((n) + OWNERS - 1u) / OWNERS)
+#define NSEG(n) clamp(((n) + 2047u) / 2048u, 1u, OWNERS)
+#define SEG(n) (((n) + NSEG(n) - 1u) / NSEG(n))
 #define DRIVE(fn, n) \
-    for (uint s_ = 0u; s_ < OWNERS; s_++) { \
+    for (uint s_ = 0u; s_ < NSEG(n); s_++) { \
         if (l == s_ * 8u && sh_stop == 0u) fn(min(s_ * SEG(n), (n)), min((s_ + 1u) * SEG(n), (n))); \
         barrier(); \
     }

@@ -296,7 +296,7 @@ fn multinomial_on_vulkan_follows_the_survivor_distribution() {
     // ln of [.4, .3, .15, .1, .05]: top-K 4 keeps .4, .3, .15, .1 (renormalised by .95); then the
     // unsorted path with min-P 0.3 (keeps prob >= .12: tokens 0, 1, 2).
     let x: Vec<f32> = [0.4f64, 0.3, 0.15, 0.1, 0.05].iter().map(|p| p.ln() as f32).collect();
-    let n = 8000;
+    let n = 4000;
     let pairs: Vec<(u64, u64)> = (0..n as u64).map(|i| (0x5EED, i)).collect();
     for (k, m, want) in [
         (4, 0.0f32, vec![0.4 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0.1 / 0.95]),
