@@ -1,9 +1,11 @@
-//! `cargo xtask bench fused`: `top_k_top_p_sample` on the CPU backend, B in {1, 16, 64} rows of
+//! `cargo xtask bench fused`: `top_k_top_p_sample` on each `--backend` (cpu, vulkan), B in {1, 16, 64} rows of
 //! V = 151,936 logits with mixed per-row parameters, against the same semantics composed from
 //! primitive graph ops (argsort, get_rows, soft_max, cumsum, compare, where, max_rows, div,
 //! argmax) and against two same-run baselines on the same logits: a read pass (`max_rows`) and an
 //! exponential pass (`exp`). Each timing is the median of `--reps` runs of `Scheduler::compute`
-//! (inputs set once). Writes `target/bench/fused.json`.
+//! (inputs set once). On Vulkan (the Vulkan backend first, the CPU for what it declines) each graph's
+//! compute dispatches are counted too (`VulkanBackend::dispatch_counter`, one compute). Writes
+//! `target/bench/fused.json`.
 //!
 //! Rows cycle through (k, p, min_p): top-K with k in {1, 20, 50, 1024}, top-P alone with p in
 //! {0.5, 0.9, 0.95}, top-K + top-P, min-P 0 or 0.05; post stage qSample (q i.i.d. Exp(1)). Every
@@ -16,6 +18,8 @@ use clap::Parser;
 use graph::fused::{PostSample, TopKTopP};
 use graph::{DType, Graph, NodeId, SortOrder};
 use sched::Scheduler;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 #[derive(Parser, Debug)]
@@ -30,6 +34,9 @@ struct Args {
     /// Runs per timing (the median is reported).
     #[arg(long, default_value_t = 7)]
     reps: usize,
+    /// Backends to measure (`cpu`, `vulkan`); vulkan is skipped with a note where no device opens.
+    #[arg(long, value_delimiter = ',', default_value = "cpu,vulkan")]
+    backend: Vec<String>,
     /// Output JSON file (default: target/bench/fused.json in the workspace).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -63,8 +70,42 @@ fn time(s: &mut Scheduler, reps: usize) -> Result<f64> {
     Ok(t[t.len() / 2])
 }
 
-fn cpu() -> Result<Scheduler> {
-    Ok(Scheduler::new(vec![Box::new(cpu::CpuBackend::new())])?)
+/// A scheduler on `backend` and, on Vulkan, its dispatch counter.
+fn scheduler(backend: &str) -> Result<(Scheduler, Option<Arc<AtomicU64>>)> {
+    match backend {
+        "cpu" => Ok((Scheduler::new(vec![Box::new(cpu::CpuBackend::new())])?, None)),
+        "vulkan" => {
+            let vk = vulkan::VulkanBackend::new()?;
+            let counter = vk.dispatch_counter();
+            Ok((Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::new())])?, Some(counter)))
+        }
+        other => bail!("unknown backend {other} (cpu or vulkan)"),
+    }
+}
+
+/// Dispatches of one compute (0 without a counter).
+fn dispatches(s: &mut Scheduler, counter: &Option<Arc<AtomicU64>>) -> Result<u64> {
+    let Some(c) = counter else { return Ok(0) };
+    let before = c.load(Ordering::Relaxed);
+    s.compute()?;
+    Ok(c.load(Ordering::Relaxed) - before)
+}
+
+/// How many nodes of the planned graph run on each backend, e.g. `vulkan 3, cpu 1`.
+fn placement(s: &Scheduler, g: &Graph) -> String {
+    let Some(plan) = s.current_plan() else { return String::new() };
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (id, n) in g.nodes() {
+        if n.op == graph::Op::Input || n.op.is_view() {
+            continue;
+        }
+        let b = plan.backend_of(id).to_string();
+        match counts.iter_mut().find(|(name, _)| *name == b) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((b, 1)),
+        }
+    }
+    counts.iter().map(|(b, c)| format!("{b} {c}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The composed graph: returns (logits, keff, peff, meff, q, token).
@@ -107,11 +148,30 @@ fn composed(g: &mut Graph, v: usize, b: usize, eps: f32) -> Result<[NodeId; 6]> 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args = Args::try_parse_from(args)?;
     let v = args.vocab;
+    let mut reports = Vec::new();
+    for backend in &args.backend {
+        if backend == "vulkan"
+            && let Err(e) = vulkan::VulkanBackend::new()
+        {
+            println!("vulkan: skipped, no device ({e})");
+            continue;
+        }
+        reports.push(serde_json::json!({ "backend": backend, "rows": bench(backend, v, &args)? }));
+    }
+    crate::bench::write_report(args.out.as_deref(), "fused", &serde_json::json!({ "backends": reports }))
+}
+
+/// The table of one backend.
+fn bench(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>> {
     let mut table = Vec::new();
-    println!("top_k_top_p_sample (qSample), CPU backend, V = {v}, median of {} runs", args.reps);
+    let device = match backend {
+        "vulkan" => format!(" ({})", vulkan::VulkanBackend::new()?.device_name()),
+        _ => String::new(),
+    };
+    println!("top_k_top_p_sample (qSample), {backend} backend{device}, V = {v}, median of {} runs", args.reps);
     println!(
-        "{:>4} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9}",
-        "B", "fused ms", "composed ms", "read ms", "exp ms", "comp/fus", "fus/read", "agree"
+        "{:>4} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>14}",
+        "B", "fused ms", "composed ms", "read ms", "exp ms", "comp/fus", "fus/read", "agree", "dispatches f/c"
     );
     for &b in &args.batch {
         let xs: Vec<f32> = (0..v * b).map(|i| graph::philox::uniform(11, 0, i as u64) * 16.0 - 8.0).collect();
@@ -126,19 +186,22 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         let a = TopKTopP::new(PostSample::QSample);
         let y = g.top_k_top_p_sample(x, k, p, Some(q), a)?;
         g.set_output(y);
-        let mut s = cpu()?;
+        let (mut s, counter) = scheduler(backend)?;
         s.plan(&g)?;
+        let fused_on = placement(&s, &g);
         s.set_input_f32(x, &xs)?;
         s.set_input_i32(k, &ps.iter().map(|t| t.0).collect::<Vec<_>>())?;
         s.set_input_f32(p, &ps.iter().flat_map(|t| [t.1, t.2]).collect::<Vec<_>>())?;
         s.set_input_f32(q, &qs)?;
         let fused = time(&mut s, args.reps)?;
+        let fused_dispatches = dispatches(&mut s, &counter)?;
         let fused_idx = s.read_i32(y)?;
         // composed
         let mut g = Graph::new();
         let [cx, ck, cp, cm, cq, tok] = composed(&mut g, v, b, a.eps)?;
-        let mut s = cpu()?;
+        let (mut s, counter) = scheduler(backend)?;
         s.plan(&g)?;
+        let comp_on = placement(&s, &g);
         s.set_input_f32(cx, &xs)?;
         let runs = |k: i32| k >= 1 && (k as usize) <= v.min(a.ks() as usize);
         s.set_input_f32(ck, &ps.iter().map(|t| if runs(t.0) { t.0 as f32 } else { v as f32 }).collect::<Vec<_>>())?;
@@ -146,6 +209,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         s.set_input_f32(cm, &ps.iter().map(|t| t.2).collect::<Vec<_>>())?;
         s.set_input_f32(cq, &qs)?;
         let comp = time(&mut s, args.reps)?;
+        let comp_dispatches = dispatches(&mut s, &counter)?;
         let comp_idx = s.read_i32(tok)?;
         let agree = fused_idx.iter().zip(&comp_idx).filter(|(a, b)| a == b).count();
         if fused_idx.iter().any(|&i| i < 0) {
@@ -157,7 +221,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             let x = g.input("logits", DType::F32, &[v, b])?;
             let y = if exp { g.unary(graph::UnaryOp::Exp, x)? } else { g.max_rows(x)? };
             g.set_output(y);
-            let mut s = cpu()?;
+            let (mut s, _) = scheduler(backend)?;
             s.plan(&g)?;
             s.set_input_f32(x, &xs)?;
             time(&mut s, args.reps)
@@ -165,19 +229,25 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         let read = base(false)?;
         let exp = base(true)?;
         println!(
-            "{b:>4} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>8.1}x {:>8.1}x {:>5}/{b}",
+            "{b:>4} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>8.1}x {:>8.1}x {:>5}/{b} {:>14}",
             fused * 1e3,
             comp * 1e3,
             read * 1e3,
             exp * 1e3,
             comp / fused,
             fused / read,
-            agree
+            agree,
+            if counter.is_some() { format!("{fused_dispatches}/{comp_dispatches}") } else { "-".into() },
         );
+        if backend != "cpu" {
+            println!("     placement: fused [{fused_on}], composed [{comp_on}]");
+        }
         table.push(serde_json::json!({
             "batch": b, "vocab": v, "fused_s": fused, "composed_s": comp, "read_s": read, "exp_s": exp,
             "composed_over_fused": comp / fused, "fused_over_read": fused / read, "indices_agree": agree,
+            "fused_dispatches": fused_dispatches, "composed_dispatches": comp_dispatches,
+            "fused_placement": fused_on, "composed_placement": comp_on,
         }));
     }
-    crate::bench::write_report(args.out.as_deref(), "fused", &serde_json::json!({ "backend": "cpu", "rows": table }))
+    Ok(table)
 }

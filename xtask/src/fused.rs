@@ -12,7 +12,8 @@
 //! Each builds a graph of one `top_k_top_p_sample` / `random_sample` node (two with
 //! `--need-logits`), runs it through `sched` on `--backend` (`vulkan`: the Vulkan backend first,
 //! the CPU for what it cannot run) and prints one JSON line. Inputs are checked here first, so
-//! every error of the contract is a message, never a -1 from the op.
+//! every error of the contract is a message, never a -1 from the op. With `GGS_FUSED_PLAN=FILE`
+//! the plan (each node's backend) is also written to FILE.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -381,7 +382,7 @@ fn top_k_top_p(a: &TkpArgs) -> Result<String> {
         None => None,
     };
     let mut sched = scheduler(a.backend)?;
-    sched.plan(&g).context("planning")?;
+    plan(&mut sched, &g)?;
     for (id, bytes) in &inputs {
         sched.set_input(*id, bytes)?;
     }
@@ -407,6 +408,21 @@ fn logits_bytes(d: &Data) -> Vec<u8> {
         Data::I32(v) => v.iter().flat_map(|t| t.to_le_bytes()).collect(),
         Data::I64(v) => v.iter().flat_map(|t| t.to_le_bytes()).collect(),
     }
+}
+
+/// Environment variable naming a file the plan's text is written to (which backend runs each
+/// node): how a test sees that `--backend vulkan` ran the op on Vulkan. Not part of the CLI
+/// contract; stdout and stderr are unchanged.
+const PLAN_ENV: &str = "GGS_FUSED_PLAN";
+
+/// Plans `g`, writing the plan to `$GGS_FUSED_PLAN` when it is set.
+fn plan(sched: &mut sched::Scheduler, g: &Graph) -> Result<()> {
+    let plan = sched.plan(g).context("planning")?;
+    if let Some(path) = std::env::var_os(PLAN_ENV) {
+        std::fs::write(&path, plan.to_text(g))
+            .with_context(|| format!("writing the plan to {} (${PLAN_ENV})", Path::new(&path).display()))?;
+    }
+    Ok(())
 }
 
 fn scheduler(backend: Backend) -> Result<sched::Scheduler> {
@@ -483,7 +499,7 @@ fn random_sample(a: &RsArgs) -> Result<String> {
     let y = g.random_sample(lx, lp, lk, a.index_dtype, f64_rows)?;
     g.set_output(y);
     let mut sched = scheduler(a.backend)?;
-    sched.plan(&g).context("planning")?;
+    plan(&mut sched, &g)?;
     sched.set_input(lx, &bytes)?;
     sched.set_input_f32(lp, &[a.random, a.topp, a.temperature])?;
     sched.set_input_i32(lk, &[a.topk])?;

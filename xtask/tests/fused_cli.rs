@@ -13,7 +13,12 @@ struct Out {
 }
 
 fn xtask(args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_xtask")).arg("fused").args(args).output().unwrap();
+    xtask_env(args, &[])
+}
+
+fn xtask_env(args: &[&str], env: &[(&str, &str)]) -> Out {
+    let o =
+        Command::new(env!("CARGO_BIN_EXE_xtask")).arg("fused").args(args).envs(env.iter().copied()).output().unwrap();
     Out {
         ok: o.status.success(),
         stdout: String::from_utf8(o.stdout).unwrap(),
@@ -376,21 +381,36 @@ fn random_sample_errors() {
 
 #[test]
 fn backend_vulkan_gives_the_cpu_results() {
-    // The Vulkan backend has no kernel for these ops: a `vulkan,cpu` plan runs them on the CPU,
-    // so the results are the CPU's. Skipped where no Vulkan device can be opened.
+    // `--backend vulkan` runs top_k_top_p_sample on Vulkan where the device has shaderFloat64
+    // (the plan written to $GGS_FUSED_PLAN says so) with the CPU's results; random_sample has no
+    // Vulkan kernel and runs on the CPU. Skipped where no Vulkan device can be opened.
     let d = Dir::new("vk");
     let vals: Vec<f32> = (0..3 * 50).map(|i| ((i * 37) % 23) as f32 / 4.0).collect();
     let l = d.file("l.npy", &npy("<f4", &[3, 50], &f32s(&vals)));
     let k = d.file("k.npy", &npy("<i4", &[3], &i32s(&[5, 0, 51])));
     let p = d.file("p.npy", &npy("<f4", &[3], &f32s(&[0.7, 0.5, 1.0])));
     let q = d.file("q.npy", &npy("<f4", &[3, 50], &f32s(&(0..150).map(|i| 0.1 + (i % 7) as f32).collect::<Vec<_>>())));
+    let plan_file = d.file("plan.txt", b"");
     let args = |b: &'static str| {
-        xtask(&["top-k-top-p", "--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &q, "--backend", b])
+        xtask_env(
+            &["top-k-top-p", "--logits", &l, "--top-k", &k, "--top-p", &p, "--q", &q, "--backend", b],
+            &[("GGS_FUSED_PLAN", &plan_file)],
+        )
     };
     let vk = args("vulkan");
     if !vk.ok && vk.stderr.to_lowercase().contains("vulkan") {
         eprintln!("skipped: no Vulkan device ({})", vk.stderr.trim());
         return;
+    }
+    let plan = std::fs::read_to_string(&plan_file).unwrap();
+    let op_lines: Vec<&str> = plan.lines().filter(|l| l.contains("top_k_top_p_sample")).collect();
+    assert!(!op_lines.is_empty(), "no top_k_top_p_sample in the plan:\n{plan}");
+    if op_lines.iter().all(|l| l.contains("vulkan")) {
+        eprintln!("top_k_top_p_sample ran on Vulkan");
+    } else {
+        // Only a device without shaderFloat64 may decline it.
+        assert!(!vulkan_has_float64(), "top_k_top_p_sample not on vulkan:\n{plan}");
+        eprintln!("NOTE: the Vulkan device lacks shaderFloat64; top_k_top_p_sample ran on the CPU");
     }
     assert_eq!(select_idx(&vk), select_idx(&args("cpu")));
     let l1 = d.file("l1.npy", &npy("<f4", &[50], &f32s(&vals[..50])));
@@ -412,4 +432,9 @@ fn backend_vulkan_gives_the_cpu_results() {
         ])
     };
     assert_eq!(index(&rs("vulkan")), index(&rs("cpu")));
+}
+
+/// Whether the Vulkan device the CLI opens has shaderFloat64.
+fn vulkan_has_float64() -> bool {
+    vulkan::VulkanBackend::new().is_ok_and(|b| b.has_float64())
 }

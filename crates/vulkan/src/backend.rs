@@ -141,6 +141,8 @@ pub struct VulkanBackend {
     timestamps: bool,
     /// See [`Options::staged`].
     staged: bool,
+    /// Compute dispatches recorded so far (see [`VulkanBackend::dispatch_counter`]).
+    pub(crate) dispatches: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for VulkanBackend {
@@ -215,12 +217,26 @@ impl VulkanBackend {
             log,
             timestamps,
             staged,
+            dispatches: Arc::default(),
         })
+    }
+
+    /// The count of compute dispatches this backend has recorded since it was opened, shared so
+    /// that it stays readable after the backend is handed to a scheduler (benchmarks report
+    /// dispatches per graph from its difference across one compute).
+    pub fn dispatch_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.dispatches.clone()
     }
 
     /// The selected device's name.
     pub fn device_name(&self) -> &str {
         &self.gpu.name
+    }
+
+    /// Whether the device's `shaderFloat64` is enabled (the fused sampling op `top_k_top_p_sample`
+    /// runs here only then).
+    pub fn has_float64(&self) -> bool {
+        self.gpu.float64
     }
 
     /// Whether the subgroup shader variants are used.
@@ -601,7 +617,7 @@ impl Backend for VulkanBackend {
     }
 
     fn supports(&self, graph: &Graph, node: NodeId) -> bool {
-        crate::ops::supports(graph, node)
+        crate::ops::supports(graph, node) && (self.gpu.float64 || !crate::ops::needs_float64(graph, node))
     }
 
     fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use vulkano::Version;
 use vulkano::VulkanLibrary;
 use vulkano::device::physical::{PhysicalDevice, PhysicalDeviceType, SubgroupFeatures};
-use vulkano::device::{Device, DeviceCreateInfo, Queue, QueueCreateInfo, QueueFlags};
+use vulkano::device::{Device, DeviceCreateInfo, DeviceFeatures, Queue, QueueCreateInfo, QueueFlags};
 use vulkano::instance::debug::{
     DebugUtilsMessageSeverity, DebugUtilsMessageType, DebugUtilsMessenger, DebugUtilsMessengerCallback,
     DebugUtilsMessengerCreateInfo,
@@ -32,6 +32,8 @@ pub(crate) struct Gpu {
     pub queue: Arc<Queue>,
     pub name: String,
     pub subgroups: bool,
+    /// `shaderFloat64` is enabled (the fused sampling shader needs it).
+    pub float64: bool,
     pub validation: bool,
     pub timestamp_period: f32,
     pub timestamps_valid: bool,
@@ -157,10 +159,12 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
             o.contains(SubgroupFeatures::BASIC | SubgroupFeatures::ARITHMETIC | SubgroupFeatures::VOTE)
         })
         && props.subgroup_size.is_some_and(|s| (4..=128).contains(&s));
+    let float64 = pd.supported_features().shader_float64;
     let (device, mut queues) = Device::new(
         pd.clone(),
         DeviceCreateInfo {
             queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
+            enabled_features: DeviceFeatures { shader_float64: float64, ..DeviceFeatures::empty() },
             ..Default::default()
         },
     )
@@ -173,6 +177,7 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         queue,
         name: props.device_name.clone(),
         subgroups,
+        float64,
         validation: use_validation,
         timestamp_period: props.timestamp_period,
         timestamps_valid,

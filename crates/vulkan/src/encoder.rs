@@ -199,6 +199,7 @@ impl<'a> Encoder<'a> {
             self.rec.dispatch_unchecked(groups);
         }
         self.keep.push(set);
+        self.be.dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

@@ -54,6 +54,10 @@ pub enum ShaderId {
     TopPMask,
     /// quant.comp: get_rows and mul_mat reading quantized weights
     Quant,
+    /// sample.comp, the per-row parameters of top_k_top_p_sample into its scratch
+    SamplePack,
+    /// sample.comp, top_k_top_p_sample on argsorted rows
+    SampleTopKTopP,
 }
 
 /// One row of the variant table.
@@ -140,6 +144,8 @@ variants! {
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
     (TopPMask, "sort_top_p", "sort.comp", ["TOP_P_PASS"], 256, false),
     (Quant, "quant", "quant.comp", [], 64, false),
+    (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),
+    (SampleTopKTopP, "sample_top_k_top_p", "sample.comp", [], 256, false),
 }
 
 /// The table row of `id`.

@@ -14,6 +14,7 @@ mod random;
 mod reduce;
 mod rope;
 mod rows;
+mod sample;
 mod scatter;
 mod softmax;
 mod sort;
@@ -90,9 +91,9 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Cumsum => cumsum::supports(g, n),
         Op::RandomUniform { .. } => random::supports(g, n),
         Op::Categorical { .. } => random::supports_categorical(g, n),
-        // The fused sampling ops (family `sample`) have no Vulkan kernel yet: the scheduler places
-        // them on the CPU.
-        Op::TopKTopPSample(_) | Op::RandomSample { .. } => false,
+        Op::TopKTopPSample(_) => sample::supports_top_k_top_p(g, n),
+        // No Vulkan kernel for random_sample yet: the scheduler places it on the CPU.
+        Op::RandomSample { .. } => false,
         Op::TopPMask => sort::supports_top_p_mask(g, n),
     }
 }
@@ -100,6 +101,11 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
 /// True when `n`'s first source is quantized (its get_rows or mul_mat belongs to the `quant` family).
 fn quantized_a(g: &Graph, n: &Node) -> bool {
     n.srcs.first().is_some_and(|&s| g.node(s).dtype.is_quantized())
+}
+
+/// Whether node `id` needs the device feature `shaderFloat64` (the backend declines it without).
+pub(crate) fn needs_float64(g: &Graph, id: NodeId) -> bool {
+    sample::needs_float64(g, id)
 }
 
 /// Records node `id`'s dispatches: the one map from [`Op`] to the family function, which gets the
@@ -140,8 +146,7 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
         Op::Categorical { stream } => random::categorical(enc, g, id, stream),
         Op::TopPMask => sort::top_p_mask(enc, g, id),
-        Op::TopKTopPSample(_) | Op::RandomSample { .. } => {
-            Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) }))
-        }
+        Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
+        Op::RandomSample { .. } => Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) })),
     }
 }

@@ -91,9 +91,23 @@ pub(super) fn top_k(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, k: usize) -> R
 fn sort(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, k: usize, desc: bool) -> Result<()> {
     let n = g.node(id);
     let src = g.node(n.srcs[0]);
-    let (ne0, rows) = (src.layout.ne[0], src.layout.ne.nrows());
     let a = enc.operand(g, n.srcs[0])?;
     let d = enc.operand(g, id)?;
+    sort_rows(enc, src, &a, &d, k, desc)
+}
+
+/// The block pass and merge passes keeping the first `k` indices of each row of `src` (operand
+/// `a`, contiguous rows) into `d` (i32, `k` per row from `d.arg.off`); also used by the fused
+/// sampling ops (`ops::sample`) to order their rows.
+pub(super) fn sort_rows(
+    enc: &mut Encoder<'_>,
+    src: &Node,
+    a: &Operand,
+    d: &Operand,
+    k: usize,
+    desc: bool,
+) -> Result<()> {
+    let (ne0, rows) = (src.layout.ne[0], src.layout.ne.nrows());
     let plan = passes(ne0, k);
     let stride = plan.iter().map(|&(r, c)| r * c).max().unwrap_or(1);
     let bytes = rows * stride * 4;
