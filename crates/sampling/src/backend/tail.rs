@@ -36,6 +36,10 @@ use std::collections::BTreeMap;
 /// Largest `n_vocab * n` of one group: flat indices into a group are carried through f32.
 const MAX_FLAT: usize = 1 << 24;
 
+/// Rows per group of a prefix with a vocabulary-sized intermediate (a top-p mask): eight 152k rows
+/// and their masks (about 10 MB) stay in a CPU's last-level cache between the mask and the draw.
+const MASK_BLOCK: usize = 8;
+
 fn engine(context: &'static str) -> impl Fn(&dyn std::fmt::Display) -> SamplingError {
     move |e| SamplingError::Engine { context, message: e.to_string() }
 }
@@ -155,10 +159,13 @@ impl Tail {
             let extras = cfg.extras();
             plans.insert(seq, SeqPlan { prefix: keys.len(), keys, extras, rows: rs.clone(), placement: String::new() });
         }
-        let cap = (MAX_FLAT / n_vocab).max(1);
+        let flat_cap = (MAX_FLAT / n_vocab).max(1);
         let mut groups: Vec<Group> = Vec::new();
         for (i, &(seq, row)) in rows.iter().enumerate() {
             let p = &plans[&seq];
+            // A prefix that writes a masked vocabulary (top-p on it) goes in blocks of
+            // `MASK_BLOCK` rows, so that the masked rows are still in cache when the draw reads them.
+            let cap = if p.keys.contains(&StageKey::Nucleus) { flat_cap.min(MASK_BLOCK) } else { flat_cap };
             let gi =
                 match groups.iter().position(|gr| gr.keys == p.keys && gr.extras == p.extras && gr.rows.len() < cap) {
                     Some(gi) => gi,
