@@ -66,6 +66,9 @@ pub struct SessionOptions {
     /// The most draft tokens a sequence may bring to one [`Session::step_spec`] (0: no
     /// speculative decoding). Chains ending in `dist` then read their candidates back.
     pub n_draft_max: usize,
+    /// With [`BackendKind::Vulkan`], leave the quantized weights' ops to the CPU
+    /// (`vulkan::Options::cpu_quantized`; for long runs on a software Vulkan driver).
+    pub quantized_on_cpu: bool,
 }
 
 impl Default for SessionOptions {
@@ -78,6 +81,7 @@ impl Default for SessionOptions {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             sampling: Sampling::Backend,
             n_draft_max: 0,
+            quantized_on_cpu: false,
         }
     }
 }
@@ -163,7 +167,8 @@ impl Session {
         let backends = match opts.backend {
             BackendKind::Cpu => vec![cpu],
             BackendKind::Vulkan => {
-                let vk = vulkan::VulkanBackend::new()
+                let vo = vulkan::Options { cpu_quantized: opts.quantized_on_cpu, ..vulkan::Options::from_env() };
+                let vk = vulkan::VulkanBackend::with_options(vo)
                     .map_err(|e| RunnerError::Backend { backend: "vulkan".into(), reason: e.to_string() })?;
                 vec![Box::new(vk) as Box<dyn sched::Backend>, cpu]
             }

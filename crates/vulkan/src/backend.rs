@@ -75,6 +75,20 @@ pub struct Options {
     /// (integrated GPUs, lavapipe), so uploads and downloads go through the staging pool as on a
     /// discrete GPU (also enabled by `GGS_VULKAN_STAGED=1`; the tests use it to cover that path).
     pub staged: bool,
+    /// Decline the ops that read quantized weights (`get_rows`/`mul_mat` on q8_0, q4_0, q4_1), so a
+    /// mixed plan runs them on the CPU: lavapipe runs the `quant` shaders one workgroup per output
+    /// element, too slow for long decode tests of a real model.
+    pub cpu_quantized: bool,
+}
+
+impl Options {
+    /// The options `VulkanBackend::new` uses: validation when `GGS_VULKAN_VALIDATION=1` or
+    /// `VK_LOADER_LAYERS_ENABLE` names it.
+    pub fn from_env() -> Options {
+        let validation = std::env::var_os("GGS_VULKAN_VALIDATION").is_some_and(|v| v == "1")
+            || std::env::var("VK_LOADER_LAYERS_ENABLE").is_ok_and(|v| v.contains("validation"));
+        Options { validation, ..Options::default() }
+    }
 }
 
 #[derive(Debug)]
@@ -141,6 +155,8 @@ pub struct VulkanBackend {
     timestamps: bool,
     /// See [`Options::staged`].
     staged: bool,
+    /// See [`Options::cpu_quantized`].
+    cpu_quantized: bool,
     /// Compute dispatches recorded so far (see [`VulkanBackend::dispatch_counter`]).
     pub(crate) dispatches: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -159,9 +175,7 @@ impl VulkanBackend {
     /// Opens the preferred device (see [`crate::device`]); the validation layer and the recording
     /// messenger are enabled when `GGS_VULKAN_VALIDATION=1` or `VK_LOADER_LAYERS_ENABLE` names it.
     pub fn new() -> BackendResult<VulkanBackend> {
-        let validation = std::env::var_os("GGS_VULKAN_VALIDATION").is_some_and(|v| v == "1")
-            || std::env::var("VK_LOADER_LAYERS_ENABLE").is_ok_and(|v| v.contains("validation"));
-        VulkanBackend::with_options(Options { validation, ..Options::default() })
+        VulkanBackend::with_options(Options::from_env())
     }
 
     /// Opens a device with explicit options.
@@ -217,6 +231,7 @@ impl VulkanBackend {
             log,
             timestamps,
             staged,
+            cpu_quantized: opts.cpu_quantized,
             dispatches: Arc::default(),
         })
     }
@@ -617,7 +632,11 @@ impl Backend for VulkanBackend {
     }
 
     fn supports(&self, graph: &Graph, node: NodeId) -> bool {
-        crate::ops::supports(graph, node) && (self.gpu.float64 || !crate::ops::needs_float64(graph, node))
+        let n = graph.node(node);
+        let quantized = n.dtype.is_quantized() || n.srcs.iter().any(|&s| graph.node(s).dtype.is_quantized());
+        crate::ops::supports(graph, node)
+            && (self.gpu.float64 || !crate::ops::needs_float64(graph, node))
+            && !(self.cpu_quantized && quantized)
     }
 
     fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {
