@@ -6,23 +6,18 @@
 
 #![allow(clippy::print_stderr)] // a skipped Vulkan test says so loudly
 
+mod common;
+
 use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
 use sampling::Chain;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 const PROMPT: &str = "The capital of France is";
 const PROMPT_IDS: [u32; 5] = [504, 3575, 282, 4649, 314];
 const CONTINUATION: [u32; 5] = [7042, 30, 198, 198, 504];
 
 fn model() -> Arc<Model> {
-    static M: OnceLock<Arc<Model>> = OnceLock::new();
-    M.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models");
-        let path =
-            runner::fetch::smollm2(&dir).expect("fetching SmolLM2 (network needed once; or `cargo xtask fetch-model`)");
-        Arc::new(Model::from_gguf(&path).unwrap())
-    })
-    .clone()
+    common::smollm2()
 }
 
 /// Generates `n` tokens per sequence (the first from the prompt's logits).

@@ -8,12 +8,14 @@
 
 #![allow(clippy::print_stderr)] // a skipped Vulkan test says so loudly
 
+mod common;
+
 use graph::DType;
 use runner::spec::{self, DraftModel, Drafter, Generation};
 use runner::{BackendKind, Config, Model, Sampling, Session, SessionOptions};
 use sampling::Chain;
 use sampling::speculative::ngram::NgramDrafter;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Counting: the n-gram drafter's continuations are right within a decade and wrong at its end.
 const COUNTING: &str = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,";
@@ -22,14 +24,7 @@ const STEPS: usize = 64;
 const K: usize = 8;
 
 fn smollm2() -> Arc<Model> {
-    static M: OnceLock<Arc<Model>> = OnceLock::new();
-    M.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models");
-        let path =
-            runner::fetch::smollm2(&dir).expect("fetching SmolLM2 (network needed once; or `cargo xtask fetch-model`)");
-        Arc::new(Model::from_gguf(&path).unwrap())
-    })
-    .clone()
+    common::smollm2()
 }
 
 fn prompts(m: &Model, texts: &[&str]) -> Vec<Vec<u32>> {
