@@ -86,13 +86,18 @@ pub(crate) fn load_model(spec: &str) -> Result<Model> {
     }
 }
 
-pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
-    let args = Args::try_parse_from(args)?;
-    let backend = match args.backend.as_str() {
+/// The runner backend a `--backend` value names.
+pub(crate) fn backend_kind(name: &str) -> Result<BackendKind> {
+    Ok(match name {
         "cpu" => BackendKind::Cpu,
         "vulkan" => BackendKind::Vulkan,
         b => bail!("--backend `{b}`: cpu or vulkan"),
-    };
+    })
+}
+
+pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
+    let args = Args::try_parse_from(args)?;
+    let backend = backend_kind(&args.backend)?;
     if args.reps == 0 || args.steps == 0 || args.prompt == 0 {
         bail!("--reps, --steps and --prompt must be positive");
     }

@@ -152,11 +152,7 @@ fn verify_cost(args: &Args, chain: &str, n_out: usize, rows: &[f32]) -> Result<(
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args = Args::try_parse_from(args)?;
-    let backend = match args.backend.as_str() {
-        "cpu" => BackendKind::Cpu,
-        "vulkan" => BackendKind::Vulkan,
-        b => bail!("--backend `{b}`: cpu or vulkan"),
-    };
+    let backend = crate::bench_runner::backend_kind(&args.backend)?;
     if args.reps == 0 || args.tokens < 2 || args.calls == 0 || args.draft_max == 0 {
         bail!("--reps, --calls and --draft-max must be positive and --tokens at least 2");
     }

@@ -1,5 +1,6 @@
-//! Helpers shared by the runner's integration tests: the SmolLM2 model, loaded once per test binary.
-#![allow(dead_code)]
+//! Helpers shared by the runner's integration tests: the SmolLM2 model, loaded once per test binary,
+//! and the loud skip of a Vulkan test without a device.
+#![allow(dead_code, clippy::print_stderr)]
 
 use runner::Model;
 use std::sync::{Arc, OnceLock};
@@ -14,4 +15,18 @@ pub fn smollm2() -> Arc<Model> {
         Arc::new(Model::from_gguf(&path).unwrap())
     })
     .clone()
+}
+
+/// Whether a Vulkan device opens; without one, says loudly that the test is skipped (and fails
+/// where `SAMPLING_REQUIRE_VULKAN` is set, as in CI).
+pub fn vulkan_available() -> bool {
+    if vulkan::VulkanBackend::new().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_none(),
+        "SAMPLING_REQUIRE_VULKAN is set but no Vulkan device"
+    );
+    eprintln!("SKIPPED: no Vulkan device");
+    false
 }
