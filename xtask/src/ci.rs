@@ -5,6 +5,11 @@
 //! `cargo test` over the whole workspace with the environment the Vulkan tests expect: the Khronos
 //! validation layer on, and, under `CI=true`, Vulkan required (a missing device fails instead of
 //! skipping).
+//!
+//! It also watches the disk: the test build takes a few gigabytes, and a linker that runs out of disk
+//! dies with SIGBUS ("ld terminated with signal 7 [Bus error]"), which names nothing. So the free space
+//! of the target directory's file system is printed before the build, a warning is given when it is
+//! below what the build needs, and a failed run on a nearly full disk says so.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -45,16 +50,28 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let model = crate::fetch_model::fetch().context("fetching the SmolLM2 test model (cargo xtask fetch-model)")?;
     eprintln!("xtask ci: test model at {}", model.display());
     let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let target = target_dir();
+    report_free_disk(&target);
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
     cmd.args(&args.cargo_args);
     cmd.env("VK_LOADER_LAYERS_ENABLE", "*validation*");
     if in_ci {
         cmd.env("SAMPLING_REQUIRE_VULKAN", "1");
+        // A clean clone is built once: incremental caches would only take disk.
+        cmd.env("CARGO_INCREMENTAL", "0");
     }
     eprintln!("xtask ci: running {cmd:?}");
     let status = cmd.status().context("running cargo test")?;
     if !status.success() {
+        if let Some(free) = free_bytes(&target).filter(|&f| f < LOW_DISK) {
+            bail!(
+                "cargo test failed: {status}; the disk of {} has only {} MiB free, so a linker \
+                 error (e.g. \"signal 7 [Bus error]\") above is most likely the disk filling up",
+                target.display(),
+                free >> 20
+            );
+        }
         bail!("cargo test failed: {status}");
     }
     let mut doc = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -65,6 +82,41 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     }
     eprintln!("xtask ci: all tests passed");
     Ok(())
+}
+
+/// Disk the test build of a clean clone takes (measured: about 3.5 GB with the workspace's profiles),
+/// with a margin.
+const BUILD_DISK: u64 = 5 << 30;
+/// Below this much free disk after a failure, the failure is most likely the disk.
+const LOW_DISK: u64 = 1 << 30;
+
+/// The directory cargo builds into: `CARGO_TARGET_DIR`, else the workspace's `target`.
+fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// Free bytes on the file system holding `path` (or its nearest existing ancestor), from `df`.
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let out = Command::new("df").args(["-Pk"]).arg(existing).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let kib: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(kib << 10)
+}
+
+fn report_free_disk(target: &std::path::Path) {
+    match free_bytes(target) {
+        Some(free) if free < BUILD_DISK => eprintln!(
+            "xtask ci: WARNING: {} MiB free for {}; a clean test build needs about {} MiB",
+            free >> 20,
+            target.display(),
+            BUILD_DISK >> 20
+        ),
+        Some(free) => eprintln!("xtask ci: {} MiB free for {}", free >> 20, target.display()),
+        None => eprintln!("xtask ci: could not read the free disk space of {}", target.display()),
+    }
 }
 
 fn is_installed(pkg: &str) -> bool {
