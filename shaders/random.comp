@@ -19,6 +19,14 @@
 // the exponentials' last bits (builtin exp2 here, the CPU's polynomial there: about 1e-7 of a weight)
 // plus the floors, each under 2^-40 of the maximum weight (a running sum and the total lose under
 // n 2^-40 together, and W >= 1). A weight below 2^-40 of the maximum is never drawn.
+//
+// SpecVerify (CATEGORICAL and VERIFY): B = keys i32 [5, rows..], the fifth word the draft token d;
+// C = params (P1 bit 0) or, with P1 bit 1, the token ids i32 [n, rows..] of the entries. The draft
+// entry e is d itself (d < n) or the first entry whose id is d. Its fixed-point weight q_e is left
+// out of the chunk sums, so they total Q' = Q - q_e: e is the result when the high 64 bits of
+// A (Q' + q_e) are below q_e (A the 64-bit uniform of the SPECULATIVE stream, 3), else the draw with
+// target T = high 64 bits of U Q' over the entries without e (e itself when Q' = 0). Without a
+// draft entry it is exactly the categorical draw.
 #include "common.glsl"
 
 uvec4 philox(uvec4 c, uvec2 key) {
@@ -52,6 +60,10 @@ shared float sh_f[WG];
 shared uint sh_u[WG];
 shared uvec2 sh_q[WG];
 shared uvec2 sh_t;
+#ifdef VERIFY
+shared uvec2 sh_qe;
+shared uint sh_done;
+#endif
 
 void main() {
     uint row = group_index();
@@ -107,12 +119,44 @@ void main() {
     float a = sc * 1.4426950408889634;
     float b = -mx * a;
 
+#ifdef VERIFY
+    // The draft entry (0xffffffff: none).
+    uint draft = b_w[b_at(uvec4(4u, r.yzw)) >> 2];
+    uint e = 0xffffffffu;
+    if ((P1 & 2u) != 0u) {
+        if (int(draft) >= 0) {
+            uint cbase = c_at(uvec4(0u, r.yzw)) >> 2;
+            uint first = 0xffffffffu;
+            for (uint i = l; i < NE0 && first == 0xffffffffu; i += WG) {
+                if (c_w[cbase + i] == draft) first = i;
+            }
+            sh_u[l] = first;
+            barrier();
+            for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+                if (l < s) sh_u[l] = min(sh_u[l], sh_u[l + s]);
+                barrier();
+            }
+            e = sh_u[0];
+        }
+    } else if (draft < NE0) {
+        e = draft;
+    }
+    if (l == 0u) { sh_qe = uvec2(0u); sh_done = 0u; }
+    barrier();
+#endif
+
     // Pass 2: each invocation's exact fixed-point sum over its contiguous chunk.
     uint chunk = (NE0 + WG - 1u) / WG;
     uint lo_i = min(l * chunk, NE0), hi_i = min(lo_i + chunk, NE0);
     uvec2 q = uvec2(0u);
     for (uint i = lo_i; i < hi_i; i++) {
         float x = uintBitsToFloat(a_w[(base >> 2) + i]);
+#ifdef VERIFY
+        if (i == e) {
+            if (x >= thr) sh_qe = fixed40(weight(x, a, b));
+            continue;
+        }
+#endif
         if (x >= thr) q = add64(q, fixed40(weight(x, a, b)));
     }
     sh_q[l] = q;
@@ -125,9 +169,26 @@ void main() {
                         b_w[b_at(uvec4(2u, r.yzw)) >> 2], b_w[b_at(uvec4(3u, r.yzw)) >> 2]);
         uvec4 c = philox(uvec4(0u, P0, k.z, k.w), k.xy);
         sh_t = mulhi64(uvec2(c.y, c.x), run);
+#ifdef VERIFY
+        if (e != 0xffffffffu) {
+            // Accept the draft entry when A (Q' + q_e) < q_e; with nothing else weighing, it is
+            // the result whatever A.
+            uvec4 ca = philox(uvec4(0u, 3u, k.z, k.w), k.xy);
+            uvec2 qe = sh_qe;
+            if (gt64(qe, mulhi64(uvec2(ca.y, ca.x), add64(run, qe))) || (run == uvec2(0u) && qe != uvec2(0u))) {
+                d_w[out_] = e;
+                sh_done = 1u;
+            }
+        }
+        if (sh_done == 0u && run == uvec2(0u)) d_w[out_] = 0xffffffffu; // no weight survived the cut
+#else
         if (run == uvec2(0u)) d_w[out_] = 0xffffffffu; // no weight survived the cut
+#endif
     }
     barrier();
+#ifdef VERIFY
+    if (sh_done != 0u) return;
+#endif
     uvec2 target = sh_t;
     uvec2 start = sh_q[l];
     uvec2 end = add64(start, q);
@@ -137,6 +198,9 @@ void main() {
         uvec2 cum = start;
         for (uint i = lo_i; i < hi_i; i++) {
             float x = uintBitsToFloat(a_w[(base >> 2) + i]);
+#ifdef VERIFY
+            if (i == e) continue;
+#endif
             if (x >= thr) {
                 cum = add64(cum, fixed40(weight(x, a, b)));
                 if (gt64(cum, target)) { d_w[out_] = i; break; }

@@ -4,9 +4,10 @@
 //! sequence, with the acceptance rate: SmolLM2 where its GGUF is in `target/models` (or
 //! `--model`), else the random demo model (whose random text the drafter rarely predicts).
 //! Medians of `--reps` runs. (2) The cost of verifying 8 draft tokens against one plain backend
-//! draw at V = 151936: the backend sampling tail over 9 output rows with a draft set, read back
-//! and `verify_rows`, against the same tail over 1 row, read back and accepted (the logits are a
-//! graph input, so only the sampling is timed), for a greedy and a sampling chain.
+//! draw at V = 151936: the backend sampling tail over 9 output rows with a draft set (each row's
+//! draw the verifier's decision, `spec_verify`), the tokens read back and the accepted prefix
+//! taken (`accept_rows`), against the same tail over 1 row, read back and accepted (the logits
+//! are a graph input, so only the sampling is timed), for a greedy and a sampling chain.
 //! Writes `target/bench/spec.json`.
 #![allow(clippy::print_stdout)]
 
@@ -15,8 +16,8 @@ use clap::Parser;
 use runner::spec::{self, Drafter, Generation};
 use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+use sampling::speculative::accept_rows;
 use sampling::speculative::ngram::NgramDrafter;
-use sampling::speculative::{DraftProbs, TargetRow, verify_rows};
 use sampling::{Chain, Sampler};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -97,10 +98,7 @@ fn decode(args: &Args, m: &Arc<Model>, prompt: &[u32], backend: BackendKind, ngr
 /// draft tokens verified, or a plain draw when 1), median of `reps` measurements.
 fn verify_cost(args: &Args, chain: &str, n_out: usize, rows: &[f32]) -> Result<(f64, usize)> {
     let mut seqs = Sequences::new(n_out)?;
-    let c = Chain::parse(chain)?;
-    let ends_in_dist = c.stages().last().is_some_and(|s| s.name() == "dist");
-    let cfg = if ends_in_dist { SeqConfig::new(c).with_candidates() } else { SeqConfig::new(c) };
-    seqs.set(SeqId(0), cfg);
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(chain)?));
     let mut g = graph::Graph::new();
     let logits = g.input("logits", graph::DType::F32, &[V, n_out])?;
     let map: Vec<(SeqId, usize)> = (0..n_out).map(|j| (SeqId(0), j)).collect();
@@ -122,17 +120,15 @@ fn verify_cost(args: &Args, chain: &str, n_out: usize, rows: &[f32]) -> Result<(
         sched.compute()?;
         let out = tail.sample(&mut sched, seqs)?;
         bytes = out.bytes_read;
-        let mut trows = Vec::with_capacity(n_out);
+        let mut emitted = Vec::with_capacity(n_out);
         for r in &out.rows {
             let o = r.result.as_ref().map_err(Clone::clone)?;
-            trows.push(TargetRow { token: o.token.context("a token")?, candidates: o.candidates.as_deref() });
+            emitted.push(o.token.context("a token")?);
         }
         let tokens = if n_out == 1 {
-            vec![trows[0].token]
+            emitted
         } else {
-            let mut ch = seqs.get(SeqId(0)).context("registered")?.chain.clone();
-            ch.set_step(seqs.step(SeqId(0)).context("registered")?);
-            verify_rows(&ch, &trows, &draft, DraftProbs::Deterministic)?.tokens
+            accept_rows(&seqs.get(SeqId(0)).context("registered")?.chain, &emitted, &draft)?.tokens
         };
         tail.accept(seqs, SeqId(0), &tokens)?;
         black_box(tokens);

@@ -128,6 +128,22 @@ pub struct DrawRow {
     pub cum: Vec<f64>,
     /// The target `u W` (`u` the row's uniform, `W` the total weight).
     pub target: f64,
+    /// For a `spec_verify` row with a draft entry: the acceptance test. `cum` and `target` are
+    /// then the residual's (the draft entry's weight taken out), used when the draft is rejected.
+    pub accept: Option<Accept>,
+}
+
+/// The acceptance test of a `spec_verify` row: the draft `entry` is the result iff `a_w < w_e`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Accept {
+    /// The draft entry.
+    pub entry: usize,
+    /// `a W`: the acceptance uniform times the total weight (with the draft entry's).
+    pub a_w: f64,
+    /// The draft entry's weight.
+    pub w_e: f64,
+    /// The total weight `W`.
+    pub total: f64,
 }
 
 /// What a comparator needs beyond the two outputs.
@@ -317,6 +333,23 @@ fn compare_draws(v: &mut Verdict, rel: f64, got: &[f64], want: &[f64], rows: &[D
         if g == w {
             continue;
         }
+        if let Some(acc) = row.accept {
+            // A close call (within the weights' rounding) may go either way; a clear one may not.
+            let close = (acc.a_w - acc.w_e).abs() <= rel * acc.total;
+            let accepted = acc.a_w < acc.w_e;
+            if g == acc.entry as f64 && (accepted || close) {
+                continue;
+            }
+            if accepted && !close {
+                v.note(f64::INFINITY, r, || {
+                    format!(
+                        "row {r}: drew {g}, but the draft entry {} is accepted (a W {:e} < w_e {:e})",
+                        acc.entry, acc.a_w, acc.w_e
+                    )
+                });
+                return;
+            }
+        }
         if g < 0.0 || w < 0.0 || row.cum.is_empty() {
             v.note(f64::INFINITY, r, || format!("row {r}: drew {g}, the oracle drew {w} (a -1 must match)"));
             return;
@@ -489,7 +522,10 @@ mod tests {
     #[test]
     fn draws_pass_in_or_near_their_bracket_only() {
         // weights [1, 0, 2, 1] (entry 1 cut): brackets [0,1), -, [1,3), [3,4); target 2.9.
-        let rows = [DrawRow { cum: vec![1.0, 1.0, 3.0, 4.0], target: 2.9 }, DrawRow { cum: vec![], target: 0.0 }];
+        let rows = [
+            DrawRow { cum: vec![1.0, 1.0, 3.0, 4.0], target: 2.9, accept: None },
+            DrawRow { cum: vec![], target: 0.0, accept: None },
+        ];
         let d = Aux::Draws(&rows);
         let c = Cmp::Draw { rel: 0.05 };
         let ne = [1, 2, 1, 1];

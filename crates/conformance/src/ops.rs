@@ -47,6 +47,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::TopKTopPSample(_) => 30,
         Op::RandomSample { .. } => 31,
         Op::TopPMask => 32,
+        Op::SpecVerify { .. } => 33,
     }
 }
 
@@ -86,6 +87,7 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::TopKTopPSample(graph::fused::TopKTopP::new(graph::fused::PostSample::None)),
         Op::RandomSample { index: graph::fused::IndexDType::I32, f64_rows: false },
         Op::TopPMask,
+        Op::SpecVerify { stream: 0, ids: false },
     ]
 }
 
@@ -133,6 +135,8 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::TopKTopPSample(_) => &[3],
         Op::RandomSample { .. } => &[3],
         Op::TopPMask => &[2],
+        Op::SpecVerify { ids: false, .. } => &[2, 3],
+        Op::SpecVerify { ids: true, .. } => &[3],
     }
 }
 

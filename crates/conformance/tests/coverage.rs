@@ -139,6 +139,16 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let p = if d.len() > 2 { Some(x(&mut g, 2, &[2, 2])?) } else { None };
             g.categorical(l, k, p, stream)?
         }
+        Op::SpecVerify { stream, ids } => {
+            let l = x(&mut g, 0, &[5, 2])?;
+            let k = x(&mut g, 1, &[5, 2])?;
+            let aux = match (d.len() > 2, ids) {
+                (false, _) => graph::SpecAux::None,
+                (true, false) => graph::SpecAux::Params(x(&mut g, 2, &[2, 2])?),
+                (true, true) => graph::SpecAux::Ids(x(&mut g, 2, &[5, 2])?),
+            };
+            g.spec_verify(l, k, aux, stream)?
+        }
         Op::TopKTopPSample(a) => {
             let l = x(&mut g, 0, &[5, 2])?;
             let k = x(&mut g, 1, &[1, 2])?;

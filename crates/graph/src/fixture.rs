@@ -404,6 +404,24 @@ impl Parser {
                 })?;
                 g.categorical(s[0], s[1], s.get(2).copied(), stream)
             }
+            "spec_verify" => {
+                a.nsrc(2..=3)?;
+                let stream = a.take("stream").map_or(Ok(0), |v| {
+                    v.parse::<u32>().map_err(|_| bad(format!("spec_verify: stream `{v}` is not a u32")))
+                })?;
+                let ids = match a.take("ids").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(v) => return Err(bad(format!("spec_verify: ids `{v}` is not a bool"))),
+                };
+                let aux = match (s.get(2).copied(), ids) {
+                    (None, false) => crate::SpecAux::None,
+                    (Some(p), false) => crate::SpecAux::Params(p),
+                    (Some(i), true) => crate::SpecAux::Ids(i),
+                    (None, true) => return Err(bad("spec_verify: ids = true needs a third source")),
+                };
+                g.spec_verify(s[0], s[1], aux, stream)
+            }
             "top_k_top_p_sample" => {
                 a.nsrc(3..=4)?;
                 let mut t = crate::fused::TopKTopP::new(crate::fused::PostSample::None);

@@ -26,6 +26,7 @@ pub mod op;
 pub mod philox;
 pub mod shape;
 
+pub use crate::build::SpecAux;
 pub use crate::dtype::{DType, QK, bf16, f16};
 pub use crate::error::GraphError;
 pub use crate::graph::Graph;

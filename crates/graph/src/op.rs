@@ -358,6 +358,31 @@ pub enum Op {
     /// passed through as `x / t` (its consumer's check sees it); a row whose `t` is not positive
     /// and finite, or whose `p` or `min_keep` is NaN, or `min_keep < 0`, comes out all NaN.
     TopPMask,
+
+    // ----- randomness (family `random`), continued -----
+    /// `spec_verify(logits, keys [, aux])`: speculative verification of one draft token per row,
+    /// as [`Op::Categorical`] draws but with a draft. `logits` f32 `[n, rows..]`; `keys` i32
+    /// `[5, rows..]` holding per row the seed and step of [`Op::RandomUniform`]'s keys, then the
+    /// draft token `d`; `aux`: without `ids`, the optional `params` f32 `[2, rows..]` of
+    /// `categorical` (scale `s`, threshold offset `off`); with `ids`, i32 `[n, rows..]`, the token
+    /// each entry holds (a candidate list; -1 for none). Result i32 `[1, rows..]`: an entry index.
+    ///
+    /// Per row, with `categorical`'s weights `w_i` and total `W`: the draft entry `e` is `d`
+    /// (without `ids`; none if `d` is outside `[0, n)`) or the first entry whose id is `d`. No
+    /// draft entry: exactly `categorical`'s draw on `stream`. Otherwise, with the 53-bit uniforms
+    /// `a` of [`crate::philox::stream::SPECULATIVE`] and `u` of `stream` (both element 0 of the
+    /// row's key): `e` if `a W < w_e` (the draft token is accepted with probability
+    /// `min(1, p(e) / q(e))` for a draft drawn deterministically, `q(e) = 1`); else the draw from
+    /// the residual `max(0, p - q)`, i.e. `categorical`'s draw with `w_e` set to 0 and target
+    /// `u (W - w_e)` (`e` itself if nothing else has weight). The result is distributed as `p`
+    /// whatever the draft. `s = +inf`: the first maximum (greedy verification: the draft is
+    /// accepted iff it is the target's greedy token). Bad rows give -1 as in `categorical`.
+    SpecVerify {
+        /// The stream of the draw (see [`crate::philox::stream`]).
+        stream: u32,
+        /// `aux` holds each entry's token id.
+        ids: bool,
+    },
 }
 
 impl Op {
@@ -397,6 +422,7 @@ impl Op {
             Op::TopKTopPSample(_) => "top_k_top_p_sample",
             Op::RandomSample { .. } => "random_sample",
             Op::TopPMask => "top_p_mask",
+            Op::SpecVerify { .. } => "spec_verify",
         }
     }
 
@@ -452,6 +478,7 @@ impl Op {
             Op::RandomSample { index, f64_rows } => {
                 vec![("index", index.name().to_string()), ("f64_rows", f64_rows.to_string())]
             }
+            Op::SpecVerify { stream, ids } => vec![("stream", stream.to_string()), ("ids", ids.to_string())],
             Op::Input
             | Op::TopPMask
             | Op::View

@@ -25,7 +25,7 @@ use crate::model::Model;
 use graph::{DType, Graph};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sampling::speculative::{self, DraftProbs, Verdict};
-use sampling::{Chain, Sampler, Token};
+use sampling::{Chain, Token};
 use sched::{Scheduler, Stats};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -176,11 +176,9 @@ impl Session {
         let sched = Scheduler::new(backends).map_err(RunnerError::sched("creating the scheduler"))?;
         let mut seqs = Sequences::new(opts.n_draft_max + 1).map_err(RunnerError::sampling("sequences".into()))?;
         for (i, c) in chains.iter().enumerate() {
-            let cfg = SeqConfig::new(c.clone());
-            // Stochastic verification decides on the surviving candidates of each output.
-            let ends_in_dist = c.stages().last().is_some_and(|x| x.name() == "dist");
-            let cfg = if opts.n_draft_max > 0 && ends_in_dist { cfg.with_candidates() } else { cfg };
-            seqs.set(SeqId(i as u32), cfg);
+            // With drafts, each output's draw is the verifier's decision (`graph::Op::SpecVerify`):
+            // only tokens come back.
+            seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
         }
         let cache = CacheSpec { n_seq: opts.n_seq, n_ctx: opts.n_ctx, dtype: opts.kv_dtype };
         Ok(Session {
@@ -462,19 +460,18 @@ impl Session {
                             what: what(),
                             reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
                         })?;
-                        rows.push((r.output, speculative::TargetRow { token, candidates: row.candidates.as_deref() }));
+                        rows.push((r.output, token));
                     }
                     rows.sort_by_key(|r| r.0);
-                    let rows: Vec<_> = rows.into_iter().map(|r| r.1).collect();
+                    let emitted: Vec<Token> = rows.into_iter().map(|r| r.1).collect();
                     let verdict = if draft.is_empty() {
                         // Plain decoding (any chain, mirostat included): output 0's token.
-                        Verdict { accepted: 0, tokens: vec![rows[0].token] }
+                        Verdict { accepted: 0, tokens: vec![emitted[0]] }
                     } else {
-                        // The draws are keyed by the sequence's step (the registry's counter).
-                        let mut chain = self.seqs.get(seq).expect("every sequence is registered").chain.clone();
-                        chain.set_step(self.seqs.step(seq).expect("registered"));
-                        speculative::verify_rows(&chain, &rows, draft, DraftProbs::Deterministic)
-                            .map_err(RunnerError::sampling(what()))?
+                        // Each output's token is the verifier's decision at its position (drawn on
+                        // the backend, keyed by the sequence's step): the accepted prefix.
+                        let chain = &self.seqs.get(seq).expect("every sequence is registered").chain;
+                        speculative::accept_rows(chain, &emitted, draft).map_err(RunnerError::sampling(what()))?
                     };
                     tail.accept(&mut self.seqs, seq, &verdict.tokens).map_err(RunnerError::sampling(what()))?;
                     verdicts.push(verdict);

@@ -299,6 +299,16 @@ impl<'a> Candidates<'a> {
     /// The chain's output for this array: surviving tokens (logit not `-inf`), `p` normalised
     /// over them (computed in f64 from the logits), sorted by `p` descending, ties by lower id.
     pub fn output(&self) -> Result<SampleOutput> {
+        let mut out = self.in_order()?;
+        out.sort_unstable_by(|a, b| b.p.total_cmp(&a.p).then(b.logit.total_cmp(&a.logit)).then(a.id.cmp(&b.id)));
+        let selected = self.selected_token();
+        Ok(SampleOutput { selected, candidates: out })
+    }
+
+    /// The surviving tokens with `p` as [`Candidates::output`] gives them, in this array's own
+    /// order (token-id order on the vocabulary view, list order after a stage made a list): the
+    /// order `dist` walks, and speculative verification's residual draw with it.
+    pub(crate) fn in_order(&self) -> Result<Vec<TokenData>> {
         const STAGE: &str = "output";
         let mut out: Vec<TokenData> = match &self.repr {
             Repr::Vocab { logits, div } => {
@@ -322,8 +332,6 @@ impl<'a> Candidates<'a> {
         for (t, w) in out.iter_mut().zip(w) {
             t.p = (w / sum) as f32;
         }
-        out.sort_unstable_by(|a, b| b.p.total_cmp(&a.p).then(b.logit.total_cmp(&a.logit)).then(a.id.cmp(&b.id)));
-        let selected = self.selected_token();
-        Ok(SampleOutput { selected, candidates: out })
+        Ok(out)
     }
 }

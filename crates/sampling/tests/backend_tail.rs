@@ -447,20 +447,30 @@ fn drafted_outputs_see_the_draft_and_greedy_verification_matches_the_cpu() {
 }
 
 #[test]
-fn stochastic_verification_from_read_back_candidates_equals_the_cpu_verifier() {
-    // A sampling chain's drafted outputs read back their candidates (8 bytes each) and the draws;
-    // `verify_rows` on them decides as `verify` does on the logits, token for token.
-    use sampling::speculative::{DraftProbs, TargetRow, verify, verify_rows};
+fn backend_verification_equals_the_cpu_verifier() {
+    // With a draft, each output's draw is the verifier's decision (`spec_verify` on the backend,
+    // the same rule in a CPU suffix): only the tokens come back (4 bytes a row), and the accepted
+    // prefix taken from them equals `verify` on the logits, token for token. The chains cover a
+    // list (top-k, and typical's reordered list), the whole vocabulary (temp, min-p, a top-p
+    // mask), a CPU suffix (top_n_sigma and dist on the vocabulary), and greedy.
+    use sampling::speculative::{DraftProbs, accept_rows, verify};
     let specs = [
-        "penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)",
-        "top_k(k=20);min_p(p=0.05);dist(seed=52)",
-        "penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy",
+        ("penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)", 0),
+        ("top_k(k=20);min_p(p=0.05);dist(seed=52)", 0),
+        ("temp(t=0.9);dist(seed=53)", 0),
+        ("min_p(p=0.02);temp(t=0.7);dist(seed=54)", 0),
+        ("top_p(p=0.9);dist(seed=55)", 0),
+        ("top_k(k=40);typical(p=0.9);dist(seed=56)", 0),
+        ("top_n_sigma(n=2);dist(seed=57)", 2),
+        ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
     ];
-    for spec in specs {
+    for (spec, suffix) in specs {
         let mut seqs = Sequences::new(4).unwrap();
-        seqs.set(SeqId(2), SeqConfig::new(Chain::parse(spec).unwrap()).with_candidates());
+        seqs.set(SeqId(2), SeqConfig::new(Chain::parse(spec).unwrap()));
         let rows = [(SeqId(2), 0), (SeqId(2), 1), (SeqId(2), 2), (SeqId(2), 3)];
         let mut s = attach(&seqs, &rows, 4);
+        let placement = &s.tail.placement()[0].1;
+        assert_eq!(placement.matches('-').count(), suffix, "{spec}: {placement}");
         let mut sched = cpu_sched();
         sched.plan(&s.g).unwrap();
         let mut reference = Chain::parse(spec).unwrap();
@@ -470,7 +480,7 @@ fn stochastic_verification_from_read_back_candidates_equals_the_cpu_verifier() {
             let rows_now: Vec<Vec<f32>> = (0..4)
                 .map(|j| {
                     let mut r = logits_for(step, j);
-                    r[(7 * j + step) % V] += 4.0;
+                    r[(7 * j + step) % V] += 9.0;
                     r
                 })
                 .collect();
@@ -484,13 +494,8 @@ fn stochastic_verification_from_read_back_candidates_equals_the_cpu_verifier() {
             let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
             assert_eq!(out.bytes_read, s.tail.reserved_bytes());
             let n = draft.len();
-            let target: Vec<TargetRow<'_>> = (0..=n)
-                .map(|j| TargetRow { token: out.token(j).unwrap(), candidates: Some(out.candidates(j).unwrap()) })
-                .collect();
-            let chain = &seqs.get(SeqId(2)).unwrap().chain;
-            let mut at_step = chain.clone();
-            at_step.set_step(seqs.step(SeqId(2)).unwrap());
-            let got = verify_rows(&at_step, &target, &draft, DraftProbs::Deterministic).unwrap();
+            let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
+            let got = accept_rows(&seqs.get(SeqId(2)).unwrap().chain, &emitted, &draft).unwrap();
             let mut cpu = reference.clone();
             cpu.set_step(seqs.step(SeqId(2)).unwrap());
             let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();

@@ -136,7 +136,7 @@ fn a_verifier_told_the_wrong_draft_distribution_fails_the_same_test() {
     // (Claiming deterministic drafts is not such a bug: accepting with p(d) and otherwise drawing
     // from p without d is exact for any proposal, which the test above relies on.)
     let p = target_p(SPEC, &rows());
-    let wrong: Vec<(Token, f32)> = (0..V as Token).map(|t| (t, if t % 3 == 0 { 4.0 } else { 0.5 })).collect();
+    let wrong: Vec<(Token, f32)> = (0..V as Token).map(|t| (t, if t % 3 == 0 { 8.0 } else { 0.25 })).collect();
     let uniform: Vec<Vec<(Token, f32)>> = vec![(0..V as Token).map(|t| (t, 1.0)).collect(); 2];
     let counts = run_trials(SPEC, &[wrong.clone(), wrong], Some(DraftProbs::Sampled(&uniform)), 20_000);
     let (c2, df) = chi2(&counts[0], &p[0]);
@@ -229,4 +229,108 @@ fn bad_inputs_are_errors() {
         verify(&mut c, &bad_refs, &[1, 2], DraftProbs::Deterministic),
         Err(SamplingError::BadLogit { .. })
     ));
+}
+
+/// The backend's verifier, `graph::Op::SpecVerify` on the CPU backend (the tail's `dist` with a
+/// draft), row by row: 20,000 rows of the same target logits, each with its own key and a draft
+/// drawn from a very wrong proposal. The emitted tokens follow the target's distribution, on the
+/// whole vocabulary (scale and min-p cut as parameters) and on a candidate list (ids); a verifier
+/// that draws from `p` instead of the residual after a rejection (here `categorical` with the same
+/// key) fails the same test.
+#[test]
+fn the_graph_verifier_emits_the_target_distribution_and_a_biased_one_does_not() {
+    use graph::{DType, Graph, SpecAux};
+    const N: usize = 20_000;
+    let row = &rows()[0];
+    let s = 1.0f32 / 0.9;
+    let off = 0.02f32.ln();
+    // The target: softmax of x s over the entries at or above max + ln 0.02.
+    let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let w: Vec<f64> =
+        row.iter().map(|&x| if x >= m + off { (f64::from(x - m) * f64::from(s)).exp() } else { 0.0 }).collect();
+    let total: f64 = w.iter().sum();
+    let p: Vec<f64> = w.iter().map(|w| w / total).collect();
+    assert!(p.iter().any(|&q| q == 0.0), "the cut removes some tokens");
+    // Very wrong drafts: often tokens the target cuts, and uneven over the others, most often the
+    // likeliest (a proposal uniform over the survivors would make the biased verifier below exact
+    // by accident).
+    let best = (0..V).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap();
+    let wrong: Vec<(Token, f32)> = (0..V as Token)
+        .map(|t| {
+            (
+                t,
+                if p[t as usize] == 0.0 {
+                    2.0
+                } else if t as usize == best {
+                    8.0
+                } else {
+                    0.5
+                },
+            )
+        })
+        .collect();
+    let draft: Vec<Token> = (0..N as u64).map(|t| draw_from(&wrong, graph::philox::uniform_f64(7, t, 0))).collect();
+    // The list form: the entries in a shuffled order with token ids, two removed (id -1, -inf).
+    let order: Vec<usize> = (0..V).map(|i| (i * 5 + 3) % V).collect();
+    let removed = |j: usize| j == 4 || j == 9;
+    let list_x: Vec<f32> =
+        order.iter().enumerate().map(|(j, &i)| if removed(j) { f32::NEG_INFINITY } else { row[i] }).collect();
+    let list_ids: Vec<i32> = order.iter().enumerate().map(|(j, &i)| if removed(j) { -1 } else { i as i32 }).collect();
+    let mut pl = vec![0.0; V];
+    let wl: Vec<f64> =
+        list_x.iter().map(|&x| if x == f32::NEG_INFINITY { 0.0 } else { f64::from(x - m).exp() }).collect();
+    let tl: f64 = wl.iter().sum();
+    for (j, &i) in order.iter().enumerate() {
+        pl[i] = wl[j] / tl;
+    }
+
+    let keys: Vec<i32> =
+        (0..N).flat_map(|t| [t as i32 * 7 + 1, 3, t as i32, 0, i32::try_from(draft[t]).unwrap()]).collect();
+    let plain_keys: Vec<i32> = keys.chunks(5).flat_map(|k| k[..4].to_vec()).collect();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[V, N]).unwrap();
+    let k5 = g.input("keys", DType::I32, &[5, N]).unwrap();
+    let k4 = g.input("plain_keys", DType::I32, &[4, N]).unwrap();
+    let pr = g.input("params", DType::F32, &[2, N]).unwrap();
+    let lx = g.input("list_x", DType::F32, &[V, N]).unwrap();
+    let li = g.input("list_ids", DType::I32, &[V, N]).unwrap();
+    let stream = graph::philox::stream::DRAW as u32;
+    let vocab = g.spec_verify(x, k5, SpecAux::Params(pr), stream).unwrap();
+    let list = g.spec_verify(lx, k5, SpecAux::Ids(li), stream).unwrap();
+    let plain = g.categorical(x, k4, Some(pr), stream).unwrap();
+    for o in [vocab, list, plain] {
+        g.set_output(o);
+    }
+    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
+    sched.plan(&g).unwrap();
+    sched.set_input_f32(x, &row.repeat(N)).unwrap();
+    sched.set_input_f32(lx, &list_x.repeat(N)).unwrap();
+    let bytes = |v: &[i32]| v.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+    sched.set_input(k5, &bytes(&keys)).unwrap();
+    sched.set_input(k4, &bytes(&plain_keys)).unwrap();
+    sched.set_input(li, &bytes(&list_ids.repeat(N))).unwrap();
+    sched.set_input_f32(pr, &[s, off].repeat(N)).unwrap();
+    sched.compute().unwrap();
+    let (got_v, got_l, got_p) =
+        (sched.read_i32(vocab).unwrap(), sched.read_i32(list).unwrap(), sched.read_i32(plain).unwrap());
+    let mut counts = vec![0u64; V];
+    let mut biased = vec![0u64; V];
+    let mut accepted = 0;
+    for t in 0..N {
+        let tok = got_v[t] as usize;
+        counts[tok] += 1;
+        let d = draft[t] as usize;
+        accepted += usize::from(tok == d);
+        biased[if tok == d { d } else { got_p[t] as usize }] += 1;
+    }
+    assert!(accepted > 1000 && accepted < N - 1000, "{accepted} of {N} drafts accepted");
+    assert!(fits(&counts, &p), "vocabulary: {counts:?} vs {p:?} ({:?})", chi2(&counts, &p));
+    let (c2, df) = chi2(&biased, &p);
+    assert!(c2 > 2.0 * CHI2_999[df - 1], "the biased verifier should fail: chi2 {c2} with {df} df");
+    let mut counts_l = vec![0u64; V];
+    for t in 0..N {
+        let j = usize::try_from(got_l[t]).expect("a valid entry");
+        counts_l[usize::try_from(list_ids[j]).expect("a kept entry")] += 1;
+    }
+    assert!(fits(&counts_l, &pl), "list: {counts_l:?} vs {pl:?} ({:?})", chi2(&counts_l, &pl));
 }

@@ -58,6 +58,8 @@ pub enum ShaderId {
     SamplePack,
     /// sample.comp, top_k_top_p_sample on argsorted rows
     SampleTopKTopP,
+    /// random.comp, the categorical draw with a draft (speculative verification)
+    SpecVerify,
 }
 
 /// One row of the variant table.
@@ -146,6 +148,7 @@ variants! {
     (Quant, "quant", "quant.comp", [], 64, false),
     (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),
     (SampleTopKTopP, "sample_top_k_top_p", "sample.comp", [], 256, false),
+    (SpecVerify, "spec_verify", "random.comp", ["CATEGORICAL", "VERIFY"], 256, false),
 }
 
 /// The table row of `id`.

@@ -746,6 +746,119 @@ fn random(v: &mut Vec<Case>) {
         }));
     }
     categorical(v);
+    spec_verify(v);
+}
+
+/// Speculative verification, checked as draws ([`Cmp::Draw`]): the acceptance test against the
+/// reference's `a W` and `w_e` (a close call may go either way), the residual draw by its bracket.
+/// The fifth key word is the draft token: mostly in range (accepted or not), some -1 (a plain
+/// draw), some past the row (none), and in the peaked rows the peak (accepted) or a token of tiny
+/// probability (rejected).
+fn spec_verify(v: &mut Vec<Case>) {
+    const DRAW: Cmp = Cmp::Draw { rel: 1e-6 };
+    fn keys(n: usize) -> Gen {
+        Gen::func(move |r: &mut Rng, i: [usize; 4]| match (i[0], i[1] % 8) {
+            (4, 0) => -1.0,
+            (4, 1) => n as f64,
+            (4, 2 | 3) => 0.0,
+            (4, _) => r.below(n as u64) as f64,
+            _ => r.below(1 << 32) as f64 - 2_147_483_648.0,
+        })
+    }
+    for (n, rows, stream) in [(1, 2, 0), (33, 16, 0), (4097, 8, 2), (151_936, 3, 0)] {
+        v.push(Case::new(format!("random/spec_verify/{n}x{rows}/stream{stream}"), move |b| {
+            // Rows 2 and 3 (mod 8) peak at entry 0: a draft of 0 is nearly always accepted.
+            let x = b.input(
+                "x",
+                DType::F32,
+                &[n, rows],
+                Gen::func(|r: &mut Rng, i: [usize; 4]| match (i[1] % 8, i[0]) {
+                    (2 | 3, 0) => 9.0,
+                    _ => r.below(1200) as f64 / 100.0 - 6.0,
+                }),
+            )?;
+            let k = b.input("keys", DType::I32, &[5, rows], keys(n))?;
+            let y = b.g.spec_verify(x, k, graph::SpecAux::None, stream)?;
+            b.check(y, DRAW);
+            Ok(())
+        }));
+    }
+    // Per-row scale and cut (as categorical's params case): s = +inf is greedy verification, bad
+    // parameters and rows give -1, a cut that removes the draft rejects it.
+    for n in [40usize, 3000] {
+        v.push(Case::new(format!("random/spec_verify/params/{n}"), move |b| {
+            let x = b.input(
+                "x",
+                DType::F32,
+                &[n, 16],
+                Gen::func(|r: &mut Rng, i: [usize; 4]| match (i[1], i[0]) {
+                    (11, 5) | (11, 9) => 9.0,
+                    (12, 7) => f64::NAN,
+                    _ => r.below(1000) as f64 / 125.0 - 4.0,
+                }),
+            )?;
+            let k = b.input("keys", DType::I32, &[5, 16], keys(n))?;
+            let p = b.input(
+                "params",
+                DType::F32,
+                &[2, 16],
+                Gen::func(|r: &mut Rng, i: [usize; 4]| match (i[1], i[0]) {
+                    (10 | 11, 0) => f64::INFINITY,
+                    (13, 0) => 0.0,
+                    (14, 1) => f64::NAN,
+                    (15, 1) => 0.0,
+                    (_, 0) => 0.3 + r.below(1000) as f64 * 0.0027,
+                    (_, _) => -(r.below(1000) as f64) * 0.004,
+                }),
+            )?;
+            let y = b.g.spec_verify(x, k, graph::SpecAux::Params(p), 1)?;
+            b.check(y, DRAW);
+            Ok(())
+        }));
+    }
+    // A candidate list: entries hold distinct token ids of a 50000-token vocabulary (some -1 with
+    // a -inf value, as a backend stage leaves removed entries); the draft is an entry's token, a
+    // token not in the list, or -1.
+    for (k, rows) in [(1usize, 4usize), (40, 24), (1000, 5)] {
+        v.push(Case::new(format!("random/spec_verify/ids/{k}x{rows}"), move |b| {
+            let removed = |i: [usize; 4]| i[0] % 7 == 3 && i[1] % 3 == 1;
+            let x = b.input(
+                "x",
+                DType::F32,
+                &[k, rows],
+                Gen::func(
+                    move |r: &mut Rng, i: [usize; 4]| {
+                        if removed(i) { f64::NEG_INFINITY } else { r.below(1000) as f64 / 100.0 - 5.0 }
+                    },
+                ),
+            )?;
+            let ids = b.input(
+                "ids",
+                DType::I32,
+                &[k, rows],
+                Gen::func(
+                    move |_, i: [usize; 4]| {
+                        if removed(i) { -1.0 } else { ((i[0] * 7919 + i[1] * 104_729) % 50_000) as f64 }
+                    },
+                ),
+            )?;
+            let keys = b.input(
+                "keys",
+                DType::I32,
+                &[5, rows],
+                Gen::func(move |r: &mut Rng, i: [usize; 4]| match (i[0], i[1] % 4) {
+                    (4, 0) => ((r.below(k as u64) as usize * 7919 + i[1] * 104_729) % 50_000) as f64,
+                    (4, 1) => ((i[1] % 5) * 7919 + i[1] * 104_729) as f64 % 50_000.0,
+                    (4, 2) => -1.0,
+                    (4, _) => 49_999.0 - (i[1] as f64),
+                    _ => r.below(1 << 32) as f64 - 2_147_483_648.0,
+                }),
+            )?;
+            let y = b.g.spec_verify(x, keys, graph::SpecAux::Ids(ids), 0)?;
+            b.check(y, DRAW);
+            Ok(())
+        }));
+    }
 }
 
 /// Categorical draws, checked by their CDF brackets ([`Cmp::Draw`]): a backend's f32 weights may

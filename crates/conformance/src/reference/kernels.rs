@@ -205,6 +205,50 @@ pub(super) fn categorical_row(x: &[f64], u: f64, s: f64, off: f64) -> f64 {
     last
 }
 
+/// `spec_verify` of one row with a draft entry `e` (see `graph::Op::SpecVerify`), exactly: `e`
+/// if `a W < w_e`, else the draw with `u` from the residual (the weights without `w_e`); as
+/// [`categorical_row`] for bad rows and `s = +inf`.
+pub(super) fn spec_verify_row(x: &[f64], u: f64, s: f64, off: f64, e: usize, a: f64) -> f64 {
+    let cum = match categorical_weights(x, s, off) {
+        Weights::None => return -1.0,
+        Weights::First(i) => return i as f64,
+        Weights::Cumulative(cum) => cum,
+    };
+    let v = verify_weights(&cum, e, a, u);
+    if v.accept.a_w < v.accept.w_e || v.target == 0.0 && v.residual.last().copied().unwrap_or(0.0) == 0.0 {
+        return e as f64;
+    }
+    let mut last = -1.0;
+    let mut prev = 0.0;
+    for (i, &c) in v.residual.iter().enumerate() {
+        if c > prev {
+            last = i as f64;
+            if c > v.target {
+                return last;
+            }
+        }
+        prev = c;
+    }
+    last
+}
+
+/// A `spec_verify` row's acceptance test and residual (running sums without the draft entry's
+/// weight, and the residual draw's target `u (W - w_e)`).
+pub(crate) struct Verify {
+    pub accept: crate::compare::Accept,
+    pub residual: Vec<f64>,
+    pub target: f64,
+}
+
+/// [`Verify`] from a row's running sums `cum`, the draft entry `e` and the uniforms.
+pub(super) fn verify_weights(cum: &[f64], e: usize, a: f64, u: f64) -> Verify {
+    let total = cum.last().copied().unwrap_or(0.0);
+    let w_e = cum[e] - if e == 0 { 0.0 } else { cum[e - 1] };
+    let residual: Vec<f64> = cum.iter().enumerate().map(|(j, &c)| if j >= e { c - w_e } else { c }).collect();
+    let target = u * (total - w_e);
+    Verify { accept: crate::compare::Accept { entry: e, a_w: a * total, w_e, total }, residual, target }
+}
+
 /// What a categorical row draws from.
 pub(super) enum Weights {
     /// Nothing: the row draws -1.

@@ -71,42 +71,73 @@ impl<'g> Reference<'g> {
     /// checks it: the running sums of its weights and its target `u W` (empty sums where it draws
     /// -1; a one-entry bracket at the first maximum for `s = +inf`). Empty for any other op.
     pub fn draw_rows(&self, id: NodeId) -> Vec<DrawRow> {
-        let Op::Categorical { stream } = self.g.node(id).op else { return Vec::new() };
+        let stream = match self.g.node(id).op {
+            Op::Categorical { stream } | Op::SpecVerify { stream, .. } => stream,
+            _ => return Vec::new(),
+        };
         self.categorical_rows(id, stream)
-            .map(|(x, u, sc, off)| match kernels::categorical_weights(&x, sc, off) {
-                kernels::Weights::None => DrawRow { cum: Vec::new(), target: 0.0 },
+            .map(|(x, u, sc, off, draft)| match kernels::categorical_weights(&x, sc, off) {
+                kernels::Weights::None => DrawRow { cum: Vec::new(), target: 0.0, accept: None },
                 kernels::Weights::First(i) => {
                     let cum = (0..x.len()).map(|j| if j < i { 0.0 } else { 1.0 }).collect();
-                    DrawRow { cum, target: 0.5 }
+                    DrawRow { cum, target: 0.5, accept: None }
                 }
-                kernels::Weights::Cumulative(cum) => {
-                    let target = u * cum.last().copied().unwrap_or(0.0);
-                    DrawRow { cum, target }
-                }
+                kernels::Weights::Cumulative(cum) => match draft {
+                    None => {
+                        let target = u * cum.last().copied().unwrap_or(0.0);
+                        DrawRow { cum, target, accept: None }
+                    }
+                    Some((e, a)) => {
+                        let v = kernels::verify_weights(&cum, e, a, u);
+                        DrawRow { cum: v.residual, target: v.target, accept: Some(v.accept) }
+                    }
+                },
             })
             .collect()
     }
 
-    /// The rows of the `Op::Categorical` node `id` in output order: the logits, the uniform the
-    /// row's keys give, and its scale and threshold offset (1 and -inf without params).
-    fn categorical_rows(&self, id: NodeId, stream: u32) -> impl Iterator<Item = (Vec<f64>, f64, f64, f64)> + '_ {
+    /// The rows of the `Op::Categorical` or `Op::SpecVerify` node `id` in output order: the
+    /// logits, the uniform the row's keys give, its scale and threshold offset (1 and -inf without
+    /// params), and for `spec_verify` the draft entry with the acceptance uniform.
+    #[allow(clippy::type_complexity)]
+    fn categorical_rows(
+        &self,
+        id: NodeId,
+        stream: u32,
+    ) -> impl Iterator<Item = (Vec<f64>, f64, f64, f64, Option<(usize, f64)>)> + '_ {
         let n = self.g.node(id);
         let ne = n.ne();
         let srcs = n.srcs.clone();
+        let ids = match n.op {
+            Op::SpecVerify { ids, .. } => Some(ids),
+            _ => None,
+        };
         (0..ne[1] * ne[2] * ne[3]).map(move |r| {
             let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
             let key = self.row(srcs[1], i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
             let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
             let step = u64::from(key[2]) | u64::from(key[3]) << 32;
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
-            let (sc, off) = match srcs.get(2) {
-                Some(&p) => {
+            let x = self.row(srcs[0], i1, i2, i3);
+            let (sc, off) = match (srcs.get(2), ids) {
+                (Some(&p), None | Some(false)) => {
                     let p = self.row(p, i1, i2, i3);
                     (p[0], p[1])
                 }
-                None => (1.0, f64::NEG_INFINITY),
+                _ => (1.0, f64::NEG_INFINITY),
             };
-            (self.row(srcs[0], i1, i2, i3), u, sc, off)
+            let draft = ids.and_then(|ids| {
+                let d = key[4] as i32;
+                let e = if ids {
+                    let tokens = self.row(srcs[2], i1, i2, i3);
+                    tokens.iter().position(|&t| d >= 0 && t == f64::from(d))
+                } else {
+                    usize::try_from(d).ok().filter(|&e| e < x.len())
+                }?;
+                let a = philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0));
+                Some((e, a))
+            });
+            (x, u, sc, off, draft)
         })
     }
 
@@ -266,10 +297,13 @@ impl<'g> Reference<'g> {
                     f64::from(philox::uniform(seed, step, element))
                 });
             }
-            Op::Categorical { stream } => {
+            Op::Categorical { stream } | Op::SpecVerify { stream, .. } => {
                 let out = self
                     .categorical_rows(id, stream)
-                    .map(|(x, u, sc, off)| kernels::categorical_row(&x, u, sc, off))
+                    .map(|(x, u, sc, off, draft)| match draft {
+                        None => kernels::categorical_row(&x, u, sc, off),
+                        Some((e, a)) => kernels::spec_verify_row(&x, u, sc, off, e, a),
+                    })
                     .collect();
                 self.put(id, n, out);
             }

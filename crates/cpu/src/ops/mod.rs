@@ -64,6 +64,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::Argsort { order } => sort::argsort(k, order),
         Op::TopK { k: n } => sort::top_k(k, n as usize),
         Op::TopPMask => sort::top_p_mask(k),
+        Op::SpecVerify { stream, ids } => random::spec_verify(k, stream, ids),
         Op::Cumsum => cumsum::cumsum(k),
         Op::RandomUniform { stream } => random::random_uniform(k, stream),
         Op::Categorical { stream } => random::categorical(k, stream),

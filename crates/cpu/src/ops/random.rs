@@ -9,6 +9,13 @@
 //! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
+//!
+//! `spec_verify`: `categorical` with a draft entry `e` (see `graph::Op::SpecVerify`). The block
+//! sums of the weights (f64 sums of the f32 exponentials, as the cut path of `categorical`) give
+//! `W`; `w_e` is recomputed from `e`'s block by the same code, so `a W < w_e` compares the
+//! weight the draw itself would use; a rejected draft is drawn from the same blocks with `w_e`
+//! taken out of its block's sum and zeroed in the rescan. A row without a draft entry is exactly
+//! `categorical`'s draw.
 
 use super::K;
 use crate::error::CpuError;
@@ -66,6 +73,119 @@ pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
         }
     });
     Ok(())
+}
+
+pub(crate) fn spec_verify(k: &K<'_>, stream: u32, ids: bool) -> Result<(), CpuError> {
+    let (x, keys, d) = (k.srcs[0], k.srcs[1], k.dst);
+    let aux = k.srcs.get(2).copied();
+    let n = x.ne[0];
+    super::for_rows(&d, 4 * n, 0, |r, _| {
+        // SAFETY: the builder checked that `x` (f32), `keys` (i32, 5 per row) and `aux` (f32, 2 per
+        // row, or i32, `n` per row) have contiguous rows with `d`'s row count; row `r` of `d` is
+        // written only here.
+        unsafe {
+            let kr = keys.row::<i32>(r);
+            let (seed, step) = seed_step(kr);
+            let draft = kr[4];
+            let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
+            let (s, off, entry) = match (aux, ids) {
+                (Some(i), true) => (1.0, f32::NEG_INFINITY, i.row::<i32>(r).iter().position(|&t| t == draft)),
+                (p, _) => {
+                    let (s, off) = p.map_or((1.0, f32::NEG_INFINITY), |p| {
+                        let p = p.row::<f32>(r);
+                        (p[0], p[1])
+                    });
+                    (s, off, usize::try_from(draft).ok().filter(|&e| e < n))
+                }
+            };
+            let xr = x.row::<f32>(r);
+            let got = match entry {
+                Some(e) if draft >= 0 => {
+                    let a = philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0));
+                    verify_draw(xr, u, a, s, off, e)
+                }
+                _ => draw(xr, u, s, off),
+            };
+            d.row_mut::<i32>(r)[0] = got.map_or(-1, |i| i as i32);
+        }
+    });
+    Ok(())
+}
+
+/// One row of `spec_verify` with a draft entry `e`: `e` if `a W < w_e`, else the draw with `u`
+/// from the weights without `w_e` (`e` if nothing else weighs); `None` for a bad row, as
+/// [`draw`]. `s = +inf` is [`draw`]'s first maximum.
+pub(crate) fn verify_draw(x: &[f32], u: f64, a: f64, s: f32, off: f32, e: usize) -> Option<usize> {
+    if s.is_nan() || s <= 0.0 || off.is_nan() {
+        return None;
+    }
+    if s == f32::INFINITY {
+        return draw(x, u, s, off);
+    }
+    let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
+    let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
+    let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if bad || max == f32::NEG_INFINITY {
+        return None;
+    }
+    let thr = max + off;
+    let (ea, eb) = kernels::exp::exp_affine(max, s);
+    let mut w = [0.0f32; BLOCK];
+    let block = |blk: usize| &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
+    let sums: Vec<f64> = maxima
+        .iter()
+        .enumerate()
+        .map(|(blk, &bm)| {
+            if bm < thr || bm == f32::NEG_INFINITY {
+                return 0.0;
+            }
+            let c = block(blk);
+            weights(c, ea, eb, thr, &mut w[..c.len()]);
+            sum_f64(&w[..c.len()])
+        })
+        .collect();
+    let total: f64 = sums.iter().sum();
+    if total == 0.0 {
+        return None;
+    }
+    let (eblk, ej) = (e / BLOCK, e % BLOCK);
+    let c = block(eblk);
+    weights(c, ea, eb, thr, &mut w[..c.len()]);
+    let we = f64::from(w[ej]);
+    if a * total < we {
+        return Some(e);
+    }
+    let rest = total - we;
+    if rest <= 0.0 {
+        return Some(e);
+    }
+    let target = u * rest;
+    // The block sums without `w_e`, and a block's weights with `w_e` zeroed.
+    let sum_of = |blk: usize| if blk == eblk { (sums[blk] - we).max(0.0) } else { sums[blk] };
+    let fill = |blk: usize, w: &mut [f32; BLOCK]| {
+        let c = block(blk);
+        weights(c, ea, eb, thr, &mut w[..c.len()]);
+        if blk == eblk {
+            w[ej] = 0.0;
+        }
+        c.len()
+    };
+    let mut before = 0.0f64;
+    let mut last = None;
+    for blk in 0..sums.len() {
+        let bs = sum_of(blk);
+        if bs > 0.0 {
+            last = Some(blk);
+            if before + bs > target {
+                let len = fill(blk, &mut w);
+                return Some(blk * BLOCK + kernels::draw::in_block(&w[..len], target - before));
+            }
+            before += bs;
+        }
+    }
+    let blk = last?;
+    let len = fill(blk, &mut w);
+    w[..len].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j).or(Some(e))
 }
 
 /// Block length of the draw: weights are recomputed for one block only.

@@ -18,6 +18,8 @@ mod elementwise;
 mod leaves;
 mod linalg;
 mod reduce;
+
+pub use reduce::SpecAux;
 mod rows;
 mod sample;
 mod views;

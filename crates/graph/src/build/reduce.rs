@@ -120,4 +120,57 @@ impl Graph {
         ne.0[0] = 1;
         Ok(self.new_node(Op::Categorical { stream }, &srcs, DType::I32, ne))
     }
+
+    /// Speculative verification of one draft token per row: `logits f32 [n, rows..]`, `keys i32
+    /// [5, rows..]` (seed lo, seed hi, step lo, step hi, draft token), and either the optional
+    /// `params f32 [2, rows..]` of [`Graph::categorical`] or, with `ids`, the token ids `i32 [n,
+    /// rows..]` of a candidate list; i32 `[1, rows..]`, see [`Op::SpecVerify`].
+    pub fn spec_verify(&mut self, logits: NodeId, keys: NodeId, aux: SpecAux, stream: u32) -> R {
+        const OP: &str = "spec_verify";
+        let nl = self.rows_src(OP, "logits", logits)?.clone();
+        if nl.dtype != DType::F32 {
+            return Err(self.err(OP, format!("logits {} must be f32", self.describe(logits))));
+        }
+        if self.src(OP, keys)?.layout.ne[0] != 5 {
+            return Err(self.err(
+                OP,
+                format!(
+                    "keys {} must have 5 entries per row (seed lo, seed hi, step lo, step hi, draft token)",
+                    self.describe(keys)
+                ),
+            ));
+        }
+        self.per_row_src(OP, "keys", keys, DType::I32, 5, logits)?;
+        let mut srcs = vec![logits, keys];
+        let ids = matches!(aux, SpecAux::Ids(_));
+        match aux {
+            SpecAux::None => {}
+            SpecAux::Params(p) => {
+                if self.src(OP, p)?.layout.ne[0] != 2 {
+                    return Err(self
+                        .err(OP, format!("params {} must have 2 entries per row (scale, offset)", self.describe(p))));
+                }
+                self.per_row_src(OP, "params", p, DType::F32, 2, logits)?;
+                srcs.push(p);
+            }
+            SpecAux::Ids(i) => {
+                self.per_row_src(OP, "ids", i, DType::I32, nl.layout.ne[0], logits)?;
+                srcs.push(i);
+            }
+        }
+        let mut ne = nl.layout.ne;
+        ne.0[0] = 1;
+        Ok(self.new_node(Op::SpecVerify { stream, ids }, &srcs, DType::I32, ne))
+    }
+}
+
+/// The third source of [`Graph::spec_verify`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecAux {
+    /// None: scale 1, no cut, entry `i` is token `i`.
+    None,
+    /// `categorical`'s per-row scale and threshold offset, f32 `[2, rows..]`.
+    Params(NodeId),
+    /// The token id of each entry, i32 `[n, rows..]` (a candidate list).
+    Ids(NodeId),
 }

@@ -22,6 +22,9 @@ pub enum Param {
     RowIds,
     /// `i32 [4, n]`: the Philox key of each row's draw by stage `.0` (its seed; the row's step).
     Keys(usize),
+    /// `i32 [5, n]`: [`Param::Keys`] and the row's draft token (-1 for none): the key of a
+    /// `spec_verify` draw (speculative verification, in a tail built with `verify`).
+    VerifyKeys(usize),
     /// `f32 [1, n]`: `-mu` of mirostat_v2 stage `.0`.
     NegMu(usize),
     /// `f32 [2, n]` of mirostat (v1) stage `.0`: `2^mu` (in f32, as the CPU sampler computes it)
@@ -169,6 +172,8 @@ struct Ctx<'g> {
     selected_p: Option<(NodeId, usize)>,
     /// The record a selecting stage selected from (its surviving candidates).
     pre_select: Option<Rec>,
+    /// `dist` verifies each row's draft token (`graph::Op::SpecVerify`) instead of a plain draw.
+    verify: bool,
 }
 
 type R<T> = Result<T, GraphError>;
@@ -269,9 +274,26 @@ impl Ctx<'_> {
     /// A draw of stage `idx` from the list values `vals [k, n]` on Philox stream `stream`: the
     /// position (clamped into `0..k`, for gathers) and a `[1, n]` mask of the rows where the draw
     /// was valid (`categorical` gives -1 for a bad row).
-    fn draw_position(&mut self, idx: usize, vals: NodeId, k: usize, stream: u64) -> R<(NodeId, NodeId)> {
-        let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
-        let at = self.g.categorical(vals, keys, None, stream as u32)?;
+    /// With `ids` (the list's token ids) and `verify`, the draw verifies each row's draft token.
+    fn draw_position(
+        &mut self,
+        idx: usize,
+        vals: NodeId,
+        k: usize,
+        stream: u64,
+        ids: Option<NodeId>,
+    ) -> R<(NodeId, NodeId)> {
+        let at = match ids {
+            Some(ids) if self.verify => {
+                let keys = self.input("keys", DType::I32, &[5, self.n], Param::VerifyKeys(idx))?;
+                let ids = if self.g.node(ids).layout.is_contiguous(DType::I32) { ids } else { self.g.cont(ids)? };
+                self.g.spec_verify(vals, keys, graph::SpecAux::Ids(ids), stream as u32)?
+            }
+            _ => {
+                let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
+                self.g.categorical(vals, keys, None, stream as u32)?
+            }
+        };
         let pf = self.g.cast(at, DType::F32)?;
         let zero = self.fill(&[1, 1], 0.0)?;
         let valid = self.g.ge(pf, zero)?;
@@ -332,7 +354,7 @@ impl Ctx<'_> {
     /// the list it was drawn from are recorded for read-back.
     fn mirostat_draw(&mut self, idx: usize, ids: NodeId, kept: NodeId, k: usize, init: NodeId) -> R<Rec> {
         self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
-        let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
+        let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT, None)?;
         let p2 = self.g.soft_max(kept, None, 1.0)?;
         let p_sel = self.gather(p2, pos, k, 1)?;
         self.selected_p = Some((p_sel, idx));
@@ -521,7 +543,6 @@ impl Ctx<'_> {
                 Rec::List { ids, vals, k, init, sorted: false }
             }
             (StageKey::Dist, Rec::Vocab { x, pending, unmasked, .. }) => {
-                let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
                 // A masked row (after a top-p mask) is drawn with a cut that removes no finite
                 // value, so that `categorical` skips the blocks the mask left all -inf.
                 let masked = unmasked.is_some();
@@ -534,11 +555,19 @@ impl Ctx<'_> {
                         Param::DrawParams { temp: temp.map(|t| t.0), min_p: min_p.map(|m| m.0), masked },
                     )?),
                 };
-                Rec::Token(self.g.categorical(x, keys, params, graph::philox::stream::DRAW as u32)?)
+                let stream = graph::philox::stream::DRAW as u32;
+                Rec::Token(if self.verify {
+                    let keys = self.input("keys", DType::I32, &[5, n], Param::VerifyKeys(idx))?;
+                    let aux = params.map_or(graph::SpecAux::None, graph::SpecAux::Params);
+                    self.g.spec_verify(x, keys, aux, stream)?
+                } else {
+                    let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
+                    self.g.categorical(x, keys, params, stream)?
+                })
             }
             (StageKey::Dist, Rec::List { ids, vals, k, .. }) => {
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
-                let (pos, valid) = self.draw_position(idx, vals, k, graph::philox::stream::DRAW)?;
+                let (pos, valid) = self.draw_position(idx, vals, k, graph::philox::stream::DRAW, Some(ids))?;
                 let tok = self.gather(ids, pos, k, 1)?;
                 Rec::Token(self.fold_token(tok, valid)?)
             }
@@ -802,11 +831,27 @@ pub struct Extras {
 
 /// Appends a group's prefix to `g` on the record `x [n_vocab, n]` (f32, contiguous rows); `prefix`
 /// names its inputs. `x_is_logits`: `x` addresses the logits node's rows unchanged.
-pub fn build(g: &mut Graph, x: NodeId, x_is_logits: bool, keys: &[StageKey], extras: Extras, prefix: &str) -> R<Built> {
+pub fn build(
+    g: &mut Graph,
+    x: NodeId,
+    x_is_logits: bool,
+    keys: &[StageKey],
+    extras: Extras,
+    prefix: &str,
+    verify: bool,
+) -> R<Built> {
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();
-    let mut c =
-        Ctx { g, n_vocab, n, prefix: prefix.to_string(), inputs: Vec::new(), selected_p: None, pre_select: None };
+    let mut c = Ctx {
+        g,
+        n_vocab,
+        n,
+        prefix: prefix.to_string(),
+        inputs: Vec::new(),
+        selected_p: None,
+        pre_select: None,
+        verify,
+    };
     let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default(), unmasked: None };
     let mut before_select = rec;
     for (i, &k) in keys.iter().enumerate() {

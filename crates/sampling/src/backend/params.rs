@@ -6,14 +6,23 @@ use super::stage::BackendStage;
 use crate::chain::Chain;
 
 /// Appends the entries of input `param` for logits row `row`, whose sequence's chain (as this
-/// output sees it) is `chain` and whose draws use `step` (the sequence's step plus the output index).
-pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64, row: usize, n_vocab: usize) {
+/// output sees it) is `chain`, whose draws use `step` (the sequence's step plus the output index)
+/// and whose draft token is `draft` (-1: none).
+pub(super) fn write(
+    bytes: &mut Vec<u8>,
+    param: Param,
+    chain: &Chain,
+    step: u64,
+    draft: i32,
+    row: usize,
+    n_vocab: usize,
+) {
     let stage = |i: usize| chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form");
     let f = |b: &mut Vec<u8>, v: f32| b.extend_from_slice(&v.to_le_bytes());
     let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
     match param {
         Param::RowIds => i(bytes, row as i32),
-        Param::Keys(j) => {
+        Param::Keys(j) | Param::VerifyKeys(j) => {
             let seed = match stage(j) {
                 BackendStage::Dist { seed }
                 | BackendStage::MirostatV2 { seed, .. }
@@ -22,6 +31,9 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64,
             };
             for w in [seed as u32, (seed >> 32) as u32, step as u32, (step >> 32) as u32] {
                 i(bytes, w as i32);
+            }
+            if matches!(param, Param::VerifyKeys(_)) {
+                i(bytes, draft);
             }
         }
         Param::NegMu(j) => match stage(j) {

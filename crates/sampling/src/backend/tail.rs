@@ -184,6 +184,9 @@ impl Tail {
             slots[i].col = groups[gi].rows.len();
             groups[gi].rows.push(row);
         }
+        // With several outputs per sequence, `dist` verifies each output's draft token (without a
+        // draft it is the same draw as `categorical`'s).
+        let verify = seqs.max_outputs() > 1;
         // The capability check: the longest prefix of each group the backend runs at this width.
         for gr in &mut groups {
             let n = gr.rows.len();
@@ -192,7 +195,7 @@ impl Tail {
                 let mut scratch = Graph::new();
                 let x = scratch.input("x", DType::F32, &[n_vocab, n]).map_err(|e| engine("attach")(&e))?;
                 // A build error is a bug here, not a capability: it is reported, never a fallback.
-                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check")
+                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check", verify)
                     .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
                 let ok = built.nodes.iter().all(|&id| backend.supports(&scratch, id));
                 if ok {
@@ -227,7 +230,7 @@ impl Tail {
                 })
             }
             .map_err(|e| engine("attach")(&e))?;
-            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix)
+            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix, verify)
                 .map_err(|e| engine("attach")(&e))?;
             if let Some(ids) = row_ids {
                 built.inputs.push((ids, Param::RowIds));
@@ -328,12 +331,13 @@ impl Tail {
             let mut chains = Vec::with_capacity(cols.len());
             for sl in &cols {
                 let st = seqs.state(sl.seq)?;
-                chains.push((st.chain_for(sl.output), st.step + sl.output as u64));
+                let draft = st.draft.get(sl.output).map_or(-1, |&t| i32::try_from(t).unwrap_or(-1));
+                chains.push((st.chain_for(sl.output), st.step + sl.output as u64, draft));
             }
             for &(node, param) in &gr.built.inputs {
                 let mut bytes: Vec<u8> = Vec::new();
-                for (sl, (chain, step)) in cols.iter().zip(&chains) {
-                    params::write(&mut bytes, param, chain, *step, gr.rows[sl.col], self.n_vocab);
+                for (sl, (chain, step, draft)) in cols.iter().zip(&chains) {
+                    params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab);
                 }
                 sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
             }
@@ -531,6 +535,13 @@ impl Tail {
             chain.set_step_from(plan.prefix, step);
             chain.apply_from(plan.prefix, &mut cur)?;
             out.token = cur.selected_token();
+            // A drafted position of a sampling chain emits the verifier's decision: the draft
+            // token if accepted, else the residual draw (as the backend's `spec_verify`).
+            let draft = st.draft.get(sl.output).copied();
+            let verify = draft.zip(crate::speculative::dist_seed(chain));
+            if let Some((d, seed)) = verify {
+                out.token = Some(crate::speculative::decide_deterministic(&cur.in_order()?, d, seed, step)?);
+            }
             if plan.extras.candidates {
                 out.candidates = Some(cur.output()?.candidates);
             }

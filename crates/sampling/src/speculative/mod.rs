@@ -13,8 +13,8 @@
 //!   `d` from ([`DraftProbs`]). `d` is accepted when `u q(d) < p(d)`, `u` the 53-bit uniform of
 //!   `(seed, s + i)` on the [`stream::SPECULATIVE`] stream: with probability `min(1, p(d)/q(d))`.
 //!   At the first rejection the emitted token is drawn from the residual `max(0, p - q)`
-//!   (normalised) by inverse CDF over the candidates in token-id order with the uniform of the
-//!   `DRAW` stream at that step; if every draft token is accepted, the bonus token at position
+//!   (normalised) by inverse CDF over the candidates in the chain's order (as its `dist` walks
+//!   them) with the uniform of the `DRAW` stream at that step; if every draft token is accepted, the bonus token at position
 //!   `n` is the chain's own draw there, exactly what plain decoding would draw. The emitted
 //!   token at every position is distributed as `p` (the standard speculative-sampling argument;
 //!   tested statistically). llama.cpp accepts only draft tokens equal to its own sample.
@@ -124,7 +124,9 @@ pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: Draf
             // The bonus position, and every greedy position: the chain's own token.
             (_, None) | (Selector::Greedy, Some(_)) => chain.sample(row)?,
             (Selector::Dist(seed), Some(&d)) => {
-                let t = decide(&chain.run(row)?.candidates, d, i, probs, seed, step)?;
+                let mut cur = crate::candidates::Candidates::from_row(row)?;
+                chain.apply(&mut cur)?;
+                let t = decide(&cur.in_order()?, d, i, probs, seed, step)?;
                 chain.accept(t);
                 t
             }
@@ -138,43 +140,36 @@ pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: Draf
     Ok(Verdict { accepted: tokens.len() - 1, tokens })
 }
 
-/// What the backend sampled for one output row of a sequence with a draft
-/// ([`crate::backend::Sequences::set_draft`]): the row's token and, for chains ending in `dist`,
-/// its surviving candidates (reserve them with [`crate::backend::SeqConfig::with_candidates`]).
-#[derive(Debug, Clone, Copy)]
-pub struct TargetRow<'a> {
-    /// The token the chain selected at this position.
-    pub token: Token,
-    /// The chain's surviving candidates with `p` normalised over them (`None` for greedy).
-    pub candidates: Option<&'a [crate::TokenData]>,
+/// The verdict of backend verification: `tokens[i]` is what backend sampling emitted for output
+/// `i` of a sequence whose step set `draft` ([`crate::backend::Sequences::set_draft`]): with
+/// the draft, each output's draw is already the verifier's decision at that position (greedy
+/// chains: the chain's token; sampling chains: `graph::Op::SpecVerify`, the draft token if
+/// accepted, else the residual draw, on the backend or in the CPU suffix). The accepted count is
+/// the length of the prefix where the emitted token is the draft token; the verdict's tokens are
+/// that prefix and the next emitted token. `chain` is the sequence's chain (its selector is
+/// checked: stateful selectors are refused as by [`verify`]); it is not changed (accept the
+/// verdict's tokens with [`crate::backend::Tail::accept`]). Only the drafts' one-hot
+/// distributions ([`DraftProbs::Deterministic`]) are verified on the backend.
+pub fn accept_rows(chain: &Chain, tokens: &[Token], draft: &[Token]) -> Result<Verdict> {
+    check(chain, tokens.len(), draft, DraftProbs::Deterministic, usize::MAX)?;
+    let accepted = tokens.iter().zip(draft).take_while(|(t, d)| t == d).count();
+    Ok(Verdict { accepted, tokens: tokens[..=accepted].to_vec() })
 }
 
-/// [`verify`] from what backend sampling read back instead of logits rows: `rows[i]` is output
-/// `i` of the sequence whose step set `draft` (so the row saw `draft[..i]` accepted), `chain` the
-/// sequence's chain in its state at the step's start (its seed, step and selector; it is not
-/// changed: accept the verdict's tokens with [`crate::backend::Tail::accept`]). The decisions are
-/// [`verify`]'s, on the same candidates, so the verdict is the CPU's wherever the backend's
-/// candidates equal the CPU chain's. Errors as [`verify`]'s, and a dist row without candidates.
-pub fn verify_rows(chain: &Chain, rows: &[TargetRow<'_>], draft: &[Token], probs: DraftProbs<'_>) -> Result<Verdict> {
-    let sel = check(chain, rows.len(), draft, probs, usize::MAX)?;
-    let step0 = chain.step().unwrap_or(0);
-    let mut tokens = Vec::with_capacity(draft.len() + 1);
-    for (i, row) in rows.iter().enumerate() {
-        let emitted = match (sel, draft.get(i)) {
-            (_, None) | (Selector::Greedy, Some(_)) => row.token,
-            (Selector::Dist(seed), Some(&d)) => {
-                let cands = row.candidates.ok_or_else(|| {
-                    refuse(format!("output {i}: its candidates were not read back (SeqConfig::with_candidates)"))
-                })?;
-                decide(cands, d, i, probs, seed, step0 + i as u64)?
-            }
-        };
-        tokens.push(emitted);
-        if draft.get(i) != Some(&emitted) {
-            break;
-        }
+/// The token a sampling chain emits at a drafted position whose surviving candidates are `p`
+/// (normalised, in the chain's order) for a deterministic draft `d`, at `step` of `seed`: the
+/// rule of [`verify`] for one position (used by backend sampling's CPU suffixes).
+pub(crate) fn decide_deterministic(p: &[crate::TokenData], d: Token, seed: u64, step: u64) -> Result<Token> {
+    decide(p, d, 0, DraftProbs::Deterministic, seed, step)
+}
+
+/// The seed of `chain`'s `dist`, if the chain ends in one (the chains whose drafted positions
+/// are decided by the acceptance test).
+pub(crate) fn dist_seed(chain: &Chain) -> Option<u64> {
+    match selector(chain) {
+        Ok(Selector::Dist(seed)) => Some(seed),
+        _ => None,
     }
-    Ok(Verdict { accepted: tokens.len() - 1, tokens })
 }
 
 /// The checks both verifiers make before they start; the chain's selector.
@@ -205,7 +200,8 @@ fn decide(p: &[crate::TokenData], d: Token, i: usize, probs: DraftProbs<'_>, see
 }
 
 /// A draw from `max(0, p - q)` (`q`: one-hot at `d` when `None`), normalised, by inverse CDF over
-/// the candidates in token-id order with the `DRAW` uniform of `(seed, step)`. Where rounding
+/// the candidates in their order (the order the chain's `dist` and the backend's draw walk) with
+/// the `DRAW` uniform of `(seed, step)`. Where rounding
 /// leaves no residual mass (`p` equal to `q`, when a rejection cannot happen in exact arithmetic)
 /// the draw is from `p`.
 fn residual_draw(p: &[crate::TokenData], d: Token, q: Option<&[(Token, f64)]>, seed: u64, step: u64) -> Token {
@@ -217,7 +213,6 @@ fn residual_draw(p: &[crate::TokenData], d: Token, q: Option<&[(Token, f64)]>, s
     if r.iter().all(|e| e.1 == 0.0) {
         r = p.iter().map(|c| (c.id, f64::from(c.p))).collect();
     }
-    r.sort_unstable_by_key(|e| e.0);
     let total: f64 = r.iter().map(|e| e.1).sum();
     let target = philox::uniform_f64(seed, step, stream::element(stream::DRAW, 0)) * total;
     let mut cum = 0.0;

@@ -91,6 +91,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Cumsum => cumsum::supports(g, n),
         Op::RandomUniform { .. } => random::supports(g, n),
         Op::Categorical { .. } => random::supports_categorical(g, n),
+        Op::SpecVerify { .. } => random::supports_spec_verify(g, n),
         Op::TopKTopPSample(_) => sample::supports_top_k_top_p(g, n),
         // No Vulkan kernel for random_sample yet: the scheduler places it on the CPU.
         Op::RandomSample { .. } => false,
@@ -145,6 +146,7 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::Cumsum => cumsum::cumsum(enc, g, id),
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
         Op::Categorical { stream } => random::categorical(enc, g, id, stream),
+        Op::SpecVerify { stream, ids } => random::spec_verify(enc, g, id, stream, ids),
         Op::TopPMask => sort::top_p_mask(enc, g, id),
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
         Op::RandomSample { .. } => Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) })),

@@ -1,5 +1,6 @@
 //! RandomUniform (`shaders/random.comp`), bit-identical to `graph::philox::uniform`, and
-//! Categorical (the same file with `CATEGORICAL`): see the shader's header for the algorithm.
+//! Categorical (the same file with `CATEGORICAL`) and SpecVerify (with `CATEGORICAL` and `VERIFY`:
+//! the categorical draw with a draft entry): see the shader's header for the algorithm.
 //!
 //! Categorical keeps its sums as 64-bit fixed point in pairs of 32-bit words (`uaddCarry`,
 //! `umulExtended`; no `shaderInt64` or `shaderFloat64`): weights `floor(w 2^40)`, so rows of up to
@@ -65,4 +66,39 @@ pub(super) fn categorical(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: 
     let c_buf = p.as_ref().map_or(&k.buf, |p| &p.buf);
     let groups = grid(x.layout.ne.nrows() as u64, 1)?;
     enc.dispatch(ShaderId::Categorical, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
+}
+
+/// SpecVerify: as categorical, with keys i32 `[5, rows..]` and the third source either the params
+/// or the entries' token ids (i32, contiguous rows).
+pub(super) fn supports_spec_verify(g: &Graph, n: &Node) -> bool {
+    let (x, k) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
+    let graph::Op::SpecVerify { ids, .. } = n.op else { return false };
+    let aux_ok = n.srcs.get(2).is_none_or(|&p| {
+        let p = g.node(p);
+        p.dtype == if ids { DType::I32 } else { DType::F32 } && p.layout.rows_contiguous(p.dtype)
+    });
+    contiguous(n)
+        && x.layout.ne[0] <= MAX_CATEGORICAL_ROW
+        && x.dtype == DType::F32
+        && x.layout.rows_contiguous(x.dtype)
+        && k.dtype == DType::I32
+        && k.layout.rows_contiguous(k.dtype)
+        && aux_ok
+}
+
+/// One workgroup per row (`shaders/random.comp` with `CATEGORICAL` and `VERIFY`).
+pub(super) fn spec_verify(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ids: bool) -> Result<()> {
+    let n = g.node(id);
+    let x = g.node(n.srcs[0]);
+    let a = enc.operand(g, n.srcs[0])?;
+    let k = enc.operand(g, n.srcs[1])?;
+    let p = n.srcs.get(2).map(|&p| enc.operand(g, p)).transpose()?;
+    let d = enc.operand(g, id)?;
+    let mut push = Push::new(ne32(x)).a(&a.arg).b(&k.arg).d(&d.arg).pu(0, stream);
+    if let Some(p) = &p {
+        push = push.c(&p.arg).pu(1, if ids { 2 } else { 1 });
+    }
+    let c_buf = p.as_ref().map_or(&k.buf, |p| &p.buf);
+    let groups = grid(x.layout.ne.nrows() as u64, 1)?;
+    enc.dispatch(ShaderId::SpecVerify, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
 }
