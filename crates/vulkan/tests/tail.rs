@@ -135,3 +135,66 @@ fn a_token_below_f32_resolution_is_drawable_on_vulkan() {
         assert_eq!(out.token(0).unwrap(), want, "step {step}");
     }
 }
+
+#[test]
+fn speculative_verification_on_vulkan_equals_the_cpu_verifier() {
+    // A sequence with 4 outputs and a draft each step: every drafted output's token is decided on
+    // Vulkan (`spec_verify`, the list form after top-k and the vocabulary form), only tokens come
+    // back, and the accepted prefix equals `speculative::verify` on the CPU, token for token.
+    use sampling::speculative::{DraftProbs, accept_rows, verify};
+    let Some(probe) = common::vulkan("speculative_verification_on_vulkan_equals_the_cpu_verifier") else { return };
+    drop(probe);
+    for spec in ["top_k(k=30);temp(t=0.8);dist(seed=61)", "min_p(p=0.01);temp(t=0.9);dist(seed=62)", "greedy"] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let vk =
+            VulkanBackend::with_options(Options { validation: true, log: Some(log.clone()), ..Options::default() })
+                .unwrap();
+        let mut seqs = Sequences::new(4).unwrap();
+        seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()));
+        let mut g = Graph::new();
+        let logits = g.input("logits", DType::F32, &[V, 4]).unwrap();
+        let rows: Vec<(SeqId, usize)> = (0..4).map(|j| (SeqId(0), j)).collect();
+        let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &vk).unwrap();
+        assert!(!tail.placement()[0].1.contains('-'), "{spec}: {}", tail.placement()[0].1);
+        let mut sched = Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
+        sched.plan(&g).unwrap();
+        let mut reference = Chain::parse(spec).unwrap();
+        let (mut accepted, mut rejected) = (0, 0);
+        for step in 0..24usize {
+            // Peaked rows: position j's likeliest token is 7 j + step, drafted two times in three.
+            let rows_now: Vec<Vec<f32>> = (0..4)
+                .map(|j| {
+                    let mut r = logits_for(step, j);
+                    r[(7 * j + step) % V] += 6.0;
+                    r
+                })
+                .collect();
+            let draft: Vec<u32> = (0..step % 4)
+                .map(|j| if (step + j) % 3 == 0 { 999 - j as u32 } else { ((7 * j + step) % V) as u32 })
+                .collect();
+            seqs.set_draft(SeqId(0), &draft).unwrap();
+            sched.set_input_f32(logits, &rows_now.concat()).unwrap();
+            tail.set_inputs(&mut sched, &seqs).unwrap();
+            sched.compute().unwrap();
+            let out = tail.sample(&mut sched, &mut seqs).unwrap();
+            assert_eq!(out.bytes_read, 16, "4 tokens");
+            let n = draft.len();
+            let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
+            let got = accept_rows(&seqs.get(SeqId(0)).unwrap().chain, &emitted, &draft).unwrap();
+            let mut cpu = reference.clone();
+            cpu.set_step(seqs.step(SeqId(0)).unwrap());
+            let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
+            let want = verify(&mut cpu, &refs, &draft, DraftProbs::Deterministic).unwrap();
+            assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}");
+            accepted += got.accepted;
+            rejected += usize::from(got.accepted < n);
+            tail.accept(&mut seqs, SeqId(0), &got.tokens).unwrap();
+            for &t in &got.tokens {
+                reference.accept(t);
+            }
+        }
+        assert!(accepted > 3 && rejected > 3, "{spec}: {accepted} accepted, {rejected} rejections");
+        let msgs = log.lock().unwrap();
+        assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
+    }
+}
