@@ -7,7 +7,8 @@
 //! draw at V = 151936: the backend sampling tail over 9 output rows with a draft set (each row's
 //! draw the verifier's decision, `spec_verify`), the tokens read back and the accepted prefix
 //! taken (`accept_rows`), against the same tail over 1 row, read back and accepted (the logits
-//! are a graph input, so only the sampling is timed), for a greedy and a sampling chain.
+//! are a graph input, so only the sampling is timed), for greedy, a top-k list, the whole
+//! vocabulary and a top-p mask.
 //! Writes `target/bench/spec.json`.
 #![allow(clippy::print_stdout)]
 
@@ -18,7 +19,7 @@ use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sampling::speculative::accept_rows;
 use sampling::speculative::ngram::NgramDrafter;
-use sampling::{Chain, Sampler};
+use sampling::Chain;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,6 +52,9 @@ struct Args {
     /// Calls per verification measurement (the median of `--reps` measurements).
     #[arg(long, default_value_t = 50)]
     calls: usize,
+    /// Measure only the verification cost (no model is loaded).
+    #[arg(long)]
+    verify_only: bool,
     /// Output JSON file (default: target/bench/spec.json in the workspace).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -152,6 +156,40 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if args.reps == 0 || args.tokens < 2 || args.calls == 0 || args.draft_max == 0 {
         bail!("--reps, --calls and --draft-max must be positive and --tokens at least 2");
     }
+    let (decode_doc, model_name) = if args.verify_only { (None, None) } else { decode_cases(&args, backend)? };
+    // Verification cost at V = 151936.
+    let rows: Vec<f32> =
+        (0..V * 9).map(|i| (graph::philox::uniform_f64(5, 0, i as u64) * 20.0 - 10.0) as f32).collect();
+    println!("\nverifying {} drafts vs one plain backend draw, V = {V}, {} thread(s)", args.draft_max, args.threads);
+    println!(
+        "{:>40} | {:>10} {:>10} {:>7} | {:>8} {:>8}",
+        "chain", "plain us", "verify us", "ratio", "bytes 1", "bytes 9"
+    );
+    let mut verify = Vec::new();
+    for chain in [
+        "greedy",
+        "top_k(k=40);temp(t=0.8);dist(seed=1)",
+        "temp(t=0.8);dist(seed=1)",
+        "top_p(p=0.9);temp(t=0.8);dist(seed=1)",
+    ] {
+        let (plain, b1) = verify_cost(&args, chain, 1, &rows)?;
+        let (ver, b9) = verify_cost(&args, chain, args.draft_max + 1, &rows)?;
+        println!("{chain:>40} | {plain:>10.1} {ver:>10.1} {:>6.2}x | {b1:>8} {b9:>8}", ver / plain);
+        verify.push(serde_json::json!({
+            "chain": chain, "plain_us": plain, "verify_us": ver, "ratio": ver / plain,
+            "bytes_plain": b1, "bytes_verify": b9,
+        }));
+    }
+    let doc = serde_json::json!({
+        "model": model_name, "backend": args.backend, "threads": args.threads, "tokens": args.tokens,
+        "decode": decode_doc, "verify_drafts": args.draft_max, "vocab": V, "verify": verify,
+    });
+    crate::bench::write_report(args.out.as_deref(), "spec", &doc)
+}
+
+/// Decode tokens/s without and with n-gram speculation: the cases as JSON (with the prompt length
+/// and the speed-up) and the model's name.
+fn decode_cases(args: &Args, backend: BackendKind) -> Result<(Option<serde_json::Value>, Option<String>)> {
     let (m, prompt) = model_and_prompt(&args.model)?;
     let m = Arc::new(m);
     println!(
@@ -170,7 +208,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let mut tps = [0.0; 2];
     for (i, ngram) in [false, true].into_iter().enumerate() {
         let runs: Vec<Generation> =
-            (0..args.reps).map(|_| decode(&args, &m, &prompt, backend, ngram)).collect::<Result<_>>()?;
+            (0..args.reps).map(|_| decode(args, &m, &prompt, backend, ngram)).collect::<Result<_>>()?;
         if runs.iter().any(|r| r.tokens != runs[0].tokens) {
             bail!("greedy runs produced different tokens");
         }
@@ -192,29 +230,6 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         }));
     }
     println!("speed-up: {:.2}x", tps[1] / tps[0]);
-
-    // Verification cost at V = 151936.
-    let rows: Vec<f32> =
-        (0..V * 9).map(|i| (graph::philox::uniform_f64(5, 0, i as u64) * 20.0 - 10.0) as f32).collect();
-    println!("\nverifying {} drafts vs one plain backend draw, V = {V}, {} thread(s)", args.draft_max, args.threads);
-    println!(
-        "{:>40} | {:>10} {:>10} {:>7} | {:>8} {:>8}",
-        "chain", "plain us", "verify us", "ratio", "bytes 1", "bytes 9"
-    );
-    let mut verify = Vec::new();
-    for chain in ["greedy", "top_k(k=40);temp(t=0.8);dist(seed=1)"] {
-        let (plain, b1) = verify_cost(&args, chain, 1, &rows)?;
-        let (ver, b9) = verify_cost(&args, chain, args.draft_max + 1, &rows)?;
-        println!("{chain:>40} | {plain:>10.1} {ver:>10.1} {:>6.2}x | {b1:>8} {b9:>8}", ver / plain);
-        verify.push(serde_json::json!({
-            "chain": chain, "plain_us": plain, "verify_us": ver, "ratio": ver / plain,
-            "bytes_plain": b1, "bytes_verify": b9,
-        }));
-    }
-    let doc = serde_json::json!({
-        "model": m.name, "backend": args.backend, "threads": args.threads, "tokens": args.tokens,
-        "prompt_tokens": prompt.len(), "decode": cases, "speed_up": tps[1] / tps[0],
-        "verify_drafts": args.draft_max, "vocab": V, "verify": verify,
-    });
-    crate::bench::write_report(args.out.as_deref(), "spec", &doc)
+    let doc = serde_json::json!({ "prompt_tokens": prompt.len(), "cases": cases, "speed_up": tps[1] / tps[0] });
+    Ok((Some(doc), Some(m.name.clone())))
 }
