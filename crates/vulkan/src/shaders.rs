@@ -58,6 +58,12 @@ pub enum ShaderId {
     SamplePack,
     /// sample.comp, top_k_top_p_sample on argsorted rows
     SampleTopKTopP,
+    /// sample.comp, random_sample on argsorted rows
+    SampleRandom,
+    /// sort.comp, block pass on f64 rows (random_sample)
+    SortBlock64,
+    /// sort.comp, merge pass on f64 rows (random_sample)
+    SortMerge64,
 }
 
 /// One row of the variant table.
@@ -146,6 +152,9 @@ variants! {
     (Quant, "quant", "quant.comp", [], 64, false),
     (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),
     (SampleTopKTopP, "sample_top_k_top_p", "sample.comp", [], 256, false),
+    (SampleRandom, "sample_random", "sample.comp", ["RANDOM"], 256, false),
+    (SortBlock64, "sort_block64", "sort.comp", ["BLOCK_PASS", "KEY64"], 256, false),
+    (SortMerge64, "sort_merge64", "sort.comp", ["MERGE_PASS", "KEY64"], 256, false),
 }
 
 /// The table row of `id`.
