@@ -255,3 +255,27 @@ fn the_scheduler_places_the_op_on_vulkan() {
     // f32 values widen exactly: the f64 rows pick the same tokens.
     assert_eq!(s.read_i32(y64).unwrap(), want);
 }
+
+#[test]
+fn rows_on_dyadic_boundaries_equal_the_cpu() {
+    // Weights within an ulp or two of powers of two (x = -j ln 2, temperatures 1 and 1/2) and
+    // thresholds at simple fractions of the total: the comparisons `c_i >= threshold` are decided
+    // by the last bits of the exponential and of the sums, so only the same arithmetic in the same
+    // order gives the CPU's indices on every row.
+    let Some(mut vk) = vulkan("rows_on_dyadic_boundaries_equal_the_cpu") else { return };
+    let ln2 = std::f32::consts::LN_2;
+    for (n, levels) in [(64usize, 8usize), (600, 5), (5000, 12)] {
+        let mut c = Case { x: Vec::new(), params: Vec::new(), topk: Vec::new(), dtype: DType::F32, f64_rows: false };
+        for r in 0..64usize {
+            c.x.push((0..n).map(|i| -(((i * 7 + r) % levels) as f32) * ln2).collect());
+            let t = if r % 2 == 0 { 1.0 } else { 0.5 };
+            let random = ((r / 2) % 31 + 1) as f32 / 32.0;
+            c.params.push([random, if r % 3 == 0 { 1.0 } else { 0.75 }, t]);
+            c.topk.push(if r % 4 == 1 { (n / 3) as i32 } else { 0 });
+        }
+        compare(&mut vk, &c, true).unwrap_or_else(|e| panic!("{e}"));
+        c.f64_rows = true;
+        compare(&mut vk, &c, false).unwrap_or_else(|e| panic!("f64 rows: {e}"));
+    }
+    assert_clean(&vk);
+}

@@ -4,7 +4,7 @@
 //! merge passes, into the same scratch), and one workgroup per row computing the CPU kernel's
 //! result bit for bit (see the shader's header). It needs `shaderFloat64` (its sums and ratios are
 //! the CPU's f64 ones): without it the backend declines the op and the scheduler places it on the
-//! CPU. `random_sample` likewise in `2 + ceil(log2(ceil(n / 2048)))` dispatches: the parameters,
+//! CPU. `random_sample` likewise in `3 + ceil(log2(ceil(n / 2048)))` dispatches: the parameters,
 //! the argsort, and one workgroup per row (the shader's `RANDOM` variant) computing the CPU
 //! kernel's f64 arithmetic bit for bit (`kernels::exp64`, lane sums and chunked running sums);
 //! rows of f64 values (`f64_rows`) are argsorted on their 64-bit order key (`sort.comp`'s `KEY64`
