@@ -258,10 +258,9 @@ fn the_scheduler_places_the_op_on_vulkan() {
 
 #[test]
 fn rows_on_dyadic_boundaries_equal_the_cpu() {
-    // Weights within an ulp or two of powers of two (x = -j ln 2, temperatures 1 and 1/2) and
-    // thresholds at simple fractions of the total: the comparisons `c_i >= threshold` are decided
-    // by the last bits of the exponential and of the sums, so only the same arithmetic in the same
-    // order gives the CPU's indices on every row.
+    // Weights near powers of two (x = -j ln 2, temperatures 1 and 1/2), thresholds at simple
+    // fractions of the total, f32 and f64 rows. (Index equality is a weak check of the last bits:
+    // a one-ulp change of the shader's exponential was not caught by this or the next test.)
     let Some(mut vk) = vulkan("rows_on_dyadic_boundaries_equal_the_cpu") else { return };
     let ln2 = std::f32::consts::LN_2;
     for (n, levels) in [(64usize, 8usize), (600, 5), (5000, 12)] {
@@ -276,6 +275,43 @@ fn rows_on_dyadic_boundaries_equal_the_cpu() {
         compare(&mut vk, &c, true).unwrap_or_else(|e| panic!("{e}"));
         c.f64_rows = true;
         compare(&mut vk, &c, false).unwrap_or_else(|e| panic!("f64 rows: {e}"));
+    }
+    assert_clean(&vk);
+}
+
+#[test]
+fn rows_with_thresholds_within_ulps_of_a_rank_equal_the_cpu() {
+    // f64 rows: the maximum 0 and 2m ties at y = -ln(2q), weight w = exp(y) ~ 1/(2q); with
+    // random = 1/2, topp 1 and no top-K the threshold is 1/2 + m w and the running sums 1 + i w,
+    // so the crossing rank m - q sits within rounding of the threshold, decided by the sums'
+    // rounding (exercising the polynomial over |r| up to 0.35 and both sum orders).
+    let Some(mut vk) = vulkan("rows_with_thresholds_within_ulps_of_a_rank_equal_the_cpu") else { return };
+    for m in [64usize, 300] {
+        let n = 2 * m + 1;
+        let qs: Vec<usize> = (3..=60).filter(|&q| q < m).collect();
+        let mut g = Graph::new();
+        let rows = qs.len();
+        let x = g.input("x", DType::I32, &[2 * n, rows]).unwrap();
+        let p = g.input("params", DType::F32, &[3, rows]).unwrap();
+        let k = g.input("topk", DType::I32, &[1, rows]).unwrap();
+        let y = g.random_sample(x, p, k, IndexDType::I32, true).unwrap();
+        let bits: Vec<i32> = qs
+            .iter()
+            .flat_map(|&q| (0..n).map(move |i| if i == 0 { 0.0 } else { -((2 * q) as f64).ln() }))
+            .flat_map(|v: f64| {
+                let b = v.to_bits();
+                [b as u32 as i32, (b >> 32) as u32 as i32]
+            })
+            .collect();
+        let params: Vec<f32> = (0..rows).flat_map(|_| [0.5, 1.0, 1.0]).collect();
+        let inputs = vec![(x, i32_bytes(&bits)), (p, f32_bytes(&params)), (k, i32_bytes(&vec![0; rows]))];
+        let got = to_i32(&run(&mut vk, &g, &inputs, &[y], true)[0]);
+        let want = to_i32(&run(&mut cpu::CpuBackend::new(), &g, &inputs, &[y], true)[0]);
+        assert_eq!(got, want, "m {m}");
+        // The crossing is at rank m - q or one of its neighbours (ranks are indices here).
+        for (r, &q) in qs.iter().enumerate() {
+            assert!((want[r] - (m - q) as i32).abs() <= 1, "m {m} q {q}: {}", want[r]);
+        }
     }
     assert_clean(&vk);
 }
