@@ -7,10 +7,6 @@
 //! compute dispatches are counted too (`VulkanBackend::dispatch_counter`, one compute). Writes
 //! `target/bench/fused.json`.
 //!
-//! A second table times `random_sample` (f32 rows of V, per-row parameters cycling through top-K
-//! 50 / 1024 / off, topp 0.8–1.0, random 0.3–0.99, temperature 0.7–1.2) against the same read
-//! pass, and on Vulkan checks its indices against the CPU backend's.
-//!
 //! Rows cycle through (k, p, min_p): top-K with k in {1, 20, 50, 1024}, top-P alone with p in
 //! {0.5, 0.9, 0.95}, top-K + top-P, min-P 0 or 0.05; post stage qSample (q i.i.d. Exp(1)). Every
 //! row is sorted (top-K or `p < 1`), the case the composed graph expresses (it receives per row
@@ -160,9 +156,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             println!("vulkan: skipped, no device ({e})");
             continue;
         }
-        let rows = bench(backend, v, &args)?;
-        let random_rows = bench_random(backend, v, &args)?;
-        reports.push(serde_json::json!({ "backend": backend, "rows": rows, "random_sample": random_rows }));
+        reports.push(serde_json::json!({ "backend": backend, "rows": bench(backend, v, &args)? }));
     }
     crate::bench::write_report(args.out.as_deref(), "fused", &serde_json::json!({ "backends": reports }))
 }
@@ -253,84 +247,6 @@ fn bench(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>>
             "composed_over_fused": comp / fused, "fused_over_read": fused / read, "indices_agree": agree,
             "fused_dispatches": fused_dispatches, "composed_dispatches": comp_dispatches,
             "fused_placement": fused_on, "composed_placement": comp_on,
-        }));
-    }
-    Ok(table)
-}
-
-/// Per-row `random_sample` parameters: ([random, topp, temperature], topk).
-fn random_params(b: usize) -> Vec<([f32; 3], i32)> {
-    let cycle = [
-        ([0.5, 0.9, 1.0], 50),
-        ([0.7, 0.95, 0.8], 0),
-        ([0.99, 1.0, 1.0], 0),
-        ([0.3, 0.8, 0.7], 1024),
-        ([0.6, 1.0, 1.2], 0),
-    ];
-    (0..b).map(|r| cycle[r % cycle.len()]).collect()
-}
-
-/// The `random_sample` table of one backend.
-fn bench_random(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>> {
-    println!("random_sample, {backend} backend, V = {v}, median of {} runs", args.reps);
-    println!(
-        "{:>4} {:>12} {:>12} {:>9} {:>12} {:>11}",
-        "B", "fused ms", "read ms", "fus/read", "dispatches", "agree cpu"
-    );
-    let mut table = Vec::new();
-    for &b in &args.batch {
-        let xs: Vec<f32> = (0..v * b).map(|i| graph::philox::uniform(12, 0, i as u64) * 16.0 - 8.0).collect();
-        let ps = random_params(b);
-        let mut g = Graph::new();
-        let x = g.input("x", DType::F32, &[v, b])?;
-        let p = g.input("params", DType::F32, &[3, b])?;
-        let k = g.input("topk", DType::I32, &[1, b])?;
-        let y = g.random_sample(x, p, k, graph::fused::IndexDType::I64, false)?;
-        g.set_output(y);
-        let indices = |backend: &str, timed: bool| -> Result<(Vec<i32>, f64, u64, String)> {
-            let (mut s, counter) = scheduler(backend)?;
-            s.plan(&g)?;
-            let on = placement(&s, &g);
-            s.set_input_f32(x, &xs)?;
-            s.set_input_f32(p, &ps.iter().flat_map(|t| t.0).collect::<Vec<_>>())?;
-            s.set_input_i32(k, &ps.iter().map(|t| t.1).collect::<Vec<_>>())?;
-            let t = if timed { time(&mut s, args.reps)? } else { 0.0 };
-            let d = dispatches(&mut s, &counter)?;
-            Ok((s.read_i32(y)?, t, d, on))
-        };
-        let (idx, fused, disp, on) = indices(backend, true)?;
-        if idx.iter().any(|&i| i < 0) {
-            bail!("random_sample rejected a benchmark row: {idx:?}");
-        }
-        let agree = if backend == "cpu" {
-            b
-        } else {
-            idx.iter().zip(&indices("cpu", false)?.0).filter(|(a, c)| a == c).count()
-        };
-        let read = {
-            let mut g = Graph::new();
-            let x = g.input("x", DType::F32, &[v, b])?;
-            let y = g.max_rows(x)?;
-            g.set_output(y);
-            let (mut s, _) = scheduler(backend)?;
-            s.plan(&g)?;
-            s.set_input_f32(x, &xs)?;
-            time(&mut s, args.reps)?
-        };
-        println!(
-            "{b:>4} {:>12.3} {:>12.3} {:>8.1}x {:>12} {:>7}/{b}",
-            fused * 1e3,
-            read * 1e3,
-            fused / read,
-            if backend == "cpu" { "-".to_string() } else { disp.to_string() },
-            agree
-        );
-        if backend != "cpu" {
-            println!("     placement: [{on}]");
-        }
-        table.push(serde_json::json!({
-            "batch": b, "vocab": v, "fused_s": fused, "read_s": read, "fused_over_read": fused / read,
-            "dispatches": disp, "placement": on, "indices_agree_with_cpu": agree,
         }));
     }
     Ok(table)
