@@ -6,8 +6,10 @@
 // same comparisons. Needs shaderFloat64.
 //
 // PACK (one invocation per row): copies the row's parameters into the scratch B of the main pass:
-// A = top_k i32 [1, rows], B = params f32 [2, rows] (top_p, min_p), D = scratch; words r*4 + 0..2
-// at D_OFF = (k, top_p bits, min_p bits).
+// A = top_k i32 [1, rows], B = params f32 [2 + P0, rows] (top_p, min_p; random_sample: P0 = 1,
+// random, topp, temperature), D = scratch; words r*4 + 0..(2 + P0) at D_OFF = (k, the params' bits).
+//
+// RANDOM: random_sample (graph::Op::RandomSample), see that section.
 //
 // Main pass (one workgroup per row), after the rows were argsorted (value descending, index
 // ascending: sort.comp) into the scratch: A = logits [V, rows] (f32/f16/bf16, rows contiguous);
@@ -36,6 +38,195 @@ void main() {
     d_w[o] = a_w[a_at(uvec4(0u, r, 0u, 0u)) >> 2];
     d_w[o + 1u] = b_w[b_at(uvec4(0u, r, 0u, 0u)) >> 2];
     d_w[o + 2u] = b_w[b_at(uvec4(1u, r, 0u, 0u)) >> 2];
+    if (P0 != 0u) d_w[o + 3u] = b_w[b_at(uvec4(2u, r, 0u, 0u)) >> 2];
+}
+
+#elif defined(RANDOM)
+
+// random_sample, one workgroup of 256 invocations per row, after the rows were argsorted (value
+// descending, index ascending: sort.comp) into the scratch. Computes exactly what the CPU kernel
+// (crates/cpu/src/ops/sample/random_sample.rs) computes: the same f64 exponential
+// (kernels::exp64::exp, written out below with `precise`, so nothing is contracted), the same lane
+// sums (lane t = invocation t adds its members i = t mod 256 in index order, then the pairwise
+// tree acc[t] += acc[t + s], s = 128 .. 1) and the same chunked running sums over the order (ranks
+// in chunks of 256: the chunk totals in parallel, then their running sum and the crossing chunk's
+// walk in invocation 0).
+// A = x [n, rows] (f32/f16/bf16, contiguous; with P0 bit 0, f64 values as word pairs, low word
+// first, NE0 = n counting values); B = scratch: per row (topk, random, topp,
+// temperature) at B_OFF (4 words a row), the sorted indices at word B_NE(0) + r n; D = the result
+// i32 [1, rows] (-1 for a bad row). Rows of at most 262,144 entries (1024 chunks).
+
+#define NONE_IDX 0xffffffffu
+#define LANES 256u
+#define CHUNK 256u
+#define MAX_CHUNKS 1024u
+#define D64(lo, hi) packDouble2x32(uvec2(lo, hi))
+
+// kernels::exp64::exp (see its documentation; the same constants, bit for bit).
+double exp64(double y) {
+    if (isnan(y)) return y;
+    if (y > D64(0xfefa39efu, 0x40862e42u)) return double(POS_INF); // 709.782712893384
+    if (y < D64(0x9999999au, 0xc0874999u)) return 0.0LF; // -745.2
+    precise double yk = y * D64(0x652b82feu, 0x3ff71547u);
+    precise double ys = yk + D64(0x00000000u, 0x43380000u);
+    precise double kd = ys - D64(0x00000000u, 0x43380000u);
+    int k = int(kd);
+    if (k < -1022) return 0.0LF;
+    precise double h1 = kd * D64(0xfee00000u, 0x3fe62e42u);
+    precise double hi = y - h1;
+    precise double l1 = kd * D64(0x35793c76u, 0x3dea39efu);
+    precise double r = hi - l1;
+    const uvec2 c[12] = uvec2[12](uvec2(0x00000000u, 0x3fe00000u), uvec2(0x55555555u, 0x3fc55555u),
+        uvec2(0x55555555u, 0x3fa55555u), uvec2(0x11111111u, 0x3f811111u), uvec2(0x16c16c17u, 0x3f56c16cu),
+        uvec2(0x1a01a01au, 0x3f2a01a0u), uvec2(0x1a01a01au, 0x3efa01a0u), uvec2(0xa556c734u, 0x3ec71de3u),
+        uvec2(0xb7789f5cu, 0x3e927e4fu), uvec2(0x67f544e4u, 0x3e5ae645u), uvec2(0xeff8d898u, 0x3e21eed8u),
+        uvec2(0x13a86d09u, 0x3de61246u));
+    precise double q = packDouble2x32(c[11]);
+    for (int i = 10; i >= 0; i--) {
+        precise double qr = q * r;
+        q = qr + packDouble2x32(c[i]);
+    }
+    precise double r2 = r * r;
+    precise double r2q = r2 * q;
+    precise double s = r + r2q;
+    precise double p = 1.0LF + s;
+    if (k == -1022 && p < 1.0LF) return 0.0LF;
+    if (k == 1024) {
+        precise double h = p * D64(0u, 0x7fe00000u);
+        precise double o = h * 2.0LF;
+        return o;
+    }
+    precise double o = p * packDouble2x32(uvec2(0u, uint(k + 1023) << 20));
+    return o;
+}
+
+shared double sh_lane[LANES];
+shared double sh_chunk[MAX_CHUNKS];
+shared uint sh_bad, sh_res;
+
+uint g_base, g_ib;
+double g_x0, g_t;
+
+// Entry i of the row as f64 (f32, f16 and bf16 widen exactly).
+double xv(uint i) {
+    if ((P0 & 1u) != 0u) {
+        uint o = (g_base >> 2) + 2u * i;
+        return packDouble2x32(uvec2(a_w[o], a_w[o + 1u]));
+    }
+    return double(LOAD_F(a_w, g_base + i * dt_size(A_T), A_T));
+}
+uint sidx(uint j) { return b_w[g_ib + j]; }
+double e_of(double v) {
+    precise double dv = v - g_x0;
+    precise double y = dv / g_t;
+    return exp64(y);
+}
+
+// The lane sum of e over the row (every entry, or with `top` the first kk of the order: value
+// above pv, or equal with index at most pi). Called by the whole workgroup.
+double lane_sum(uint l, uint n, bool top, double pv, uint pi) {
+    precise double acc = 0.0LF;
+    for (uint i = l; i < n; i += LANES) {
+        double v = xv(i);
+        if (!top || v > pv || (v == pv && i <= pi)) {
+            precise double a2 = acc + e_of(v);
+            acc = a2;
+        }
+    }
+    sh_lane[l] = acc;
+    barrier();
+    for (uint s = LANES / 2u; s > 0u; s >>= 1) {
+        if (l < s) {
+            precise double t2 = sh_lane[l] + sh_lane[l + s];
+            sh_lane[l] = t2;
+        }
+        barrier();
+    }
+    double total = sh_lane[0];
+    barrier();
+    return total;
+}
+
+void main() {
+    uint r = group_index();
+    if (r >= NE1) return;
+    uint l = gl_LocalInvocationID.x;
+    uint n = NE0;
+    g_base = A_OFF + r * A_NB(1);
+    g_ib = B_NE(0) + r * n;
+    uint po = (B_OFF >> 2) + r * 4u;
+    int topk = int(b_w[po]);
+    float rnd = uintBitsToFloat(b_w[po + 1u]);
+    float topp = uintBitsToFloat(b_w[po + 2u]);
+    float temp = uintBitsToFloat(b_w[po + 3u]);
+
+    if (l == 0u) sh_bad = 0u;
+    barrier();
+    bool nan_ = false;
+    for (uint i = l; i < n; i += LANES) nan_ = nan_ || isnan(xv(i));
+    if (nan_) atomicOr(sh_bad, 1u);
+    barrier();
+    bool bad = sh_bad != 0u || isnan(rnd) || isnan(topp) || isnan(temp) || !(rnd >= 0.0 && rnd < 1.0) ||
+        topp < 0.0 || temp < 0.0;
+    // The first maximum (the order's first entry: -0.0 ties +0.0, ties by index).
+    uint first = sidx(0u);
+    uint res;
+    if (bad) {
+        res = NONE_IDX;
+    } else if (rnd == 0.0 || topp == 0.0 || topk == 1 || temp == 0.0) {
+        res = first;
+    } else if (isinf(xv(first))) {
+        res = NONE_IDX; // +inf, or every entry -inf
+    } else {
+        g_x0 = xv(first);
+        g_t = double(temp);
+        double total = lane_sum(l, n, false, 0.0LF, 0u);
+        uint kk = (topk <= 0 || uint(topk) >= n) ? n : uint(topk);
+        double top = total;
+        if (kk < n) {
+            uint pi = sidx(kk - 1u);
+            top = lane_sum(l, n, true, xv(pi), pi);
+        }
+        precise double a = double(topp) * total;
+        // Rust's f64::min: the other operand when one is NaN.
+        double lim = isnan(a) ? top : (isnan(top) ? a : (a < top ? a : top));
+        precise double thr = double(rnd) * lim;
+        uint nch = (n + CHUNK - 1u) / CHUNK;
+        for (uint c = l; c < nch; c += LANES) {
+            precise double s = 0.0LF;
+            for (uint j = c * CHUNK; j < min(c * CHUNK + CHUNK, n); j++) {
+                precise double s2 = s + e_of(xv(sidx(j)));
+                s = s2;
+            }
+            sh_chunk[c] = s;
+        }
+        barrier();
+        if (l == 0u) {
+            precise double base = 0.0LF;
+            uint hit = NONE_IDX;
+            for (uint c = 0u; c < nch; c++) {
+                precise double end = base + sh_chunk[c];
+                if (end >= thr) { hit = c; break; }
+                base = end;
+            }
+            // Rounding left the threshold above the sorted total: the last rank.
+            uint pick = sidx(n - 1u);
+            if (hit != NONE_IDX) {
+                precise double s = 0.0LF;
+                for (uint j = hit * CHUNK; j < min(hit * CHUNK + CHUNK, n); j++) {
+                    uint i = sidx(j);
+                    precise double s2 = s + e_of(xv(i));
+                    s = s2;
+                    precise double c_i = base + s;
+                    if (c_i >= thr) { pick = i; break; }
+                }
+            }
+            sh_res = pick;
+        }
+        barrier();
+        res = sh_res;
+    }
+    if (l == 0u) d_w[(D_OFF >> 2) + r] = res;
 }
 
 #else

@@ -16,6 +16,9 @@
 // B_NE(2) = source entries spanned by one input run, C_OFF/C_NE(0)/C_NE(1) = output scratch offset /
 // row stride / R_out.
 //
+// KEY64 (with BLOCK_PASS or MERGE_PASS): rows of f64 values as word pairs, ordered by the f64's
+// 64-bit order key (see key_of below).
+//
 // TopK with k <= BLOCK on longer rows instead selects: four HIST_PASSes find the k-th smallest key
 // exactly, one radix digit (8 bits) at a time, with a shared-memory histogram per row (state: the
 // key prefix, its mask and how many entries equal to the final key to keep, 4 words per row in B);
@@ -44,14 +47,36 @@ uint sort_key(float v) {
     return (P1 & 1u) != 0u ? ~k : k;
 }
 
-bool before(uint ka, uint ia, uint kb, uint ib) { return ka < kb || (ka == kb && ia < ib); }
-
 uint row_base(uint row) {
     uvec4 r = unravel(row * NE0, pc_ne());
     return a_at(uvec4(0u, r.yzw));
 }
 
+#ifdef KEY64
+// KEY64 (block and merge passes of random_sample's f64 rows): A holds each f64 as two words, low
+// first (NE0 counts f64 values); the key is the f64 order as (high word, low word), -0.0 tying
+// +0.0 and every NaN above +inf, complemented for descending order. The block pass keeps only
+// the indices in shared memory and reads keys from A.
+#define KEY uvec2
+#define KEY_NONE uvec2(0xffffffffu)
+KEY key_of(uint base, uint i) {
+    uint o = (base >> 2) + 2u * i;
+    uint lo = a_w[o], hi = a_w[o + 1u];
+    uint mag = hi & 0x7fffffffu;
+    bool nan_ = mag > 0x7ff00000u || (mag == 0x7ff00000u && lo != 0u);
+    if (mag == 0u && lo == 0u) hi = 0u;
+    uvec2 k = nan_ ? uvec2(0xffffffffu) : ((hi & 0x80000000u) != 0u ? uvec2(~hi, ~lo) : uvec2(hi | 0x80000000u, lo));
+    return (P1 & 1u) != 0u ? ~k : k;
+}
+bool key_lt(KEY a, KEY b) { return a.x < b.x || (a.x == b.x && a.y < b.y); }
+#else
+#define KEY uint
+#define KEY_NONE 0xffffffffu
 uint key_of(uint base, uint i) { return sort_key(LOAD_F(a_w, base + i * dt_size(A_T), A_T)); }
+bool key_lt(uint a, uint b) { return a < b; }
+#endif
+
+bool before(KEY ka, uint ia, KEY kb, uint ib) { return key_lt(ka, kb) || (ka == kb && ia < ib); }
 
 void emit(uint row, uint run, uint r_out, uint pos, uint idx) {
     if ((P1 & 2u) != 0u) {
@@ -62,20 +87,31 @@ void emit(uint row, uint run, uint r_out, uint pos, uint idx) {
 }
 
 #ifdef BLOCK_PASS
-shared uint sk[BLOCK];
 shared uint si[BLOCK];
+#ifdef KEY64
+uint g_kbase;
+KEY sk_at(uint t) { return si[t] == 0xffffffffu ? KEY_NONE : key_of(g_kbase, si[t]); }
+#else
+shared uint sk[BLOCK];
+KEY sk_at(uint t) { return sk[t]; }
+#endif
 
 void main() {
     uint block = gl_WorkGroupID.x;
     uint row = gl_WorkGroupID.y;
     uint base = row_base(row);
+#ifdef KEY64
+    g_kbase = base;
+#endif
     uint l = gl_LocalInvocationID.x;
     bool indirect = (P1 & 4u) != 0u;
     for (uint t = l; t < BLOCK; t += WG) {
         // Indirect (top_k's last pass): the entries are the P0 candidates listed in B.
         uint i = indirect ? (t < P0 ? b_w[(B_OFF >> 2) + row * B_NE(0) + t] : 0xffffffffu) : block * BLOCK + t;
         bool ok = indirect ? t < P0 : i < NE0;
+#ifndef KEY64
         sk[t] = ok ? key_of(base, i) : 0xffffffffu;
+#endif
         si[t] = ok ? i : 0xffffffffu;
     }
     barrier();
@@ -85,9 +121,13 @@ void main() {
                 uint p = t ^ j;
                 if (p > t) {
                     bool up = (t & k2) == 0u;
-                    uint ka = sk[t], ia = si[t], kb = sk[p], ib = si[p];
+                    KEY ka = sk_at(t), kb = sk_at(p);
+                    uint ia = si[t], ib = si[p];
                     if (before(kb, ib, ka, ia) == up) {
-                        sk[t] = kb; si[t] = ib; sk[p] = ka; si[p] = ia;
+#ifndef KEY64
+                        sk[t] = kb; sk[p] = ka;
+#endif
+                        si[t] = ib; si[p] = ia;
                     }
                 }
             }
@@ -116,7 +156,7 @@ void main() {
     uint base = row_base(row);
     uint in_ = (B_OFF >> 2) + row * B_NE(0);
     uint idx = b_w[in_ + run * r_in + pos];
-    uint key = key_of(base, idx);
+    KEY key = key_of(base, idx);
     uint sib = run ^ 1u;
     uint slen = run_len(sib, span, r_in);
     uint sbase = in_ + sib * r_in;

@@ -382,8 +382,8 @@ fn random_sample_errors() {
 #[test]
 fn backend_vulkan_gives_the_cpu_results() {
     // `--backend vulkan` runs top_k_top_p_sample on Vulkan where the device has shaderFloat64
-    // (the plan written to $GGS_FUSED_PLAN says so) with the CPU's results; random_sample has no
-    // Vulkan kernel and runs on the CPU. Skipped where no Vulkan device can be opened.
+    // (the plan written to $GGS_FUSED_PLAN says so) with the CPU's results; so does random_sample
+    // (f32 and f64 rows). Skipped where no Vulkan device can be opened.
     let d = Dir::new("vk");
     let vals: Vec<f32> = (0..3 * 50).map(|i| ((i * 37) % 23) as f32 / 4.0).collect();
     let l = d.file("l.npy", &npy("<f4", &[3, 50], &f32s(&vals)));
@@ -414,24 +414,43 @@ fn backend_vulkan_gives_the_cpu_results() {
     }
     assert_eq!(select_idx(&vk), select_idx(&args("cpu")));
     let l1 = d.file("l1.npy", &npy("<f4", &[50], &f32s(&vals[..50])));
-    let rs = |b: &str| {
-        xtask(&[
-            "random-sample",
-            "--logits",
-            &l1,
-            "--random",
-            "0.4",
-            "--topp",
-            "0.8",
-            "--topk",
-            "7",
-            "--temperature",
-            "0.7",
-            "--backend",
-            b,
-        ])
+    let v64: Vec<f64> = vals[..50].iter().map(|&v| f64::from(v)).collect();
+    let l64 = d.file("l64.npy", &npy("<f8", &[50], &f64s(&v64)));
+    let rs_plan = d.file("rs_plan.txt", b"");
+    let rs = |b: &str, l: &str, random: &str, topk: &str| {
+        xtask_env(
+            &[
+                "random-sample",
+                "--logits",
+                l,
+                "--random",
+                random,
+                "--topp",
+                "0.8",
+                "--topk",
+                topk,
+                "--temperature",
+                "0.7",
+                "--backend",
+                b,
+            ],
+            &[("GGS_FUSED_PLAN", &rs_plan)],
+        )
     };
-    assert_eq!(index(&rs("vulkan")), index(&rs("cpu")));
+    let on_vulkan = |what: &str| {
+        let plan = std::fs::read_to_string(&rs_plan).unwrap();
+        let line = plan.lines().find(|l| l.contains("random_sample")).unwrap_or_else(|| panic!("{plan}"));
+        assert!(line.contains("vulkan") || !vulkan_has_float64(), "{what} random_sample not on vulkan:\n{plan}");
+    };
+    for (random, topk) in [("0.4", "7"), ("0.9", "0"), ("0.0", "7"), ("0.99", "-1")] {
+        let got = rs("vulkan", &l1, random, topk);
+        on_vulkan("f32");
+        assert_eq!(index(&got), index(&rs("cpu", &l1, random, topk)), "random {random} topk {topk}");
+        // f64 rows: the same index (the values widen exactly).
+        let got64 = rs("vulkan", &l64, random, topk);
+        on_vulkan("f64");
+        assert_eq!(index(&got64), index(&got), "f64 random {random} topk {topk}");
+    }
 }
 
 /// Whether the Vulkan device the CLI opens has shaderFloat64.

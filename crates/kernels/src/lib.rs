@@ -4,6 +4,8 @@
 //!
 //! - [`exp`]: the exponential (`2^y` by range reduction and a degree-5 polynomial), scalar and as an
 //!   8-lane AVX2 function, bit-identical to each other on FMA machines.
+//! - [`exp64`]: the f64 exponential (`random_sample`), only `+ - *` so that a shader computes it
+//!   bit for bit alike.
 //! - [`row`]: whole-row scans built on it: max with a NaN/+inf flag (of the row or of each block),
 //!   sums of exponentials with and without storing them.
 //! - [`key`]: the one order of floats ([`key::order_key`]: -0.0 ties +0.0, every NaN above +inf),
@@ -25,6 +27,7 @@
 
 pub mod draw;
 pub mod exp;
+pub mod exp64;
 pub mod key;
 pub mod llama_f32;
 pub mod nucleus;

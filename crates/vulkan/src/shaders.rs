@@ -60,6 +60,12 @@ pub enum ShaderId {
     SampleTopKTopP,
     /// random.comp, the categorical draw with a draft (speculative verification)
     SpecVerify,
+    /// sample.comp, random_sample on argsorted rows
+    SampleRandom,
+    /// sort.comp, block pass on f64 rows (random_sample)
+    SortBlock64,
+    /// sort.comp, merge pass on f64 rows (random_sample)
+    SortMerge64,
 }
 
 /// One row of the variant table.
@@ -149,6 +155,9 @@ variants! {
     (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),
     (SampleTopKTopP, "sample_top_k_top_p", "sample.comp", [], 256, false),
     (SpecVerify, "spec_verify", "random.comp", ["CATEGORICAL", "VERIFY"], 256, false),
+    (SampleRandom, "sample_random", "sample.comp", ["RANDOM"], 256, false),
+    (SortBlock64, "sort_block64", "sort.comp", ["BLOCK_PASS", "KEY64"], 256, false),
+    (SortMerge64, "sort_merge64", "sort.comp", ["MERGE_PASS", "KEY64"], 256, false),
 }
 
 /// The table row of `id`.

@@ -1,7 +1,8 @@
 //! The whole op-conformance suite (`crates/conformance`) on the Vulkan backend, through
 //! `sched::Scheduler`, with the CPU backend as the oracle and the validation layer recording; and
 //! the row reductions, soft_max, rms_norm and mul_mat cases again on the shared-memory variants
-//! (`Options::no_subgroups`) that devices without subgroup arithmetic run.
+//! (`Options::no_subgroups`) that devices without subgroup arithmetic run; and the `random_sample`
+//! cases, checked to run on Vulkan (none declined).
 #![allow(clippy::print_stderr)]
 
 mod common;
@@ -60,6 +61,27 @@ fn shared_memory_variants_without_subgroups() {
     eprintln!("{report}");
     assert!(report.ok(), "failures without subgroups:\n{report}");
     assert!(report.skipped().is_empty(), "these families all run on Vulkan:\n{report}");
+    let msgs = log.lock().unwrap().clone();
+    assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
+}
+
+#[test]
+fn random_sample_cases_all_run_on_vulkan() {
+    // The `sample/random_sample/*` cases (every dtype, f64 rows, the regimes up to 262,144) run on
+    // Vulkan, none declined to the CPU, and equal the CPU's indices.
+    let Some(probe) = common::vulkan("random_sample_cases_all_run_on_vulkan") else { return };
+    drop(probe);
+    let cases: Vec<_> =
+        conformance::cases::all().into_iter().filter(|c| c.name.starts_with("sample/random_sample/")).collect();
+    assert!(cases.len() >= 20, "{} cases", cases.len());
+    let log: MessageLog = Arc::new(Mutex::new(Vec::new()));
+    let mut target = SchedTarget::new(factory(Options::default(), &log)).expect("the device opened once already");
+    let mut oracle = cpu_oracle().into_target().expect("the CPU backend starts");
+    let report = run_cases(&cases, &mut target, oracle.as_mut());
+    eprintln!("{report}");
+    assert!(report.ok(), "random_sample failures on vulkan:\n{report}");
+    assert!(report.skipped().is_empty(), "random_sample cases declined by vulkan:\n{report}");
+    assert_eq!(report.passed().len(), cases.len(), "{report}");
     let msgs = log.lock().unwrap().clone();
     assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
 }

@@ -211,6 +211,57 @@ fn random_sample(v: &mut Vec<Case>) {
             }));
         }
     }
+    // Regimes, one per row of 8: random near 1 with topp 1 (the crossing deep in the tail), topp
+    // tiny, topk 2, topp above 1 with no top-K, a tiny temperature, one so small that every
+    // weight below the maximum underflows to 0, a large one, topk n - 1; on rows full of ties
+    // (seven values, a quarter apart) with some -inf entries, V from 2 to 262,144.
+    let regime = |n: usize| {
+        let p = Gen::func(move |r: &mut Rng, i| match (i[0], i[1] % 8) {
+            (0, 0) => 0.999_999,
+            (0, _) => 0.05 + 0.9 * r.unit(),
+            (1, 0) => 1.0,
+            (1, 1) => 1e-6,
+            (1, 3) => 5.0,
+            (1, _) => 0.5 + 0.5 * r.unit(),
+            (_, 4) => 1e-3,
+            (_, 5) => 1e-30,
+            (_, 6) => 50.0,
+            (_, _) => 0.5 + r.unit(),
+        });
+        let k = Gen::func(move |r: &mut Rng, i| match i[1] % 8 {
+            0 | 3 => 0.0,
+            2 => 2.0,
+            7 => n as f64 - 1.0,
+            _ => 1.0 + r.below(n.min(300) as u64) as f64,
+        });
+        (p, k)
+    };
+    const RROWS: usize = 8;
+    for (dtype, n) in [
+        (DType::F32, 2usize),
+        (DType::BF16, 2),
+        (DType::F32, 257),
+        (DType::BF16, 257),
+        (DType::F16, 4097),
+        (DType::F32, 70_000),
+        (DType::BF16, 70_000),
+        (DType::F32, 262_144),
+    ] {
+        v.push(Case::new(format!("sample/random_sample/regimes/{dtype}/{n}x{RROWS}"), move |b| {
+            let ties = Gen::func(
+                |r: &mut Rng, i| {
+                    if i[0] % 97 == 5 { f64::NEG_INFINITY } else { (r.below(7) as f64 - 6.0) * 0.25 }
+                },
+            );
+            let x = b.input("x", dtype, &[n, RROWS], ties)?;
+            let (pg, kg) = regime(n);
+            let p = b.input("params", DType::F32, &[3, RROWS], pg)?;
+            let k = b.input("topk", DType::I32, &[1, RROWS], kg)?;
+            let y = b.g.random_sample(x, p, k, IndexDType::I32, false)?;
+            b.check(y, Cmp::Exact);
+            Ok(())
+        }));
+    }
     // f64 rows as bit pairs: values closer together than f32 can tell apart.
     for n in [5usize, 300] {
         v.push(Case::new(format!("sample/random_sample/f64/{n}x{ROWS}"), move |b| {

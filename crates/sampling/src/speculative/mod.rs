@@ -14,14 +14,19 @@
 //!   `(seed, s + i)` on the [`stream::SPECULATIVE`] stream: with probability `min(1, p(d)/q(d))`.
 //!   At the first rejection the emitted token is drawn from the residual `max(0, p - q)`
 //!   (normalised) by inverse CDF over the candidates in the chain's order (as its `dist` walks
-//!   them) with the uniform of the `DRAW` stream at that step; if every draft token is accepted, the bonus token at position
-//!   `n` is the chain's own draw there, exactly what plain decoding would draw. The emitted
+//!   them) with the uniform of the `DRAW` stream at that step; if every draft token is
+//!   accepted, the bonus token at position `n` is the chain's own draw there, exactly what plain
+//!   decoding would draw. The emitted
 //!   token at every position is distributed as `p` (the standard speculative-sampling argument;
 //!   tested statistically). llama.cpp accepts only draft tokens equal to its own sample.
 //!
 //! Randomness is keyed by position: a token emitted at step `t` depends only on the keys of `t`,
 //! never on how many drafts were tried or rejected, and the chain ends at step `s + emitted`, so
 //! a rejected draft changes nothing later. On return the chain has accepted every emitted token.
+//!
+//! On the backend (backend sampling with a draft set): each output's `dist` is the graph op
+//! `spec_verify`, which makes this decision for one-hot drafts where the logits are, so only
+//! tokens come back; [`accept_rows`] takes the accepted prefix from them.
 //!
 //! Drafting: [`ngram::NgramDrafter`] proposes tokens from the sequence's own context.
 //!

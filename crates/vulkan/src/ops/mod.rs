@@ -93,8 +93,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Categorical { .. } => random::supports_categorical(g, n),
         Op::SpecVerify { .. } => random::supports_spec_verify(g, n),
         Op::TopKTopPSample(_) => sample::supports_top_k_top_p(g, n),
-        // No Vulkan kernel for random_sample yet: the scheduler places it on the CPU.
-        Op::RandomSample { .. } => false,
+        Op::RandomSample { f64_rows, .. } => sample::supports_random(g, n, f64_rows),
         Op::TopPMask => sort::supports_top_p_mask(g, n),
     }
 }
@@ -149,6 +148,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::SpecVerify { stream, ids } => random::spec_verify(enc, g, id, stream, ids),
         Op::TopPMask => sort::top_p_mask(enc, g, id),
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
-        Op::RandomSample { .. } => Err(enc.fail(g, NodeError::Unsupported { description: g.describe(id) })),
+        Op::RandomSample { f64_rows, .. } => sample::random_sample(enc, g, id, f64_rows),
     }
 }

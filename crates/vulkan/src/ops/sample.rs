@@ -4,7 +4,11 @@
 //! merge passes, into the same scratch), and one workgroup per row computing the CPU kernel's
 //! result bit for bit (see the shader's header). It needs `shaderFloat64` (its sums and ratios are
 //! the CPU's f64 ones): without it the backend declines the op and the scheduler places it on the
-//! CPU. `random_sample` is not implemented here (declined: it runs on the CPU), see `docs/FUSED.md`.
+//! CPU. `random_sample` likewise in `3 + ceil(log2(ceil(n / 2048)))` dispatches: the parameters,
+//! the argsort, and one workgroup per row (the shader's `RANDOM` variant) computing the CPU
+//! kernel's f64 arithmetic bit for bit (`kernels::exp64`, lane sums and chunked running sums);
+//! rows of f64 values (`f64_rows`) are argsorted on their 64-bit order key (`sort.comp`'s `KEY64`
+//! passes), see `docs/FUSED.md`.
 
 use crate::encoder::{Encoder, Operand, grid};
 use crate::error::{Result, VulkanError};
@@ -25,7 +29,7 @@ const MAX_ROW: usize = 1 << 18;
 
 /// Whether the op needs the device's `shaderFloat64` (every node this module runs does).
 pub(crate) fn needs_float64(g: &Graph, id: NodeId) -> bool {
-    matches!(g.node(id).op, graph::Op::TopKTopPSample(_))
+    matches!(g.node(id).op, graph::Op::TopKTopPSample(_) | graph::Op::RandomSample { .. })
 }
 
 /// `top_k_top_p_sample` with 2-D contiguous float logits and a scratch that 32-bit word offsets
@@ -97,4 +101,66 @@ pub(super) fn top_k_top_p_sample(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, a
     push.b_ne = [word(idx_word)?, word(rank_word)?, 0, 0];
     let c_buf = q.as_ref().map_or(&scratch, |q| &q.buf);
     enc.dispatch(ShaderId::SampleTopKTopP, [&a.buf, &scratch, c_buf, &d.buf], &push, grid(rows as u64, 1)?)
+}
+
+/// `random_sample` with contiguous f32/f16/bf16 rows, or f64 rows as i32 word pairs, of at most
+/// [`MAX_ROW`] entries (the shader keeps 1024 chunk totals of 256 ranks in shared memory).
+pub(super) fn supports_random(g: &Graph, n: &Node, f64_rows: bool) -> bool {
+    let x = g.node(n.srcs[0]);
+    let v = if f64_rows { x.layout.ne[0] / 2 } else { x.layout.ne[0] };
+    let rows = x.layout.ne.nrows();
+    let words = rows.checked_mul(v).and_then(|w| w.checked_add(4 * rows));
+    let dtype_ok = if f64_rows { x.dtype == DType::I32 } else { float(x.dtype) };
+    contiguous(n)
+        && dtype_ok
+        && x.layout.is_contiguous(x.dtype)
+        && n.srcs.iter().all(|&s| g.node(s).layout.rows_contiguous(g.node(s).dtype))
+        && v <= MAX_ROW
+        && rows <= 65_535
+        && words.is_some_and(|w| w <= u32::MAX as usize / 4)
+}
+
+/// Records `random_sample`'s dispatches (see the module documentation).
+pub(super) fn random_sample(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, f64_rows: bool) -> Result<()> {
+    let n = g.node(id);
+    let x = g.node(n.srcs[0]);
+    let v = if f64_rows { x.layout.ne[0] / 2 } else { x.layout.ne[0] };
+    let rows = x.layout.ne.nrows();
+    let a = enc.operand(g, n.srcs[0])?;
+    let params = enc.operand(g, n.srcs[1])?;
+    let topk = enc.operand(g, n.srcs[2])?;
+    let d = enc.operand(g, id)?;
+
+    // Scratch words: 4 per row of parameters (topk, random, topp, temperature), then the sorted
+    // indices.
+    let idx_word = 4 * rows;
+    let scratch = enc.scratch(SLOT, (idx_word + rows * v) * 4)?;
+    let word = |w: usize| u32::try_from(w).map_err(|_| VulkanError::SortRowTooLong { stride: w });
+    let (v32, rows32) = (word(v)?, word(rows)?);
+
+    let pack = Push::new([1, rows32, 1, 1]).a(&topk.arg).b(&params.arg).pu(0, 1);
+    enc.dispatch(
+        ShaderId::SamplePack,
+        [&topk.buf, &params.buf, &params.buf, &scratch],
+        &pack,
+        grid(rows as u64, 256)?,
+    )?;
+
+    let sorted = Operand {
+        buf: scratch.clone(),
+        arg: TensorArg {
+            off: word(idx_word * 4)?,
+            ne: [v32, rows32, 1, 1],
+            nb: [4, word(v * 4)?, word(v * 4 * rows)?, word(v * 4 * rows)?],
+            dt: dtype_code(DType::I32),
+        },
+    };
+    // Rows as [v, rows] (contiguous: row r starts r row strides in).
+    let ne = [v32, rows32, 1, 1];
+    sort::sort_rows_by(enc, ne, rows, &a, &sorted, v, true, f64_rows)?;
+
+    let mut push = Push::new(ne).a(&a.arg).d(&d.arg).pu(0, u32::from(f64_rows));
+    push.b_off = 0;
+    push.b_ne = [word(idx_word)?, 0, 0, 0];
+    enc.dispatch(ShaderId::SampleRandom, [&a.buf, &scratch, &scratch, &d.buf], &push, grid(rows as u64, 1)?)
 }

@@ -107,7 +107,25 @@ pub(super) fn sort_rows(
     k: usize,
     desc: bool,
 ) -> Result<()> {
-    let (ne0, rows) = (src.layout.ne[0], src.layout.ne.nrows());
+    sort_rows_by(enc, ne32(src), src.layout.ne.nrows(), a, d, k, desc, false)
+}
+
+/// [`sort_rows`] on rows of shape `ne` (`rows` of them); with `key64` the rows hold f64 values as
+/// word pairs (`ne[0]` counts values; `random_sample`'s f64 rows), ordered by their 64-bit key.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sort_rows_by(
+    enc: &mut Encoder<'_>,
+    ne: [u32; 4],
+    rows: usize,
+    a: &Operand,
+    d: &Operand,
+    k: usize,
+    desc: bool,
+    key64: bool,
+) -> Result<()> {
+    let ne0 = ne[0] as usize;
+    let (block_id, merge_id) =
+        if key64 { (ShaderId::SortBlock64, ShaderId::SortMerge64) } else { (ShaderId::SortBlock, ShaderId::SortMerge) };
     let plan = passes(ne0, k);
     let stride = plan.iter().map(|&(r, c)| r * c).max().unwrap_or(1);
     let bytes = rows * stride * 4;
@@ -115,12 +133,12 @@ pub(super) fn sort_rows(
         if plan.len() > 1 { (enc.scratch(0, bytes)?, enc.scratch(1, bytes)?) } else { (d.buf.clone(), d.buf.clone()) };
     let stride32 = u32::try_from(stride).map_err(|_| VulkanError::SortRowTooLong { stride })?;
     let flags = |last: bool| u32::from(desc) | (u32::from(last) << 1);
-    let base = Push::new(ne32(src)).a(&a.arg).d(&d.arg).pu(0, k as u32);
+    let base = Push::new(ne).a(&a.arg).d(&d.arg).pu(0, k as u32);
 
     let (runs0, cap0) = plan[0];
     let mut push = base.pu(1, flags(plan.len() == 1));
     push.c_ne = [stride32, cap0 as u32, 0, 0];
-    enc.dispatch(ShaderId::SortBlock, [&a.buf, &s0, &s0, &d.buf], &push, [runs0 as u32, rows as u32, 1])?;
+    enc.dispatch(block_id, [&a.buf, &s0, &s0, &d.buf], &push, [runs0 as u32, rows as u32, 1])?;
 
     let (mut cur, mut next) = (s0, s1);
     let mut span = SORT_BLOCK;
@@ -131,7 +149,7 @@ pub(super) fn sort_rows(
         push.b_ne = [stride32, cap_in as u32, span as u32, 0];
         push.c_ne = [stride32, cap_out as u32, 0, 0];
         let [x, _, _] = grid((runs_in * cap_in) as u64, 256)?;
-        enc.dispatch(ShaderId::SortMerge, [&a.buf, &cur, &next, &d.buf], &push, [x, rows as u32, 1])?;
+        enc.dispatch(merge_id, [&a.buf, &cur, &next, &d.buf], &push, [x, rows as u32, 1])?;
         std::mem::swap(&mut cur, &mut next);
         span *= 2;
     }
