@@ -250,7 +250,7 @@ fn the_graph_verifier_emits_the_target_distribution_and_a_biased_one_does_not() 
         row.iter().map(|&x| if x >= m + off { (f64::from(x - m) * f64::from(s)).exp() } else { 0.0 }).collect();
     let total: f64 = w.iter().sum();
     let p: Vec<f64> = w.iter().map(|w| w / total).collect();
-    assert!(p.iter().any(|&q| q == 0.0), "the cut removes some tokens");
+    assert!(p.contains(&0.0), "the cut removes some tokens");
     // Very wrong drafts: often tokens the target cuts, and uneven over the others, most often the
     // likeliest (a proposal uniform over the survivors would make the biased verifier below exact
     // by accident).
@@ -328,8 +328,8 @@ fn the_graph_verifier_emits_the_target_distribution_and_a_biased_one_does_not() 
     let (c2, df) = chi2(&biased, &p);
     assert!(c2 > 2.0 * CHI2_999[df - 1], "the biased verifier should fail: chi2 {c2} with {df} df");
     let mut counts_l = vec![0u64; V];
-    for t in 0..N {
-        let j = usize::try_from(got_l[t]).expect("a valid entry");
+    for &j in &got_l {
+        let j = usize::try_from(j).expect("a valid entry");
         counts_l[usize::try_from(list_ids[j]).expect("a kept entry")] += 1;
     }
     assert!(fits(&counts_l, &pl), "list: {counts_l:?} vs {pl:?} ({:?})", chi2(&counts_l, &pl));
