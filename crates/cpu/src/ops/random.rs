@@ -10,12 +10,12 @@
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
 //!
-//! `spec_verify`: `categorical` with a draft entry `e` (see `graph::Op::SpecVerify`). The block
-//! sums of the weights (f64 sums of the f32 exponentials, as the cut path of `categorical`) give
-//! `W`; `w_e` is recomputed from `e`'s block by the same code, so `a W < w_e` compares the
-//! weight the draw itself would use; a rejected draft is drawn from the same blocks with `w_e`
-//! taken out of its block's sum and zeroed in the rescan. A row without a draft entry is exactly
-//! `categorical`'s draw.
+//! `spec_verify`: `categorical` with a draft entry `e` (see `graph::Op::SpecVerify`), on the
+//! weights `categorical`'s own draw uses (without a cut: the one-pass block statistics; with one:
+//! f64 block sums of the f32 exponentials); `w_e` is recomputed from `e`'s block by the code the
+//! draw's rescan uses, so `a W < w_e` compares the weight the draw itself would give `e`; a
+//! rejected draft is drawn from the same blocks with `w_e` taken out of its block's mass and
+//! zeroed in the rescan. A row without a draft entry is exactly `categorical`'s draw.
 
 use super::K;
 use crate::error::CpuError;
@@ -122,6 +122,9 @@ pub(crate) fn verify_draw(x: &[f32], u: f64, a: f64, s: f32, off: f32, e: usize)
     if s == f32::INFINITY {
         return draw(x, u, s, off);
     }
+    if off == f32::NEG_INFINITY {
+        return verify_from_stats(x, u, a, s, e);
+    }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
     let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
     let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -181,6 +184,57 @@ pub(crate) fn verify_draw(x: &[f32], u: f64, a: f64, s: f32, off: f32, e: usize)
                 return Some(blk * BLOCK + kernels::draw::in_block(&w[..len], target - before));
             }
             before += bs;
+        }
+    }
+    let blk = last?;
+    let len = fill(blk, &mut w);
+    w[..len].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j).or(Some(e))
+}
+
+/// [`verify_draw`] without a cut, on the weights of `categorical`'s own uncut draw (the CPU
+/// sampler chain's `kernels::draw`: one pass of block statistics, block masses relative to the row
+/// maximum, one block's exponentials recomputed): `w_e` is `e`'s exponential as that rescan
+/// computes it.
+fn verify_from_stats(x: &[f32], u: f64, a: f64, s: f32, e: usize) -> Option<usize> {
+    let mut st = kernels::stats::BlockStats::default();
+    kernels::stats::block_stats(x, s, &mut st);
+    if st.bad || st.row_max == f32::NEG_INFINITY {
+        return None;
+    }
+    let total = st.weights(s);
+    let (ea, eb) = kernels::exp::exp_affine(st.row_max, s);
+    let mut w = [0.0f32; BLOCK];
+    let fill = |blk: usize, w: &mut [f32; BLOCK]| {
+        let c = &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
+        kernels::row::exp2_into(c, ea, eb, &mut w[..c.len()]);
+        if blk == e / BLOCK {
+            w[e % BLOCK] = 0.0;
+        }
+        c.len()
+    };
+    let eblk = e / BLOCK;
+    let ec = &x[eblk * BLOCK..(eblk * BLOCK + BLOCK).min(x.len())];
+    kernels::row::exp2_into(ec, ea, eb, &mut w[..ec.len()]);
+    let we = f64::from(w[e % BLOCK]);
+    if a * total < we {
+        return Some(e);
+    }
+    let rest = total - we;
+    if rest <= 0.0 {
+        return Some(e);
+    }
+    let target = u * rest;
+    let mut before = 0.0f64;
+    let mut last = None;
+    for (blk, &wb) in st.weight.iter().enumerate() {
+        let wb = if blk == eblk { (wb - we).max(0.0) } else { wb };
+        if wb > 0.0 {
+            last = Some(blk);
+            if before + wb > target {
+                let len = fill(blk, &mut w);
+                return Some(blk * BLOCK + kernels::draw::in_block(&w[..len], target - before));
+            }
+            before += wb;
         }
     }
     let blk = last?;
