@@ -78,25 +78,24 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
             };
             let cols = &act[batch * n * arow..(batch + 1) * n * arow];
             if n == 1 {
-                // a mat-vec: `mv_rows` weight rows per call share each activation block's loads
+                // a mat-vec: the task's rows in one call, `mv_rows` at a time sharing each
+                // activation block's loads
                 let scales = &scales[batch * 2 * nbk..(batch + 1) * 2 * nbk];
-                let mvr = mv_rows(f);
-                for i0 in (0..rows.len()).step_by(mvr) {
-                    let nr = mvr.min(rows.len() - i0);
-                    let t = quant::Rows {
-                        f,
-                        w: &w[i0 * a.nb[1]..],
-                        wstride: a.nb[1],
-                        rows: nr,
-                        a: cols,
-                        scales,
-                        nblocks: nbk,
-                    };
-                    quant::dot_rows(&t, &mut out[..nr]);
-                    for (r, &v) in out[..nr].iter().enumerate() {
-                        // SAFETY: element (i, 0) of batch (b2, b3) belongs to this task only.
-                        unsafe { *(d.ptr(rows.start + i0 + r, 0, b2, b3) as *mut f32) = v };
-                    }
+                let t = quant::Rows {
+                    f,
+                    w,
+                    wstride: a.nb[1],
+                    rows: rows.len(),
+                    group: mv_rows(f),
+                    a: cols,
+                    scales,
+                    nblocks: nbk,
+                };
+                let mut mv = [0.0f32; ROWS];
+                quant::dot_rows(&t, &mut mv);
+                for (i, &v) in rows.clone().zip(&mv) {
+                    // SAFETY: element (i, 0) of batch (b2, b3) belongs to this task only.
+                    unsafe { *(d.ptr(i, 0, b2, b3) as *mut f32) = v };
                 }
                 continue;
             }

@@ -9,8 +9,9 @@
 //! block and weight row one 32-bit load and one `vcvtph2ps` give `[d_w, m_w]`; a single `vmulps`
 //! with the activation's pair gives `d_w * d_a` in lane 0 and a single `vfmadd` the running
 //! `m_w * s_a` sum in lane 1 (the same rounded product and the same fused add as `dot`'s scalar
-//! code). The activation block's 32 bytes and its scales are loaded once for all rows of the call,
-//! and each row keeps its own accumulators, adding the same terms in the same order as `dot`.
+//! code). The activation block's 32 bytes and its scales are loaded once for each group of rows,
+//! and each row keeps its own accumulators, adding the same terms in the same order as `dot`. One
+//! call takes any number of rows (a task's block of a mat-vec), so the bounds are checked once.
 
 use super::{Format, QK, dot_portable, half_at};
 
@@ -20,7 +21,7 @@ use super::{Format, QK, dot_portable, half_at};
 /// is 10-25% faster than leaving it to the hardware prefetchers, 256-512 bytes no better.
 pub const PREFETCH: usize = 2048;
 
-/// The most weight rows one [`dot_rows`] call takes.
+/// The most weight rows that share each activation block's loads ([`Rows::group`]).
 pub const ROWS_MAX: usize = 4;
 
 /// The per-block f32 scales of an activation row quantized by [`super::quantize_act`] for weights
@@ -46,8 +47,10 @@ pub struct Rows<'a> {
     pub w: &'a [u8],
     /// Bytes from one weight row to the next.
     pub wstride: usize,
-    /// Weight rows, 1 to [`ROWS_MAX`].
+    /// Weight rows (at least 1).
     pub rows: usize,
+    /// Weight rows processed together, sharing each activation block's loads: 1 to [`ROWS_MAX`].
+    pub group: usize,
     /// The activation row, quantized by [`super::quantize_act`] for `f`.
     pub a: &'a [u8],
     /// Its block scales, from [`act_scales`].
@@ -57,10 +60,11 @@ pub struct Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// Panics unless every block the call reads lies inside its slices and `rows` is 1 to 4.
+    /// Panics unless every block the call reads lies inside its slices, `rows` is positive and
+    /// `group` 1 to 4.
     fn check(&self, out: &[f32]) {
         let (wb, ab) = (self.f.block_bytes(), self.f.act_block_bytes());
-        assert!((1..=ROWS_MAX).contains(&self.rows), "rows 1 to 4");
+        assert!(self.rows >= 1 && (1..=ROWS_MAX).contains(&self.group), "rows at least 1, group 1 to 4");
         assert!(self.w.len() >= (self.rows - 1) * self.wstride + self.nblocks * wb, "weight rows out of bounds");
         assert!(self.a.len() >= self.nblocks * ab, "activation row out of bounds");
         assert!(self.scales.len() >= 2 * self.nblocks, "activation scales out of bounds");
@@ -70,7 +74,7 @@ impl Rows<'_> {
 
 /// `out[r]` = weight row `r` of `t` dotted with its activation row, bit-identical to
 /// [`super::dot`] of that pair (`t.scales` must be [`act_scales`] of `t.a`). Panics if `t.rows`
-/// is 0 or above [`ROWS_MAX`] or a row lies outside its slice.
+/// is 0, `t.group` 0 or above [`ROWS_MAX`], or a row lies outside its slice.
 pub fn dot_rows(t: &Rows<'_>, out: &mut [f32]) {
     t.check(out);
     #[cfg(target_arch = "x86_64")]
@@ -92,9 +96,21 @@ mod x86 {
     use super::{Format, QK, Rows};
     use std::arch::x86_64::*;
 
-    /// [`super::dot_rows`] (bounds checked by the caller), monomorphized per row count.
+    /// [`super::dot_rows`] (bounds checked by the caller): groups of `t.group` rows.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot_rows(t: &Rows<'_>, out: &mut [f32]) {
+        for r0 in (0..t.rows).step_by(t.group) {
+            let n = t.group.min(t.rows - r0);
+            let g = Rows { w: &t.w[r0 * t.wstride..], rows: n, ..*t };
+            // SAFETY: forwarded from the caller (rows `r0..r0 + n` are among the checked ones).
+            unsafe { group(&g, &mut out[r0..]) };
+        }
+    }
+
+    /// One group of `t.rows` (1 to 4) rows, monomorphized per row count and format.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn group(t: &Rows<'_>, out: &mut [f32]) {
         // SAFETY: forwarded from the caller.
         unsafe {
             match (t.f, t.rows) {
@@ -199,7 +215,7 @@ mod tests {
                 let mut r = stream(31 + nb as u64);
                 // rows padded by one block so the stride differs from the row length
                 let stride = (nb + 1) * wb;
-                let mut w: Vec<u8> = (0..ROWS_MAX * stride).map(|_| (r() >> 32) as u8).collect();
+                let mut w: Vec<u8> = (0..9 * stride).map(|_| (r() >> 32) as u8).collect();
                 for b in w.chunks_exact_mut(wb) {
                     let s = ((r() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
                     b[..2].copy_from_slice(&super::super::f32_to_f16(s.abs()).to_le_bytes());
@@ -213,8 +229,8 @@ mod tests {
                 quantize_act(f, &x, &mut a);
                 let mut scales = vec![0.0; 2 * nb];
                 act_scales(f, &a, nb, &mut scales);
-                for rows in 1..=ROWS_MAX {
-                    let t = Rows { f, w: &w, wstride: stride, rows, a: &a, scales: &scales, nblocks: nb };
+                for (rows, group) in (1..=ROWS_MAX).map(|r| (r, r)).chain([(5, 2), (7, 3), (4, 1), (9, 4)]) {
+                    let t = Rows { f, w: &w, wstride: stride, rows, group, a: &a, scales: &scales, nblocks: nb };
                     let mut out = vec![f32::NAN; rows];
                     dot_rows(&t, &mut out);
                     for (k, o) in out.iter().enumerate() {
@@ -232,7 +248,7 @@ mod tests {
     #[should_panic(expected = "activation scales out of bounds")]
     fn missing_scales_panic() {
         let (w, a) = (vec![0u8; 20], vec![0u8; 36]);
-        let t = Rows { f: Format::Q4_1, w: &w, wstride: 20, rows: 1, a: &a, scales: &[0.0], nblocks: 1 };
+        let t = Rows { f: Format::Q4_1, w: &w, wstride: 20, rows: 1, group: 1, a: &a, scales: &[0.0], nblocks: 1 };
         dot_rows(&t, &mut [0.0]);
     }
 }
