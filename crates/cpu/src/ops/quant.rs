@@ -14,8 +14,8 @@
 //! register tiles (`kernels::quant::dot_tile`: each weight block unpacked once per tile of up to
 //! four columns, each activation block loaded once per tile of rows), and every column of `b`
 //! reuses the block's weight rows from cache. A mat-vec (one column) runs through
-//! `kernels::quant::dot_rows` instead: the column's block scales converted to f32 once, one or two
-//! weight rows per call (`mv_rows`), the weights prefetched a few KiB ahead. Each output is still
+//! `kernels::quant::dot_rows` instead: the column's block scales converted to f32 once, a task's rows
+//! per call in groups of one or two (`mv_rows`), the weights prefetched a few KiB ahead. Each output is still
 //! ggml's `vec_dot` of its pair, bit for bit.
 
 use super::K;
