@@ -21,6 +21,10 @@
 //! `sum over blocks of (amax_block / 254 + 2^-11 amax_block) * sum |w|` of that block, about 0.4% of
 //! `sum |w| |x|` in the worst case and far less on average (the errors are independent).
 
+mod rows;
+
+pub use rows::{PREFETCH, ROWS_MAX, Rows, act_scales, dot_rows};
+
 /// Elements per block.
 pub const QK: usize = 32;
 
@@ -333,8 +337,9 @@ mod x86 {
     }
 
     /// 32 nibbles of 16 bytes as bytes: low nibbles in bytes 0..16, high nibbles in 16..32.
+    #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn nibbles(p: *const u8) -> __m256i {
+    pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
         // SAFETY: the caller passes 16 readable bytes.
         let t = unsafe { _mm_loadu_si128(p.cast()) };
         let both = _mm256_set_m128i(_mm_srli_epi16::<4>(t), t);

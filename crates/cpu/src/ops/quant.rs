@@ -13,8 +13,10 @@
 //! Tasks are blocks of [`ROWS`] rows of `a` times one batch; within a task the products run in
 //! register tiles (`kernels::quant::dot_tile`: each weight block unpacked once per tile of up to
 //! four columns, each activation block loaded once per tile of rows), and every column of `b`
-//! reuses the block's weight rows from cache. Each output is still ggml's `vec_dot` of its pair,
-//! bit for bit.
+//! reuses the block's weight rows from cache. A mat-vec (one column) runs through
+//! `kernels::quant::dot_rows` instead: the column's block scales converted to f32 once, a task's rows
+//! per call in groups of one or two (`mv_rows`), the weights prefetched a few KiB ahead. Each output is still
+//! ggml's `vec_dot` of its pair, bit for bit.
 
 use super::K;
 use super::rows::check_ids;
@@ -52,8 +54,15 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
         let col = unsafe { std::slice::from_raw_parts(b.ptr(0, j, b2, b3) as *const f32, kk) };
         quant::quantize_act(f, col, out);
     }
+    // A mat-vec's activation block scales as f32 pairs (`kernels::quant::act_scales`).
+    let mut scales = vec![0.0f32; if n == 1 { batches * 2 * nbk } else { 0 }];
+    if n == 1 {
+        for (c, out) in scales.chunks_exact_mut(2 * nbk).enumerate() {
+            quant::act_scales(f, &act[c * arow..], nbk, out);
+        }
+    }
     let blocks = m.div_ceil(ROWS);
-    let act = &act;
+    let (act, scales) = (&act, &scales);
     let (tr, tc) = TILE;
     crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
         let mut out = [0.0f32; quant::TILE * quant::TILE];
@@ -69,9 +78,22 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
             };
             let cols = &act[batch * n * arow..(batch + 1) * n * arow];
             if n == 1 {
-                // a mat-vec: one row at a time through the plain dot (no tile bookkeeping per row)
-                for (q, i) in rows.clone().enumerate() {
-                    let v = quant::dot(f, &w[q * a.nb[1]..][..wrow], cols, nbk);
+                // a mat-vec: the task's rows in one call, `mv_rows` at a time sharing each
+                // activation block's loads
+                let scales = &scales[batch * 2 * nbk..(batch + 1) * 2 * nbk];
+                let t = quant::Rows {
+                    f,
+                    w,
+                    wstride: a.nb[1],
+                    rows: rows.len(),
+                    group: mv_rows(f),
+                    a: cols,
+                    scales,
+                    nblocks: nbk,
+                };
+                let mut mv = [0.0f32; ROWS];
+                quant::dot_rows(&t, &mut mv);
+                for (i, &v) in rows.clone().zip(&mv) {
                     // SAFETY: element (i, 0) of batch (b2, b3) belongs to this task only.
                     unsafe { *(d.ptr(i, 0, b2, b3) as *mut f32) = v };
                 }
@@ -110,6 +132,14 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
 /// measured slower in the runner's decode step, whose weights stream from memory, and twice as
 /// slow on the q8_0 LM head (`docs/BENCHMARKS.md`).
 const TILE: (usize, usize) = (2, quant::TILE);
+
+/// Weight rows per `kernels::quant::dot_rows` call of a mat-vec: two for `q4_1` (6.9 ms against
+/// 7.4-7.7 ms for one at a time over SmolLM2's 66 MB of `q4_1` weights, min of 15), one for the
+/// others (two or four rows of `q8_0` measured 1.5-2.5x slower on the 30 MB LM head, as the 4-row
+/// tile before them did; see `docs/BENCHMARKS.md`).
+fn mv_rows(f: Format) -> usize {
+    if f == Format::Q4_1 { 2 } else { 1 }
+}
 
 pub(crate) fn get_rows(k: &K<'_>) -> Result<(), CpuError> {
     let (a, ids, d) = (k.srcs[0], k.srcs[1], k.dst);
