@@ -547,8 +547,8 @@ mod x86 {
 mod tests {
     use super::*;
 
-    /// A deterministic pseudo-random stream (xorshift) for test data.
-    fn stream(seed: u64) -> impl FnMut() -> u64 {
+    /// A deterministic pseudo-random stream (xorshift) for test data (also `quant::rows`' tests).
+    pub(crate) fn stream(seed: u64) -> impl FnMut() -> u64 {
         let mut s = seed.max(1);
         move || {
             s ^= s << 13;

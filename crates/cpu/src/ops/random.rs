@@ -99,147 +99,14 @@ pub(crate) fn spec_verify(k: &K<'_>, stream: u32, ids: bool) -> Result<(), CpuEr
                 }
             };
             let xr = x.row::<f32>(r);
-            let got = match entry {
-                Some(e) if draft >= 0 => {
-                    let a = philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0));
-                    verify_draw(xr, u, a, s, off, e)
-                }
-                _ => draw(xr, u, s, off),
-            };
+            let verify = entry
+                .filter(|_| draft >= 0)
+                .map(|e| (e, philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0))));
+            let got = draw_with(xr, u, s, off, verify);
             d.row_mut::<i32>(r)[0] = got.map_or(-1, |i| i as i32);
         }
     });
     Ok(())
-}
-
-/// One row of `spec_verify` with a draft entry `e`: `e` if `a W < w_e`, else the draw with `u`
-/// from the weights without `w_e` (`e` if nothing else weighs); `None` for a bad row, as
-/// [`draw`]. `s = +inf` is [`draw`]'s first maximum.
-pub(crate) fn verify_draw(x: &[f32], u: f64, a: f64, s: f32, off: f32, e: usize) -> Option<usize> {
-    if s.is_nan() || s <= 0.0 || off.is_nan() {
-        return None;
-    }
-    if s == f32::INFINITY {
-        return draw(x, u, s, off);
-    }
-    if off == f32::NEG_INFINITY {
-        return verify_from_stats(x, u, a, s, e);
-    }
-    let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
-    let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
-    let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if bad || max == f32::NEG_INFINITY {
-        return None;
-    }
-    let thr = max + off;
-    let (ea, eb) = kernels::exp::exp_affine(max, s);
-    let mut w = [0.0f32; BLOCK];
-    let block = |blk: usize| &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
-    let sums: Vec<f64> = maxima
-        .iter()
-        .enumerate()
-        .map(|(blk, &bm)| {
-            if bm < thr || bm == f32::NEG_INFINITY {
-                return 0.0;
-            }
-            let c = block(blk);
-            weights(c, ea, eb, thr, &mut w[..c.len()]);
-            sum_f64(&w[..c.len()])
-        })
-        .collect();
-    let total: f64 = sums.iter().sum();
-    if total == 0.0 {
-        return None;
-    }
-    let (eblk, ej) = (e / BLOCK, e % BLOCK);
-    let c = block(eblk);
-    weights(c, ea, eb, thr, &mut w[..c.len()]);
-    let we = f64::from(w[ej]);
-    if a * total < we {
-        return Some(e);
-    }
-    let rest = total - we;
-    if rest <= 0.0 {
-        return Some(e);
-    }
-    let target = u * rest;
-    // The block sums without `w_e`, and a block's weights with `w_e` zeroed.
-    let sum_of = |blk: usize| if blk == eblk { (sums[blk] - we).max(0.0) } else { sums[blk] };
-    let fill = |blk: usize, w: &mut [f32; BLOCK]| {
-        let c = block(blk);
-        weights(c, ea, eb, thr, &mut w[..c.len()]);
-        if blk == eblk {
-            w[ej] = 0.0;
-        }
-        c.len()
-    };
-    let mut before = 0.0f64;
-    let mut last = None;
-    for blk in 0..sums.len() {
-        let bs = sum_of(blk);
-        if bs > 0.0 {
-            last = Some(blk);
-            if before + bs > target {
-                let len = fill(blk, &mut w);
-                return Some(blk * BLOCK + kernels::draw::in_block(&w[..len], target - before));
-            }
-            before += bs;
-        }
-    }
-    let blk = last?;
-    let len = fill(blk, &mut w);
-    w[..len].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j).or(Some(e))
-}
-
-/// [`verify_draw`] without a cut, on the weights of `categorical`'s own uncut draw (the CPU
-/// sampler chain's `kernels::draw`: one pass of block statistics, block masses relative to the row
-/// maximum, one block's exponentials recomputed): `w_e` is `e`'s exponential as that rescan
-/// computes it.
-fn verify_from_stats(x: &[f32], u: f64, a: f64, s: f32, e: usize) -> Option<usize> {
-    let mut st = kernels::stats::BlockStats::default();
-    kernels::stats::block_stats(x, s, &mut st);
-    if st.bad || st.row_max == f32::NEG_INFINITY {
-        return None;
-    }
-    let total = st.weights(s);
-    let (ea, eb) = kernels::exp::exp_affine(st.row_max, s);
-    let mut w = [0.0f32; BLOCK];
-    let fill = |blk: usize, w: &mut [f32; BLOCK]| {
-        let c = &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
-        kernels::row::exp2_into(c, ea, eb, &mut w[..c.len()]);
-        if blk == e / BLOCK {
-            w[e % BLOCK] = 0.0;
-        }
-        c.len()
-    };
-    let eblk = e / BLOCK;
-    let ec = &x[eblk * BLOCK..(eblk * BLOCK + BLOCK).min(x.len())];
-    kernels::row::exp2_into(ec, ea, eb, &mut w[..ec.len()]);
-    let we = f64::from(w[e % BLOCK]);
-    if a * total < we {
-        return Some(e);
-    }
-    let rest = total - we;
-    if rest <= 0.0 {
-        return Some(e);
-    }
-    let target = u * rest;
-    let mut before = 0.0f64;
-    let mut last = None;
-    for (blk, &wb) in st.weight.iter().enumerate() {
-        let wb = if blk == eblk { (wb - we).max(0.0) } else { wb };
-        if wb > 0.0 {
-            last = Some(blk);
-            if before + wb > target {
-                let len = fill(blk, &mut w);
-                return Some(blk * BLOCK + kernels::draw::in_block(&w[..len], target - before));
-            }
-            before += wb;
-        }
-    }
-    let blk = last?;
-    let len = fill(blk, &mut w);
-    w[..len].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j).or(Some(e))
 }
 
 /// Block length of the draw: weights are recomputed for one block only.
@@ -263,6 +130,13 @@ fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
 /// pass for the block maxima, one over the blocks that can hold a weight (with a min-p cut most are
 /// skipped unread), and a rescan of the one block that holds the target.
 pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
+    draw_with(x, u, s, off, None)
+}
+
+/// [`draw`], or with `verify = Some((e, a))` one row of `spec_verify` with the draft entry `e`
+/// and the acceptance uniform `a`: `e` if `a W < w_e`, else the draw with `u` from the weights
+/// without `w_e` (`e` itself if nothing else weighs). `s = +inf` is the first maximum either way.
+fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) -> Option<usize> {
     if s.is_nan() || s <= 0.0 || off.is_nan() {
         return None;
     }
@@ -279,46 +153,99 @@ pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
     }
     if off == f32::NEG_INFINITY {
         // No cut: the CPU sampler chain's own draw (one pass of block statistics), so both pick
-        // the same token from the same row.
+        // the same token from the same row; a verification weighs with the same statistics.
         let mut st = kernels::stats::BlockStats::default();
         kernels::stats::block_stats(x, s, &mut st);
-        return Some(kernels::draw::from_stats(x, s, u, &mut st));
+        if verify.is_none() {
+            return Some(kernels::draw::from_stats(x, s, u, &mut st));
+        }
+        st.weights(s);
+        let (a, b) = kernels::exp::exp_affine(st.row_max, s);
+        return RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY }.pick(u, verify);
     }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);
     let mut w = [0.0f32; BLOCK];
-    let block = |blk: usize| &x[blk * BLOCK..(blk * BLOCK + BLOCK).min(x.len())];
-    let sums: Vec<f64> = maxima
+    let mut rw = RowWeights { x, mass: Vec::new(), a, b, thr };
+    rw.mass = maxima
         .iter()
         .enumerate()
         .map(|(blk, &bm)| {
             if bm < thr || bm == f32::NEG_INFINITY {
                 return 0.0;
             }
-            let c = block(blk);
-            weights(c, a, b, thr, &mut w[..c.len()]);
-            sum_f64(&w[..c.len()])
+            let len = rw.fill(blk, &mut w);
+            sum_f64(&w[..len])
         })
         .collect();
-    let target = u * sums.iter().sum::<f64>();
-    let mut before = 0.0f64;
-    let mut last = None;
-    for (blk, &bs) in sums.iter().enumerate() {
-        if bs > 0.0 {
-            last = Some(blk);
-            if before + bs > target {
-                let c = block(blk);
-                weights(c, a, b, thr, &mut w[..c.len()]);
-                return Some(blk * BLOCK + kernels::draw::in_block(&w[..c.len()], target - before));
-            }
-            before += bs;
-        }
+    rw.pick(u, verify)
+}
+
+/// A row's draw weights: the mass of each block and the affine constants and threshold that
+/// recompute one block's weights.
+struct RowWeights<'a> {
+    x: &'a [f32],
+    mass: Vec<f64>,
+    a: f32,
+    b: f32,
+    thr: f32,
+}
+
+impl RowWeights<'_> {
+    /// Block `blk`'s weights into `w`; its length.
+    fn fill(&self, blk: usize, w: &mut [f32; BLOCK]) -> usize {
+        let c = &self.x[blk * BLOCK..(blk * BLOCK + BLOCK).min(self.x.len())];
+        weights(c, self.a, self.b, self.thr, &mut w[..c.len()]);
+        c.len()
     }
-    // Rounding left the target at or past the total: the last positive weight.
-    let blk = last?;
-    let c = block(blk);
-    weights(c, a, b, thr, &mut w[..c.len()]);
-    w[..c.len()].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j)
+
+    /// The first index with a positive weight whose running sum exceeds `u` times the total (the
+    /// last positive one if rounding leaves none), `None` without weight; with `verify`, the
+    /// acceptance test first and the draw without the draft entry (see [`draw_with`]).
+    fn pick(&self, u: f64, verify: Option<(usize, f64)>) -> Option<usize> {
+        let mut w = [0.0f32; BLOCK];
+        let total: f64 = self.mass.iter().sum();
+        let mut excluded = None;
+        if let Some((e, a)) = verify {
+            self.fill(e / BLOCK, &mut w);
+            let we = f64::from(w[e % BLOCK]);
+            if a * total < we {
+                return Some(e);
+            }
+            if total - we <= 0.0 {
+                return (we > 0.0).then_some(e);
+            }
+            excluded = Some((e, we));
+        }
+        let fill = |blk: usize, w: &mut [f32; BLOCK]| {
+            let len = self.fill(blk, w);
+            if let Some((e, _)) = excluded.filter(|(e, _)| e / BLOCK == blk) {
+                w[e % BLOCK] = 0.0;
+            }
+            len
+        };
+        let target = u * (total - excluded.map_or(0.0, |(_, we)| we));
+        let mut before = 0.0f64;
+        let mut last = None;
+        for (blk, &m) in self.mass.iter().enumerate() {
+            let m = match excluded {
+                Some((e, we)) if e / BLOCK == blk => (m - we).max(0.0),
+                _ => m,
+            };
+            if m > 0.0 {
+                last = Some(blk);
+                if before + m > target {
+                    let len = fill(blk, &mut w);
+                    return Some(blk * BLOCK + kernels::draw::in_block(&w[..len], target - before));
+                }
+                before += m;
+            }
+        }
+        // Rounding left the target at or past the total: the last positive weight.
+        let blk = last?;
+        let len = fill(blk, &mut w);
+        w[..len].iter().rposition(|&v| v > 0.0).map(|j| blk * BLOCK + j).or(excluded.map(|(e, _)| e))
+    }
 }
 
 /// Sum in f64 with eight accumulators (the order is fixed, so the result is reproducible).

@@ -18,11 +18,11 @@ mod elementwise;
 mod leaves;
 mod linalg;
 mod reduce;
-
-pub use reduce::SpecAux;
 mod rows;
 mod sample;
 mod views;
+
+pub use reduce::SpecAux;
 
 use crate::dtype::DType;
 use crate::error::GraphError;

@@ -194,18 +194,9 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::stream;
     use super::super::{dot, quantize_act};
     use super::*;
-
-    fn stream(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed.max(1);
-        move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        }
-    }
 
     #[test]
     fn every_row_count_gives_dot_bit_for_bit() {

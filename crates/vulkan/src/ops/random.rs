@@ -4,7 +4,7 @@
 //!
 //! Categorical keeps its sums as 64-bit fixed point in pairs of 32-bit words (`uaddCarry`,
 //! `umulExtended`; no `shaderInt64` or `shaderFloat64`): weights `floor(w 2^40)`, so rows of up to
-//! 2^23 entries (checked in `supports_categorical`; longer rows fall back to another backend).
+//! 2^23 entries (checked in `supports_draw`; longer rows fall back to another backend).
 //! The index equals the CPU's except where `u W` falls near a bracket end, within the
 //! exponentials' last bits (about 1e-7 of a weight) plus under `n 2^-40` of the maximum weight
 //! (the floors); a weight below `2^-40` of the maximum is never drawn.
@@ -34,48 +34,15 @@ pub(super) fn random_uniform(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, strea
 /// margin) stay below `2^64`.
 const MAX_CATEGORICAL_ROW: usize = 1 << 23;
 
-/// Categorical: f32 logits with contiguous rows of at most 2^23 entries, i32 keys `[4, rows..]`,
-/// optional f32 params `[2, rows..]` with contiguous rows.
-pub(super) fn supports_categorical(g: &Graph, n: &Node) -> bool {
+/// Categorical and SpecVerify: f32 logits with contiguous rows of at most 2^23 entries, i32 keys
+/// (`[4, rows..]`, or `[5, rows..]` with the draft), and the optional third source with contiguous
+/// rows: f32 params, or for SpecVerify with `ids` the i32 token ids.
+pub(super) fn supports_draw(g: &Graph, n: &Node) -> bool {
     let (x, k) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
-    let params_ok = n.srcs.get(2).is_none_or(|&p| {
-        let p = g.node(p);
-        p.dtype == DType::F32 && p.layout.rows_contiguous(p.dtype)
-    });
-    contiguous(n)
-        && x.layout.ne[0] <= MAX_CATEGORICAL_ROW
-        && x.dtype == DType::F32
-        && x.layout.rows_contiguous(x.dtype)
-        && k.dtype == DType::I32
-        && k.layout.rows_contiguous(k.dtype)
-        && params_ok
-}
-
-/// One workgroup per row (`shaders/random.comp` with `CATEGORICAL`): exact 64-bit fixed-point sums.
-pub(super) fn categorical(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32) -> Result<()> {
-    let n = g.node(id);
-    let x = g.node(n.srcs[0]);
-    let a = enc.operand(g, n.srcs[0])?;
-    let k = enc.operand(g, n.srcs[1])?;
-    let p = n.srcs.get(2).map(|&p| enc.operand(g, p)).transpose()?;
-    let d = enc.operand(g, id)?;
-    let mut push = Push::new(ne32(x)).a(&a.arg).b(&k.arg).d(&d.arg).pu(0, stream);
-    if let Some(p) = &p {
-        push = push.c(&p.arg).pu(1, 1);
-    }
-    let c_buf = p.as_ref().map_or(&k.buf, |p| &p.buf);
-    let groups = grid(x.layout.ne.nrows() as u64, 1)?;
-    enc.dispatch(ShaderId::Categorical, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
-}
-
-/// SpecVerify: as categorical, with keys i32 `[5, rows..]` and the third source either the params
-/// or the entries' token ids (i32, contiguous rows).
-pub(super) fn supports_spec_verify(g: &Graph, n: &Node) -> bool {
-    let (x, k) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
-    let graph::Op::SpecVerify { ids, .. } = n.op else { return false };
+    let aux_dtype = if matches!(n.op, graph::Op::SpecVerify { ids: true, .. }) { DType::I32 } else { DType::F32 };
     let aux_ok = n.srcs.get(2).is_none_or(|&p| {
         let p = g.node(p);
-        p.dtype == if ids { DType::I32 } else { DType::F32 } && p.layout.rows_contiguous(p.dtype)
+        p.dtype == aux_dtype && p.layout.rows_contiguous(p.dtype)
     });
     contiguous(n)
         && x.layout.ne[0] <= MAX_CATEGORICAL_ROW
@@ -86,8 +53,10 @@ pub(super) fn supports_spec_verify(g: &Graph, n: &Node) -> bool {
         && aux_ok
 }
 
-/// One workgroup per row (`shaders/random.comp` with `CATEGORICAL` and `VERIFY`).
-pub(super) fn spec_verify(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ids: bool) -> Result<()> {
+/// Categorical (`verify: None`) or SpecVerify (`Some(ids)`): one workgroup per row
+/// (`shaders/random.comp` with `CATEGORICAL`, and `VERIFY`), exact 64-bit fixed-point sums. Push
+/// word 1: bit 0, a params source; bit 1, an ids source.
+pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, verify: Option<bool>) -> Result<()> {
     let n = g.node(id);
     let x = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;
@@ -96,9 +65,10 @@ pub(super) fn spec_verify(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: 
     let d = enc.operand(g, id)?;
     let mut push = Push::new(ne32(x)).a(&a.arg).b(&k.arg).d(&d.arg).pu(0, stream);
     if let Some(p) = &p {
-        push = push.c(&p.arg).pu(1, if ids { 2 } else { 1 });
+        push = push.c(&p.arg).pu(1, if verify == Some(true) { 2 } else { 1 });
     }
     let c_buf = p.as_ref().map_or(&k.buf, |p| &p.buf);
     let groups = grid(x.layout.ne.nrows() as u64, 1)?;
-    enc.dispatch(ShaderId::SpecVerify, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
+    let shader = if verify.is_some() { ShaderId::SpecVerify } else { ShaderId::Categorical };
+    enc.dispatch(shader, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
 }
