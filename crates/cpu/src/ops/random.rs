@@ -126,9 +126,10 @@ fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
 }
 
 /// The draw of one row with the uniform `u`, scale `s` and threshold offset `off` (see the module
-/// documentation); `None` for a row with NaN or `+inf` or no finite value, or bad `s`/`off`. One
-/// pass for the block maxima, one over the blocks that can hold a weight (with a min-p cut most are
-/// skipped unread), and a rescan of the one block that holds the target.
+/// documentation); `None` for a row with NaN or `+inf` or no finite value, or bad `s`/`off`.
+/// Without a cut: one pass of block statistics and a rescan of one block. With one: a pass for the
+/// block maxima, one over the blocks that can hold a weight (with a min-p cut most are skipped
+/// unread), and the rescan.
 pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
     draw_with(x, u, s, off, None)
 }
@@ -140,6 +141,22 @@ fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) 
     if s.is_nan() || s <= 0.0 || off.is_nan() {
         return None;
     }
+    if off == f32::NEG_INFINITY && s < f32::INFINITY {
+        // No cut: the CPU sampler chain's own draw (one pass of block statistics, which also
+        // finds a bad row), so both pick the same token from the same row; a verification weighs
+        // with the same statistics.
+        let mut st = kernels::stats::BlockStats::default();
+        kernels::stats::block_stats(x, s, &mut st);
+        if st.bad || st.row_max == f32::NEG_INFINITY {
+            return None;
+        }
+        if verify.is_none() {
+            return Some(kernels::draw::from_stats(x, s, u, &mut st));
+        }
+        st.weights(s);
+        let (a, b) = kernels::exp::exp_affine(st.row_max, s);
+        return RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY }.pick(u, verify);
+    }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
     let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
     let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -150,18 +167,6 @@ fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) 
         // The zero-temperature limit: the first maximum (its block is the first whose max it is).
         let blk = maxima.iter().position(|&m| m == max)?;
         return x[blk * BLOCK..].iter().position(|&v| v == max).map(|j| blk * BLOCK + j);
-    }
-    if off == f32::NEG_INFINITY {
-        // No cut: the CPU sampler chain's own draw (one pass of block statistics), so both pick
-        // the same token from the same row; a verification weighs with the same statistics.
-        let mut st = kernels::stats::BlockStats::default();
-        kernels::stats::block_stats(x, s, &mut st);
-        if verify.is_none() {
-            return Some(kernels::draw::from_stats(x, s, u, &mut st));
-        }
-        st.weights(s);
-        let (a, b) = kernels::exp::exp_affine(st.row_max, s);
-        return RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY }.pick(u, verify);
     }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);

@@ -92,32 +92,8 @@ impl Graph {
     /// `[1, rows..]`; see [`Op::Categorical`].
     pub fn categorical(&mut self, logits: NodeId, keys: NodeId, params: Option<NodeId>, stream: u32) -> R {
         const OP: &str = "categorical";
-        let nl = self.rows_src(OP, "logits", logits)?.clone();
-        if nl.dtype != DType::F32 {
-            return Err(self.err(OP, format!("logits {} must be f32", self.describe(logits))));
-        }
-        if self.src(OP, keys)?.layout.ne[0] != 4 {
-            return Err(self.err(
-                OP,
-                format!(
-                    "keys {} must have 4 entries per row (seed lo, seed hi, step lo, step hi)",
-                    self.describe(keys)
-                ),
-            ));
-        }
-        self.per_row_src(OP, "keys", keys, DType::I32, 4, logits)?;
-        let mut srcs = vec![logits, keys];
-        if let Some(p) = params {
-            if self.src(OP, p)?.layout.ne[0] != 2 {
-                return Err(
-                    self.err(OP, format!("params {} must have 2 entries per row (scale, offset)", self.describe(p)))
-                );
-            }
-            self.per_row_src(OP, "params", p, DType::F32, 2, logits)?;
-            srcs.push(p);
-        }
-        let mut ne = nl.layout.ne;
-        ne.0[0] = 1;
+        let ne = self.draw_checks(OP, logits, keys, "seed lo, seed hi, step lo, step hi", params)?;
+        let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).collect();
         Ok(self.new_node(Op::Categorical { stream }, &srcs, DType::I32, ne))
     }
 
@@ -127,40 +103,52 @@ impl Graph {
     /// rows..]` of a candidate list; i32 `[1, rows..]`, see [`Op::SpecVerify`].
     pub fn spec_verify(&mut self, logits: NodeId, keys: NodeId, aux: SpecAux, stream: u32) -> R {
         const OP: &str = "spec_verify";
-        let nl = self.rows_src(OP, "logits", logits)?.clone();
+        let words = "seed lo, seed hi, step lo, step hi, draft token";
+        let (params, ids) = match aux {
+            SpecAux::None => (None, None),
+            SpecAux::Params(p) => (Some(p), None),
+            SpecAux::Ids(i) => (None, Some(i)),
+        };
+        let ne = self.draw_checks(OP, logits, keys, words, params)?;
+        if let Some(i) = ids {
+            self.per_row_src(OP, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
+        }
+        let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).chain(ids).collect();
+        Ok(self.new_node(Op::SpecVerify { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
+    }
+
+    /// The checks of a draw (`categorical`, `spec_verify`): f32 `logits` rows, i32 `keys` holding
+    /// the named words per row, the optional f32 `params [2, rows..]`; the result's shape.
+    fn draw_checks(
+        &self,
+        op: &'static str,
+        logits: NodeId,
+        keys: NodeId,
+        words: &str,
+        params: Option<NodeId>,
+    ) -> Result<crate::shape::Shape, crate::GraphError> {
+        let nl = self.rows_src(op, "logits", logits)?;
         if nl.dtype != DType::F32 {
-            return Err(self.err(OP, format!("logits {} must be f32", self.describe(logits))));
-        }
-        if self.src(OP, keys)?.layout.ne[0] != 5 {
-            return Err(self.err(
-                OP,
-                format!(
-                    "keys {} must have 5 entries per row (seed lo, seed hi, step lo, step hi, draft token)",
-                    self.describe(keys)
-                ),
-            ));
-        }
-        self.per_row_src(OP, "keys", keys, DType::I32, 5, logits)?;
-        let mut srcs = vec![logits, keys];
-        let ids = matches!(aux, SpecAux::Ids(_));
-        match aux {
-            SpecAux::None => {}
-            SpecAux::Params(p) => {
-                if self.src(OP, p)?.layout.ne[0] != 2 {
-                    return Err(self
-                        .err(OP, format!("params {} must have 2 entries per row (scale, offset)", self.describe(p))));
-                }
-                self.per_row_src(OP, "params", p, DType::F32, 2, logits)?;
-                srcs.push(p);
-            }
-            SpecAux::Ids(i) => {
-                self.per_row_src(OP, "ids", i, DType::I32, nl.layout.ne[0], logits)?;
-                srcs.push(i);
-            }
+            return Err(self.err(op, format!("logits {} must be f32", self.describe(logits))));
         }
         let mut ne = nl.layout.ne;
+        let n_words = words.split(", ").count();
+        if self.src(op, keys)?.layout.ne[0] != n_words {
+            return Err(
+                self.err(op, format!("keys {} must have {n_words} entries per row ({words})", self.describe(keys)))
+            );
+        }
+        self.per_row_src(op, "keys", keys, DType::I32, n_words, logits)?;
+        if let Some(p) = params {
+            if self.src(op, p)?.layout.ne[0] != 2 {
+                return Err(
+                    self.err(op, format!("params {} must have 2 entries per row (scale, offset)", self.describe(p)))
+                );
+            }
+            self.per_row_src(op, "params", p, DType::F32, 2, logits)?;
+        }
         ne.0[0] = 1;
-        Ok(self.new_node(Op::SpecVerify { stream, ids }, &srcs, DType::I32, ne))
+        Ok(ne)
     }
 }
 

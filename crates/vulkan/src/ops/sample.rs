@@ -60,29 +60,7 @@ pub(super) fn top_k_top_p_sample(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, a
 
     // Scratch words: 4 per row of parameters, then the sorted indices, then the ranks.
     let (idx_word, rank_word) = (4 * rows, 4 * rows + rows * v);
-    let words = rank_word + rows * v;
-    let scratch = enc.scratch(SLOT, words * 4)?;
-    let word = |w: usize| u32::try_from(w).map_err(|_| VulkanError::SortRowTooLong { stride: w });
-    let rows32 = word(rows)?;
-
-    let pack = Push::new([1, rows32, 1, 1]).a(&topk.arg).b(&params.arg).pu(0, 0);
-    enc.dispatch(
-        ShaderId::SamplePack,
-        [&topk.buf, &params.buf, &params.buf, &scratch],
-        &pack,
-        grid(rows as u64, 256)?,
-    )?;
-
-    let sorted = Operand {
-        buf: scratch.clone(),
-        arg: TensorArg {
-            off: word(idx_word * 4)?,
-            ne: [word(v)?, rows32, 1, 1],
-            nb: [4, word(v * 4)?, word(v * 4 * rows)?, word(v * 4 * rows)?],
-            dt: dtype_code(DType::I32),
-        },
-    };
-    sort::sort_rows(enc, x, &a, &sorted, v, true)?;
+    let scratch = pack_and_sort(enc, &topk, &params, &a, ne32(x), rank_word + rows * v, false, false)?;
 
     let post = match attrs.post {
         PostSample::None => 0,
@@ -101,6 +79,49 @@ pub(super) fn top_k_top_p_sample(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, a
     push.b_ne = [word(idx_word)?, word(rank_word)?, 0, 0];
     let c_buf = q.as_ref().map_or(&scratch, |q| &q.buf);
     enc.dispatch(ShaderId::SampleTopKTopP, [&a.buf, &scratch, c_buf, &d.buf], &push, grid(rows as u64, 1)?)
+}
+
+/// `w` as a shader word (offsets and counts), or the error for a row too long to address.
+fn word(w: usize) -> Result<u32> {
+    u32::try_from(w).map_err(|_| VulkanError::SortRowTooLong { stride: w })
+}
+
+/// The first dispatches both fused ops record: the per-row parameters packed into the first
+/// `4 rows` words of a scratch buffer of `words` words (`PACK`; `third`: also `random_sample`'s
+/// third parameter), then every row of `a` (shape `ne`: `ne[0]` values a row) argsorted, value
+/// descending, into the scratch from word `4 rows` on (`key64`: f64 rows as word pairs). Returns
+/// the scratch buffer.
+#[allow(clippy::too_many_arguments)]
+fn pack_and_sort(
+    enc: &mut Encoder<'_>,
+    topk: &Operand,
+    params: &Operand,
+    a: &Operand,
+    ne: [u32; 4],
+    words: usize,
+    third: bool,
+    key64: bool,
+) -> Result<vulkano::buffer::Subbuffer<[u8]>> {
+    let (v, rows) = (ne[0] as usize, (ne[1] * ne[2] * ne[3]) as usize);
+    let scratch = enc.scratch(SLOT, words * 4)?;
+    let pack = Push::new([1, word(rows)?, 1, 1]).a(&topk.arg).b(&params.arg).pu(0, u32::from(third));
+    enc.dispatch(
+        ShaderId::SamplePack,
+        [&topk.buf, &params.buf, &params.buf, &scratch],
+        &pack,
+        grid(rows as u64, 256)?,
+    )?;
+    let sorted = Operand {
+        buf: scratch.clone(),
+        arg: TensorArg {
+            off: word(4 * rows * 4)?,
+            ne: [word(v)?, word(rows)?, 1, 1],
+            nb: [4, word(v * 4)?, word(v * 4 * rows)?, word(v * 4 * rows)?],
+            dt: dtype_code(DType::I32),
+        },
+    };
+    sort::sort_rows_by(enc, ne, rows, a, &sorted, v, true, key64)?;
+    Ok(scratch)
 }
 
 /// `random_sample` with contiguous f32/f16/bf16 rows, or f64 rows as i32 word pairs, of at most
@@ -132,32 +153,10 @@ pub(super) fn random_sample(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, f64_ro
     let d = enc.operand(g, id)?;
 
     // Scratch words: 4 per row of parameters (topk, random, topp, temperature), then the sorted
-    // indices.
+    // indices. Rows as [v, rows] (contiguous: row r starts r row strides in).
     let idx_word = 4 * rows;
-    let scratch = enc.scratch(SLOT, (idx_word + rows * v) * 4)?;
-    let word = |w: usize| u32::try_from(w).map_err(|_| VulkanError::SortRowTooLong { stride: w });
-    let (v32, rows32) = (word(v)?, word(rows)?);
-
-    let pack = Push::new([1, rows32, 1, 1]).a(&topk.arg).b(&params.arg).pu(0, 1);
-    enc.dispatch(
-        ShaderId::SamplePack,
-        [&topk.buf, &params.buf, &params.buf, &scratch],
-        &pack,
-        grid(rows as u64, 256)?,
-    )?;
-
-    let sorted = Operand {
-        buf: scratch.clone(),
-        arg: TensorArg {
-            off: word(idx_word * 4)?,
-            ne: [v32, rows32, 1, 1],
-            nb: [4, word(v * 4)?, word(v * 4 * rows)?, word(v * 4 * rows)?],
-            dt: dtype_code(DType::I32),
-        },
-    };
-    // Rows as [v, rows] (contiguous: row r starts r row strides in).
-    let ne = [v32, rows32, 1, 1];
-    sort::sort_rows_by(enc, ne, rows, &a, &sorted, v, true, f64_rows)?;
+    let ne = [word(v)?, word(rows)?, 1, 1];
+    let scratch = pack_and_sort(enc, &topk, &params, &a, ne, idx_word + rows * v, true, f64_rows)?;
 
     let mut push = Push::new(ne).a(&a.arg).d(&d.arg).pu(0, u32::from(f64_rows));
     push.b_off = 0;
