@@ -13,8 +13,10 @@
 //! static shape of `K + 1` tokens and `K + 1` output rows per sequence (sequences with and without
 //! drafts mixed; a step where no sequence has a draft uses the plain one-output shape), samples
 //! every output through the backend tail with the draft set (`Sequences::set_draft`: output `j`
-//! predicts the position after `draft[..j]`) or copies the rows back for the CPU chains, verifies
-//! with `sampling::speculative` (greedy: plain greedy decoding's tokens; `dist`: the target's
+//! predicts the position after `draft[..j]`, and its draw is the verifier's decision,
+//! `graph::Op::SpecVerify`; the accepted prefix comes from the tokens read back,
+//! `sampling::speculative::accept_rows`) or copies the rows back and verifies with the CPU chains
+//! (`sampling::speculative::verify`) (greedy: plain greedy decoding's tokens; `dist`: the target's
 //! distribution exactly), and rolls the KV cache back to the accepted tokens: the sequence's
 //! position advances past its new tokens and its accepted drafts only (see [`crate::kv`]).
 
@@ -64,7 +66,8 @@ pub struct SessionOptions {
     /// Where sampling runs.
     pub sampling: Sampling,
     /// The most draft tokens a sequence may bring to one [`Session::step_spec`] (0: no
-    /// speculative decoding). Chains ending in `dist` then read their candidates back.
+    /// speculative decoding). With backend sampling only tokens are read back: the drafted draws
+    /// are the verifier's decisions.
     pub n_draft_max: usize,
     /// With [`BackendKind::Vulkan`], leave the quantized weights' ops to the CPU
     /// (`vulkan::Options::cpu_quantized`; for long runs on a software Vulkan driver).
