@@ -96,16 +96,8 @@ fn calibrate(seconds: f64, mut f: impl FnMut(usize)) -> usize {
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args = Args::try_parse_from(args)?;
     let threads = rayon::current_num_threads();
-    let avx2 = cfg!(target_arch = "x86_64") && {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    };
+    // The workspace's one feature probe (AVX2, FMA and F16C: what the kernels' fast paths need).
+    let avx2 = kernels::has_avx2_fma();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

@@ -158,18 +158,18 @@ fn cumsum_body<const FMA: bool>(x: &[f32], out: &mut [f32]) {
         *o = c;
     }
 }
-/// Inclusive prefix sum of `x` into `out` (over the shorter of the two). With AVX2, 16 entries per
-/// step: each 8-lane vector is scanned in registers (two in-lane shift-and-add steps, then the low
-/// half's total added to the high half), the running total is added to both, and the total moves on by
-/// one addition per 16 entries, so the loop is not bound by a chain of dependent additions. Without
-/// AVX2, four segments are scanned side by side after a summing pass. The summation order differs from
-/// a sequential loop (results agree to f32 rounding, not bit for bit).
-pub fn cumsum_f32(x: &[f32], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { x86::cumsum(x, out) };
-    }
+
+kernels::dispatch! {
+    /// Inclusive prefix sum of `x` into `out` (over the shorter of the two). With AVX2, 16 entries per
+    /// step: each 8-lane vector is scanned in registers (two in-lane shift-and-add steps, then the low
+    /// half's total added to the high half), the running total is added to both, and the total moves on by
+    /// one addition per 16 entries, so the loop is not bound by a chain of dependent additions. Without
+    /// AVX2, four segments are scanned side by side after a summing pass. The summation order differs from
+    /// a sequential loop (results agree to f32 rounding, not bit for bit).
+    pub fn cumsum_f32(x: &[f32], out: &mut [f32]) => x86::cumsum | cumsum_portable
+}
+
+fn cumsum_portable(x: &[f32], out: &mut [f32]) {
     cumsum_body::<false>(x, out)
 }
 

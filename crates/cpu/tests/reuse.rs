@@ -1,9 +1,9 @@
 //! Graph reuse on the CPU backend: 100 steps of the `sampling_tail` fixture through `sched` make one
-//! plan and one allocation round, and every step's sampled tokens and probabilities match a host
-//! reference computed from that step's inputs (which change every step, and so do the tokens).
+//! plan and one allocation round, and every step's sampled tokens and probabilities match the
+//! conformance suite's f64 reference interpreter on that step's inputs (which change every step,
+//! and so do the tokens).
 
 use cpu::CpuBackend;
-use graph::philox;
 use sched::Scheduler;
 
 const VOCAB: usize = 1000;
@@ -23,42 +23,8 @@ fn logits(step: u64) -> Vec<f32> {
         .collect()
 }
 
-struct Reference {
-    /// Per row: the candidate tokens that are acceptable (one, or neighbours when the draw falls
-    /// within rounding distance of a CDF step).
-    tokens: Vec<Vec<i32>>,
-    probs: Vec<f32>,
-}
-
-/// The fixture's computation on the host, following the ops' documented semantics.
-fn reference(logits: &[f32], inv_t: &[f32], seeds: &[u64], step: u64) -> Reference {
-    let mut tokens = Vec::new();
-    let mut probs = Vec::new();
-    for r in 0..ROWS {
-        let scaled: Vec<f32> = logits[r * VOCAB..(r + 1) * VOCAB].iter().map(|&l| l * inv_t[r]).collect();
-        let mut ids: Vec<usize> = (0..VOCAB).collect();
-        ids.sort_by(|&a, &b| scaled[b].total_cmp(&scaled[a]).then(a.cmp(&b)));
-        let top: Vec<f32> = ids[..K].iter().map(|&i| scaled[i]).collect();
-        let max = top.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let e: Vec<f32> = top.iter().map(|&v| (v - max).exp()).collect();
-        let sum: f32 = e.iter().sum();
-        let p: Vec<f32> = e.iter().map(|&v| v / sum).collect();
-        let mut cdf = Vec::with_capacity(K);
-        let mut acc = 0.0f32;
-        for &v in &p {
-            acc += v;
-            cdf.push(acc);
-        }
-        let u = philox::uniform(seeds[r], step, philox::stream::element(0, 0));
-        let target = u * cdf[K - 1];
-        let pick = cdf.iter().position(|&c| c > target).unwrap_or(0);
-        let close = |c: f32| (c - target).abs() < 1e-5;
-        let lo = if pick > 0 && close(cdf[pick - 1]) { pick - 1 } else { pick };
-        let hi = if pick + 1 < K && close(cdf[pick]) { pick + 1 } else { pick };
-        tokens.push((lo..=hi).map(|j| ids[j] as i32).collect());
-        probs.extend(p);
-    }
-    Reference { tokens, probs }
+fn bytes<T: Copy, const N: usize>(v: &[T], le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| le(x)).collect()
 }
 
 #[test]
@@ -74,23 +40,32 @@ fn a_hundred_steps_of_the_sampling_tail_plan_once_and_follow_their_inputs() {
     for step in 0..100u64 {
         s.plan(&g).unwrap();
         let l = logits(step);
-        s.set_input_f32(n_logits, &l).unwrap();
-        s.set_input_f32(n_inv_t, &inv_t).unwrap();
         let keys: Vec<i32> = seeds
             .iter()
             .flat_map(|&seed| [seed as u32 as i32, (seed >> 32) as u32 as i32, step as u32 as i32, 0])
             .collect();
-        s.set_input_i32(n_keys, &keys).unwrap();
+        let inputs = [
+            (n_logits, bytes(&l, f32::to_le_bytes)),
+            (n_inv_t, bytes(&inv_t, f32::to_le_bytes)),
+            (n_keys, bytes(&keys, i32::to_le_bytes)),
+        ];
+        for (id, b) in &inputs {
+            s.set_input(*id, b).unwrap();
+        }
         s.compute().unwrap();
         let tokens = s.read_i32(n_token).unwrap();
         let probs = s.read_f32(n_probs).unwrap();
-        let want = reference(&l, &inv_t, &seeds, step);
+        // The conformance suite's f64 reference interpreter on this step's inputs.
+        let want = conformance::reference::run(&g, &inputs, &[n_token, n_probs]).unwrap();
         assert_eq!(tokens.len(), ROWS);
-        for (r, (tok, ok)) in tokens.iter().zip(&want.tokens).enumerate() {
-            assert!(ok.contains(tok), "step {step} row {r}: token {tok} not in {ok:?}");
-        }
-        for (i, (&got, &exp)) in probs.iter().zip(&want.probs).enumerate() {
-            assert!((got - exp).abs() <= 1e-5 + 1e-4 * exp, "step {step}: probs[{i}] = {got}, expected {exp}");
+        let want_tokens: Vec<i32> = want[0].iter().map(|&t| t as i32).collect();
+        assert_eq!(tokens, want_tokens, "step {step}");
+        assert_eq!(probs.len(), want[1].len());
+        for (i, (&got, &exp)) in probs.iter().zip(&want[1]).enumerate() {
+            assert!(
+                (f64::from(got) - exp).abs() <= 1e-5 + 1e-4 * exp,
+                "step {step}: probs[{i}] = {got}, expected {exp}"
+            );
         }
         seen.insert(tokens);
     }

@@ -68,10 +68,10 @@ pub fn has_avx2_fma() -> bool {
 ///   `body::<false>` for the baseline (so LLVM vectorises the same source for both).
 #[macro_export]
 macro_rules! dispatch {
-    ($(#[$m:meta])* $vis:vis fn $name:ident($($a:ident : $t:ty),* $(,)?) -> $r:ty => $x86:path | $portable:path) => {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($a:ident : $t:ty),* $(,)?) $(-> $r:ty)? => $x86:path | $portable:path) => {
         $(#[$m])*
         #[inline]
-        $vis fn $name($($a: $t),*) -> $r {
+        $vis fn $name($($a: $t),*) $(-> $r)? {
             #[cfg(target_arch = "x86_64")]
             {
                 if $crate::has_avx2_fma() {
