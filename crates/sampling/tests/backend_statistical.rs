@@ -4,10 +4,11 @@
 //! reports, with fixed seeds and enough draws that a wrong distribution fails. And the resolution of the draw: a
 //! token of probability 2^-26 (below f32's 2^-24) is drawn exactly where the uniform falls in its
 //! bracket, on the graph path and on the CPU chain alike.
+mod scenarios;
 
 use graph::{DType, Graph};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
-use sampling::{Chain, Sampler};
+use sampling::Chain;
 use sched::Scheduler;
 
 /// Chi-squared critical values at p = 0.001 for 1..=15 degrees of freedom.
@@ -162,33 +163,9 @@ fn backend_draws_follow_the_chain_distribution() {
     }
 }
 
-/// (seed, step) whose 53-bit draw uniform is at least `1 - 2^-27` (found by search; checked here).
-const SEED: u64 = 7;
-const STEP: u64 = 100_990_465;
-
 #[test]
 fn a_token_below_f32_resolution_is_drawable() {
-    let u = graph::philox::uniform_f64(SEED, STEP, graph::philox::stream::element(graph::philox::stream::DRAW, 0));
-    assert!(u >= 1.0 - 2f64.powi(-27), "{u}");
-    // Token 1 has weight 2^-26 against 1 (probability 1.5e-8): its bracket is [1/(1+2^-26), 1).
-    let logits = [0.0f32, (2f64.powi(-26)).ln() as f32];
-    let spec = format!("dist(seed={SEED})");
-    let mut seqs = Sequences::new(1).unwrap();
-    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(&spec).unwrap()));
-    let mut g = Graph::new();
-    let x = g.input("logits", DType::F32, &[2, 1]).unwrap();
-    let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0)], &seqs, &cpu::CpuBackend::with_threads(1)).unwrap();
-    let mut sched = Scheduler::new(vec![Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
-    sched.plan(&g).unwrap();
-    for (step, want) in [(STEP, 1), (0, 0), (1, 0), (2, 0)] {
-        seqs.set_step(SeqId(0), step).unwrap();
-        sched.set_input_f32(x, &logits).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        assert_eq!(out.token(0).unwrap(), want, "graph path, step {step}");
-        let mut chain = Chain::parse(&spec).unwrap();
-        chain.set_step(step);
-        assert_eq!(chain.sample(&logits).unwrap(), want, "CPU chain, step {step}");
-    }
+    // (`scenarios::tiny_token`, run on Vulkan too by `crates/vulkan/tests/tail.rs`.)
+    let placement = scenarios::tiny_token(Box::new(cpu::CpuBackend::with_threads(1)));
+    assert_eq!(placement, "+dist");
 }

@@ -3,6 +3,7 @@
 //! steps or parameter changes, chains changed and removed between steps, and bad rows failing alone.
 
 mod common;
+mod scenarios;
 
 use graph::{DType, Graph, NodeId};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
@@ -455,7 +456,7 @@ fn backend_verification_equals_the_cpu_verifier() {
     // prefix taken from them equals `verify` on the logits, token for token. The chains cover a
     // list (top-k, and typical's reordered list), the whole vocabulary (temp, min-p, a top-p
     // mask), a CPU suffix (top_n_sigma and dist on the vocabulary), and greedy.
-    use sampling::speculative::{DraftProbs, accept_rows, verify};
+    // (`scenarios::verification`, run on Vulkan too by `crates/vulkan/tests/tail.rs`.)
     let specs = [
         ("penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)", 0),
         ("top_k(k=20);min_p(p=0.05);dist(seed=52)", 0),
@@ -467,49 +468,9 @@ fn backend_verification_equals_the_cpu_verifier() {
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
     ];
     for (spec, suffix) in specs {
-        let mut seqs = Sequences::new(4).unwrap();
-        seqs.set(SeqId(2), SeqConfig::new(Chain::parse(spec).unwrap()));
-        let rows = [(SeqId(2), 0), (SeqId(2), 1), (SeqId(2), 2), (SeqId(2), 3)];
-        let mut s = attach(&seqs, &rows, 4);
-        let placement = &s.tail.placement()[0].1;
-        assert_eq!(placement.matches('-').count(), suffix, "{spec}: {placement}");
-        let mut sched = cpu_sched();
-        sched.plan(&s.g).unwrap();
-        let mut reference = Chain::parse(spec).unwrap();
-        let (mut accepted, mut rejected) = (0, 0);
-        for step in 0..40usize {
-            // Peaked rows: position j's likeliest token is 7 j + step, drafted two times in three.
-            let rows_now: Vec<Vec<f32>> = (0..4)
-                .map(|j| {
-                    let mut r = logits_for(step, j);
-                    r[(7 * j + step) % V] += 9.0;
-                    r
-                })
-                .collect();
-            let draft: Vec<u32> = (0..step % 4)
-                .map(|j| if (step + j) % 3 == 0 { 999 - j as u32 } else { ((7 * j + step) % V) as u32 })
-                .collect();
-            seqs.set_draft(SeqId(2), &draft).unwrap();
-            sched.set_input_f32(s.logits, &rows_now.concat()).unwrap();
-            s.tail.set_inputs(&mut sched, &seqs).unwrap();
-            sched.compute().unwrap();
-            let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
-            assert_eq!(out.bytes_read, s.tail.reserved_bytes());
-            let n = draft.len();
-            let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
-            let got = accept_rows(&seqs.get(SeqId(2)).unwrap().chain, &emitted, &draft).unwrap();
-            let mut cpu = reference.clone();
-            cpu.set_step(seqs.step(SeqId(2)).unwrap());
-            let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
-            let want = verify(&mut cpu, &refs, &draft, DraftProbs::Deterministic).unwrap();
-            assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}");
-            accepted += got.accepted;
-            rejected += usize::from(got.accepted < n);
-            s.tail.accept(&mut seqs, SeqId(2), &got.tokens).unwrap();
-            for &t in &got.tokens {
-                reference.accept(t);
-            }
-        }
-        assert!(accepted > 5 && rejected > 5, "{spec}: {accepted} accepted, {rejected} rejections");
+        let backend = Box::new(cpu::CpuBackend::new());
+        let r = scenarios::verification(spec, backend, None, V, 40, 9.0, logits_for);
+        assert_eq!(r.placement.matches('-').count(), suffix, "{spec}: {}", r.placement);
+        assert!(r.accepted > 5 && r.rejected > 5, "{spec}: {r:?}");
     }
 }

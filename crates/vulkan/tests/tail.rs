@@ -5,6 +5,8 @@
 //! plan as an `insta` snapshot. The validation layer must stay silent.
 
 mod common;
+#[path = "../../sampling/tests/scenarios/mod.rs"]
+mod scenarios;
 
 use graph::{DType, Graph};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
@@ -111,37 +113,15 @@ fn three_sequence_tail_on_vulkan() {
 
 #[test]
 fn a_token_below_f32_resolution_is_drawable_on_vulkan() {
-    // (seed, step) whose 53-bit draw uniform is at least 1 - 2^-27 (see sampling's
-    // backend_statistical.rs); token 1 has weight 2^-26 against 1: its bracket is [1/(1+2^-26), 1).
-    const SEED: u64 = 7;
-    const STEP: u64 = 100_990_465;
     let Some(vk) = common::vulkan("a_token_below_f32_resolution_is_drawable_on_vulkan") else { return };
-    let logits = [0.0f32, (2f64.powi(-26)).ln() as f32];
-    let spec = format!("dist(seed={SEED})");
-    let mut seqs = Sequences::new(1).unwrap();
-    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(&spec).unwrap()));
-    let mut g = Graph::new();
-    let x = g.input("logits", DType::F32, &[2, 1]).unwrap();
-    let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0)], &seqs, &vk).unwrap();
-    assert_eq!(tail.placement()[0].1, "+dist");
-    let mut sched = Scheduler::new(vec![Box::new(vk)]).unwrap();
-    sched.plan(&g).unwrap();
-    for (step, want) in [(STEP, 1), (0, 0), (1, 0)] {
-        seqs.set_step(SeqId(0), step).unwrap();
-        sched.set_input_f32(x, &logits).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        assert_eq!(out.token(0).unwrap(), want, "step {step}");
-    }
+    assert_eq!(scenarios::tiny_token(Box::new(vk)), "+dist");
 }
 
 #[test]
 fn speculative_verification_on_vulkan_equals_the_cpu_verifier() {
     // A sequence with 4 outputs and a draft each step: every drafted output's token is decided on
     // Vulkan (`spec_verify`, the list form after top-k and the vocabulary form), only tokens come
-    // back, and the accepted prefix equals `speculative::verify` on the CPU, token for token.
-    use sampling::speculative::{DraftProbs, accept_rows, verify};
+    // back (16 bytes), and the accepted prefix equals `speculative::verify` on the CPU.
     let Some(probe) = common::vulkan("speculative_verification_on_vulkan_equals_the_cpu_verifier") else { return };
     drop(probe);
     for spec in ["top_k(k=30);temp(t=0.8);dist(seed=61)", "min_p(p=0.01);temp(t=0.9);dist(seed=62)", "greedy"] {
@@ -149,51 +129,11 @@ fn speculative_verification_on_vulkan_equals_the_cpu_verifier() {
         let vk =
             VulkanBackend::with_options(Options { validation: true, log: Some(log.clone()), ..Options::default() })
                 .unwrap();
-        let mut seqs = Sequences::new(4).unwrap();
-        seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()));
-        let mut g = Graph::new();
-        let logits = g.input("logits", DType::F32, &[V, 4]).unwrap();
-        let rows: Vec<(SeqId, usize)> = (0..4).map(|j| (SeqId(0), j)).collect();
-        let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &vk).unwrap();
-        assert!(!tail.placement()[0].1.contains('-'), "{spec}: {}", tail.placement()[0].1);
-        let mut sched = Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
-        sched.plan(&g).unwrap();
-        let mut reference = Chain::parse(spec).unwrap();
-        let (mut accepted, mut rejected) = (0, 0);
-        for step in 0..24usize {
-            // Peaked rows: position j's likeliest token is 7 j + step, drafted two times in three.
-            let rows_now: Vec<Vec<f32>> = (0..4)
-                .map(|j| {
-                    let mut r = logits_for(step, j);
-                    r[(7 * j + step) % V] += 6.0;
-                    r
-                })
-                .collect();
-            let draft: Vec<u32> = (0..step % 4)
-                .map(|j| if (step + j) % 3 == 0 { 999 - j as u32 } else { ((7 * j + step) % V) as u32 })
-                .collect();
-            seqs.set_draft(SeqId(0), &draft).unwrap();
-            sched.set_input_f32(logits, &rows_now.concat()).unwrap();
-            tail.set_inputs(&mut sched, &seqs).unwrap();
-            sched.compute().unwrap();
-            let out = tail.sample(&mut sched, &mut seqs).unwrap();
-            assert_eq!(out.bytes_read, 16, "4 tokens");
-            let n = draft.len();
-            let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
-            let got = accept_rows(&seqs.get(SeqId(0)).unwrap().chain, &emitted, &draft).unwrap();
-            let mut cpu = reference.clone();
-            cpu.set_step(seqs.step(SeqId(0)).unwrap());
-            let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
-            let want = verify(&mut cpu, &refs, &draft, DraftProbs::Deterministic).unwrap();
-            assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}");
-            accepted += got.accepted;
-            rejected += usize::from(got.accepted < n);
-            tail.accept(&mut seqs, SeqId(0), &got.tokens).unwrap();
-            for &t in &got.tokens {
-                reference.accept(t);
-            }
-        }
-        assert!(accepted > 3 && rejected > 3, "{spec}: {accepted} accepted, {rejected} rejections");
+        let cpu = Box::new(cpu::CpuBackend::with_threads(1));
+        let r = scenarios::verification(spec, Box::new(vk), Some(cpu), V, 24, 6.0, logits_for);
+        assert!(!r.placement.contains('-'), "{spec}: {}", r.placement);
+        assert_eq!(r.reserved, 16, "{spec}: 4 tokens");
+        assert!(r.accepted > 3 && r.rejected > 3, "{spec}: {r:?}");
         let msgs = log.lock().unwrap();
         assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
     }
