@@ -7,8 +7,8 @@
 mod scenarios;
 
 use graph::{DType, Graph};
-use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sampling::Chain;
+use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sched::Scheduler;
 
 /// Chi-squared critical values at p = 0.001 for 1..=15 degrees of freedom.

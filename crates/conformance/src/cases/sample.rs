@@ -11,10 +11,12 @@
 //! backends decide as the reference does on all of these rows (a close call where the CPU's f64
 //! sums and the reference's round differently would show up here as a failure).
 
-use super::{Case, FLOATS};
+use super::{Builder, Case, FLOATS};
 use crate::compare::Cmp;
 use crate::generate::{Gen, Rng};
-use graph::DType;
+use graph::{DType, GraphError, NodeId};
+
+type GResult<T> = Result<T, GraphError>;
 use graph::fused::{FusedOutput, IndexDType, PostSample, TopKTopP};
 
 /// Every case of the family.
@@ -129,30 +131,12 @@ fn top_k_top_p(v: &mut Vec<Case>) {
                             &[2, ROWS],
                             Gen::func(|r, i| if i[0] == 0 { p_of(r, i[1]) } else { m_of(r, i[1]) }),
                         )?;
-                        let q = match post {
-                            PostSample::None => None,
-                            PostSample::QSample => Some(b.input(
-                                "q",
-                                DType::F32,
-                                &[n, ROWS],
-                                Gen::func(|r: &mut Rng, _| -(1.0 - r.unit()).ln()),
-                            )?),
-                            PostSample::Multinomial => Some(b.input(
-                                "q",
-                                DType::I32,
-                                &[4, 7],
-                                Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX)),
-                            )?),
-                        };
+                        let q = q_input(b, post, n, ROWS, 7, Gen::func(|r: &mut Rng, _| -(1.0 - r.unit()).ln()))?;
                         let mut a = TopKTopP::new(post);
                         a.input_is_logits = logits_mode;
                         a.ks_max = ks_max;
                         a.top_k_guess = guess;
-                        let idx = b.g.top_k_top_p_sample(x, k, p, q, a)?;
-                        b.check(idx, Cmp::Exact);
-                        let kept = b.g.top_k_top_p_sample(x, k, p, q, TopKTopP { output: FusedOutput::Logits, ..a })?;
-                        b.check(kept, Cmp::Exact);
-                        Ok(())
+                        check_both(b, [x, k, p], q, a)
                     }));
                 }
             }
@@ -170,21 +154,9 @@ fn top_k_top_p(v: &mut Vec<Case>) {
                 &[2, 4],
                 Gen::func(|_, i| if i[0] == 0 { [0.9, 0.8, 1.0, 0.4][i[1]] } else { [0.0, 0.05, 0.02, 0.0][i[1]] }),
             )?;
-            let q = match post {
-                PostSample::None => None,
-                PostSample::QSample => {
-                    Some(b.input("q", DType::F32, &[n, 4], Gen::func(|r: &mut Rng, _| 2.0 * r.unit()))?)
-                }
-                PostSample::Multinomial => {
-                    Some(b.input("q", DType::I32, &[4, 3], Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX)))?)
-                }
-            };
+            let q = q_input(b, post, n, 4, 3, Gen::func(|r: &mut Rng, _| 2.0 * r.unit()))?;
             let a = TopKTopP::new(post);
-            let idx = b.g.top_k_top_p_sample(x, k, p, q, a)?;
-            b.check(idx, Cmp::Exact);
-            let kept = b.g.top_k_top_p_sample(x, k, p, q, TopKTopP { output: FusedOutput::Logits, ..a })?;
-            b.check(kept, Cmp::Exact);
-            Ok(())
+            check_both(b, [x, k, p], q, a)
         }));
     }
     // Random cases (fixed seeds): V, rows, dtype, post stage, mode, `ks_max` and `top_k_guess`
@@ -218,24 +190,9 @@ fn top_k_top_p(v: &mut Vec<Case>) {
                 &[2, rows],
                 Gen::func(move |r, i| if i[0] == 0 { p_of(r, pk[i[1]]) } else { m_of(r, pk[i[1]]) }),
             )?;
-            let q = match post {
-                PostSample::None => None,
-                PostSample::QSample => {
-                    Some(b.input("q", DType::F32, &[n, rows], Gen::func(|r: &mut Rng, _| 3.0 * r.unit()))?)
-                }
-                PostSample::Multinomial => Some(b.input(
-                    "q",
-                    DType::I32,
-                    &[4, rows.div_ceil(2)],
-                    Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX)),
-                )?),
-            };
+            let q = q_input(b, post, n, rows, rows.div_ceil(2), Gen::func(|r: &mut Rng, _| 3.0 * r.unit()))?;
             let a = TopKTopP { input_is_logits: logits_mode, ks_max, top_k_guess: guess, ..TopKTopP::new(post) };
-            let idx = b.g.top_k_top_p_sample(x, k, p, q, a)?;
-            b.check(idx, Cmp::Exact);
-            let kept = b.g.top_k_top_p_sample(x, k, p, q, TopKTopP { output: FusedOutput::Logits, ..a })?;
-            b.check(kept, Cmp::Exact);
-            Ok(())
+            check_both(b, [x, k, p], q, a)
         }));
     }
     // Bad rows: NaN, +inf, all -inf (logits mode), a value outside [0, 1] (probability mode), NaN
@@ -394,8 +351,7 @@ fn random_sample(v: &mut Vec<Case>) {
                     let (t, row) = (i[0] / 2, i[1]);
                     let mut rr = Rng::new((t * EROWS + row) as u64 ^ 0xF64);
                     let val = rs_x(&mut rr, t, row, n) + (t % 5) as f64 * 1e-12;
-                    let b = val.to_bits();
-                    f64::from(if i[0] % 2 == 0 { b as u32 as i32 } else { (b >> 32) as u32 as i32 })
+                    f64_word(val, i[0])
                 });
                 b.input("x", DType::I32, &[2 * n, EROWS], bits)?
             } else {
@@ -425,8 +381,7 @@ fn random_sample(v: &mut Vec<Case>) {
                     let (t, row) = (i[0] / 2, pk[i[1]]);
                     let mut rr = Rng::new((t * 1000 + i[1]) as u64 ^ seed);
                     let val = rs_x(&mut rr, t, row, n) + (t % 5) as f64 * 1e-12;
-                    let b = val.to_bits();
-                    f64::from(if i[0] % 2 == 0 { b as u32 as i32 } else { (b >> 32) as u32 as i32 })
+                    f64_word(val, i[0])
                 });
                 b.input("x", DType::I32, &[2 * n, rows], bits)?
             } else {
@@ -449,8 +404,7 @@ fn random_sample(v: &mut Vec<Case>) {
                 let mut rr = Rng::new((i[0] / 2 + 1000 * i[1]) as u64);
                 let val = 1.0 + (rr.below(8) as f64) * 1e-12 + rr.unit() * 1e-3;
                 let _ = r.next_u32();
-                let b = val.to_bits();
-                f64::from(if i[0] % 2 == 0 { b as u32 as i32 } else { (b >> 32) as u32 as i32 })
+                f64_word(val, i[0])
             });
             let x = b.input("x", DType::I32, &[2 * n, ROWS], bits)?;
             let p = b.input("params", DType::F32, &[3, ROWS], params(ROWS))?;
@@ -523,4 +477,39 @@ fn rs_x(r: &mut Rng, t: usize, row: usize, n: usize) -> f64 {
         1 | 2 => (r.below(6) as f64 - 5.0) * 0.25,
         _ => r.unit() * 8.0 - 4.0,
     }
+}
+
+/// The `q` input of a `top_k_top_p_sample` case: none, qSample noise `[n, rows]` from `noise`, or
+/// `pairs` multinomial (seed, offset) keys.
+fn q_input(
+    b: &mut Builder,
+    post: PostSample,
+    n: usize,
+    rows: usize,
+    pairs: usize,
+    noise: Gen,
+) -> GResult<Option<NodeId>> {
+    Ok(match post {
+        PostSample::None => None,
+        PostSample::QSample => Some(b.input("q", DType::F32, &[n, rows], noise)?),
+        PostSample::Multinomial => {
+            Some(b.input("q", DType::I32, &[4, pairs], Gen::Ints(i64::from(i32::MIN), i64::from(i32::MAX)))?)
+        }
+    })
+}
+
+/// Checks both outputs of `top_k_top_p_sample` over `[logits, top_k, params]` and `q` exactly: the
+/// index and the filtered logits.
+fn check_both(b: &mut Builder, [x, k, p]: [NodeId; 3], q: Option<NodeId>, a: TopKTopP) -> GResult<()> {
+    let idx = b.g.top_k_top_p_sample(x, k, p, q, a)?;
+    b.check(idx, Cmp::Exact);
+    let kept = b.g.top_k_top_p_sample(x, k, p, q, TopKTopP { output: FusedOutput::Logits, ..a })?;
+    b.check(kept, Cmp::Exact);
+    Ok(())
+}
+
+/// Word `i0 % 2` of `val`'s bits as an i32 (low word first): f64 rows as i32 word pairs.
+fn f64_word(val: f64, i0: usize) -> f64 {
+    let b = val.to_bits();
+    f64::from(if i0.is_multiple_of(2) { b as u32 as i32 } else { (b >> 32) as u32 as i32 })
 }
