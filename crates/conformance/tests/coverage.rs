@@ -194,3 +194,31 @@ fn every_accepted_dtype_combination_has_a_case() {
     assert!(accepted > 120, "only {accepted} accepted combinations: is the enumeration broken?");
     assert!(missing.is_empty(), "{} accepted dtype combinations have no case: {missing:?}", missing.len());
 }
+
+/// Every case's graph survives the fixture format: `fixture::write` then `fixture::parse` gives the
+/// same nodes (op and parameters, sources, dtype, layout, storage, flags), so the fixture parser
+/// knows every op the suite covers (and `every_op_is_covered` makes that every op).
+#[test]
+fn every_case_graph_round_trips_through_the_fixture_format() {
+    let mut ops = BTreeSet::new();
+    for c in cases::all() {
+        let g = c.build().unwrap().graph;
+        let text = graph::fixture::write(&g);
+        let back = graph::fixture::parse(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", c.name));
+        assert_eq!(back.len(), g.len(), "{}:\n{text}", c.name);
+        for ((id, a), (_, b)) in g.nodes().zip(back.nodes()) {
+            let same = a.op == b.op
+                && a.srcs == b.srcs
+                && a.dtype == b.dtype
+                && a.layout == b.layout
+                && a.storage == b.storage
+                && a.flags == b.flags;
+            assert!(same, "{}: node {id}\n{a:?}\nread back as\n{b:?}\n{text}", c.name);
+            ops.insert(a.op.name());
+        }
+        assert_eq!(back.topology_hash(), g.topology_hash(), "{}", c.name);
+    }
+    for op in ops::names() {
+        assert!(ops.contains(op), "no case graph holds {op}");
+    }
+}

@@ -41,6 +41,62 @@ pub fn parse(text: &str) -> Result<Graph, GraphError> {
     Ok(p.g)
 }
 
+/// Writes `g` in the fixture format, so that [`parse`] rebuilds the same graph (every node's op,
+/// parameters, sources, dtype, layout and flags; names where they are valid and unique, `t<id>`
+/// otherwise). The conformance suite round-trips every case's graph through it, which keeps the
+/// parser in step with [`crate::Op`].
+pub fn write(g: &Graph) -> String {
+    use std::fmt::Write as _;
+    let mut names: Vec<String> = Vec::with_capacity(g.len());
+    let mut taken = std::collections::HashSet::new();
+    let mut out = String::new();
+    let list = |v: &[usize]| format!("[{}]", v.iter().map(usize::to_string).collect::<Vec<_>>().join(", "));
+    for (id, n) in g.nodes() {
+        let name = match &n.name {
+            Some(s) if is_ident(s) && !taken.contains(s.as_str()) && !s.starts_with('t') => s.clone(),
+            _ => format!("t{}", id.0),
+        };
+        taken.insert(name.clone());
+        let dims = |k: usize| (0..k).map(|i| n.layout.ne[i]).collect::<Vec<usize>>();
+        let ne = dims(n.layout.ne.ndims().max(1));
+        if n.op == crate::Op::Input {
+            let kind = if n.flags.param {
+                "param"
+            } else if n.flags.state {
+                "state"
+            } else {
+                "input"
+            };
+            let _ = writeln!(out, "{kind} {name} {} {}", n.dtype.name(), list(&ne));
+        } else {
+            let mut args: Vec<String> = n.srcs.iter().map(|s| names[s.index()].clone()).collect();
+            match n.op {
+                crate::Op::View => {
+                    // Every dimension: a view's strides of size-1 dimensions are its own.
+                    let (ne, nb) = (dims(crate::MAX_DIMS), n.layout.nb.to_vec());
+                    let offset = n.layout.offset - g.node(n.srcs[0]).layout.offset;
+                    args.extend([format!("ne={}", list(&ne)), format!("nb={}", list(&nb)), format!("offset={offset}")]);
+                }
+                crate::Op::Reshape => args.push(format!("ne={}", list(&ne))),
+                crate::Op::Cast => args.push(format!("dtype={}", n.dtype.name())),
+                crate::Op::RandomUniform { .. } => args.push(format!("n={}", n.layout.ne[0])),
+                crate::Op::Fill { .. } | crate::Op::Arange { .. } => {
+                    args.extend([format!("dtype={}", n.dtype.name()), format!("shape={}", list(&ne))]);
+                }
+                _ => {}
+            }
+            args.extend(n.op.params().into_iter().map(|(k, v)| format!("{k}={v}")));
+            let _ = writeln!(out, "{name} = {}({})", n.op.name(), args.join(", "));
+        }
+        names.push(name);
+    }
+    let outputs: Vec<&str> = g.outputs().iter().map(|o| names[o.index()].as_str()).collect();
+    if !outputs.is_empty() {
+        let _ = writeln!(out, "output {}", outputs.join(", "));
+    }
+    out
+}
+
 fn bad(msg: impl Into<String>) -> GraphError {
     GraphError::Fixture { line: 0, msg: msg.into() }
 }
