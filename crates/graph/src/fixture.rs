@@ -42,7 +42,7 @@ pub fn parse(text: &str) -> Result<Graph, GraphError> {
 }
 
 /// Writes `g` in the fixture format, so that [`parse`] rebuilds the same graph (every node's op,
-/// parameters, sources, dtype, layout and flags; names where they are valid and unique, `t<id>`
+/// parameters, sources, dtype, layout and flags; names where they are valid and unique, `_<id>`
 /// otherwise). The conformance suite round-trips every case's graph through it, which keeps the
 /// parser in step with [`crate::Op`].
 pub fn write(g: &Graph) -> String {
@@ -53,8 +53,10 @@ pub fn write(g: &Graph) -> String {
     let list = |v: &[usize]| format!("[{}]", v.iter().map(usize::to_string).collect::<Vec<_>>().join(", "));
     for (id, n) in g.nodes() {
         let name = match &n.name {
-            Some(s) if is_ident(s) && !taken.contains(s.as_str()) && !s.starts_with('t') => s.clone(),
-            _ => format!("t{}", id.0),
+            // Generated names (`_<id>`) start with `_`; a name of the graph's own that does too is
+            // replaced, so the two never collide.
+            Some(s) if is_ident(s) && !taken.contains(s.as_str()) && !s.starts_with('_') => s.clone(),
+            _ => format!("_{}", id.0),
         };
         taken.insert(name.clone());
         let dims = |k: usize| (0..k).map(|i| n.layout.ne[i]).collect::<Vec<usize>>();
