@@ -67,18 +67,19 @@ fn before(x: &[f64], a: u32, b: u32) -> std::cmp::Ordering {
 /// The index `random_sample` picks from `x`, or `None` for a bad row (see the op's documentation).
 pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
     let n = x.len();
-    if p.random.is_nan() || p.topp.is_nan() || p.temperature.is_nan() || x.iter().any(|v| v.is_nan()) {
+    if p.random.is_nan() || p.topp.is_nan() || p.temperature.is_nan() {
         return None;
     }
-    if !(0.0..1.0).contains(&p.random) || p.topp < 0.0 || p.temperature < 0.0 {
-        return None;
-    }
-    // The first maximum (float comparison: -0.0 ties +0.0).
-    let mut first = 0;
+    // The first maximum (float comparison: -0.0 ties +0.0) and the NaN check, in one pass.
+    let (mut first, mut mx, mut nan) = (0, x.first().copied().unwrap_or(f64::NEG_INFINITY), false);
     for (i, &v) in x.iter().enumerate() {
-        if v > x[first] {
-            first = i;
+        nan |= v.is_nan();
+        if v > mx {
+            (first, mx) = (i, v);
         }
+    }
+    if nan || !(0.0..1.0).contains(&p.random) || p.topp < 0.0 || p.temperature < 0.0 {
+        return None;
     }
     if p.random == 0.0 || p.topp == 0.0 || p.topk == 1 || p.temperature == 0.0 {
         return Some(first);
@@ -88,33 +89,16 @@ pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
         return None;
     }
     let t = f64::from(p.temperature);
-    weights(x, x0, t, &mut s.e);
-    let e = &s.e[..];
-    let total = lane_sum(e, |_| true);
-    let kk = if p.topk <= 0 || p.topk as usize >= n { n } else { p.topk as usize };
-    // The histogram by value: bucket `b` holds `count[b]` entries of mass about `mass[b]`.
     let scale = PER_UNIT / t;
-    let bucket = |v: f64| {
-        let d = (x0 - v) * scale;
-        if d < (BUCKETS - 1) as f64 { d as usize } else { BUCKETS - 1 }
-    };
-    s.count.clear();
-    s.count.resize(BUCKETS + 1, 0);
-    s.mass.clear();
-    s.mass.resize(BUCKETS, 0.0);
-    for (&v, &ei) in x.iter().zip(e) {
-        let b = bucket(v);
-        s.count[b + 1] += 1;
-        s.mass[b] += ei;
-    }
-    for b in 0..BUCKETS {
-        s.count[b + 1] += s.count[b];
-    }
+    let bucket_of = |v: f64| bucket(v, x0, scale);
+    let total = weights(x, x0, t, scale, s);
+    let e = &s.e[..];
+    let kk = if p.topk <= 0 || p.topk as usize >= n { n } else { p.topk as usize };
     let count = &s.count[..];
     let top = if kk < n {
         // The bucket of rank kk - 1, ordered, names the kk-th entry.
         let b = count.partition_point(|&c| (c as usize) < kk) - 1;
-        let mut members = bucket_members(x, b, &bucket, count[b + 1] - count[b]);
+        let mut members = bucket_members(x, b, &bucket_of, count[b + 1] - count[b]);
         members.sort_unstable_by(|&a, &c| before(x, a, c));
         let pi = members[kk - 1 - count[b] as usize] as usize;
         let pv = x[pi];
@@ -146,17 +130,19 @@ pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
             hits[h] = i as u32;
             h += usize::from((x0 - v) * scale < lim);
         }
-        let mut order = vec![0u32; h];
+        let mut keys = vec![0u128; h];
         let mut next = count[..=last].to_vec();
         for &i in &hits[..h] {
-            let b = bucket(x[i as usize]);
-            order[next[b] as usize] = i;
+            let v = x[i as usize];
+            let b = bucket_of(v);
+            keys[next[b] as usize] = rank_key(v, i);
             next[b] += 1;
         }
         s.idx = hits;
         for b in 0..=last {
-            order[count[b] as usize..count[b + 1] as usize].sort_unstable_by(|&a, &c| before(x, a, c));
+            keys[count[b] as usize..count[b + 1] as usize].sort_unstable_by(|a, c| c.cmp(a));
         }
+        let order: Vec<u32> = keys.iter().map(|&k| key_index(k)).collect();
         if let Some(i) = walk(&order, e, threshold) {
             return Some(i);
         }
@@ -179,6 +165,19 @@ pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
         }
         g = (g * 8).min(n);
     }
+}
+
+/// The sort key of entry `i` of value `v` (no NaN): larger is earlier in the order value
+/// descending (-0.0 tying +0.0), index ascending, as [`before`] orders.
+fn rank_key(v: f64, i: u32) -> u128 {
+    let b = if v == 0.0 { 0 } else { v.to_bits() };
+    let k = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+    (u128::from(k) << 64) | u128::from(u32::MAX - i)
+}
+
+/// The index of a [`rank_key`].
+fn key_index(k: u128) -> u32 {
+    u32::MAX - k as u32
 }
 
 /// The first of the ordered entries `idx` (the first ranks of the order) whose chunked running sum
@@ -205,17 +204,58 @@ fn bucket_members(x: &[f64], b: usize, bucket: &impl Fn(f64) -> usize, len: u32)
     out
 }
 
-/// `e[i] = exp64::exp((x[i] - x0) / t)`, a chunk at a time.
-fn weights(x: &[f64], x0: f64, t: f64, e: &mut Vec<f64>) {
+/// The bucket of value `v` in a row of maximum `x0` (`scale` buckets per unit of `x`): non-increasing
+/// in `v`; NaN distances go last.
+#[inline(always)]
+fn bucket(v: f64, x0: f64, scale: f64) -> usize {
+    let d = (x0 - v) * scale;
+    if d < (BUCKETS - 1) as f64 { d as usize } else { BUCKETS - 1 }
+}
+
+/// One pass, a chunk of [`LANES`] at a time: `e[i] = exp64::exp((x[i] - x0) / t)` into `s.e`, the
+/// total's lane sum (chunk `b`'s entry `t` is lane `t`'s, as [`lane_sum`] adds it) and the histogram
+/// (`s.count[b + 1]` entries and about `s.mass[b]` of weight in bucket `b`; `s.count` is then made
+/// cumulative: bucket `b` holds ranks `count[b]..count[b + 1]`). Returns the total.
+fn weights(x: &[f64], x0: f64, t: f64, scale: f64, s: &mut Scratch) -> f64 {
     // Every entry is written below: no need to clear.
-    e.resize(x.len(), 0.0);
+    s.e.resize(x.len(), 0.0);
+    s.count.clear();
+    s.count.resize(BUCKETS + 1, 0);
+    s.mass.clear();
+    s.mass.resize(BUCKETS, 0.0);
+    let (count, mass) = (&mut s.count[..], &mut s.mass[..]);
+    let mut acc = [0.0f64; LANES];
     let mut y = [0.0f64; LANES];
-    for (xc, ec) in x.chunks(LANES).zip(e.chunks_mut(LANES)) {
+    for (xc, ec) in x.chunks(LANES).zip(s.e.chunks_mut(LANES)) {
         for (yi, &v) in y.iter_mut().zip(xc) {
             *yi = (v - x0) / t;
         }
         exp64::exp_into(&y[..xc.len()], ec);
+        for (a, &ei) in acc.iter_mut().zip(ec.iter()) {
+            *a += ei;
+        }
+        for (&v, &ei) in xc.iter().zip(ec.iter()) {
+            let b = bucket(v, x0, scale);
+            count[b + 1] += 1;
+            mass[b] += ei;
+        }
     }
+    for b in 0..BUCKETS {
+        count[b + 1] += count[b];
+    }
+    tree(&mut acc)
+}
+
+/// The pairwise reduction of the lanes (`acc[t] += acc[t + s]`, `s = 128, .., 1`).
+fn tree(acc: &mut [f64; LANES]) -> f64 {
+    let mut s = LANES / 2;
+    while s > 0 {
+        for t in 0..s {
+            acc[t] += acc[t + s];
+        }
+        s /= 2;
+    }
+    acc[0]
 }
 
 /// The lane sum of `e_i` over the members `i` (`member(i)`): lane `t` adds its members
@@ -229,14 +269,7 @@ fn lane_sum(e: &[f64], member: impl Fn(usize) -> bool) -> f64 {
             *a += if member(b * LANES + t) { v } else { 0.0 };
         }
     }
-    let mut s = LANES / 2;
-    while s > 0 {
-        for t in 0..s {
-            acc[t] += acc[t + s];
-        }
-        s /= 2;
-    }
-    acc[0]
+    tree(&mut acc)
 }
 
 #[cfg(test)]
@@ -342,8 +375,9 @@ mod tests {
             let x: Vec<f64> = (0..n)
                 .map(|i| {
                     let t = uniform(seed, 0, i as u64) as f64 * width;
-                    match seed / 9 % 3 {
+                    match seed / 9 % 4 {
                         1 => (t * 2.0).round() / 2.0,
+                        3 => [-0.0, 0.0, -1.0, 1.0, 0.5][(uniform(seed, 1, i as u64) * 5.0) as usize % 5],
                         2 if uniform(seed, 1, i as u64) < 0.05 => f64::NEG_INFINITY,
                         _ => t,
                     }

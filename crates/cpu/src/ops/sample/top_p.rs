@@ -282,14 +282,15 @@ mod tests {
     use graph::philox::uniform;
 
     /// A row of `v` logits: uniform over `width` nats, with ties (values rounded to a grid) in some
-    /// rows, `-inf` entries in some, and a peak in others.
+    /// rows, `-inf` entries in some, a peak in others, signed zeros in others.
     fn logits_row(seed: u64, v: usize, width: f32, style: u64) -> Vec<f32> {
         (0..v)
             .map(|i| {
                 let u = uniform(seed, 0, i as u64);
                 let t = u * width - width / 2.0;
-                match style % 4 {
+                match style % 5 {
                     0 => t,
+                    4 => [-0.0, 0.0, -1.0, 1.0][(uniform(seed, 1, i as u64) * 4.0) as usize % 4],
                     1 => (t * 4.0).round() / 4.0,
                     2 if uniform(seed, 1, i as u64) < 0.1 => f32::NEG_INFINITY,
                     3 if i % 97 == 5 => t + 12.0,
@@ -309,7 +310,13 @@ mod tests {
             let v = [1usize, 2, 7, 33, 300, 4097, 20_000, 151_936][(seed % 8) as usize];
             let width = [0.5f32, 4.0, 16.0, 40.0, 200.0][(seed % 5) as usize];
             let x = logits_row(seed, v, width, seed / 8);
-            let q: Vec<f32> = (0..v).map(|i| -(1.0 - uniform(seed, 2, i as u64)).ln()).collect();
+            // Exponential noise, or (every third seed) a few values, so that ratios tie exactly.
+            let q: Vec<f32> = (0..v)
+                .map(|i| {
+                    let u = uniform(seed, 2, i as u64);
+                    if seed % 3 == 1 { [0.25, 1.0, 4.0][(u * 3.0) as usize % 3] } else { -(1.0 - u).ln() }
+                })
+                .collect();
             for (j, &pp) in [1e-6f32, 0.1, 0.5, 0.9, 0.95, 0.999_99].iter().enumerate() {
                 let m = [0.0f32, 0.05, 0.5, 1.0, 0.0, 1e-4][(j + seed as usize) % 6];
                 for post in 0..3 {
