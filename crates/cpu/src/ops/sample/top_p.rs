@@ -241,7 +241,7 @@ pub(crate) fn row(x: &[f32], m: f32, p: Params, eps: f32, post: Post<'_>, e: &[f
                 let mut den = f64::INFINITY;
                 for &qj in &q[r.clone()] {
                     let d = f64::from(qj) + eps;
-                    if !(d > 0.0) {
+                    if d.is_nan() || d <= 0.0 {
                         return None;
                     }
                     den = den.min(d);
