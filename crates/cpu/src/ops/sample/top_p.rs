@@ -30,7 +30,7 @@
 //! the sorted path.
 
 use super::top_k_top_p::{Kept, Params, Pick, Post, draw};
-use kernels::key::{index_key, key_index, order_key};
+use kernels::key::key_index;
 
 /// Buckets of value below the row max, 1/128 nat wide over 32 nats; the last holds everything
 /// below.
@@ -103,39 +103,54 @@ pub(crate) struct Scratch {
     keys: Vec<u64>,
     /// Their weights `w` (aligned with `keys`).
     w: Vec<f32>,
-    /// Gathered candidate indices.
-    hits: Vec<u32>,
+    /// The gathered candidates (`index_key`s, in index order).
+    hits: Vec<u64>,
     /// Whether each candidate bucket is ordered.
     sorted: Vec<bool>,
 }
 
-/// The candidates of buckets `0..=last` grouped by bucket into `s.keys` (`start[b]..start[b + 1]`
-/// bucket `b`'s, unordered): a branch-free gather of the indices whose bucket is at most `last`, then
-/// a counting placement of those few. Returns their smallest weight `e`.
-fn place(x: &[f32], m: f32, last: usize, start: &[u32], e: &[f32], s: &mut Scratch) -> f32 {
+/// The smallest `t` with `bucket(t, m) <= last` (for `last < BUCKETS - 1`): the bucket is
+/// non-increasing in `t`, so the candidates are exactly the entries `>= t`. From the real-number
+/// bound, a few ulps up or down to the exact edge; `None` if that takes unexpectedly long.
+fn edge(m: f32, last: usize) -> Option<f32> {
     let lim = (last + 1) as f32;
-    // Every entry up to the last hit is written before it is read: no need to clear.
-    if s.hits.len() < x.len() {
-        s.hits.resize(x.len(), 0);
+    let inside = |t: f32| (m - t) * SCALE < lim;
+    let mut t = m - lim / SCALE;
+    for _ in 0..256 {
+        if !inside(t) {
+            t = t.next_up();
+        } else if inside(t.next_down()) {
+            t = t.next_down();
+        } else {
+            return Some(t);
+        }
     }
-    let mut n = 0usize;
-    for (i, &t) in x.iter().enumerate() {
-        s.hits[n] = i as u32;
-        // `bucket(t) <= last` (`last + 1 <= BUCKETS - 1`, so the clamp plays no part).
-        n += usize::from((m - t) * SCALE < lim);
+    None
+}
+
+/// The candidates of buckets `0..=last` grouped by bucket into `s.keys` (`start[b]..start[b + 1]`
+/// bucket `b`'s, unordered): the entries at or above the buckets' edge ([`edge`]) by the vector
+/// gather `kernels::select::collect_ge` (as `index_key`s), then a counting placement of those few
+/// by bucket. Returns their smallest weight `e`, or `None` where the edge was not found.
+fn place(x: &[f32], m: f32, last: usize, start: &[u32], e: &[f32], s: &mut Scratch) -> Option<f32> {
+    let thr = edge(m, last)?;
+    s.hits.clear();
+    kernels::select::collect_ge(x, 0, thr, &mut s.hits);
+    if s.hits.len() != start[last + 1] as usize {
+        return None;
     }
     let mut next = start[..=last].to_vec();
     s.keys.clear();
-    s.keys.resize(start[last + 1] as usize, 0);
+    s.keys.resize(s.hits.len(), 0);
     let mut low = f32::INFINITY;
-    for &i in &s.hits[..n] {
-        let t = x[i as usize];
-        let b = bucket(t, m);
-        s.keys[next[b] as usize] = index_key(order_key(t), i as usize);
+    for &k in &s.hits {
+        let i = key_index(k) as usize;
+        let b = bucket(x[i], m);
+        s.keys[next[b] as usize] = k;
         next[b] += 1;
-        low = low.min(e[i as usize]);
+        low = low.min(e[i]);
     }
-    low
+    Some(low)
 }
 
 /// Orders bucket `b`'s candidates (value descending, index ascending) and recomputes their weights.
@@ -176,7 +191,7 @@ pub(crate) fn row(x: &[f32], m: f32, p: Params, eps: f32, post: Post<'_>, e: &[f
         acc += c;
         start.push(acc);
     }
-    let low = place(x, m, last, &start, e, s);
+    let low = place(x, m, last, &start, e, s)?;
     if !exact_sums(low, before + s.pass.mass[last]) {
         return None;
     }
