@@ -15,17 +15,19 @@
 //! Every sum only adds non-negative terms, so `c_i` is non-decreasing in `i`, and the result is a
 //! correct evaluation of the spec's f64 algorithm (R5: the spec's own scan is a parallel one).
 //!
-//! No sort of the row. The weights `e` are computed once, a vector at a time
-//! (`kernels::exp64::exp_into`, the same bits as `exp`), into scratch; the lane sums add them
-//! (a member test is an added `+0.0`, which changes no sum). A histogram of the row by value below
-//! the max ([`BUCKETS`] buckets, 1/128 of a temperature unit wide; a bucket never holds a value
-//! above one of an earlier bucket) gives the bucket holding the `kk`-th entry of the order (only
-//! that bucket is ordered to read it) and, from the buckets' approximate masses, a prefix of buckets
-//! that holds the crossing rank: only those tokens are ordered (bucket by bucket) and walked with
-//! the chunked sums. If rounding left the crossing past them, the walk goes on over the largest
-//! `G` entries (`G` from 64, 8 times more until crossed), ordered by a selection. Ties resolve by
-//! index (the composite order value descending, index ascending), so the result is the sorted
-//! algorithm's.
+//! No sort of the row. One pass computes the weights `e` a vector at a time
+//! (`kernels::exp64::exp_into`, the same bits as `exp`) into scratch, the total's lane sum and a
+//! histogram of the row by value below the max ([`BUCKETS`] buckets, 1/128 of a temperature unit
+//! wide; a bucket never holds a value above one of an earlier bucket, so bucket `b` holds exactly
+//! the ranks `count[b]..count[b + 1]`). The `kk`-th entry of the order is read from its bucket,
+//! ordered alone; the top-K lane sum adds the members' weights (a non-member adds `+0.0`, which
+//! changes no sum). The buckets' approximate masses name a prefix of buckets that holds the
+//! crossing rank with room for rounding: only those tokens are ordered (bucket by bucket, on
+//! `u128` keys) and walked with the chunked sums. If the crossing is not inside them (rounding, or
+//! a crossing below the 32 units the buckets cover), the walk starts over on the largest `G`
+//! entries (`G` from 64, 8 times more until crossed), ordered by a selection. Ties resolve by index
+//! (the composite order value descending, index ascending), so the result is the sorted
+//! algorithm's; the tests compare it with the former whole-row implementation bit for bit.
 
 use kernels::exp64;
 

@@ -20,8 +20,8 @@
 //! qSample (q indexed by sorted position, the bucket's positions being known from the counts)
 //! bounds each surviving bucket's best ratio by `w_max / Z / (q_min + eps)` (f64 rounding is
 //! monotone, so it is a true bound of every computed ratio) and orders buckets from the largest
-//! bound down, stopping when a bound falls below the best ratio found: with q exponential noise one
-//! or two buckets. The argmax and the multinomial draw need no order beyond the first token.
+//! bound down, stopping when a bound falls below the best ratio found (with exponential noise,
+//! few buckets). The argmax and the multinomial draw need no order beyond the first token.
 //!
 //! Every decision is made on the numbers the sorted path computes (the same `e`, `Z`, weights
 //! `w = exp_at(x, first)`, f64 expressions and tie rules), so the index and the survivors are the
