@@ -100,7 +100,13 @@ pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
     let top = if kk < n {
         // The bucket of rank kk - 1, ordered, names the kk-th entry.
         let b = count.partition_point(|&c| (c as usize) < kk) - 1;
-        let mut members = bucket_members(x, b, &bucket_of, count[b + 1] - count[b]);
+        let mut members = if b < BUCKETS - 1 {
+            // The entries of buckets `0..=b` by the gather, then bucket `b`'s among them.
+            let h = gather(x, x0, scale, (b + 1) as f64, &mut s.idx);
+            s.idx[..h].iter().copied().filter(|&i| bucket_of(x[i as usize]) == b).collect()
+        } else {
+            bucket_members(x, b, &bucket_of, count[b + 1] - count[b])
+        };
         members.sort_unstable_by(|&a, &c| before(x, a, c));
         let pi = members[kk - 1 - count[b] as usize] as usize;
         let pv = x[pi];
@@ -119,19 +125,10 @@ pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
         cum > threshold * (1.0 + 1e-9)
     });
     if let Some(last) = reach.filter(|&b| b < BUCKETS - 1) {
-        // A branch-free gather of the entries of buckets `0..=last` (`d < last + 1`, NaN failing
-        // as `bucket` puts it last), then a counting placement by bucket and an order inside each.
-        let lim = (last + 1) as f64;
+        // The entries of buckets `0..=last` by the gather, then a counting placement by bucket and
+        // an order inside each.
         let mut hits = std::mem::take(&mut s.idx);
-        // Every entry up to the last hit is written before it is read: no need to clear.
-        if hits.len() < n {
-            hits.resize(n, 0);
-        }
-        let mut h = 0;
-        for (i, &v) in x.iter().enumerate() {
-            hits[h] = i as u32;
-            h += usize::from((x0 - v) * scale < lim);
-        }
+        let h = gather(x, x0, scale, (last + 1) as f64, &mut hits);
         let mut keys = vec![0u128; h];
         let mut next = count[..=last].to_vec();
         for &i in &hits[..h] {
@@ -197,6 +194,24 @@ fn walk(idx: &[u32], e: &[f64], threshold: f64) -> Option<usize> {
         }
     }
     None
+}
+
+/// The indices `i` (in index order) into `hits[..h]`, returning `h`, of the entries whose bucket
+/// distance `(x0 - x[i]) scale` is below `lim` (`lim <= BUCKETS - 1`: the entries of buckets
+/// `0..lim`; a NaN distance, which `bucket` puts last, fails). Branch-free, in a function of its
+/// own so that the loop keeps its few values in registers.
+#[inline(never)]
+fn gather(x: &[f64], x0: f64, scale: f64, lim: f64, hits: &mut Vec<u32>) -> usize {
+    // Every entry up to the last hit is written before it is read: no need to clear.
+    if hits.len() < x.len() {
+        hits.resize(x.len(), 0);
+    }
+    let mut h = 0;
+    for (i, &v) in x.iter().enumerate() {
+        hits[h] = i as u32;
+        h += usize::from((x0 - v) * scale < lim);
+    }
+    h
 }
 
 /// The indices of bucket `b`'s `len` entries.
