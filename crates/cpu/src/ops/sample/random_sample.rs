@@ -100,20 +100,36 @@ pub(crate) fn row(x: &[f64], p: Params, s: &mut Scratch) -> Option<usize> {
     let top = if kk < n {
         // The bucket of rank kk - 1, ordered, names the kk-th entry.
         let b = count.partition_point(|&c| (c as usize) < kk) - 1;
-        let mut members = if b < BUCKETS - 1 {
-            // The entries of buckets `0..=b` by the gather, then bucket `b`'s among them.
-            let h = gather(x, x0, scale, (b + 1) as f64, &mut s.idx);
-            s.idx[..h].iter().copied().filter(|&i| bucket_of(x[i as usize]) == b).collect()
-        } else {
-            bucket_members(x, b, &bucket_of, count[b + 1] - count[b])
+        // The entries of buckets `0..=b` by the gather (in index order), then bucket `b`'s among
+        // them; the members of the top `kk` all lie in those buckets, so their lane sum adds the
+        // gathered members only (in index order: each lane's order).
+        let h = if b < BUCKETS - 1 { Some(gather(x, x0, scale, (b + 1) as f64, &mut s.idx)) } else { None };
+        let mut members = match h {
+            Some(h) => s.idx[..h].iter().copied().filter(|&i| bucket_of(x[i as usize]) == b).collect(),
+            None => bucket_members(x, b, &bucket_of, count[b + 1] - count[b]),
         };
         members.sort_unstable_by(|&a, &c| before(x, a, c));
         let pi = members[kk - 1 - count[b] as usize] as usize;
         let pv = x[pi];
-        lane_sum(e, |i| x[i] > pv || (x[i] == pv && i <= pi))
+        let member = |i: usize| x[i] > pv || (x[i] == pv && i <= pi);
+        match h {
+            Some(h) => {
+                let mut acc = [0.0f64; LANES];
+                for &i in &s.idx[..h] {
+                    let i = i as usize;
+                    if member(i) {
+                        acc[i % LANES] += e[i];
+                    }
+                }
+                tree(&mut acc)
+            }
+            None => lane_sum(e, member),
+        }
     } else {
         total
     };
+    #[cfg(test)]
+    tests::SUMS.set((total, top));
     // `f64::min` returns the other operand when one is NaN (a `-inf` entry at an infinite
     // temperature); the shader spells the same rule out.
     let threshold = f64::from(p.random) * (f64::from(p.topp) * total).min(top);
@@ -294,6 +310,14 @@ mod tests {
     use super::{CHUNK, LANES, Params, Scratch, before, row};
     use graph::philox::uniform;
     use kernels::exp64;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The total and top-K sums of the last [`row`] on the full path.
+        pub(super) static SUMS: Cell<(f64, f64)> = const { Cell::new((0.0, 0.0)) };
+        /// The same of the last [`sorted_row`].
+        static ORACLE_SUMS: Cell<(f64, f64)> = const { Cell::new((0.0, 0.0)) };
+    }
 
     /// The implementation before the histogram (every weight by the scalar `exp`, selections over
     /// the whole row): the oracle, bit for bit.
@@ -333,6 +357,7 @@ mod tests {
         };
         // `f64::min` returns the other operand when one is NaN (a `-inf` entry at an infinite
         // temperature); the shader spells the same rule out.
+        ORACLE_SUMS.set((total, top));
         let threshold = f64::from(p.random) * (f64::from(p.topp) * total).min(top);
         let mut g = 64.min(n);
         loop {
@@ -407,7 +432,12 @@ mod tests {
                     topk: [0i32, 50, 2, 1000, n as i32 - 1, 0, 20_000, 7][((j * 3 + seed) % 8) as usize],
                     temperature: [1.0f32, 0.8, 1e-3, 50.0, 1.2, 1e-30, 1.0, 3.0][((j * 5 + seed) % 8) as usize],
                 };
+                SUMS.set((-1.0, -1.0));
+                ORACLE_SUMS.set((-1.0, -1.0));
                 assert_eq!(row(&x, p, &mut s), sorted_row(&x, p), "seed {seed}, n {n}, width {width}, {p:?}");
+                // The lane sums too, bit for bit (an index only moves near a boundary).
+                let bits = |(a, b): (f64, f64)| (a.to_bits(), b.to_bits());
+                assert_eq!(bits(SUMS.get()), bits(ORACLE_SUMS.get()), "sums: seed {seed}, n {n}, {p:?}");
             }
         }
     }
