@@ -20,8 +20,8 @@
 //! histogram of the row by value below the max ([`BUCKETS`] buckets, 1/128 of a temperature unit
 //! wide; a bucket never holds a value above one of an earlier bucket, so bucket `b` holds exactly
 //! the ranks `count[b]..count[b + 1]`). The `kk`-th entry of the order is read from its bucket,
-//! ordered alone; the top-K lane sum adds the members' weights (a non-member adds `+0.0`, which
-//! changes no sum). The buckets' approximate masses name a prefix of buckets that holds the
+//! ordered alone; the top-K lane sum adds the members' weights, each lane in index order, over
+//! the gathered entries of the buckets up to it (a member never lies in a later bucket). The buckets' approximate masses name a prefix of buckets that holds the
 //! crossing rank with room for rounding: only those tokens are ordered (bucket by bucket, on
 //! `u128` keys) and walked with the chunked sums. If the crossing is not inside them (rounding, or
 //! a crossing below the 32 units the buckets cover), the walk starts over on the largest `G`
