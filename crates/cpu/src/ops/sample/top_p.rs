@@ -69,18 +69,34 @@ pub(crate) fn exp_pass(x: &[f32], m: f32, e: &mut Vec<f32>, out: &mut RowPass) {
     out.count.resize(BUCKETS, 0);
     let (mass, count) = (&mut out.mass[..], &mut out.count[..]);
     let mut z = 0.0f64;
+    let mut ids = [0u32; CHUNK];
     for (xc, ec) in x.chunks(CHUNK).zip(e.chunks_mut(CHUNK)) {
         kernels::row::exp2_into(xc, ea, eb, ec);
-        for (&t, &w) in xc.iter().zip(ec.iter()) {
+        bucket_ids(xc, m, &mut ids);
+        for (&w, &b) in ec.iter().zip(&ids) {
             let w = f64::from(w);
             z += w;
-            let b = bucket(t, m);
-            mass[b] += w;
-            count[b] += 1;
+            mass[b as usize] += w;
+            count[b as usize] += 1;
         }
     }
     out.z = z;
 }
+
+#[inline(always)]
+fn bucket_ids_body<const FMA: bool>(x: &[f32], m: f32, ids: &mut [u32; CHUNK]) {
+    for (id, &t) in ids.iter_mut().zip(x) {
+        // `bucket(t, m)`, in a form that vectorises (`d >= 0`; NaN and `d >= BUCKETS - 1` clamp).
+        let d = (m - t) * SCALE;
+        let c = if d < (BUCKETS - 1) as f32 { d } else { (BUCKETS - 1) as f32 };
+        *id = c as i32 as u32;
+    }
+}
+
+kernels::dispatch!(
+    /// `ids[j] = bucket(x[j], m)` for a chunk (vectorised).
+    fn bucket_ids(x: &[f32], m: f32, ids: &mut [u32; CHUNK]) => bucket_ids_body
+);
 
 /// Whether every f64 sum of candidate weights is exact in any order: the candidates' smallest
 /// weight `low` is a normal f32 `>= 2^E`, so every weight is a multiple of `2^(E - 23)`, and their
