@@ -11,7 +11,12 @@
 //! {0.5, 0.9, 0.95}, top-K + top-P, min-P 0 or 0.05; post stage qSample (q i.i.d. Exp(1)). Every
 //! row is sorted (top-K or `p < 1`), the case the composed graph expresses (it receives per row
 //! the effective k: `V` where top-K is skipped).
+//!
+//! A second table (`random`) times `random_sample` on the same sizes against its own same-run read,
+//! exp and argsort passes; `--ops` picks the tables.
 #![allow(clippy::print_stdout)]
+
+mod random;
 
 use anyhow::{Result, bail};
 use clap::Parser;
@@ -37,6 +42,9 @@ struct Args {
     /// Backends to measure (`cpu`, `vulkan`); vulkan is skipped with a note where no device opens.
     #[arg(long, value_delimiter = ',', default_value = "cpu,vulkan")]
     backend: Vec<String>,
+    /// Ops to measure (`top-k-top-p`, `random-sample`).
+    #[arg(long, value_delimiter = ',', default_value = "top-k-top-p,random-sample")]
+    ops: Vec<String>,
     /// Output JSON file (default: target/bench/fused.json in the workspace).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -156,7 +164,17 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             println!("vulkan: skipped, no device ({e})");
             continue;
         }
-        reports.push(serde_json::json!({ "backend": backend, "rows": bench(backend, v, &args)? }));
+        let mut report = serde_json::json!({ "backend": backend });
+        for op in &args.ops {
+            match op.as_str() {
+                "top-k-top-p" => report["rows"] = bench(backend, v, &args)?.into(),
+                "random-sample" => {
+                    report["random_sample"] = random::bench(backend, v, &args.batch, args.reps)?.into();
+                }
+                other => bail!("unknown op {other} (top-k-top-p or random-sample)"),
+            }
+        }
+        reports.push(report);
     }
     crate::bench::write_report(args.out.as_deref(), "fused", &serde_json::json!({ "backends": reports }))
 }

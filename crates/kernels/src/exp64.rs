@@ -83,6 +83,44 @@ pub fn exp(y: f64) -> f64 {
     if k == 1024 { p * pow2(1023) * 2.0 } else { p * pow2(k) }
 }
 
+/// Inputs with `|y| <= IN_RANGE` take no special case in [`exp`] (`|k| <= 1010`).
+pub const IN_RANGE: f64 = 700.0;
+
+/// [`exp`] without its special cases, for `|y| <=` [`IN_RANGE`]: the same operations in the same
+/// order (so the same bits), with `2^k` built from the rounding sum's bits (`bits(y / ln 2 + 1.5·2^52)
+/// = bits(1.5·2^52) + k`, whose low 12 bits plus 1023, shifted into the exponent field, are
+/// `bits(2^k)`), so that a loop of it vectorises. Meaningless outside that range and for NaN.
+#[inline(always)]
+pub fn exp_in_range(y: f64) -> f64 {
+    let t = y * INV_LN2 + SHIFT;
+    let kd = t - SHIFT;
+    let r = (y - kd * LN2_HI) - kd * LN2_LO;
+    let mut q = TAYLOR[11];
+    for &c in TAYLOR[..11].iter().rev() {
+        q = q * r + c;
+    }
+    let p = 1.0 + (r + (r * r) * q);
+    p * f64::from_bits(t.to_bits().wrapping_add(1023) << 52)
+}
+
+#[inline(always)]
+fn exp_into_body<const FMA: bool>(ys: &[f64], out: &mut [f64]) {
+    for (o, &y) in out.iter_mut().zip(ys) {
+        *o = exp_in_range(y);
+    }
+    for (o, &y) in out.iter_mut().zip(ys) {
+        // NaN is out of range too.
+        if y.is_nan() || y.abs() > IN_RANGE {
+            *o = exp(y);
+        }
+    }
+}
+
+crate::dispatch!(
+    /// `out[i] = exp(ys[i])` ([`exp`], bit for bit) over the shorter of the two, vectorised.
+    pub fn exp_into(ys: &[f64], out: &mut [f64]) => exp_into_body
+);
+
 /// `2^k` for `-1022 <= k <= 1023`, from its exponent bits.
 #[inline(always)]
 fn pow2(k: i32) -> f64 {
@@ -92,6 +130,27 @@ fn pow2(k: i32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vector_form_is_bit_identical() {
+        let mut next = points(77);
+        let mut ys: Vec<f64> = (0..200_000).map(|_| -60.0 * next()).collect();
+        ys.extend((0..50_000).map(|_| 1500.0 * next() - 750.0));
+        ys.extend([0.0, -0.0, IN_RANGE, -IN_RANGE, 700.1, -700.1, 709.9, -708.5, -745.3, f64::NEG_INFINITY]);
+        ys.extend([f64::INFINITY, f64::NAN, -1e-300, 1e-300]);
+        let mut out = vec![0.0; ys.len()];
+        exp_into(&ys, &mut out);
+        let mut portable = vec![0.0; ys.len()];
+        exp_into_body::<false>(&ys, &mut portable);
+        for (i, &y) in ys.iter().enumerate() {
+            let want = exp(y);
+            assert!(out[i].to_bits() == want.to_bits() || (want.is_nan() && out[i].is_nan()), "y = {y}");
+            assert!(portable[i].to_bits() == want.to_bits() || (want.is_nan() && portable[i].is_nan()));
+            if y.abs() <= IN_RANGE {
+                assert_eq!(exp_in_range(y).to_bits(), want.to_bits(), "y = {y}");
+            }
+        }
+    }
 
     /// Distance in representable f64 values between two finite non-negative numbers.
     fn ulps(a: f64, b: f64) -> u64 {

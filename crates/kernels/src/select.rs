@@ -261,7 +261,7 @@ fn collect_ge_portable(x: &[f32], base: usize, thr: f32, buf: &mut Vec<u64>) {
 crate::dispatch!(
     /// Pushes the [`index_key`] of every entry `x[j] >= thr` (float comparison; `x` holds no NaN),
     /// index `base + j`, in index order.
-    fn collect_ge(x: &[f32], base: usize, thr: f32, buf: &mut Vec<u64>) -> () => x86::collect_ge | collect_ge_portable
+    pub fn collect_ge(x: &[f32], base: usize, thr: f32, buf: &mut Vec<u64>) -> () => x86::collect_ge | collect_ge_portable
 );
 
 /// Indices of the `k` largest entries of `x` into `out` (`k` of them, `1 <= k <= x.len()`), by

@@ -4,10 +4,13 @@
 //! (probability mode), `Z` their f64 total over the probability domain (the top-K survivors, or the
 //! whole row; `Z = 1` in probability mode), `prob = w / Z` in f64. Only the sorted paths order
 //! anything, and only as far as they must: top-K selects `k <= 1024` tokens; top-P without top-K
-//! first selects the `top_k_guess` largest, and if the nucleus does not end inside them, buckets
-//! the row by value, finds the bucket where the mass crosses `p Z` and sorts only the tokens up to
-//! it (see [`bucket_candidates`]); `top_k_guess` changes the work, never the result. The unsorted path
-//! (top-K and top-P skipped) never orders: min-P is a threshold and qSample indexes q by token.
+//! in logits mode takes [`super::top_p`]'s one-pass path (weights, `Z` and a histogram by value in
+//! one pass, then only the buckets that decide the result are ordered); otherwise (probability
+//! mode, or where that path declines) it first selects the `top_k_guess` largest, and if the nucleus
+//! does not end inside them, buckets the row by value, finds the bucket where the mass crosses `p Z`
+//! and sorts only the tokens up to it (see [`bucket_candidates`]); `top_k_guess` changes the work,
+//! never the result. The unsorted path (top-K and top-P skipped) never orders: min-P is a threshold
+//! and qSample indexes q by token.
 
 use graph::fused::TopKTopP;
 use kernels::select::{argmax_index, top_k_indices};
@@ -34,7 +37,7 @@ pub(crate) struct Params {
 /// Which tokens survive the filters.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Kept {
-    /// These tokens (sorted or not).
+    /// These tokens (in no particular order).
     List(Vec<u32>),
     /// Every token (unsorted row, no min-P).
     All,
@@ -56,6 +59,8 @@ pub(crate) struct Scratch {
     pub e: Vec<f32>,
     keys: Vec<u64>,
     idx: Vec<i32>,
+    /// The one-pass top-P path's scratch.
+    fast: super::top_p::Scratch,
 }
 
 /// The row's maximum, or `None` when the row cannot be sampled: a NaN or `+inf` value; all `-inf`
@@ -74,10 +79,26 @@ fn checked_max(x: &[f32], a: &TopKTopP, p: Params) -> Option<f32> {
 
 /// The sampling of one row `x` (`None` for a bad row, see [`checked_max`]).
 pub(crate) fn row(x: &[f32], a: &TopKTopP, p: Params, post: Post<'_>, s: &mut Scratch) -> Option<Pick> {
+    row_with(x, a, p, post, s, true)
+}
+
+/// [`row`] without the one-pass top-P path (the oracle its tests compare it with).
+#[cfg(test)]
+pub(crate) fn row_sorted(x: &[f32], a: &TopKTopP, p: Params, post: Post<'_>, s: &mut Scratch) -> Option<Pick> {
+    row_with(x, a, p, post, s, false)
+}
+
+fn row_with(x: &[f32], a: &TopKTopP, p: Params, post: Post<'_>, s: &mut Scratch, fast: bool) -> Option<Pick> {
     let max = checked_max(x, a, p)?;
     let v = x.len();
     let top_k_runs = p.k >= 1 && (p.k as usize) <= v.min(a.ks() as usize);
     if top_k_runs || p.p < 1.0 {
+        if fast && !top_k_runs && p.p > 0.0 && a.input_is_logits {
+            super::top_p::exp_pass(x, max, &mut s.e, &mut s.fast.pass);
+            if let Some(pick) = super::top_p::row(x, max, p, a.eps, post, &s.e, &mut s.fast) {
+                return Some(pick);
+            }
+        }
         let (list, w, z) = sorted_candidates(x, max, a, p, top_k_runs, s);
         Some(finish_sorted(list, w, z, p.m, a.eps, post))
     } else {
@@ -264,7 +285,7 @@ fn nucleus_end(x: &[f32], idx: &[i32], logits: bool, e: &[f32], z: f64, p: f32) 
 }
 
 /// min-P and the post stage on sorted survivors.
-fn finish_sorted(mut list: Vec<u32>, mut w: Vec<f32>, z: f64, m: f32, eps: f32, post: Post<'_>) -> Pick {
+pub(crate) fn finish_sorted(mut list: Vec<u32>, mut w: Vec<f32>, z: f64, m: f32, eps: f32, post: Post<'_>) -> Pick {
     if m >= 1.0 {
         list.truncate(1);
         w.truncate(1);
