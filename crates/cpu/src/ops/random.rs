@@ -4,8 +4,8 @@
 //! with the row's seed and step read from `keys i32 [4, rows..]` (seed lo, seed hi, step lo, step hi).
 //! Uses `graph::philox`, the single implementation of the generator.
 //!
-//! `categorical` (`s = +inf`: the first maximum, from the block-maxima pass and one block's
-//! rescan; without a cut: the CPU sampler chain's own draw, `kernels::draw`): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
+//! `categorical` (`s = +inf`: the first maximum, by the CPU sampler chain's greedy scan
+//! `kernels::select::argmax`; without a cut: the CPU sampler chain's own draw, `kernels::draw`): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
 //! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
@@ -157,16 +157,17 @@ fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) 
         let (a, b) = kernels::exp::exp_affine(st.row_max, s);
         return RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY }.pick(u, verify);
     }
+    if s == f32::INFINITY {
+        // The zero-temperature limit: the first maximum, by the CPU sampler chain's own greedy
+        // scan (one pass and one block's rescan; a cut never removes the maximum).
+        let (i, max, bad) = kernels::select::argmax(x);
+        return (!bad && max > f32::NEG_INFINITY).then_some(i);
+    }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
     let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
     let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if bad || max == f32::NEG_INFINITY {
         return None;
-    }
-    if s == f32::INFINITY {
-        // The zero-temperature limit: the first maximum (its block is the first whose max it is).
-        let blk = maxima.iter().position(|&m| m == max)?;
-        return x[blk * BLOCK..].iter().position(|&v| v == max).map(|j| blk * BLOCK + j);
     }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);
