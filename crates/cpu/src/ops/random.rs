@@ -112,6 +112,11 @@ pub(crate) fn spec_verify(k: &K<'_>, stream: u32, ids: bool) -> Result<(), CpuEr
 /// Block length of the draw: weights are recomputed for one block only.
 const BLOCK: usize = 1024;
 
+/// Whether the threshold `thr` zeroes anything (false for `-inf`, and for NaN as before).
+fn cuts(thr: f32) -> bool {
+    thr > f32::NEG_INFINITY
+}
+
 /// Entries per piece of a block in [`weights`] with a cut: a multiple of the exponential's 16
 /// lanes, so that every entry takes the path (vector or scalar tail) it takes in a whole-block
 /// call and gets the same weight.
@@ -122,7 +127,7 @@ const PIECE: usize = 64;
 /// zeroed without computing its exponentials (a min-p cut or a top-p mask leaves a few entries
 /// per block).
 fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
-    if !(thr > f32::NEG_INFINITY) {
+    if !cuts(thr) {
         kernels::row::exp2_into(c, a, b, w);
         return;
     }
@@ -149,7 +154,7 @@ fn piece_weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) -> bool {
 /// not added (a piece is a whole number of the sum's 8 lanes, and adding `+0.0` to a non-negative
 /// accumulator changes nothing).
 fn weights_mass(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) -> f64 {
-    if !(thr > f32::NEG_INFINITY) {
+    if !cuts(thr) {
         weights(c, a, b, thr, w);
         return sum_f64(w);
     }
