@@ -6,7 +6,8 @@
 //! computes, reads back what was reserved and finishes rows on the CPU; the CPU path copies every
 //! logits row back (`read_with`: in place on the CPU backend) and runs each row's CPU chain; "chain"
 //! is the CPU chains alone on host rows (the per-row target compares with it). Timings are the median of `--reps`
-//! runs of `--steps` steps; bytes are what each path read back per step. The CPU backend runs with
+//! runs of `--steps` steps (each after one untimed step), the three paths taking turns within
+//! each rep; bytes are what each path read back per step. The CPU backend runs with
 //! `--threads` threads (default 1, so per-row times compare with the single-threaded CPU chain).
 //! Writes `target/bench/sampling_graph.json` and prints a table.
 #![allow(clippy::print_stdout)]
@@ -56,19 +57,20 @@ struct Args {
     out: Option<std::path::PathBuf>,
 }
 
-/// The median over `--reps` measurements of the microseconds per call of `step`, each measurement
-/// `--steps` calls.
-fn median_us(args: &Args, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
-    let mut times = Vec::with_capacity(args.reps);
-    for _ in 0..args.reps {
-        let t = Instant::now();
-        for _ in 0..args.steps {
-            step()?;
-        }
-        times.push(t.elapsed().as_secs_f64() / args.steps as f64);
+/// Microseconds per call of `step` over `--steps` calls, after one untimed call (the caches hold
+/// what the other paths of the same rep left there).
+fn time_rep(args: &Args, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
+    step()?;
+    let t = Instant::now();
+    for _ in 0..args.steps {
+        step()?;
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2] * 1e6)
+    Ok(t.elapsed().as_secs_f64() / args.steps as f64 * 1e6)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn backends(args: &Args) -> Result<Vec<Box<dyn sched::Backend>>> {
@@ -104,21 +106,19 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
     sched.plan(&g)?;
     sched.set_input_f32(logits, &rows[..v * batch])?;
     // Graph path.
-    let mut graph_step = |seqs: &mut Sequences| -> Result<usize> {
-        tail.set_inputs(&mut sched, seqs)?;
+    let graph_step = |tail: &mut Tail, sched: &mut sched::Scheduler, seqs: &mut Sequences| -> Result<usize> {
+        tail.set_inputs(sched, seqs)?;
         sched.compute()?;
-        let out = tail.sample(&mut sched, seqs)?;
+        let out = tail.sample(sched, seqs)?;
         for r in &out.rows {
             let t = r.result.as_ref().map_err(Clone::clone)?.token.context("a token")?;
             tail.accept(seqs, r.seq, &[t])?;
         }
         Ok(out.bytes_read)
     };
-    let graph_bytes = graph_step(&mut seqs)?;
-    let graph_us = median_us(args, || graph_step(&mut seqs).map(black_box).map(drop))?;
     // CPU path: copy every row back, run the chains.
     let mut chains: Vec<Chain> = (0..batch).map(|_| Chain::parse(spec)).collect::<std::result::Result<_, _>>()?;
-    let mut cpu_step = |sched: &mut sched::Scheduler| -> Result<usize> {
+    let cpu_step = |chains: &mut [Chain], sched: &mut sched::Scheduler| -> Result<usize> {
         let before = sched.stats().bytes_to_host;
         let mut res = Ok(());
         sched.read_with(logits, |bytes| {
@@ -134,15 +134,24 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
         res?;
         Ok((sched.stats().bytes_to_host - before) as usize)
     };
-    let cpu_bytes = cpu_step(&mut sched)?;
-    let cpu_us = median_us(args, || cpu_step(&mut sched).map(black_box).map(drop))?;
     // The CPU chains alone, on host rows (no copy at all).
-    let chain_us = median_us(args, || {
+    let chain_step = |chains: &mut [Chain]| -> Result<()> {
         for (r, c) in chains.iter_mut().enumerate() {
             black_box(c.sample(&rows[r * v..(r + 1) * v])?);
         }
         Ok(())
-    })?;
+    };
+    let graph_bytes = graph_step(&mut tail, &mut sched, &mut seqs)?;
+    let cpu_bytes = cpu_step(&mut chains, &mut sched)?;
+    // The three paths take turns within each rep, so that a change in the machine's load between
+    // reps (a shared machine) moves all three alike.
+    let (mut gs, mut cs, mut hs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..args.reps {
+        gs.push(time_rep(args, || graph_step(&mut tail, &mut sched, &mut seqs).map(black_box).map(drop))?);
+        cs.push(time_rep(args, || cpu_step(&mut chains, &mut sched).map(black_box).map(drop))?);
+        hs.push(time_rep(args, || chain_step(&mut chains))?);
+    }
+    let (graph_us, cpu_us, chain_us) = (median(gs), median(cs), median(hs));
     let placement = tail.placement().first().map(|p| p.1.clone()).unwrap_or_default();
     Ok(Result1 { graph_us, cpu_us, chain_us, graph_bytes, cpu_bytes, placement })
 }

@@ -88,6 +88,9 @@ fn overlaps(a: &TensorRef, b: &TensorRef) -> bool {
     a0 < b0 + b.extent() && b0 < a0 + a.extent()
 }
 
+/// Sources a node's kernel context holds without allocating.
+const INLINE_SRCS: usize = 4;
+
 /// Computes node `id`.
 pub(crate) fn run(
     graph: &Graph,
@@ -102,16 +105,25 @@ pub(crate) fn run(
     let _span = tracing::trace_span!("cpu_node", node = %id, op = node.op.name()).entered();
     let dst = tensor_ref(graph, id, id, "destination", bindings, buffers)?;
     let mut keep = Vec::new();
-    let mut srcs = Vec::with_capacity(node.srcs.len());
+    // Up to `INLINE_SRCS` sources on the stack (every op but a few): no allocation per node.
+    let mut inline = [dst; INLINE_SRCS];
+    let mut spill = Vec::new();
+    let many = node.srcs.len() > INLINE_SRCS;
     for (i, &s) in node.srcs.iter().enumerate() {
-        if node.op.inplace_src() == Some(i) {
+        let t = if node.op.inplace_src() == Some(i) {
             // The destination itself (set_rows writes into it); never read through this operand.
-            srcs.push(dst);
-            continue;
+            dst
+        } else {
+            let t = tensor_ref(graph, id, s, "source", bindings, buffers)?;
+            if overlaps(&t, &dst) { detach(&t, &mut keep) } else { t }
+        };
+        if many {
+            spill.push(t);
+        } else {
+            inline[i] = t;
         }
-        let t = tensor_ref(graph, id, s, "source", bindings, buffers)?;
-        srcs.push(if overlaps(&t, &dst) { detach(&t, &mut keep) } else { t });
     }
+    let srcs = if many { &spill[..] } else { &inline[..node.srcs.len()] };
     let k = K { id, node, dst, srcs };
     ops::dispatch(&k).map_err(|e| compute_err(id, &node.op, e))
 }

@@ -33,7 +33,7 @@ pub(crate) struct K<'a> {
     /// Where it writes.
     pub dst: TensorRef,
     /// What it reads.
-    pub srcs: Vec<TensorRef>,
+    pub srcs: &'a [TensorRef],
 }
 
 /// Runs the kernel for `k.node.op`.
@@ -83,11 +83,26 @@ pub(crate) fn for_rows(
 ) {
     let d = *dst;
     crate::par::for_blocks(d.nrows(), work, |range| {
-        let mut scratch = vec![0.0f32; scratch_len];
+        // The thread's kept buffer (zeroed to the length asked for, as a fresh one would be): a
+        // tail of small ops would otherwise allocate per node. Taken, so a nested call gets its own.
+        let mut scratch = ROW_SCRATCH.take();
+        scratch.clear();
+        scratch.resize(scratch_len, 0.0);
         for r in range {
             f(d.row_index(r), &mut scratch);
         }
+        if scratch.capacity() <= MAX_KEPT_SCRATCH {
+            ROW_SCRATCH.set(scratch);
+        }
     });
+}
+
+/// Largest scratch (f32 values) a thread keeps between [`for_rows`] calls (1 MiB).
+const MAX_KEPT_SCRATCH: usize = 1 << 18;
+
+thread_local! {
+    /// Each thread's [`for_rows`] scratch, kept from call to call.
+    static ROW_SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Runs `f(row, input_row_f32, output_row_f32)` for each row of an element-wise or row-wise op whose

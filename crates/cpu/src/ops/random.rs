@@ -4,8 +4,8 @@
 //! with the row's seed and step read from `keys i32 [4, rows..]` (seed lo, seed hi, step lo, step hi).
 //! Uses `graph::philox`, the single implementation of the generator.
 //!
-//! `categorical` (`s = +inf`: the first maximum, from the block-maxima pass and one block's
-//! rescan; without a cut: the CPU sampler chain's own draw, `kernels::draw`): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
+//! `categorical` (`s = +inf`: the first maximum, by the CPU sampler chain's greedy scan
+//! `kernels::select::argmax`; without a cut: the CPU sampler chain's own draw, `kernels::draw`): per row, the weights `w_i = exp(x_i - max)` by the shared exponential
 //! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
@@ -112,17 +112,64 @@ pub(crate) fn spec_verify(k: &K<'_>, stream: u32, ids: bool) -> Result<(), CpuEr
 /// Block length of the draw: weights are recomputed for one block only.
 const BLOCK: usize = 1024;
 
+/// Whether the threshold `thr` zeroes anything (false for `-inf`, and for NaN as before).
+fn cuts(thr: f32) -> bool {
+    thr > f32::NEG_INFINITY
+}
+
+/// Entries per piece of a block in [`weights`] with a cut: a multiple of the exponential's 16
+/// lanes, so that every entry takes the path (vector or scalar tail) it takes in a whole-block
+/// call and gets the same weight.
+const PIECE: usize = 64;
+
 /// The weights of one block into `w`: `exp((x - max) s)` by the shared exponential (the affine
-/// constants `(a, b)`), zeroed below `thr`.
+/// constants `(a, b)`), zeroed below `thr`. With a cut, a piece with nothing at or above `thr` is
+/// zeroed without computing its exponentials (a min-p cut or a top-p mask leaves a few entries
+/// per block).
 fn weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) {
-    kernels::row::exp2_into(c, a, b, w);
-    if thr > f32::NEG_INFINITY {
+    if !cuts(thr) {
+        kernels::row::exp2_into(c, a, b, w);
+        return;
+    }
+    for (cp, wp) in c.chunks(PIECE).zip(w.chunks_mut(PIECE)) {
+        piece_weights(cp, a, b, thr, wp);
+    }
+}
+
+/// One piece of [`weights`] with the cut `thr`; false if it is all zero.
+fn piece_weights(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) -> bool {
+    if kernels::row::max_bad(c).0 >= thr {
+        kernels::row::exp2_into(c, a, b, w);
         for (wi, &xi) in w.iter_mut().zip(c) {
-            if xi < thr {
-                *wi = 0.0;
+            *wi = if xi < thr { 0.0 } else { *wi };
+        }
+        true
+    } else {
+        w.fill(0.0);
+        false
+    }
+}
+
+/// [`weights`] and their [`sum_f64`], the block's mass, exactly: with a cut the all-zero pieces are
+/// not added (a piece is a whole number of the sum's 8 lanes, and adding `+0.0` to a non-negative
+/// accumulator changes nothing).
+fn weights_mass(c: &[f32], a: f32, b: f32, thr: f32, w: &mut [f32]) -> f64 {
+    if !cuts(thr) {
+        weights(c, a, b, thr, w);
+        return sum_f64(w);
+    }
+    let mut acc = [0.0f64; 8];
+    for (cp, wp) in c.chunks(PIECE).zip(w.chunks_mut(PIECE)) {
+        if piece_weights(cp, a, b, thr, wp) {
+            for ch in wp.as_chunks::<8>().0 {
+                for (a, &v) in acc.iter_mut().zip(ch) {
+                    *a += f64::from(v);
+                }
             }
         }
     }
+    let rest = &w[w.len() / 8 * 8..];
+    acc.iter().sum::<f64>() + rest.iter().map(|&v| f64::from(v)).sum::<f64>()
 }
 
 /// The draw of one row with the uniform `u`, scale `s` and threshold offset `off` (see the module
@@ -157,16 +204,17 @@ fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) 
         let (a, b) = kernels::exp::exp_affine(st.row_max, s);
         return RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY }.pick(u, verify);
     }
+    if s == f32::INFINITY {
+        // The zero-temperature limit: the first maximum, by the CPU sampler chain's own greedy
+        // scan (one pass and one block's rescan; a cut never removes the maximum).
+        let (i, max, bad) = kernels::select::argmax(x);
+        return (!bad && max > f32::NEG_INFINITY).then_some(i);
+    }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
     let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
     let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if bad || max == f32::NEG_INFINITY {
         return None;
-    }
-    if s == f32::INFINITY {
-        // The zero-temperature limit: the first maximum (its block is the first whose max it is).
-        let blk = maxima.iter().position(|&m| m == max)?;
-        return x[blk * BLOCK..].iter().position(|&v| v == max).map(|j| blk * BLOCK + j);
     }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);
@@ -179,8 +227,7 @@ fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) 
             if bm < thr || bm == f32::NEG_INFINITY {
                 return 0.0;
             }
-            let len = rw.fill(blk, &mut w);
-            sum_f64(&w[..len])
+            rw.fill_mass(blk, &mut w)
         })
         .collect();
     rw.pick(u, verify)
@@ -202,6 +249,12 @@ impl RowWeights<'_> {
         let c = &self.x[blk * BLOCK..(blk * BLOCK + BLOCK).min(self.x.len())];
         weights(c, self.a, self.b, self.thr, &mut w[..c.len()]);
         c.len()
+    }
+
+    /// Block `blk`'s weights into `w`; their sum ([`weights_mass`]).
+    fn fill_mass(&self, blk: usize, w: &mut [f32; BLOCK]) -> f64 {
+        let c = &self.x[blk * BLOCK..(blk * BLOCK + BLOCK).min(self.x.len())];
+        weights_mass(c, self.a, self.b, self.thr, &mut w[..c.len()])
     }
 
     /// The first index with a positive weight whose running sum exceeds `u` times the total (the
@@ -332,5 +385,53 @@ mod tests {
         assert_eq!(draw(&x, 0.5, 1.0, f32::NAN), None);
         // A cut above the max keeps nothing: no finite weight, -1.
         assert_eq!(draw(&x, 0.5, 1.0, 0.5), None);
+    }
+
+    /// The piecewise weights and masses of a cut equal the whole-block computation bit for bit:
+    /// every exponential over the block, then the entries below the cut zeroed, then `sum_f64`.
+    #[test]
+    fn piecewise_weights_equal_whole_block_ones() {
+        use super::{BLOCK, sum_f64, weights, weights_mass};
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        for len in [BLOCK, 384, 1000, 1023, 100, 37, 8, 1] {
+            for case in 0..6 {
+                // Sparse high entries over low noise, some -inf (a top-p mask), or all below the cut.
+                let x: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let r = next();
+                        match case {
+                            0 | 1 if r < 0.01 => 10.0 + 5.0 * next(),
+                            2 if r < 0.9 => NINF,
+                            2 => 3.0 * next(),
+                            _ => 4.0 * next() - 2.0,
+                        }
+                    })
+                    .collect();
+                let max = x.iter().copied().fold(NINF, f32::max);
+                let (a, b) = kernels::exp::exp_affine(max, 1.25);
+                for thr in [max - 3.0, max - f32::MAX, max + 1.0, max - 0.5] {
+                    let mut whole = vec![0.0f32; len];
+                    kernels::row::exp2_into(&x, a, b, &mut whole);
+                    for (w, &v) in whole.iter_mut().zip(&x) {
+                        if v < thr {
+                            *w = 0.0;
+                        }
+                    }
+                    let (mut w1, mut w2) = (vec![7.0f32; len], vec![7.0f32; len]);
+                    weights(&x, a, b, thr, &mut w1);
+                    let mass = weights_mass(&x, a, b, thr, &mut w2);
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&w1), bits(&whole), "weights, len {len} case {case} thr {thr}");
+                    assert_eq!(bits(&w2), bits(&whole), "weights_mass, len {len} case {case} thr {thr}");
+                    assert_eq!(mass.to_bits(), sum_f64(&whole).to_bits(), "mass, len {len} case {case} thr {thr}");
+                }
+            }
+        }
     }
 }

@@ -44,14 +44,24 @@ pub(crate) fn top_k(k: &K<'_>, n_top: usize) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
     let n = s.ne[0];
     for_rows(&d, n, if s.dtype == DType::F32 { 0 } else { n }, |r, scratch| {
-        let mut buf = Vec::with_capacity((2 * n_top).max(n_top + 1024));
+        // The thread's kept candidate buffer (the kernel clears it): no allocation per row.
+        let mut buf = TOP_K_BUF.take();
+        buf.reserve((2 * n_top).max(n_top + 1024));
         // SAFETY: valid source rows; row `r` of `d` written only here.
         unsafe {
             let x = row_f32(&s, r, scratch);
             top_k_indices(x, n_top, &mut buf, d.row_mut::<i32>(r));
         }
+        if buf.capacity() <= 1 << 16 {
+            TOP_K_BUF.set(buf);
+        }
     });
     Ok(())
+}
+
+thread_local! {
+    /// Each thread's `top_k` candidate buffer, kept from row to row and call to call (up to 512 KiB).
+    static TOP_K_BUF: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 pub(crate) fn top_p_mask(k: &K<'_>) -> Result<(), CpuError> {

@@ -64,18 +64,41 @@ impl SeqConfig {
     /// The structure of the chain's longest prefix with a backend form (before the capability check
     /// on a real backend): one key per stage.
     pub(crate) fn wanted_prefix(&self, n_vocab: usize) -> Vec<StageKey> {
-        let mut form = Form::Vocab;
         let mut keys = Vec::new();
+        self.each_wanted(n_vocab, |k| {
+            keys.push(k);
+            true
+        });
+        keys
+    }
+
+    /// Whether [`SeqConfig::wanted_prefix`] is `keys` (without building it: checked every step).
+    pub(crate) fn wants_prefix(&self, n_vocab: usize, keys: &[StageKey]) -> bool {
+        let mut n = 0;
+        let same = self.each_wanted(n_vocab, |k| {
+            let eq = keys.get(n) == Some(&k);
+            n += 1;
+            eq
+        });
+        same && n == keys.len()
+    }
+
+    /// Calls `f` with each key of the wanted prefix in order while it returns true; false if it
+    /// returned false.
+    fn each_wanted(&self, n_vocab: usize, mut f: impl FnMut(StageKey) -> bool) -> bool {
+        let mut form = Form::Vocab;
         for s in self.chain.stages() {
             match s.backend_stage().and_then(|b| b.key(form, n_vocab)) {
-                Some((k, f)) => {
-                    keys.push(k);
-                    form = f;
+                Some((k, next)) => {
+                    if !f(k) {
+                        return false;
+                    }
+                    form = next;
                 }
                 None => break,
             }
         }
-        keys
+        true
     }
 }
 

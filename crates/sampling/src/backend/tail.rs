@@ -308,9 +308,7 @@ impl Tail {
         for (seq, p) in &self.seqs {
             let cfg =
                 &seqs.state(*seq).map_err(|_| SamplingError::StaleTail { what: format!("{seq} was removed") })?.cfg;
-            let wanted = cfg.wanted_prefix(self.n_vocab);
-            let extras = cfg.extras();
-            if wanted != p.keys || extras != p.extras {
+            if cfg.extras() != p.extras || !cfg.wants_prefix(self.n_vocab, &p.keys) {
                 return Err(SamplingError::StaleTail {
                     what: format!("{seq}'s chain or reservation changed structure"),
                 });
@@ -324,6 +322,7 @@ impl Tail {
     /// if a sequence's structure changed since [`Tail::attach`].
     pub fn set_inputs(&self, sched: &mut Scheduler, seqs: &Sequences) -> Result<()> {
         self.check_current(seqs)?;
+        let mut bytes: Vec<u8> = Vec::new();
         for (gi, gr) in self.groups.iter().enumerate() {
             let cols: Vec<&Slot> = self.slots.iter().filter(|s| s.group == gi).collect();
             // Each column's chain as its output sees it (a copy with the draft accepted, for a
@@ -335,7 +334,7 @@ impl Tail {
                 chains.push((st.chain_for(sl.output), st.step + sl.output as u64, draft));
             }
             for &(node, param) in &gr.built.inputs {
-                let mut bytes: Vec<u8> = Vec::new();
+                bytes.clear();
                 for (sl, (chain, step, draft)) in cols.iter().zip(&chains) {
                     params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab);
                 }
