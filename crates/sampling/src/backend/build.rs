@@ -206,7 +206,13 @@ impl Ctx<'_> {
 
     /// The flat indices `idx[j, c] + c w` of `idx i32 [k, n]` into a `[w, n]` tensor seen as
     /// `[1, w n]`: i32 `[k n]` (carried through f32, exact below 2^24: the tail keeps groups so).
+    /// A one-row group's indices are already flat: no offset arithmetic (5 fewer nodes a gather).
     fn flat_index(&mut self, idx: NodeId, w: usize, k: usize) -> R<NodeId> {
+        if self.n == 1 {
+            let n = self.g.node(idx);
+            let i = if n.layout.is_contiguous(n.dtype) { idx } else { self.g.cont(idx)? };
+            return self.g.reshape(i, &[k]);
+        }
         let f = self.g.cast(idx, DType::F32)?;
         let off = self.column_offsets(w)?;
         let f = self.g.add(f, off)?;
