@@ -174,6 +174,9 @@ struct Ctx<'g> {
     pre_select: Option<Rec>,
     /// `dist` verifies each row's draft token (`graph::Op::SpecVerify`) instead of a plain draw.
     verify: bool,
+    /// The group's constants, one node per (shape, value): each is computed once a step however
+    /// many stages use it.
+    fills: Vec<((Vec<usize>, u32), NodeId)>,
 }
 
 type R<T> = Result<T, GraphError>;
@@ -186,7 +189,13 @@ impl Ctx<'_> {
     }
 
     fn fill(&mut self, shape: &[usize], v: f32) -> R<NodeId> {
-        self.g.fill(DType::F32, shape, v)
+        let key = (shape.to_vec(), v.to_bits());
+        if let Some(&(_, id)) = self.fills.iter().find(|(k, _)| *k == key) {
+            return Ok(id);
+        }
+        let id = self.g.fill(DType::F32, shape, v)?;
+        self.fills.push((key, id));
+        Ok(id)
     }
 
     /// `[1, n]` of `0, step, 2 step, ..`: the flat offset of each column.
@@ -857,6 +866,7 @@ pub fn build(
         selected_p: None,
         pre_select: None,
         verify,
+        fills: Vec::new(),
     };
     let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default(), unmasked: None };
     let mut before_select = rec;
