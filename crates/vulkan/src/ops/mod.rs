@@ -1,7 +1,8 @@
 //! Op families, one module per family (same names as `crates/cpu/src/ops/` and `shaders/`): each
-//! says exactly which nodes it runs (`supports*`) and records their dispatches. The two `match`es on
-//! [`Op`] here are the only ones: they hand each family function the op's typed parameters, so no
-//! family looks at `Op` again.
+//! says exactly which nodes it runs (`supports*`) and records their dispatches. The exhaustive
+//! `match`es on [`Op`] are here (`supports` and `encode`, after a short one that sends quantized
+//! operands to the `quant` family): they hand each family function the op's typed parameters, so
+//! no family matches on `Op` again (`sample::needs_float64` only asks which op a node is).
 
 mod binary;
 mod copy;
