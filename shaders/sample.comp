@@ -41,7 +41,7 @@ void main() {
     if (P0 != 0u) d_w[o + 3u] = b_w[b_at(uvec4(2u, r, 0u, 0u)) >> 2];
 }
 
-#elif defined(RANDOM)
+#elif defined(RANDOM) || defined(EXP64)
 
 // random_sample, one workgroup of 256 invocations per row, after the rows were argsorted (value
 // descending, index ascending: sort.comp) into the scratch. Computes exactly what the CPU kernel
@@ -99,6 +99,21 @@ double exp64(double y) {
     precise double o = p * packDouble2x32(uvec2(0u, uint(k + 1023) << 20));
     return o;
 }
+
+#ifdef EXP64
+
+// EXP64 (a test probe, not an op): d[i] = exp64(a[i]) for NE0 f64 values stored as word pairs (low
+// word first), so a test can compare the shader's exponential with kernels::exp64::exp bit for bit
+// (VulkanBackend::probe_exp64).
+void main() {
+    uint i = global_index();
+    if (i >= NE0) return;
+    uvec2 o = unpackDouble2x32(exp64(packDouble2x32(uvec2(a_w[2u * i], a_w[2u * i + 1u]))));
+    d_w[2u * i] = o.x;
+    d_w[2u * i + 1u] = o.y;
+}
+
+#else
 
 shared double sh_lane[LANES];
 shared double sh_chunk[MAX_CHUNKS];
@@ -228,6 +243,8 @@ void main() {
     }
     if (l == 0u) d_w[(D_OFF >> 2) + r] = res;
 }
+
+#endif
 
 #else
 

@@ -275,6 +275,35 @@ impl VulkanBackend {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// A test probe, not part of the engine: `exp(y)` for each of `ys` as the f64 shaders compute
+    /// it (`exp64` of `shaders/sample.comp`, the `SampleExp64` variant), so that a test can compare
+    /// its bits with `kernels::exp64::exp`, which the shaders' results depend on (the indices the
+    /// ops return cannot tell a one-ulp difference apart). Needs `shaderFloat64`.
+    #[doc(hidden)]
+    pub fn probe_exp64(&mut self, ys: &[f64]) -> BackendResult<Vec<f64>> {
+        if !self.gpu.float64 {
+            return Err(VulkanError::NoFloat64 { what: "probe_exp64" }.into());
+        }
+        let bytes = (ys.len() * 8).max(8);
+        let (a, d) = (self.alloc(bytes, MemoryKind::Device)?, self.alloc(bytes, MemoryKind::Device)?);
+        let input: Vec<u8> = ys.iter().flat_map(|y| y.to_le_bytes()).collect();
+        self.upload(a, 0, &input)?;
+        let n = u32::try_from(ys.len()).map_err(|_| VulkanError::GridTooLarge { items: ys.len() as u64, groups: 0 })?;
+        let (sa, sd) = (self.buf(a)?.sub.clone(), self.buf(d)?.sub.clone());
+        let rec = self.begin()?;
+        let bindings = sched::Bindings::new(0);
+        let mut enc = Encoder::new(self, rec, &bindings, false, 1)?;
+        let push = crate::push::Push::new([n, 1, 1, 1]);
+        enc.dispatch(ShaderId::SampleExp64, [&sa, &sa, &sa, &sd], &push, crate::encoder::grid(u64::from(n), 256)?)?;
+        let (rec, keep, timing, status) = enc.finish();
+        self.submit(rec, keep, vec![sa, sd], timing, status)?;
+        let mut out = vec![0u8; ys.len() * 8];
+        self.download(d, 0, &mut out)?;
+        self.free(a)?;
+        self.free(d)?;
+        Ok(out.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+    }
+
     pub(crate) fn pipeline(&mut self, id: ShaderId) -> Result<Arc<ComputePipeline>> {
         if let Some(p) = self.pipelines.get(&id) {
             return Ok(p.clone());

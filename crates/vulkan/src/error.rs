@@ -294,6 +294,12 @@ pub enum VulkanError {
         /// What went wrong.
         error: NodeError,
     },
+    /// A probe or op that needs `shaderFloat64` on a device without it.
+    #[error("{what} needs shaderFloat64, which this device does not have")]
+    NoFloat64 {
+        /// What asked for it.
+        what: &'static str,
+    },
 }
 
 /// What went wrong with one node ([`VulkanError::Node`]).
@@ -389,7 +395,8 @@ impl From<VulkanError> for BackendError {
             | VulkanError::NoDeviceAtIndex { .. }
             | VulkanError::NoDeviceNamed { .. }
             | VulkanError::DeviceCreation { .. }
-            | VulkanError::LayoutCreation { .. } => BackendError::Unavailable { backend, reason: e.to_string() },
+            | VulkanError::LayoutCreation { .. }
+            | VulkanError::NoFloat64 { .. } => BackendError::Unavailable { backend, reason: e.to_string() },
             VulkanError::UnknownBuffer { .. }
             | VulkanError::RangeOutsideBuffer { .. }
             | VulkanError::CopyRegionOutsideBuffer { .. }

@@ -66,6 +66,8 @@ pub enum ShaderId {
     SortBlock64,
     /// sort.comp, merge pass on f64 rows (random_sample)
     SortMerge64,
+    /// sample.comp, a test probe: `kernels::exp64::exp` over an array (`VulkanBackend::probe_exp64`)
+    SampleExp64,
 }
 
 /// One row of the variant table.
@@ -158,6 +160,7 @@ variants! {
     (SampleRandom, "sample_random", "sample.comp", ["RANDOM"], 256, false),
     (SortBlock64, "sort_block64", "sort.comp", ["BLOCK_PASS", "KEY64"], 256, false),
     (SortMerge64, "sort_merge64", "sort.comp", ["MERGE_PASS", "KEY64"], 256, false),
+    (SampleExp64, "sample_exp64", "sample.comp", ["EXP64"], 256, false),
 }
 
 /// The table row of `id`.

@@ -93,3 +93,47 @@ fn rows_with_thresholds_within_ulps_of_a_rank_equal_the_cpu() {
     }
     assert_clean(&vk);
 }
+
+#[test]
+fn the_shaders_exp64_is_kernels_exp64_bit_for_bit() {
+    // The f64 exponential every `random_sample` weight goes through, compared bit for bit (index
+    // equality cannot see a one-ulp difference). Points: the whole range, dense near 0 and over
+    // the weights' usual [-50, 0], both sides of every reduction step k ln 2, the overflow and
+    // underflow edges, the subnormal results, and the special values.
+    let Some(mut vk) = vulkan("the_shaders_exp64_is_kernels_exp64_bit_for_bit") else { return };
+    let mut ys = vec![0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 709.782712893384, 709.79, -745.2, -745.3];
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut unit = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for _ in 0..200_000 {
+        ys.push(-50.0 * unit());
+    }
+    for _ in 0..100_000 {
+        ys.push(-746.0 + 1456.0 * unit());
+    }
+    for _ in 0..50_000 {
+        ys.push((unit() - 0.5) * 1e-6);
+    }
+    for k in -1080i32..=1025 {
+        let c = f64::from(k) * std::f64::consts::LN_2;
+        for d in [-1e-12, 0.0, 1e-12, 0.5 * std::f64::consts::LN_2, -0.5 * std::f64::consts::LN_2] {
+            ys.push(c + d);
+        }
+        ys.push(f64::from_bits(c.to_bits() + 1));
+        ys.push(f64::from_bits(c.to_bits().wrapping_sub(1)));
+    }
+    let got = vk.probe_exp64(&ys).unwrap();
+    let mut bad = Vec::new();
+    for (&y, &g) in ys.iter().zip(&got) {
+        let want = kernels::exp64::exp(y);
+        if !(g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan())) {
+            bad.push(format!("exp({y:e}): shader {g:e} ({:#x}), CPU {want:e} ({:#x})", g.to_bits(), want.to_bits()));
+        }
+    }
+    assert!(bad.is_empty(), "{} of {} differ, e.g.\n{}", bad.len(), ys.len(), bad[..bad.len().min(10)].join("\n"));
+    assert_clean(&vk);
+}
