@@ -254,6 +254,30 @@ void main() {
 #define ATLEAST 3u
 #define NONE_IDX 0xffffffffu
 
+// a * b + c rounded once, as the CPU's fused multiply-add computes it, on any device: GLSL's
+// fma() only promises consistency, not a single rounding (lavapipe computes it as a multiply and
+// an add). In f64 the product is exact; the sum is rounded to odd (its last bit set when inexact,
+// found by the error of TwoSum), and rounding that to f32 is then the correctly rounded result
+// (53 >= 2 * 24 + 2 bits: Boldo and Melquiond's rounding to odd); an infinite sum (a -inf logit)
+// stays as it is. Needs shaderFloat64 and an f64 -> f32 conversion that rounds to nearest even.
+float fma_exact(float a, float b, float c) {
+    precise double p = double(a) * double(b);
+    precise double dc = double(c);
+    precise double s = p + dc;
+    precise double bv = s - p;
+    precise double av = s - bv;
+    precise double err = (p - av) + (dc - bv);
+    uvec2 w = unpackDouble2x32(s);
+    if (!isinf(s) && err != 0.0LF && (w.x & 1u) == 0u) {
+        // One ulp towards the exact sum: up in magnitude when err has s's sign, else down.
+        bool up = (err > 0.0LF) == (s > 0.0LF);
+        uint lo = up ? w.x + 1u : w.x - 1u;
+        uint hi = w.y + (up ? (lo == 0u ? 1u : 0u) : (w.x == 0u ? 0xffffffffu : 0u));
+        s = packDouble2x32(uvec2(lo, hi));
+    }
+    return float(s);
+}
+
 // kernels::exp::exp2 with FMA = fused (see the module documentation there).
 float exp2_k(float y, bool fused) {
     precise float yc = y > -127.0 ? y : -127.0;
@@ -266,7 +290,7 @@ float exp2_k(float y, bool fused) {
     precise float p = c[5];
     for (int i = 4; i >= 0; i--) {
         if (fused) {
-            p = fma(p, f, c[i]);
+            p = fma_exact(p, f, c[i]);
         } else {
             precise float pf = p * f;
             p = pf + c[i];
@@ -275,6 +299,19 @@ float exp2_k(float y, bool fused) {
     precise float r = p * uintBitsToFloat(floatBitsToUint(t) << 23);
     return r;
 }
+
+#ifdef EXP2
+
+// EXP2 (a test probe, not an op): d[i] = exp2_k(a[i], P0 != 0) for NE0 f32 values, so a test can
+// compare the shader's exponential with kernels::exp::exp2::<FMA> bit for bit
+// (VulkanBackend::probe_exp2).
+void main() {
+    uint i = global_index();
+    if (i >= NE0) return;
+    d_w[i] = floatBitsToUint(exp2_k(uintBitsToFloat(a_w[i]), P0 != 0u));
+}
+
+#else
 
 uvec4 philox(uvec4 c, uvec2 key) {
     for (uint round_ = 0u; round_ < 10u; round_++) {
@@ -309,7 +346,7 @@ float qv(uint i) { return uintBitsToFloat(c_w[g_qb + i]); }
 // The row weight (kernels::row::exp2_into: fused where the CPU has AVX2+FMA).
 float w_row(float x) {
     if (!g_logits) return x;
-    if (g_fused) return exp2_k(fma(x, g_ea, g_eb), true);
+    if (g_fused) return exp2_k(fma_exact(x, g_ea, g_eb), true);
     precise float xa = x * g_ea;
     precise float y = xa + g_eb;
     return exp2_k(y, false);
@@ -629,5 +666,7 @@ void main() {
         d_w[ob + i] = floatBitsToUint(o);
     }
 }
+
+#endif
 
 #endif

@@ -284,24 +284,46 @@ impl VulkanBackend {
         if !self.gpu.float64 {
             return Err(VulkanError::NoFloat64 { what: "probe_exp64" }.into());
         }
-        let bytes = (ys.len() * 8).max(8);
-        let (a, d) = (self.alloc(bytes, MemoryKind::Device)?, self.alloc(bytes, MemoryKind::Device)?);
         let input: Vec<u8> = ys.iter().flat_map(|y| y.to_le_bytes()).collect();
-        self.upload(a, 0, &input)?;
-        let n = u32::try_from(ys.len()).map_err(|_| VulkanError::GridTooLarge { items: ys.len() as u64, groups: 0 })?;
+        let out = self.probe(ShaderId::SampleExp64, &input, ys.len(), 0)?;
+        Ok(out.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+    }
+
+    /// A test probe, not part of the engine: `2^y` for each of `ys` as `top_k_top_p_sample`'s
+    /// shader computes its weights (`exp2_k` of `shaders/sample.comp`, the `SampleExp2` variant),
+    /// with `fused` as the CPU's AVX2+FMA build computes it or not, for comparison with
+    /// `kernels::exp::exp2::<FMA>` bit for bit. Needs `shaderFloat64` (the shader's other paths
+    /// use it).
+    #[doc(hidden)]
+    pub fn probe_exp2(&mut self, ys: &[f32], fused: bool) -> BackendResult<Vec<f32>> {
+        if !self.gpu.float64 {
+            return Err(VulkanError::NoFloat64 { what: "probe_exp2" }.into());
+        }
+        let input: Vec<u8> = ys.iter().flat_map(|y| y.to_le_bytes()).collect();
+        let out = self.probe(ShaderId::SampleExp2, &input, ys.len(), u32::from(fused))?;
+        Ok(out.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+    }
+
+    /// Runs a probe variant over `n` values (`input`, their bytes) with parameter word `p0`, one
+    /// invocation per value, and returns the output's bytes (as many as the input's).
+    fn probe(&mut self, shader: ShaderId, input: &[u8], n: usize, p0: u32) -> BackendResult<Vec<u8>> {
+        let bytes = input.len().max(8);
+        let (a, d) = (self.alloc(bytes, MemoryKind::Device)?, self.alloc(bytes, MemoryKind::Device)?);
+        self.upload(a, 0, input)?;
+        let count = u32::try_from(n).map_err(|_| VulkanError::GridTooLarge { items: n as u64, groups: 0 })?;
         let (sa, sd) = (self.buf(a)?.sub.clone(), self.buf(d)?.sub.clone());
         let rec = self.begin()?;
         let bindings = sched::Bindings::new(0);
         let mut enc = Encoder::new(self, rec, &bindings, false, 1)?;
-        let push = crate::push::Push::new([n, 1, 1, 1]);
-        enc.dispatch(ShaderId::SampleExp64, [&sa, &sa, &sa, &sd], &push, crate::encoder::grid(u64::from(n), 256)?)?;
+        let push = crate::push::Push::new([count, 1, 1, 1]).pu(0, p0);
+        enc.dispatch(shader, [&sa, &sa, &sa, &sd], &push, crate::encoder::grid(u64::from(count), 256)?)?;
         let (rec, keep, timing, status) = enc.finish();
         self.submit(rec, keep, vec![sa, sd], timing, status)?;
-        let mut out = vec![0u8; ys.len() * 8];
+        let mut out = vec![0u8; input.len()];
         self.download(d, 0, &mut out)?;
         self.free(a)?;
         self.free(d)?;
-        Ok(out.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+        Ok(out)
     }
 
     pub(crate) fn pipeline(&mut self, id: ShaderId) -> Result<Arc<ComputePipeline>> {

@@ -68,6 +68,8 @@ pub enum ShaderId {
     SortMerge64,
     /// sample.comp, a test probe: `kernels::exp64::exp` over an array (`VulkanBackend::probe_exp64`)
     SampleExp64,
+    /// sample.comp, a test probe: `kernels::exp::exp2` over an array (`VulkanBackend::probe_exp2`)
+    SampleExp2,
 }
 
 /// One row of the variant table.
@@ -161,6 +163,7 @@ variants! {
     (SortBlock64, "sort_block64", "sort.comp", ["BLOCK_PASS", "KEY64"], 256, false),
     (SortMerge64, "sort_merge64", "sort.comp", ["MERGE_PASS", "KEY64"], 256, false),
     (SampleExp64, "sample_exp64", "sample.comp", ["EXP64"], 256, false),
+    (SampleExp2, "sample_exp2", "sample.comp", ["EXP2"], 256, false),
 }
 
 /// The table row of `id`.

@@ -1,6 +1,8 @@
-//! `random_sample` (family `sample`) on Vulkan against the CPU backend where the two must agree
-//! bit for bit in their arithmetic, not only in their decisions on well-separated data: rows whose
-//! thresholds fall on or within rounding of a rank's running sum. (Every regime, dtype, f64 rows and
+//! The fused sampling shaders against the CPU backend where the two must agree bit for bit in their
+//! arithmetic, not only in their decisions on well-separated data: `random_sample`'s rows whose
+//! thresholds fall on or within rounding of a rank's running sum, and the shaders' exponentials
+//! (f64 for `random_sample`, f32 fused and unfused for `top_k_top_p_sample`) against the CPU's
+//! through the `probe_exp64`/`probe_exp2` test probes. (Every regime, dtype, f64 rows and
 //! V up to 262,144 are conformance cases, `sample/random_sample/*`, run on Vulkan by
 //! `tests/conformance.rs`.) The validation layer must stay silent.
 
@@ -135,5 +137,45 @@ fn the_shaders_exp64_is_kernels_exp64_bit_for_bit() {
         }
     }
     assert!(bad.is_empty(), "{} of {} differ, e.g.\n{}", bad.len(), ys.len(), bad[..bad.len().min(10)].join("\n"));
+    assert_clean(&vk);
+}
+
+#[test]
+fn top_k_top_p_samples_exp2_is_kernels_exp2_bit_for_bit() {
+    // `top_k_top_p_sample`'s f32 weights `2^y` on the shader, fused (as the CPU's AVX2+FMA build
+    // computes them) and unfused, against `kernels::exp::exp2::<FMA>`, bit for bit: a fine grid
+    // over [-130, 1) (the weights' arguments are at most 0), both sides of every integer, the
+    // clamp at -127 and the special values. With GLSL's own fma() the fused form differed on 9.5%
+    // of these points on lavapipe, which computes fma() as a multiply and an add (the message
+    // counts the points that differ from the unfused CPU form, to tell that case apart); the
+    // shader's `fma_exact` rounds once on any device.
+    let Some(mut vk) = vulkan("top_k_top_p_samples_exp2_is_kernels_exp2_bit_for_bit") else { return };
+    let mut ys = vec![0.0f32, -0.0, f32::NEG_INFINITY, -127.0, -126.5, -128.0, -1e30, 0.5, f32::MIN_POSITIVE];
+    ys.extend((0..500_000).map(|i| -130.0 + 131.0 * (i as f32 / 500_000.0)));
+    for k in -130i32..=1 {
+        let c = k as f32;
+        ys.extend([c, f32::from_bits(c.to_bits() + 1), f32::from_bits(c.to_bits().wrapping_sub(1)), c + 0.5]);
+    }
+    for fused in [false, true] {
+        let got = vk.probe_exp2(&ys, fused).unwrap();
+        let mut bad = Vec::new();
+        let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+        for (&y, &g) in ys.iter().zip(&got) {
+            let want = if fused { kernels::exp::exp2::<true>(y) } else { kernels::exp::exp2::<false>(y) };
+            if g.to_bits() != want.to_bits() && !(g.is_nan() && want.is_nan()) {
+                (lo, hi) = (lo.min(y), hi.max(y));
+                bad.push(format!("2^{y:e}: shader {g:e} ({:#x}), CPU {want:e} ({:#x})", g.to_bits(), want.to_bits()));
+            }
+        }
+        let as_unfused =
+            ys.iter().zip(&got).filter(|&(&y, &g)| g.to_bits() != kernels::exp::exp2::<false>(y).to_bits()).count();
+        assert!(
+            bad.is_empty(),
+            "fused {fused}: {} of {} differ (arguments {lo} to {hi}; {as_unfused} differ from the unfused CPU form), e.g.\n{}",
+            bad.len(),
+            ys.len(),
+            bad[..bad.len().min(10)].join("\n")
+        );
+    }
     assert_clean(&vk);
 }
