@@ -17,7 +17,7 @@
 // a rank array (its inverse permutation) at word B_NE(1) + r V; C = q (qSample: f32 [V, rows];
 // multinomial: i32 keys [4, R], R = C_NE(1), row r uses pair min(r, R - 1)); D = the result: i32
 // [1, rows] (index, -1 for a bad row) or f32 [V, rows] (filtered logits, NaN for a bad row).
-// P0 flags: bit 0 logits mode, bit 1 the CPU's row exponential is fused (AVX2+FMA: fma for the
+// P0 flags: bit 0 logits mode, bit 1 the CPU's row exponential is fused (AVX2+FMA: fma_exact for the
 // affine argument and the polynomial, as kernels::row::exp2_into does there), bits 2-3 post (0 none,
 // 1 qSample, 2 multinomial), bit 4 write the filtered logits. P1 = min(ks_max, 1024). P2 = eps.
 //
