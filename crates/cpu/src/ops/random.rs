@@ -392,13 +392,8 @@ mod tests {
     #[test]
     fn piecewise_weights_equal_whole_block_ones() {
         use super::{BLOCK, sum_f64, weights, weights_mass};
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        };
+        let mut rng = conformance::generate::Rng::new(0x2545_f491);
+        let mut next = || rng.unit() as f32;
         for len in [BLOCK, 384, 1000, 1023, 100, 37, 8, 1] {
             for case in 0..6 {
                 // Sparse high entries over low noise, some -inf (a top-p mask), or all below the cut.

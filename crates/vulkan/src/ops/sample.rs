@@ -37,11 +37,15 @@ pub(crate) fn needs_float64(g: &Graph, id: NodeId) -> bool {
 pub(super) fn supports_top_k_top_p(g: &Graph, n: &Node) -> bool {
     let x = g.node(n.srcs[0]);
     let (v, rows) = (x.layout.ne[0], x.layout.ne.nrows());
-    let words = rows.checked_mul(v).and_then(|rv| rv.checked_mul(2)).and_then(|w| w.checked_add(4 * rows));
-    contiguous(n)
-        && float(x.dtype)
-        && x.layout.rows_contiguous(x.dtype)
-        && n.srcs.iter().all(|&s| g.node(s).layout.rows_contiguous(g.node(s).dtype))
+    contiguous(n) && float(x.dtype) && x.layout.rows_contiguous(x.dtype) && fits(g, n, v, rows, 2)
+}
+
+/// What both ops need of their sources and sizes: rows-contiguous sources, rows of at most
+/// [`MAX_ROW`] entries, at most 65,535 rows (one workgroup each), and a scratch of 4 words per row
+/// plus `per_entry` words per entry that 32-bit word offsets address.
+fn fits(g: &Graph, n: &Node, v: usize, rows: usize, per_entry: usize) -> bool {
+    let words = rows.checked_mul(v).and_then(|rv| rv.checked_mul(per_entry)).and_then(|w| w.checked_add(4 * rows));
+    n.srcs.iter().all(|&s| g.node(s).layout.rows_contiguous(g.node(s).dtype))
         && v <= MAX_ROW
         && rows <= 65_535
         && words.is_some_and(|w| w <= u32::MAX as usize / 4)
@@ -130,15 +134,8 @@ pub(super) fn supports_random(g: &Graph, n: &Node, f64_rows: bool) -> bool {
     let x = g.node(n.srcs[0]);
     let v = if f64_rows { x.layout.ne[0] / 2 } else { x.layout.ne[0] };
     let rows = x.layout.ne.nrows();
-    let words = rows.checked_mul(v).and_then(|w| w.checked_add(4 * rows));
     let dtype_ok = if f64_rows { x.dtype == DType::I32 } else { float(x.dtype) };
-    contiguous(n)
-        && dtype_ok
-        && x.layout.is_contiguous(x.dtype)
-        && n.srcs.iter().all(|&s| g.node(s).layout.rows_contiguous(g.node(s).dtype))
-        && v <= MAX_ROW
-        && rows <= 65_535
-        && words.is_some_and(|w| w <= u32::MAX as usize / 4)
+    contiguous(n) && dtype_ok && x.layout.is_contiguous(x.dtype) && fits(g, n, v, rows, 1)
 }
 
 /// Records `random_sample`'s dispatches (see the module documentation).

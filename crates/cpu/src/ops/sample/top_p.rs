@@ -43,8 +43,16 @@ const CHUNK: usize = 1024;
 /// The bucket of `t` in a row of maximum `m`: non-increasing in `t`.
 #[inline(always)]
 fn bucket(t: f32, m: f32) -> usize {
+    bucket_id(t, m) as usize
+}
+
+/// [`bucket`] in a form that vectorises (`t <= m`, so `d >= 0`; NaN and `d >= BUCKETS - 1` clamp
+/// to the last bucket).
+#[inline(always)]
+fn bucket_id(t: f32, m: f32) -> u32 {
     let d = (m - t) * SCALE;
-    if d < (BUCKETS - 1) as f32 { d as usize } else { BUCKETS - 1 }
+    let c = if d < (BUCKETS - 1) as f32 { d } else { (BUCKETS - 1) as f32 };
+    c as i32 as u32
 }
 
 /// What the one pass over the row leaves.
@@ -86,10 +94,7 @@ pub(crate) fn exp_pass(x: &[f32], m: f32, e: &mut Vec<f32>, out: &mut RowPass) {
 #[inline(always)]
 fn bucket_ids_body<const FMA: bool>(x: &[f32], m: f32, ids: &mut [u32; CHUNK]) {
     for (id, &t) in ids.iter_mut().zip(x) {
-        // `bucket(t, m)`, in a form that vectorises (`d >= 0`; NaN and `d >= BUCKETS - 1` clamp).
-        let d = (m - t) * SCALE;
-        let c = if d < (BUCKETS - 1) as f32 { d } else { (BUCKETS - 1) as f32 };
-        *id = c as i32 as u32;
+        *id = bucket_id(t, m);
     }
 }
 
