@@ -19,7 +19,7 @@ thread_local! {
     /// the selection buffers) would otherwise be allocated, zeroed and faulted in for every row.
     /// The scratch changes the work, never a result.
     static TOP_K_TOP_P: RefCell<top_k_top_p::Scratch> = RefCell::new(top_k_top_p::Scratch::default());
-    /// The same for `random_sample`, with its f64 copy of the row.
+    /// The same for `random_sample`, with the f64 copy of an f64 row (given as i32 word pairs).
     static RANDOM_SAMPLE: RefCell<(Vec<f64>, random_sample::Scratch)> = RefCell::new(Default::default());
 }
 
@@ -70,16 +70,6 @@ pub(crate) fn random_sample(k: &K<'_>, f64_rows: bool) -> Result<(), CpuError> {
         RANDOM_SAMPLE.with_borrow_mut(|(row, s)| {
             // SAFETY: as above.
             unsafe {
-                row.clear();
-                if f64_rows {
-                    row.extend(
-                        x.row::<i32>(r)
-                            .chunks_exact(2)
-                            .map(|w| f64::from_bits(u64::from(w[0] as u32) | (u64::from(w[1] as u32) << 32))),
-                    );
-                } else {
-                    row.extend(row_f32(&x, r, scratch).iter().map(|&v| f64::from(v)));
-                }
                 let pr = params.row::<f32>(r);
                 let p = random_sample::Params {
                     random: pr[0],
@@ -87,7 +77,19 @@ pub(crate) fn random_sample(k: &K<'_>, f64_rows: bool) -> Result<(), CpuError> {
                     temperature: pr[2],
                     topk: topk.row::<i32>(r)[0],
                 };
-                d.row_mut::<i32>(r)[0] = random_sample::row(row, p, s).map_or(-1, |i| i as i32);
+                let pick = if f64_rows {
+                    row.clear();
+                    row.extend(
+                        x.row::<i32>(r)
+                            .chunks_exact(2)
+                            .map(|w| f64::from_bits(u64::from(w[0] as u32) | (u64::from(w[1] as u32) << 32))),
+                    );
+                    random_sample::row(&row[..], p, s)
+                } else {
+                    // f16 and bf16 widen to f32 exactly; the kernel reads every value as its f64.
+                    random_sample::row(row_f32(&x, r, scratch), p, s)
+                };
+                d.row_mut::<i32>(r)[0] = pick.map_or(-1, |i| i as i32);
             }
         })
     });
