@@ -45,7 +45,6 @@
 
 use kernels::exp64;
 use kernels::key::{index_key, order_key};
-use std::sync::OnceLock;
 
 /// Lanes of a lane sum (the shader's workgroup size).
 pub(crate) const LANES: usize = 256;
@@ -73,15 +72,17 @@ pub(crate) struct Scratch {
     e: Vec<f64>,
     /// Each entry's bucket.
     bk: Vec<u16>,
-    /// Cumulative bucket counts: bucket `b` holds ranks `count[b]..count[b + 1]`.
-    count: Vec<u32>,
+    /// Gathered entries (indices in index order).
     idx: Vec<u32>,
+    /// The subsample's counts and weights by bucket.
+    sub_count: Vec<u32>,
+    sub_mass: Vec<f64>,
     keys64: Vec<u64>,
     keys128: Vec<u128>,
 }
 
 /// A row's element type: f32 (f16 and bf16 rows widen to it exactly) or f64. Every value is
-/// used as its exact f64; the type only picks the cheaper sort key.
+/// used as its exact f64; the type only picks the cheaper sort key and scan.
 pub(crate) trait Elem: Copy {
     /// A key whose integer order is the order value descending (-0.0 tying +0.0), index
     /// ascending, larger first; every entry distinct.
@@ -96,8 +97,8 @@ pub(crate) trait Elem: Copy {
     /// The index of the first maximum (float comparison: -0.0 ties +0.0; 0 for a row of `-inf`
     /// or an empty one) and whether the row holds a NaN.
     fn first_max(x: &[Self]) -> (usize, bool);
-    /// [`weights`] on a row of this type.
-    fn weights(x: &[Self], x0: f64, t: f64, s: &mut Scratch) -> f64;
+    /// [`weights_body`] into `e` and `bk` (one per entry); returns the total.
+    fn weights(x: &[Self], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64;
 }
 
 impl Elem for f32 {
@@ -114,18 +115,17 @@ impl Elem for f32 {
     fn index(k: u64) -> u32 {
         kernels::key::key_index(k)
     }
+    fn keys(s: &mut Scratch) -> &mut Vec<u64> {
+        &mut s.keys64
+    }
     fn first_max(x: &[f32]) -> (usize, bool) {
         // The vector max scan (NaN ignored), then the first entry equal to it.
         let (m, bad) = kernels::row::max_bad(x);
         let nan = bad && x.iter().any(|v| v.is_nan());
         (x.iter().position(|&v| v == m).unwrap_or(0), nan)
     }
-    fn keys(s: &mut Scratch) -> &mut Vec<u64> {
-        &mut s.keys64
-    }
-    fn weights(x: &[f32], x0: f64, t: f64, s: &mut Scratch) -> f64 {
-        prepare(s, x.len());
-        weights_f32(x, x0, t, &mut s.e, &mut s.bk, &mut s.count)
+    fn weights(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
+        weights_f32(x, x0, t, e, bk)
     }
 }
 
@@ -145,6 +145,9 @@ impl Elem for f64 {
     fn index(k: u128) -> u32 {
         u32::MAX - k as u32
     }
+    fn keys(s: &mut Scratch) -> &mut Vec<u128> {
+        &mut s.keys128
+    }
     fn first_max(x: &[f64]) -> (usize, bool) {
         let (mut first, mut mx, mut nan) = (0, x.first().copied().unwrap_or(f64::NEG_INFINITY), false);
         for (i, &v) in x.iter().enumerate() {
@@ -155,12 +158,8 @@ impl Elem for f64 {
         }
         (first, nan)
     }
-    fn keys(s: &mut Scratch) -> &mut Vec<u128> {
-        &mut s.keys128
-    }
-    fn weights(x: &[f64], x0: f64, t: f64, s: &mut Scratch) -> f64 {
-        prepare(s, x.len());
-        weights_f64(x, x0, t, &mut s.e, &mut s.bk, &mut s.count)
+    fn weights(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
+        weights_f64(x, x0, t, e, bk)
     }
 }
 
@@ -188,24 +187,33 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
         return None;
     }
     let t = f64::from(p.temperature);
-    let total = T::weights(x, x0, t, s);
+    // Every weight and bucket is written by the pass: no need to clear.
+    s.e.resize(n, 0.0);
+    s.bk.resize(n, 0);
+    let total = T::weights(x, x0, t, &mut s.e, &mut s.bk);
+    subsample(s);
     let kk = if p.topk <= 0 || p.topk as usize >= n { n } else { p.topk as usize };
-    // The top-K rows' gather (the entries of buckets `0..=b`, in `s.idx[..h]`), kept for the walk.
-    let mut top_gather = None;
+    // A top-K row's gather holds the buckets `0..=b` (`b`: the bucket of rank `kk - 1`), and the
+    // crossing lies among its top `kk` (up to rounding, which the selection path below catches).
+    let mut top_bucket = None;
     let top = if kk < n {
-        // The bucket of rank kk - 1, ordered, names the kk-th entry.
-        let count = &s.count[..];
+        let mut last = rank_bucket(&s.sub_count, kk);
+        let mut h = gather(&s.bk, last, &mut s.idx);
+        if h < kk {
+            // The subsample's estimate fell short: every entry.
+            last = BUCKETS - 1;
+            gather(&s.bk, last, &mut s.idx);
+        }
+        let count = cumulative_counts(&s.bk, &s.idx, last);
         let b = count.partition_point(|&c| (c as usize) < kk) - 1;
-        // The entries of buckets `0..=b` by the gather (in index order), then bucket `b`'s among
-        // them; the members of the top `kk` all lie in those buckets, so their lane sum adds the
-        // gathered members only (in index order: each lane's order).
-        let h = gather(&s.bk, b as u16, &mut s.idx);
-        top_gather = Some((b, h));
-        let (bk, e, idx) = (&s.bk[..], &s.e[..], &s.idx[..h]);
+        top_bucket = Some(b);
+        let (idx, bk, e) = (&s.idx[..], &s.bk[..], &s.e[..]);
         let mut members: Vec<u32> = idx.iter().copied().filter(|&i| usize::from(bk[i as usize]) == b).collect();
         members.sort_unstable_by(|&a, &c| before(x, a, c));
         let pi = members[kk - 1 - count[b] as usize] as usize;
         let pv = x[pi].f64();
+        // The members of the top `kk` all lie in buckets `0..=b`, so their lane sum adds gathered
+        // entries only (in index order: each lane's order).
         let mut acc = [0.0f64; LANES];
         for &i in idx {
             let i = i as usize;
@@ -214,6 +222,12 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
                 acc[i % LANES] += e[i];
             }
         }
+        if b < last {
+            // Keep the gathered entries of buckets `0..=b` for the walk.
+            s.idx.retain(|&i| usize::from(bk[i as usize]) <= b);
+        }
+        h = s.idx.len();
+        debug_assert!(h >= kk);
         tree(&mut acc)
     } else {
         total
@@ -223,51 +237,39 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
     // `f64::min` returns the other operand when one is NaN (a `-inf` entry at an infinite
     // temperature); the shader spells the same rule out.
     let threshold = f64::from(p.random) * (f64::from(p.topp) * total).min(top);
-    // The buckets whose mass surely reaches the threshold (each entry of bucket `b` weighs more
-    // than `low[b]`, with room for rounding): their entries, ordered bucket by bucket, are the
-    // first ranks of the order and hold the crossing.
-    let low = low_weights();
-    let mut cum = 0.0f64;
-    let reach = (0..BUCKETS).position(|b| {
-        cum += f64::from(s.count[b + 1] - s.count[b]) * low[b];
-        cum > threshold * (1.0 + 1e-9)
-    });
-    // A top-K row's crossing lies among its top `kk` (up to rounding, which the selection path
-    // below catches): its gather serves, no bucket past `b` is needed.
-    let reach = match top_gather {
-        Some((b, _)) => Some(reach.map_or(b, |r| r.min(b))),
-        None => reach,
+    let mut last = match top_bucket {
+        Some(b) => b,
+        None => {
+            let last = mass_bucket(&s.sub_mass, threshold);
+            gather(&s.bk, last, &mut s.idx);
+            last
+        }
     };
-    if let Some(last) = reach.filter(|&b| b < BUCKETS - 1) {
-        // The entries of buckets `0..=last` by the gather (or those of the top-K gather), then a
-        // counting placement by bucket and an order inside each.
-        let h = match top_gather {
-            Some((_, h)) => {
-                let (bk, idx) = (&s.bk, &mut s.idx);
-                let mut kept = 0;
-                for r in 0..h {
-                    let i = idx[r];
-                    idx[kept] = i;
-                    kept += usize::from(usize::from(bk[i as usize]) <= last);
-                }
-                kept
-            }
-            None => gather(&s.bk, last as u16, &mut s.idx),
-        };
-        if let Some(i) = certain_crossing(x, &s.e, &s.bk, &s.idx[..h], last, threshold, total) {
+    if last < BUCKETS - 1 {
+        let mut crossing = certain_crossing(x, &s.e, &s.bk, &s.idx, last, threshold, total);
+        while crossing == Crossing::Beyond && top_bucket.is_none() && last < BUCKETS - 2 {
+            // The subsample's estimate fell short: eight times as many buckets.
+            last = (8 * last + 8).min(BUCKETS - 2);
+            gather(&s.bk, last, &mut s.idx);
+            crossing = certain_crossing(x, &s.e, &s.bk, &s.idx, last, threshold, total);
+        }
+        if let Crossing::At(i) = crossing {
             return Some(i);
         }
+        // A close call: the gathered buckets' exact order (a counting placement by bucket, then
+        // an order inside each), walked with the chunked sums.
+        let count = cumulative_counts(&s.bk, &s.idx, last);
         let mut keys = std::mem::take(T::keys(s));
         keys.clear();
-        keys.resize(h, T::key(x[0], 0));
-        let mut next = s.count[..=last].to_vec();
-        for &i in &s.idx[..h] {
+        keys.resize(s.idx.len(), T::key(x[0], 0));
+        let mut next = count.clone();
+        for &i in &s.idx {
             let b = usize::from(s.bk[i as usize]);
             keys[next[b] as usize] = x[i as usize].key(i);
             next[b] += 1;
         }
         for b in 0..=last {
-            keys[s.count[b] as usize..s.count[b + 1] as usize].sort_unstable_by(|a, c| c.cmp(a));
+            keys[count[b] as usize..count[b + 1] as usize].sort_unstable_by(|a, c| c.cmp(a));
         }
         let found = walk(keys.iter().map(|&k| T::index(k)), &s.e, threshold);
         *T::keys(s) = keys;
@@ -275,8 +277,9 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
             return found;
         }
     }
-    // Otherwise (no bucket bound, or rounding left the crossing past it): the largest `g` entries
-    // by selection, ordered and walked from rank 0, `g` growing 8 times until crossed.
+    // Otherwise (rounding left the crossing past the gathered buckets, or it lies below the 32
+    // units the buckets cover): the largest `g` entries by selection, ordered and walked from
+    // rank 0, `g` growing 8 times until crossed.
     let mut idx: Vec<u32> = (0..n as u32).collect();
     let mut g = 64.min(n);
     loop {
@@ -295,52 +298,125 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
     }
 }
 
+/// Every [`STRIDE`]-th entry goes into the subsample.
+const STRIDE: usize = 16;
+
+/// The subsample's counts and weights by bucket (every [`STRIDE`]-th entry), from which the
+/// gathers' bucket bounds are estimated. Only the work depends on them, never a result: every
+/// estimate is checked on the gathered entries, and a short one gathers more.
+fn subsample(s: &mut Scratch) {
+    s.sub_count.clear();
+    s.sub_count.resize(BUCKETS, 0);
+    s.sub_mass.clear();
+    s.sub_mass.resize(BUCKETS, 0.0);
+    for (&b, &e) in s.bk.iter().step_by(STRIDE).zip(s.e.iter().step_by(STRIDE)) {
+        s.sub_count[usize::from(b)] += 1;
+        s.sub_mass[usize::from(b)] += e;
+    }
+}
+
+/// The first bucket whose estimated cumulative count reaches `kk` with room to spare (a quarter
+/// more and 64), or the last.
+fn rank_bucket(sub_count: &[u32], kk: usize) -> usize {
+    let need = (kk as f64 * 1.25 + 64.0) / STRIDE as f64;
+    let mut cum = 0.0f64;
+    sub_count
+        .iter()
+        .position(|&c| {
+            cum += f64::from(c);
+            cum >= need
+        })
+        .unwrap_or(BUCKETS - 1)
+}
+
+/// The first bucket whose estimated cumulative weight reaches `threshold` with room to spare (a
+/// fifth more, or half the estimated weight beyond it where that is less), or the last but one
+/// (the last holds everything below the buckets' range; a crossing there is the selection's).
+fn mass_bucket(sub_mass: &[f64], threshold: f64) -> usize {
+    let est_total: f64 = sub_mass.iter().sum::<f64>() * STRIDE as f64;
+    let need = (threshold * 1.2).min(threshold + 0.5 * (est_total - threshold)) / STRIDE as f64;
+    let mut cum = 0.0f64;
+    sub_mass[..BUCKETS - 1]
+        .iter()
+        .position(|&m| {
+            cum += m;
+            cum >= need
+        })
+        .unwrap_or(BUCKETS - 2)
+}
+
+/// `count[b]` = the entries of buckets `0..b` among `idx` (every entry of buckets `0..=last`),
+/// for `b` in `0..=last + 1`: bucket `b` holds ranks `count[b]..count[b + 1]`.
+fn cumulative_counts(bk: &[u16], idx: &[u32], last: usize) -> Vec<u32> {
+    let mut count = vec![0u32; last + 2];
+    for &i in idx {
+        count[usize::from(bk[i as usize]) + 1] += 1;
+    }
+    for b in 0..=last {
+        count[b + 1] += count[b];
+    }
+    count
+}
+
+/// What [`certain_crossing`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crossing {
+    /// The crossing rank's index, certain.
+    At(usize),
+    /// A close call (or a NaN weight): only the exact order decides.
+    Close,
+    /// The gathered buckets' weight surely does not reach the threshold.
+    Beyond,
+}
+
 /// The crossing rank's index where it is certain without the exact order of the ranks before it:
-/// `hits` are the entries of buckets `0..=last` (every rank up to the crossing, in index order).
-/// The buckets' sums (in any order) name the crossing bucket; only its entries are ordered and
-/// walked on from the sum of the earlier buckets. Those sums differ from the chunked running sums
-/// `c_i` (see the module documentation) by rounding alone, less than `delta`: where the walk's
-/// `c_{i-1}` lies more than `delta` below the threshold and its `c_i` more than `delta` above, the
-/// chunked sums cross at the same rank (they never decrease). Otherwise (a close call, about one
-/// row in `1 / (V delta)`, or a NaN weight) `None`: the caller walks the exact order.
+/// `idx` are the entries of buckets `0..=last` (in index order). The buckets' sums (in any order)
+/// name the crossing bucket; only its entries are ordered and walked on from the sum of the
+/// earlier buckets. Those sums differ from the chunked running sums `c_i` (see the module
+/// documentation) by rounding alone, less than `delta`: where the walk's `c_{i-1}` lies more than
+/// `delta` below the threshold and its `c_i` more than `delta` above, the chunked sums cross at
+/// the same rank (they never decrease).
 fn certain_crossing<T: Elem>(
     x: &[T],
     e: &[f64],
     bk: &[u16],
-    hits: &[u32],
+    idx: &[u32],
     last: usize,
     threshold: f64,
     total: f64,
-) -> Option<usize> {
+) -> Crossing {
     if !total.is_finite() || !threshold.is_finite() {
-        return None;
+        return Crossing::Close;
     }
     let mut mass = vec![0.0f64; last + 1];
-    for &i in hits {
+    for &i in idx {
         mass[usize::from(bk[i as usize])] += e[i as usize];
     }
     // Every sum here and in the chunked walk is a sum of at most `2 n + 4096` non-negative terms,
     // each within `(2 n + 4096) ulp` of the exact sum (a bound twice as wide as the rounding's).
     let delta = (2 * e.len() + 4096 + 1024) as f64 * f64::EPSILON * total;
     let mut before = 0.0f64;
-    let b = (0..=last).find(|&b| {
+    let Some(b) = (0..=last).find(|&b| {
         let reached = before + mass[b] >= threshold;
         if !reached {
             before += mass[b];
         }
         reached
-    })?;
-    let mut members: Vec<u32> = hits.iter().copied().filter(|&i| usize::from(bk[i as usize]) == b).collect();
+    }) else {
+        return if before + delta < threshold { Crossing::Beyond } else { Crossing::Close };
+    };
+    let mut members: Vec<u32> = idx.iter().copied().filter(|&i| usize::from(bk[i as usize]) == b).collect();
     members.sort_unstable_by(|&a, &c| self::before(x, a, c));
     let mut c = before;
     for &i in &members {
         let prev = c;
         c += e[i as usize];
         if c >= threshold {
-            return (prev + delta < threshold && c - delta >= threshold).then_some(i as usize);
+            let certain = prev + delta < threshold && c - delta >= threshold;
+            return if certain { Crossing::At(i as usize) } else { Crossing::Close };
         }
     }
-    None
+    Crossing::Close
 }
 
 /// The first of the ordered entries `idx` (the first ranks of the order) whose chunked running sum
@@ -360,15 +436,15 @@ fn walk(idx: impl Iterator<Item = u32>, e: &[f64], threshold: f64) -> Option<usi
     None
 }
 
-/// The indices `i` (in index order) into `hits[..h]`, returning `h`, of the entries of buckets
-/// `0..=last`.
-fn gather(bk: &[u16], last: u16, hits: &mut Vec<u32>) -> usize {
+/// Gathers the entries of buckets `0..=last` into `hits` (indices in index order; its length is
+/// then their number, which it returns).
+fn gather(bk: &[u16], last: usize, hits: &mut Vec<u32>) -> usize {
     // Every entry up to the last hit is written before it is read: no need to clear. Room for a
     // whole vector past the last hit.
-    if hits.len() < bk.len() + 8 {
-        hits.resize(bk.len() + 8, 0);
-    }
-    gather_into(bk, last, hits)
+    hits.resize(bk.len() + 8, 0);
+    let h = gather_into(bk, last.min(BUCKETS - 1) as u16, hits);
+    hits.truncate(h);
+    h
 }
 
 /// [`gather`]'s scan, branch-free: every index is written and the count advances on a hit.
@@ -456,33 +532,10 @@ fn bucket(y: f64) -> u16 {
     unsafe { d.to_int_unchecked::<i32>() as u16 }
 }
 
-/// A lower bound of every weight in bucket `b`, `e^(-(b + 1) / 128)` less a margin for rounding
-/// (0 for the last bucket, which holds everything below): only where the walk starts is decided
-/// from it, never a result (a short bound sends the walk to the selection path).
-fn low_weights() -> &'static [f64] {
-    static LOW: OnceLock<Vec<f64>> = OnceLock::new();
-    LOW.get_or_init(|| {
-        let mut low: Vec<f64> = (0..BUCKETS).map(|b| (-((b + 1) as f64) / PER_UNIT).exp() * (1.0 - 1e-6)).collect();
-        low[BUCKETS - 1] = 0.0;
-        low
-    })
-}
-
-/// Sizes the scratch for a row of `n`.
-fn prepare(s: &mut Scratch, n: usize) {
-    // Every weight and bucket is written by the pass: no need to clear.
-    s.e.resize(n, 0.0);
-    s.bk.resize(n, 0);
-    s.count.clear();
-    s.count.resize(BUCKETS + 1, 0);
-}
-
 /// One pass, a chunk of [`LANES`] at a time: `e[i] = exp64::exp((x[i] - x0) / t)`, the total's
-/// lane sum (chunk `c`'s entry `t` is lane `t`'s), each entry's bucket
-/// and the histogram (`count[b + 1]` entries in bucket `b`, then made cumulative). Returns the
-/// total.
+/// lane sums (chunk `c`'s entry `t` is lane `t`'s) and each entry's [`bucket`]. Returns the total.
 #[inline(always)]
-fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], count: &mut [u32]) -> f64 {
+fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
     let mut acc = [0.0f64; LANES];
     let mut y = [0.0f64; LANES];
     for ((xc, ec), bc) in x.chunks(LANES).zip(e.chunks_mut(LANES)).zip(bk.chunks_mut(LANES)) {
@@ -509,47 +562,27 @@ fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]
         for (b, &yi) in bc.iter_mut().zip(y.iter()) {
             *b = bucket(yi);
         }
-        for &b in bc.iter() {
-            count[usize::from(b) + 1] += 1;
-        }
-    }
-    for b in 0..BUCKETS {
-        count[b + 1] += count[b];
     }
     tree(&mut acc)
 }
 
 #[inline(always)]
-fn weights_f32_body<const FMA: bool>(
-    x: &[f32],
-    x0: f64,
-    t: f64,
-    e: &mut [f64],
-    bk: &mut [u16],
-    count: &mut [u32],
-) -> f64 {
-    weights_body(x, x0, t, e, bk, count)
+fn weights_f32_body<const FMA: bool>(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
+    weights_body(x, x0, t, e, bk)
 }
 
 #[inline(always)]
-fn weights_f64_body<const FMA: bool>(
-    x: &[f64],
-    x0: f64,
-    t: f64,
-    e: &mut [f64],
-    bk: &mut [u16],
-    count: &mut [u32],
-) -> f64 {
-    weights_body(x, x0, t, e, bk, count)
+fn weights_f64_body<const FMA: bool>(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
+    weights_body(x, x0, t, e, bk)
 }
 
 kernels::dispatch!(
     /// [`weights_body`] on an f32 row, vectorised.
-    fn weights_f32(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], count: &mut [u32]) -> f64 => weights_f32_body
+    fn weights_f32(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 => weights_f32_body
 );
 kernels::dispatch!(
     /// [`weights_body`] on an f64 row, vectorised.
-    fn weights_f64(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], count: &mut [u32]) -> f64 => weights_f64_body
+    fn weights_f64(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 => weights_f64_body
 );
 
 /// The pairwise reduction of the lanes (`acc[t] += acc[t + s]`, `s = 128, .., 1`).
@@ -567,7 +600,8 @@ fn tree(acc: &mut [f64; LANES]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::{
-        BUCKETS, CHUNK, Elem, LANES, Params, Scratch, before, certain_crossing, gather, gather_portable, row, walk,
+        BUCKETS, CHUNK, Crossing, Elem, LANES, Params, Scratch, before, certain_crossing, gather, gather_portable, row,
+        walk,
     };
     use graph::philox::uniform;
     use kernels::exp64;
@@ -722,10 +756,13 @@ mod tests {
             let n = [3000usize, 40_000, 151_936][(seed % 3) as usize];
             let x: Vec<f32> = (0..n).map(|i| uniform(seed, 2, i as u64) * 16.0 - 8.0).collect();
             let x0 = f64::from(x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)));
-            let total = <f32 as Elem>::weights(&x, x0, 1.0 + seed as f64 / 7.0, &mut s);
+            let t = 1.0 + seed as f64 / 7.0;
+            s.e.resize(n, 0.0);
+            s.bk.resize(n, 0);
+            let total = <f32 as Elem>::weights(&x, x0, t, &mut s.e, &mut s.bk);
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.sort_unstable_by(|&a, &b| before(&x, a, b));
-            let hits: Vec<u32> = (0..n as u32).filter(|&i| usize::from(s.bk[i as usize]) < BUCKETS - 1).collect();
+            gather(&s.bk, BUCKETS - 2, &mut s.idx);
             // The chunked running sums, as the exact walk forms them.
             let (mut base, mut acc, mut c) = (0.0f64, 0.0f64, Vec::with_capacity(n));
             for (r, &i) in order.iter().enumerate() {
@@ -741,12 +778,12 @@ mod tests {
                 let mid = if r > 0 { (c[r - 1] + c[r]) / 2.0 } else { c[r] / 2.0 };
                 for thr in [c[r], f64::from_bits(c[r].to_bits() - 1), f64::from_bits(c[r].to_bits() + 1), mid] {
                     let want = walk(order.iter().copied(), &s.e, thr);
-                    match certain_crossing(&x, &s.e, &s.bk, &hits, BUCKETS - 2, thr, total) {
-                        Some(i) => {
+                    match certain_crossing(&x, &s.e, &s.bk, &s.idx, BUCKETS - 2, thr, total) {
+                        Crossing::At(i) => {
                             assert_eq!(Some(i), want, "seed {seed}, rank {r}, threshold {thr:e}");
                             answered += 1;
                         }
-                        None => declined += 1,
+                        Crossing::Close | Crossing::Beyond => declined += 1,
                     }
                 }
             }
@@ -761,12 +798,12 @@ mod tests {
     fn the_gather_equals_the_portable_scan() {
         for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 1000, 4099] {
             let bk: Vec<u16> = (0..n).map(|i| (uniform(n as u64, 4, i as u64) * BUCKETS as f32) as u16).collect();
-            for last in [0u16, 1, 40, 2047, 4094, 4095] {
+            for last in [0usize, 1, 40, 2047, 4094, 4095] {
                 let mut want = vec![0u32; n + 8];
-                let h = gather_portable(&bk, last, &mut want);
+                let h = gather_portable(&bk, last as u16, &mut want);
                 let mut got = Vec::new();
                 assert_eq!(gather(&bk, last, &mut got), h, "n {n}, last {last}");
-                assert_eq!(got[..h], want[..h], "n {n}, last {last}");
+                assert_eq!(got, want[..h], "n {n}, last {last}");
             }
         }
     }
