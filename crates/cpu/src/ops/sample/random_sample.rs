@@ -18,25 +18,28 @@
 //! No sort of the row, and no f64 copy of an f32 row ([`Elem`]: every value is read as its exact
 //! f64). One vectorised pass ([`weights_body`]) computes the weights `e` (`exp64::exp_in_range`,
 //! the same bits as `exp`, which takes the few entries out of its range) into scratch, the
-//! total's lane sums, each entry's bucket (`floor(-128 y)` for `y = (x - x0) / t`, [`BUCKETS`]
-//! buckets over 32 units of `y`; a bucket never holds a value above one of an earlier bucket, so
-//! bucket `b` holds exactly the ranks `count[b]..count[b + 1]`) and the bucket counts.
+//! total's lane sums and each entry's bucket (`floor(-128 y)` for `y = (x - x0) / t`,
+//! [`BUCKETS`] buckets over 32 units of `y`; a bucket never holds a value above one of an earlier
+//! bucket, so the entries of buckets `0..=b` are exactly the first ranks of the order). A 1-in-16
+//! subsample of the buckets' counts and weights estimates how many buckets each gather needs;
+//! estimates only decide the work: each is checked on what it gathered, and a short one gathers
+//! more.
 //!
-//! - **Top-K.** The `kk`-th entry of the order is read from its bucket, ordered alone; the top-K
-//!   lane sum adds the members' weights, each lane in index order, over the gathered entries of the
-//!   buckets up to it (a member never lies in a later bucket).
-//! - **The crossing.** Lower bounds of the buckets' masses (their counts times the smallest weight
-//!   a bucket can hold) name a prefix of buckets that surely holds the crossing rank; its entries
-//!   are gathered ([`gather`], a vector compress). Their bucket sums, in any order, name the
-//!   crossing bucket, and only that bucket is ordered and walked ([`certain_crossing`]): the
-//!   answer stands wherever the rounding that separates those sums from the chunked `c_i` (a
-//!   proven bound, about `2 V 2^-52` of the total) cannot move the crossing. At a close call (a
-//!   threshold that near a running sum: about 2e-5 of the rows even on a flat row of 151,936, where
-//!   the crossing token weighs least) or a NaN weight, the prefix is ordered exactly (a counting
-//!   placement by bucket, then an order inside each, on integer keys) and walked with the chunked
-//!   sums. If the crossing is not inside it (rounding, or a crossing below the 32 units the
-//!   buckets cover), the walk starts over on the largest `G` entries (`G` from 64, 8 times more
-//!   until crossed), ordered by a selection.
+//! - **Top-K.** The entries of the buckets that hold rank `kk - 1` are gathered ([`gather`], a
+//!   vector compress) and counted by bucket; the `kk`-th entry of the order is read from its
+//!   bucket, ordered alone; the top-K lane sum adds the members' weights, each lane in index
+//!   order, over the gathered entries (a member never lies in a later bucket).
+//! - **The crossing.** The entries of the buckets that hold the crossing rank are gathered (a
+//!   top-K row's crossing lies in its top `kk`: its gather serves). Their bucket sums, in any
+//!   order, name the crossing bucket, and only that bucket is ordered and walked
+//!   ([`certain_crossing`]): the answer stands wherever the rounding that separates those sums
+//!   from the chunked `c_i` (a proven bound, about `2 V 2^-52` of the total) cannot move the
+//!   crossing. At a close call (a threshold that near a running sum: about 2e-5 of the rows even
+//!   on a flat row of 151,936, where the crossing token weighs least) or a NaN weight, the
+//!   gathered prefix is ordered exactly (a counting placement by bucket, then an order inside
+//!   each, on integer keys) and walked with the chunked sums. If the crossing is not inside it
+//!   (rounding, or a crossing below the 32 units the buckets cover), the walk starts over on the
+//!   largest `G` entries (`G` from 64, 8 times more until crossed), ordered by a selection.
 //!
 //! Ties resolve by index (the composite order value descending, index ascending), so the result
 //! is the sorted algorithm's; the tests compare it with the former whole-row implementation bit
@@ -201,6 +204,8 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
         let mut h = gather(&s.bk, last, &mut s.idx);
         if h < kk {
             // The subsample's estimate fell short: every entry.
+            #[cfg(test)]
+            tests::REGATHERS.set(tests::REGATHERS.get() + 1);
             last = BUCKETS - 1;
             gather(&s.bk, last, &mut s.idx);
         }
@@ -249,6 +254,8 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
         let mut crossing = certain_crossing(x, &s.e, &s.bk, &s.idx, last, threshold, total);
         while crossing == Crossing::Beyond && top_bucket.is_none() && last < BUCKETS - 2 {
             // The subsample's estimate fell short: eight times as many buckets.
+            #[cfg(test)]
+            tests::REGATHERS.set(tests::REGATHERS.get() + 1);
             last = (8 * last + 8).min(BUCKETS - 2);
             gather(&s.bk, last, &mut s.idx);
             crossing = certain_crossing(x, &s.e, &s.bk, &s.idx, last, threshold, total);
@@ -610,6 +617,8 @@ mod tests {
     thread_local! {
         /// The total and top-K sums of the last [`row`] on the full path.
         pub(super) static SUMS: Cell<(f64, f64)> = const { Cell::new((0.0, 0.0)) };
+        /// How many times a subsample's estimate fell short and [`row`] gathered again.
+        pub(super) static REGATHERS: Cell<usize> = const { Cell::new(0) };
         /// The same of the last [`sorted_row`].
         static ORACLE_SUMS: Cell<(f64, f64)> = const { Cell::new((0.0, 0.0)) };
     }
@@ -806,5 +815,36 @@ mod tests {
                 assert_eq!(got, want[..h], "n {n}, last {last}");
             }
         }
+    }
+
+    /// Rows built so that the 1-in-16 subsample misjudges them: the large entries sit exactly at
+    /// the sampled indices (the estimate overrates the top buckets, so the first gather falls
+    /// short), or exactly between them (it underrates them). Every answer still equals the
+    /// sorting algorithm's, and the short estimates really happened.
+    #[test]
+    fn misleading_subsamples_change_the_work_only() {
+        let mut s = Scratch::default();
+        REGATHERS.set(0);
+        for (case, n) in [(0u64, 4096usize), (1, 40_000), (2, 151_936)] {
+            for on_sample in [true, false] {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let big = (i % 16 == 0) == on_sample;
+                        let u = uniform(case, 5, i as u64);
+                        if big { u } else { -6.0 - 4.0 * u }
+                    })
+                    .collect();
+                let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+                for (j, &(random, topp, topk)) in
+                    [(0.9f32, 1.0f32, 0i32), (0.99, 0.99, 0), (0.5, 0.95, 0), (0.7, 1.0, 2000), (0.95, 0.9, 500)]
+                        .iter()
+                        .enumerate()
+                {
+                    let p = Params { random, topp, topk, temperature: [1.0f32, 0.7][j % 2] };
+                    assert_eq!(row(&x, p, &mut s), sorted_row(&wide, p), "case {case}, sampled big {on_sample}, {p:?}");
+                }
+            }
+        }
+        assert!(REGATHERS.get() > 0, "no estimate fell short: the test does not reach the second gathers");
     }
 }
