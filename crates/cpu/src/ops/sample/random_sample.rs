@@ -122,10 +122,9 @@ impl Elem for f32 {
         &mut s.keys64
     }
     fn first_max(x: &[f32]) -> (usize, bool) {
-        // The vector max scan (NaN ignored), then the first entry equal to it.
-        let (m, bad) = kernels::row::max_bad(x);
-        let nan = bad && x.iter().any(|v| v.is_nan());
-        (x.iter().position(|&v| v == m).unwrap_or(0), nan)
+        // The block argmax (NaN ignored; one pass and the rescan of one block).
+        let (i, _, bad) = kernels::select::argmax(x);
+        (i, bad && x.iter().any(|v| v.is_nan()))
     }
     fn weights(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
         weights_f32(x, x0, t, e, bk)
