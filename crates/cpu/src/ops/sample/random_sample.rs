@@ -206,12 +206,11 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
             #[cfg(test)]
             tests::REGATHERS.set(tests::REGATHERS.get() + 1);
             last = BUCKETS - 1;
-            gather(&s.bk, last, &mut s.idx);
+            h = gather(&s.bk, last, &mut s.idx);
         }
-        let count = cumulative_counts(&s.bk, &s.idx, last);
+        let count = cumulative_counts(&s.bk, &s.idx[..h], last);
         let b = count.partition_point(|&c| (c as usize) < kk) - 1;
-        top_bucket = Some(b);
-        let (idx, bk, e) = (&s.idx[..], &s.bk[..], &s.e[..]);
+        let (idx, bk, e) = (&s.idx[..h], &s.bk[..], &s.e[..]);
         let mut members: Vec<u32> = idx.iter().copied().filter(|&i| usize::from(bk[i as usize]) == b).collect();
         members.sort_unstable_by(|&a, &c| before(x, a, c));
         let pi = members[kk - 1 - count[b] as usize] as usize;
@@ -228,10 +227,15 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
         }
         if b < last {
             // Keep the gathered entries of buckets `0..=b` for the walk.
-            s.idx.retain(|&i| usize::from(bk[i as usize]) <= b);
+            let mut kept = 0;
+            for r in 0..h {
+                let i = s.idx[r];
+                s.idx[kept] = i;
+                kept += usize::from(usize::from(bk[i as usize]) <= b);
+            }
+            h = kept;
         }
-        h = s.idx.len();
-        debug_assert!(h >= kk);
+        top_bucket = Some((b, h));
         tree(&mut acc)
     } else {
         total
@@ -241,35 +245,34 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
     // `f64::min` returns the other operand when one is NaN (a `-inf` entry at an infinite
     // temperature); the shader spells the same rule out.
     let threshold = f64::from(p.random) * (f64::from(p.topp) * total).min(top);
-    let mut last = match top_bucket {
-        Some(b) => b,
+    let (mut last, mut h) = match top_bucket {
+        Some(bh) => bh,
         None => {
             let last = mass_bucket(&s.sub_mass, threshold);
-            gather(&s.bk, last, &mut s.idx);
-            last
+            (last, gather(&s.bk, last, &mut s.idx))
         }
     };
     if last < BUCKETS - 1 {
-        let mut crossing = certain_crossing(x, &s.e, &s.bk, &s.idx, last, threshold, total);
+        let mut crossing = certain_crossing(x, &s.e, &s.bk, &s.idx[..h], last, threshold, total);
         while crossing == Crossing::Beyond && top_bucket.is_none() && last < BUCKETS - 2 {
             // The subsample's estimate fell short: eight times as many buckets.
             #[cfg(test)]
             tests::REGATHERS.set(tests::REGATHERS.get() + 1);
             last = (8 * last + 8).min(BUCKETS - 2);
-            gather(&s.bk, last, &mut s.idx);
-            crossing = certain_crossing(x, &s.e, &s.bk, &s.idx, last, threshold, total);
+            h = gather(&s.bk, last, &mut s.idx);
+            crossing = certain_crossing(x, &s.e, &s.bk, &s.idx[..h], last, threshold, total);
         }
         if let Crossing::At(i) = crossing {
             return Some(i);
         }
         // A close call: the gathered buckets' exact order (a counting placement by bucket, then
         // an order inside each), walked with the chunked sums.
-        let count = cumulative_counts(&s.bk, &s.idx, last);
+        let count = cumulative_counts(&s.bk, &s.idx[..h], last);
         let mut keys = std::mem::take(T::keys(s));
         keys.clear();
-        keys.resize(s.idx.len(), T::key(x[0], 0));
+        keys.resize(h, T::key(x[0], 0));
         let mut next = count.clone();
-        for &i in &s.idx {
+        for &i in &s.idx[..h] {
             let b = usize::from(s.bk[i as usize]);
             keys[next[b] as usize] = x[i as usize].key(i);
             next[b] += 1;
@@ -442,15 +445,16 @@ fn walk(idx: impl Iterator<Item = u32>, e: &[f64], threshold: f64) -> Option<usi
     None
 }
 
-/// Gathers the entries of buckets `0..=last` into `hits` (indices in index order; its length is
-/// then their number, which it returns).
+/// Gathers the entries of buckets `0..=last` into `hits[..h]` (indices in index order) and returns
+/// `h`. `hits` keeps its length (at least the row's and a vector more, so the scan never has to
+/// clear or grow it again).
 fn gather(bk: &[u16], last: usize, hits: &mut Vec<u32>) -> usize {
     // Every entry up to the last hit is written before it is read: no need to clear. Room for a
     // whole vector past the last hit.
-    hits.resize(bk.len() + 8, 0);
-    let h = gather_into(bk, last.min(BUCKETS - 1) as u16, hits);
-    hits.truncate(h);
-    h
+    if hits.len() < bk.len() + 8 {
+        hits.resize(bk.len() + 8, 0);
+    }
+    gather_into(bk, last.min(BUCKETS - 1) as u16, hits)
 }
 
 /// [`gather`]'s scan, branch-free: every index is written and the count advances on a hit.
@@ -770,7 +774,7 @@ mod tests {
             let total = <f32 as Elem>::weights(&x, x0, t, &mut s.e, &mut s.bk);
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.sort_unstable_by(|&a, &b| before(&x, a, b));
-            gather(&s.bk, BUCKETS - 2, &mut s.idx);
+            let h = gather(&s.bk, BUCKETS - 2, &mut s.idx);
             // The chunked running sums, as the exact walk forms them.
             let (mut base, mut acc, mut c) = (0.0f64, 0.0f64, Vec::with_capacity(n));
             for (r, &i) in order.iter().enumerate() {
@@ -786,7 +790,7 @@ mod tests {
                 let mid = if r > 0 { (c[r - 1] + c[r]) / 2.0 } else { c[r] / 2.0 };
                 for thr in [c[r], f64::from_bits(c[r].to_bits() - 1), f64::from_bits(c[r].to_bits() + 1), mid] {
                     let want = walk(order.iter().copied(), &s.e, thr);
-                    match certain_crossing(&x, &s.e, &s.bk, &s.idx, BUCKETS - 2, thr, total) {
+                    match certain_crossing(&x, &s.e, &s.bk, &s.idx[..h], BUCKETS - 2, thr, total) {
                         Crossing::At(i) => {
                             assert_eq!(Some(i), want, "seed {seed}, rank {r}, threshold {thr:e}");
                             answered += 1;
@@ -811,7 +815,7 @@ mod tests {
                 let h = gather_portable(&bk, last as u16, &mut want);
                 let mut got = Vec::new();
                 assert_eq!(gather(&bk, last, &mut got), h, "n {n}, last {last}");
-                assert_eq!(got, want[..h], "n {n}, last {last}");
+                assert_eq!(got[..h], want[..h], "n {n}, last {last}");
             }
         }
     }
