@@ -118,6 +118,16 @@ fn indexing(v: &mut Vec<Case>) {
             Ok(())
         }));
     }
+    v.push(Case::new("rows/scatter_add/long-rows", |b| {
+        // More values per row than lavapipe lets one invocation loop over in a dispatch (65,535):
+        // counts of 100,003 ids per row (ones, so every sum is an exact integer in any order).
+        let base = b.input("base", DType::F32, &[300, 2], Gen::Levels(3, 0.0, 2.0))?;
+        let ids = b.input("ids", DType::I32, &[100_003, 2], Gen::Ints(-1, 301))?;
+        let one = b.input("one", DType::F32, &[1], Gen::Levels(2, 1.0, 1.0))?;
+        let y = b.g.scatter_add(base, ids, one)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    }));
 }
 
 fn linear(v: &mut Vec<Case>) {
