@@ -1,6 +1,7 @@
 //! Backend sampling of the stages whose CPU samplers used to sort the whole vocabulary, on the
 //! vocabulary (no `top_k` before them): the dynamic temperature (`temp_ext` with `delta > 0`),
-//! mirostat (v1) and locally typical sampling. Every chain's tokens over many steps must equal its
+//! mirostat (v1) and locally typical sampling (a mask: a CPU suffix after it continues from the
+//! survivors in token order). Every chain's tokens over many steps must equal its
 //! CPU chain's, token for token, in one mixed batch, at a small vocabulary and at 151936, on rows
 //! of several kinds: spreads from flat to peaked, rows with `-inf` entries from the start, rows
 //! of many ties, and a row with one finite entry (entropy 0: a dynamic temperature of 0).
@@ -69,7 +70,7 @@ fn run(v: usize, steps: usize, chains: &[&str]) -> Vec<String> {
 
 /// The chains: each stage alone, after temp and penalties, followed by top_k, min_p, top_p, dist
 /// and greedy.
-pub const CHAINS: [&str; 12] = [
+pub const CHAINS: [&str; 21] = [
     "temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=1)",
     "penalties(last_n=16,repeat=1.3,freq=0.1);temp_ext(t=1.0,delta=0.7,exponent=2);top_k(k=40);dist(seed=2)",
     "temp(t=0.7);temp_ext(t=0.9,delta=0.3,exponent=0.5);min_p(p=0.05);dist(seed=3)",
@@ -82,10 +83,19 @@ pub const CHAINS: [&str; 12] = [
     "temp_ext(t=1.2,delta=0.4,exponent=1);mirostat(tau=6,eta=0.1,m=20,seed=10)",
     "mirostat(tau=2,eta=0.5,m=2,seed=11)",
     "temp_ext(t=0.8,delta=0.5,exponent=1);top_k(k=3);greedy",
+    "typical(p=0.9);dist(seed=20)",
+    "temp(t=0.8);typical(p=0.5,min_keep=5);dist(seed=21)",
+    "penalties(last_n=8,repeat=1.2);typical(p=0.95);top_k(k=20);dist(seed=22)",
+    "typical(p=0.7);min_p(p=0.1);temp(t=1.2);dist(seed=23)",
+    "typical(p=0.9);greedy",
+    "typical(p=0.9);top_p(p=0.8);dist(seed=24)",
+    "temp_ext(t=0.8,delta=0.5,exponent=1);typical(p=0.9);dist(seed=25)",
+    "typical(p=0);dist(seed=26)",
+    "typical(p=0.9);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=27)",
 ];
 
 /// Where each of [`CHAINS`] runs.
-pub const PLACEMENTS: [&str; 12] = [
+pub const PLACEMENTS: [&str; 21] = [
     "+temp_ext +dist",
     "+penalties +temp_ext +top_k +dist",
     "+temp +temp_ext +min_p +dist",
@@ -98,6 +108,15 @@ pub const PLACEMENTS: [&str; 12] = [
     "+temp_ext +mirostat",
     "+mirostat",
     "+temp_ext +top_k +greedy",
+    "+typical +dist",
+    "+temp +typical +dist",
+    "+penalties +typical +top_k +dist",
+    "+typical +min_p +temp +dist",
+    "+typical +greedy",
+    "+typical -top_p -dist",
+    "+temp_ext +typical +dist",
+    "+typical +dist",
+    "+typical -temp_ext -dist",
 ];
 
 #[test]
@@ -239,6 +258,8 @@ fn draws_on_the_vocabulary_follow_the_chain_distribution() {
         ("mirostat(tau=2,eta=0.1,m=8,seed=SEED)", true),
         ("temp(t=0.6);mirostat(tau=2,eta=0.1,m=0,seed=SEED)", true),
         ("temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=SEED)", false),
+        ("typical(p=0.7);dist(seed=SEED)", true),
+        ("temp(t=1.3);typical(p=0.5,min_keep=3);dist(seed=SEED)", true),
     ] {
         let p = chain_distribution(spec);
         let kept = p.iter().filter(|&&x| x > 0.0).count();

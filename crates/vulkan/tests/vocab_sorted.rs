@@ -34,7 +34,7 @@ fn logits_for(v: usize, step: usize, row: usize) -> Vec<f32> {
     x
 }
 
-const CHAINS: [&str; 10] = [
+const CHAINS: [&str; 14] = [
     "temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=1)",
     "penalties(last_n=16,repeat=1.3,freq=0.1);temp_ext(t=1.0,delta=0.7,exponent=2);top_k(k=40);dist(seed=2)",
     "temp(t=0.7);temp_ext(t=0.9,delta=0.3,exponent=0.5);min_p(p=0.05);dist(seed=3)",
@@ -43,6 +43,10 @@ const CHAINS: [&str; 10] = [
     "mirostat(tau=5,eta=0.1,m=100,seed=7)",
     "temp(t=0.9);mirostat(tau=3,eta=0.2,m=0,seed=8)",
     "temp_ext(t=1.2,delta=0.4,exponent=1);mirostat(tau=6,eta=0.1,m=20,seed=10)",
+    "typical(p=0.9);dist(seed=20)",
+    "temp(t=0.8);typical(p=0.5,min_keep=5);dist(seed=21)",
+    "penalties(last_n=8,repeat=1.2);typical(p=0.95);top_k(k=20);dist(seed=22)",
+    "typical(p=0.7);min_p(p=0.1);greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=12)",
     "dist(seed=13)",
 ];

@@ -836,8 +836,15 @@ impl Ctx<'_> {
                 Rec::Vocab { x: self.temp_ext_vocab(idx, x)?, touched: true, pending: Pending::default(), unmasked }
             }
             (StageKey::MirostatVocab(m), Rec::Vocab { x, .. }) => self.mirostat_vocab(idx, x, m)?,
-            (StageKey::TypicalVocab, Rec::Vocab { .. }) => {
-                unreachable!("not yet given by BackendStage::key: {key:?}")
+            (StageKey::TypicalVocab, Rec::Vocab { x, unmasked, .. }) => {
+                let x = if self.g.node(x).layout.is_contiguous(DType::F32) { x } else { self.g.cont(x)? };
+                let kept = self.typical_vocab(idx, x)?;
+                Rec::Vocab {
+                    x: kept,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked: Some(unmasked.unwrap_or(x)),
+                }
             }
             (StageKey::TempExtVocab | StageKey::MirostatVocab(_) | StageKey::TypicalVocab, Rec::List { .. }) => {
                 unreachable!("BackendStage::key gives {key:?} only on the vocabulary, not on {rec:?}")

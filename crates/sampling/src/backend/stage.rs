@@ -106,7 +106,8 @@ pub enum BackendStage {
         /// The sampler's seed.
         seed: u64,
     },
-    /// `typical(p, min_keep)` with `p < 1` (a list; the list comes out in typical order).
+    /// `typical(p, min_keep)` with `p < 1` (a list, which comes out in typical order; or the
+    /// vocabulary, masked).
     Typical {
         /// Mass to keep.
         p: f32,
@@ -242,9 +243,9 @@ impl BackendStage {
     /// with `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
     /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
-    /// vocabulary, xtc, top-n-sigma, typical and mirostat_v2 (they need the sorted probabilities,
-    /// and the CPU chain leaves its survivors sorted: put a `top_k` before them); a dynamic
-    /// temp_ext and mirostat (v1) after a cut on the vocabulary (on the vocabulary itself the CPU
+    /// vocabulary, xtc, top-n-sigma and mirostat_v2 (they need the sorted probabilities, and the
+    /// CPU chain leaves its survivors sorted: put a `top_k` before them); a dynamic temp_ext,
+    /// mirostat (v1) and typical after a cut on the vocabulary (on the vocabulary itself the CPU
     /// samplers keep token order and the forms are in `backend/vocab_sorted.rs`).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
@@ -295,6 +296,7 @@ impl BackendStage {
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
             (S::TopNSigma { .. }, _) => return None,
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
+            (S::Typical { .. }, Form::Vocab) => (StageKey::TypicalVocab, Form::Masked),
             (S::Typical { .. }, _) => return None,
             (S::Disabled(_), _) => (StageKey::Nothing, form),
         })

@@ -105,6 +105,7 @@ fn final_form(keys: &[StageKey]) -> Form {
             (StageKey::MirostatVocab(_), _) => Form::Token,
             (StageKey::TopK(k), _) => Form::List(k),
             (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
+            (StageKey::TypicalVocab, _) => Form::Masked,
             _ => f,
         };
     }

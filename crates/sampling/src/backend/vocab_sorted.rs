@@ -9,12 +9,48 @@
 //! A child module of `build`: it extends [`super::Ctx`] with one method per stage.
 
 use super::{Ctx, Param, Pending, R, Rec};
+use crate::samplers::typical::TYPICAL_UNITS;
 use graph::{DType, NodeId};
 
 impl Ctx<'_> {
     /// `x` contiguous.
     fn contiguous(&mut self, x: NodeId) -> R<NodeId> {
         if self.g.node(x).layout.is_contiguous(DType::F32) { Ok(x) } else { self.g.cont(x) }
+    }
+
+    /// The row sums of `v [nv, n]` (contiguous) in two levels, blocks of up to 256 then the
+    /// block sums (an f32 sum over a whole vocabulary in one row drifts): `[1, n]`.
+    fn row_sum(&mut self, v: NodeId) -> R<NodeId> {
+        let (n, nv) = (self.n, self.n_vocab);
+        let b = (0..=8).rev().map(|e| 1usize << e).find(|b| nv % b == 0).unwrap_or(1);
+        if b == 1 {
+            return self.g.sum_rows(v);
+        }
+        let blocks = self.g.reshape(v, &[b, nv / b * n])?;
+        let part = self.g.sum_rows(blocks)?;
+        let part = self.g.reshape(part, &[nv / b, n])?;
+        self.g.sum_rows(part)
+    }
+
+    /// Of the row `x [nv, n]` (contiguous): `x - max` and the softmax `p = e^(x - max) (1 / sum)`
+    /// (`[nv, n]`), `ln sum` and `-H = sum p (x - max - ln sum)` over `p > 0` (`[1, n]`), the sums
+    /// in two levels ([`Ctx::row_sum`]).
+    fn row_entropy(&mut self, x: NodeId) -> R<(NodeId, NodeId, NodeId, NodeId)> {
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let m = self.g.max_rows(x)?;
+        let xm = self.g.sub(x, m)?;
+        let e = self.g.exp(xm)?;
+        let sum = self.row_sum(e)?;
+        let one = self.fill(&[1, self.n], 1.0)?;
+        let inv = self.g.div(one, sum)?;
+        let p = self.g.mul(e, inv)?;
+        let ln_sum = self.g.log(sum)?;
+        let lnp = self.g.sub(xm, ln_sum)?;
+        let plnp = self.g.mul(p, lnp)?;
+        let positive = self.g.gt(p, zero)?;
+        let plnp = self.g.where_(positive, plnp, zero)?;
+        let neg_h = self.row_sum(plnp)?;
+        Ok((xm, p, ln_sum, neg_h))
     }
 
     /// `temp_ext` (`delta > 0`) of stage `idx` on the vocabulary row `x [n_vocab, n]` (pending
@@ -30,7 +66,7 @@ impl Ctx<'_> {
         let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 16], 4 * i);
         let (min_t, range, expo, expo0) = (row(self, 0)?, row(self, 1)?, row(self, 2)?, row(self, 3)?);
         let x = self.contiguous(x)?;
-        let (_, _, neg_h) = self.softmax_entropy(x)?;
+        let (_, _, _, neg_h) = self.row_entropy(x)?;
         // norm = H / max_h = (-H) / (-max_h), with max_h = -ln(1 / n) in f32 as the CPU computes it.
         let neg_max_h = self.fill(&[1, 1], (1.0 / nv as f32).ln())?;
         let norm = self.g.div(neg_h, neg_max_h)?;
@@ -69,7 +105,13 @@ impl Ctx<'_> {
         let last = self.g.cast(last, DType::I32)?;
         let at = self.gather(perm, last, nv, 1)?;
         let kv = self.gather(key, at, nv, 1)?;
-        let beyond = if desc { self.g.gt(key, kv)? } else { self.g.gt(kv, key)? };
+        let beyond = if desc {
+            self.g.gt(key, kv)?
+        } else {
+            // key < kv: not key >= kv (a NaN key makes the row bad anyway).
+            let ge = self.g.ge(key, kv)?;
+            self.g.scale_bias(ge, -1.0, 1.0)?
+        };
         let tied = self.g.equal(key, kv)?;
         let at = self.g.cast(at, DType::F32)?;
         let neg_at = self.g.scale(at, -1.0)?;
@@ -157,5 +199,48 @@ impl Ctx<'_> {
         let p_sel = self.gather(p2, tok, nv, 1)?;
         self.selected_p = Some((p_sel, idx));
         Ok(Rec::Token(self.fold_token(tok, valid)?))
+    }
+
+    /// Locally typical sampling of stage `idx` on the vocabulary row `x [n_vocab, n]`
+    /// (contiguous, pending transforms applied), as the CPU sampler does on its vocabulary view:
+    /// the softmax and its entropy `H`, the row's `argsort` by `|ln p + H|` ascending (stable:
+    /// ties by lower id), the probabilities gathered in that order and their `cumsum`, the
+    /// shortest prefix whose mass exceeds `p` (a position is dropped when the mass before it
+    /// exceeds `p` and it is at least `min_keep` in), and the row masked outside it (a threshold
+    /// at the prefix's last entry, in token order: `Form::Masked`).
+    pub(super) fn typical_vocab(&mut self, idx: usize, x: NodeId) -> R<NodeId> {
+        let (n, nv) = (self.n, self.n_vocab);
+        let pp = self.input(&format!("s{idx}.p"), DType::F32, &[1, n], Param::TypicalP(idx))?;
+        let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::TypicalNegMinKeep(idx))?;
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let (xm, probs, ln_sum, neg_h) = self.row_entropy(x)?;
+        // |-ln p - H| = |(x - max) - (ln sum - H)|: the centre is a value near 1 (an f32 ulp of
+        // it is small next to the logits'), subtracted once per token; |.| by a select (exact).
+        let centre = self.g.add(ln_sum, neg_h)?;
+        let d = self.g.sub(xm, centre)?;
+        let nd = self.g.neg(d)?;
+        let nonneg = self.g.ge(d, zero)?;
+        let shifted = self.g.where_(nonneg, d, nd)?;
+        let perm = self.g.argsort(shifted, graph::SortOrder::Asc)?;
+        // The mass in units of 2^-23, each probability rounded down (p 2^23 is exact, the cast
+        // truncates): integers whose every partial sum stays below 2^24, so the cumsum is exact
+        // in f32 in any summation order, on every backend, and equals the CPU sampler's.
+        let units = self.g.scale(probs, TYPICAL_UNITS)?;
+        let units = self.g.cast(units, DType::I32)?;
+        let units = self.g.cast(units, DType::F32)?;
+        let p_perm = self.gather(units, perm, nv, nv)?;
+        let cum = self.g.cumsum(p_perm)?;
+        let before = self.g.sub(cum, p_perm)?;
+        let threshold = self.g.scale(pp, TYPICAL_UNITS)?;
+        let over = self.g.gt(before, threshold)?;
+        let pos = self.neg_positions(nv)?;
+        let within_mk = self.g.gt(pos, mk)?;
+        let beyond_mk = self.g.scale_bias(within_mk, -1.0, 1.0)?;
+        let drop = self.g.mul(over, beyond_mk)?;
+        let n_drop = self.g.sum_rows(drop)?;
+        let count = self.g.scale_bias(n_drop, -1.0, nv as f32)?;
+        let keep = self.first_in_order(shifted, perm, count, false)?;
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        self.g.where_(keep, x, ninf)
     }
 }

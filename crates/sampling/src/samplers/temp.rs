@@ -195,17 +195,18 @@ impl TempExt {
         let (max, bad) = kernels::max_bad(row);
         check_scan(EXT, row, bad, max)?;
         // The CPU chain's softmax (`Candidates::softmax`): f32 exponentials, an f64 sum, `p`
-        // scaled by its f32 inverse; the entropy summed in f32, in vocabulary order.
+        // scaled by its f32 inverse; the entropy summed in f64 (an f32 running sum over a whole
+        // vocabulary drifts).
         let sum: f64 = row.iter().map(|&x| f64::from(kernels::exp_neg(x - max))).sum();
         let inv = (1.0 / sum) as f32;
-        let mut entropy = 0.0f32;
+        let mut entropy = 0.0f64;
         for &x in row {
             let p = kernels::exp_neg(x - max) * inv;
             if p > 0.0 {
-                entropy -= p * p.ln();
+                entropy -= f64::from(p) * f64::from(p).ln();
             }
         }
-        let norm = entropy / max_entropy;
+        let norm = entropy as f32 / max_entropy;
         let dyn_t = self.dynamic(norm);
         if dyn_t.is_nan() || (dyn_t == f32::INFINITY && row.contains(&f32::NEG_INFINITY)) {
             // temp_impl's errors.
