@@ -222,10 +222,11 @@ impl Ctx<'_> {
         let nonneg = self.g.ge(d, zero)?;
         let shifted = self.g.where_(nonneg, d, nd)?;
         let perm = self.g.argsort(shifted, graph::SortOrder::Asc)?;
-        // The mass in units of 2^-23, each probability rounded down (p 2^23 is exact, the cast
-        // truncates): integers whose every partial sum stays below 2^24, so the cumsum is exact
-        // in f32 in any summation order, on every backend, and equals the CPU sampler's.
-        let units = self.g.scale(probs, TYPICAL_UNITS)?;
+        // The mass in units of 2^-23, each probability rounded to the nearest (p 2^23 + 1/2 is
+        // exact, the cast truncates): integers whose every partial sum stays below 2^24, so the
+        // cumsum is exact in f32 in any summation order, on every backend, and equals the CPU
+        // sampler's.
+        let units = self.g.scale_bias(probs, TYPICAL_UNITS, 0.5)?;
         let units = self.g.cast(units, DType::I32)?;
         let units = self.g.cast(units, DType::F32)?;
         let p_perm = self.gather(units, perm, nv, nv)?;

@@ -14,8 +14,9 @@
 //!
 //! On the vocabulary view the kept tokens come out in token-id order instead, unsorted (a
 //! deliberate difference, docs/SAMPLING.md, as top-p's), and the prefix's mass is counted exactly
-//! in units of 2^-23, each probability rounded down (llama.cpp's `f32` running sum drifts over a
-//! whole vocabulary; these integer sums are exact, so the backend's `cumsum` decides alike).
+//! in units of 2^-23, each probability rounded to the nearest (llama.cpp's `f32` running sum
+//! drifts over a whole vocabulary; these integer sums are exact, so the backend's `cumsum`
+//! decides alike).
 //!
 //! Zero-probability candidates add nothing to the entropy (llama.cpp computes `-0 * ln 0 = NaN`
 //! there, which makes every score NaN and its sort order undefined); they have an infinite score
@@ -27,7 +28,9 @@ use crate::kernels;
 use crate::sampler::Sampler;
 
 /// On the vocabulary view the prefix's mass is counted in units of `1 / TYPICAL_UNITS` (2^-23),
-/// each probability rounded down: sums of integers below 2^24, exact in `f32` in any order, so
+/// each probability rounded to the nearest (half up; rounding down would lose up to one unit a
+/// token, 1.8% of the mass over 151936 tokens): sums of integers below 2^24 (at most
+/// `2^23 + n / 2`), exact in `f32` in any order, so
 /// the backend's `cumsum` (`backend/vocab_sorted.rs`) decides as the CPU sampler does.
 pub(crate) const TYPICAL_UNITS: f32 = 8_388_608.0;
 
@@ -79,13 +82,13 @@ impl Typical {
         let shifted: Vec<f32> = row.iter().map(|&x| ((x - max) - centre).abs()).collect();
         let mut idx: Vec<u32> = (0..row.len() as u32).collect();
         idx.sort_by(|&a, &b| shifted[a as usize].total_cmp(&shifted[b as usize]));
-        // The mass in units of 2^-23, each probability rounded down: exact integer sums (the
-        // backend's cumsum gives the same, in any order).
+        // The mass in units of 2^-23, each probability rounded to the nearest (half up): exact
+        // integer sums (the backend's cumsum gives the same, in any order).
         let threshold = f64::from(self.p) * f64::from(TYPICAL_UNITS);
         let mut cum = 0.0f64;
         let mut last = idx.len();
         for (i, &j) in idx.iter().enumerate() {
-            cum += f64::from((p[j as usize] * TYPICAL_UNITS).floor());
+            cum += f64::from((p[j as usize] * TYPICAL_UNITS + 0.5).floor());
             if cum > threshold && (self.min_keep == 0 || i + 1 >= self.min_keep) {
                 last = i + 1;
                 break;
