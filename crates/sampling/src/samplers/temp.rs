@@ -197,13 +197,15 @@ impl TempExt {
         // The CPU chain's softmax (`Candidates::softmax`): f32 exponentials, an f64 sum, `p`
         // scaled by its f32 inverse; the entropy summed in f64 (an f32 running sum over a whole
         // vocabulary drifts).
-        let sum: f64 = row.iter().map(|&x| f64::from(kernels::exp_neg(x - max))).sum();
+        let e: Vec<f32> = row.iter().map(|&x| kernels::exp_neg(x - max)).collect();
+        let sum: f64 = e.iter().map(|&v| f64::from(v)).sum();
         let inv = (1.0 / sum) as f32;
         let mut entropy = 0.0f64;
-        for &x in row {
-            let p = kernels::exp_neg(x - max) * inv;
+        for &v in &e {
+            let p = v * inv;
             if p > 0.0 {
-                entropy -= f64::from(p) * f64::from(p).ln();
+                // `ln p` of the f32 `p` (a one-hot row's `p = 1` gives exactly 0: entropy 0).
+                entropy -= f64::from(p) * f64::from(p.ln());
             }
         }
         let norm = entropy as f32 / max_entropy;

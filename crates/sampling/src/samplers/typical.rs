@@ -71,32 +71,35 @@ impl Typical {
         let inv = (1.0 / sum) as f32;
         let p: Vec<f32> = e.iter().map(|&v| v * inv).collect();
         // -ln p - H = -((x - max) - (ln sum - H)): the centre `ln sum - H` (a value near 1, not
-        // near the logits) computed in f64 and rounded once, then one f32 subtraction per token.
+        // near the logits) computed with an f64 sum and rounded once, then one f32 subtraction
+        // per token; `ln p` as `(x - max) - ln sum` (no logarithm per token).
+        let ln_sum = sum.ln() as f32;
         let mut neg_h = 0.0f64;
-        for &q in &p {
+        for (&q, &x) in p.iter().zip(row) {
             if q > 0.0 {
-                neg_h += f64::from(q) * f64::from(q).ln();
+                neg_h += f64::from(q) * f64::from((x - max) - ln_sum);
             }
         }
         let centre = (sum.ln() + neg_h) as f32;
-        let shifted: Vec<f32> = row.iter().map(|&x| ((x - max) - centre).abs()).collect();
-        let mut idx: Vec<u32> = (0..row.len() as u32).collect();
-        idx.sort_by(|&a, &b| shifted[a as usize].total_cmp(&shifted[b as usize]));
+        // (|-ln p - H|, id), sorted: ties by lower id.
+        let mut order: Vec<(f32, u32)> =
+            row.iter().enumerate().map(|(i, &x)| (((x - max) - centre).abs(), i as u32)).collect();
+        order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // The mass in units of 2^-23, each probability rounded to the nearest (half up): exact
         // integer sums (the backend's cumsum gives the same, in any order).
         let threshold = f64::from(self.p) * f64::from(TYPICAL_UNITS);
         let mut cum = 0.0f64;
-        let mut last = idx.len();
-        for (i, &j) in idx.iter().enumerate() {
+        let mut last = order.len();
+        for (i, &(_, j)) in order.iter().enumerate() {
             cum += f64::from((p[j as usize] * TYPICAL_UNITS + 0.5).floor());
             if cum > threshold && (self.min_keep == 0 || i + 1 >= self.min_keep) {
                 last = i + 1;
                 break;
             }
         }
-        let kept = &mut idx[..last];
-        kept.sort_unstable();
-        let list = kept.iter().map(|&j| TokenData { id: j, logit: row[j as usize], p: p[j as usize] }).collect();
+        let mut idx: Vec<u32> = order[..last].iter().map(|&(_, j)| j).collect();
+        idx.sort_unstable();
+        let list = idx.iter().map(|&j| TokenData { id: j, logit: row[j as usize], p: p[j as usize] }).collect();
         cur.set_list(list, false);
         Ok(())
     }
