@@ -43,6 +43,9 @@ struct Args {
     /// Only these chains (names of the table; default: all five).
     #[arg(long, value_delimiter = ',')]
     chains: Vec<String>,
+    /// Other chains to measure instead, as `NAME=SPEC` (repeatable; `;` separates a SPEC's stages).
+    #[arg(long)]
+    spec: Vec<String>,
     /// Steps per measurement.
     #[arg(long, default_value_t = 20)]
     steps: usize,
@@ -171,7 +174,13 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "chain", "batch", "graph µs", "cpu µs", "chain µs", "g/cpu", "g/chain", "graph B", "cpu B"
     );
     let mut out = Vec::new();
-    for (name, spec) in crate::bench_sampling::CHAINS {
+    let custom: Vec<(&str, &str)> = args
+        .spec
+        .iter()
+        .map(|s| s.split_once('=').with_context(|| format!("--spec {s}: expected NAME=SPEC")))
+        .collect::<Result<_>>()?;
+    let chains: Vec<(&str, &str)> = if custom.is_empty() { crate::bench_sampling::CHAINS.to_vec() } else { custom };
+    for &(name, spec) in &chains {
         if !args.chains.is_empty() && !args.chains.iter().any(|c| c == name) {
             continue;
         }

@@ -82,7 +82,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
             "+top_k +temp +dist",
             "+min_p +dist",
             "+top_k +top_p +min_p +temp +dist",
-            "-typical -dist",
+            "+typical +dist",
             "+top_k +typical +dist",
             "+temp +logit_bias +dist",
             "",
@@ -169,7 +169,7 @@ fn reservation_reads_only_what_each_row_needs() {
     let mut seqs = Sequences::new(1).unwrap();
     seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()).with_logits());
     seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);dry(multiplier=0.8)").unwrap()));
-    seqs.set(SeqId(2), SeqConfig::new(Chain::parse("typical(p=0.9);dist").unwrap()));
+    seqs.set(SeqId(2), SeqConfig::new(Chain::parse("dry(multiplier=0.8);dist").unwrap()));
     seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];
     let mut s = attach(&seqs, &rows, 4);

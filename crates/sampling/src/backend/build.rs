@@ -15,6 +15,9 @@
 use super::stage::StageKey;
 use graph::{DType, Graph, GraphError, NodeId};
 
+#[path = "vocab_sorted.rs"]
+mod vocab_sorted;
+
 /// What an input of a group holds (the tail writes it every step from the rows' current stages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Param {
@@ -828,6 +831,23 @@ impl Ctx<'_> {
             | (StageKey::LogitBias(_), Rec::List { .. })
             | (StageKey::Penalties(_), Rec::List { .. }) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
+            }
+            (StageKey::TempExtVocab, Rec::Vocab { x, unmasked, .. }) => {
+                Rec::Vocab { x: self.temp_ext_vocab(idx, x)?, touched: true, pending: Pending::default(), unmasked }
+            }
+            (StageKey::MirostatVocab(m), Rec::Vocab { x, .. }) => self.mirostat_vocab(idx, x, m)?,
+            (StageKey::TypicalVocab, Rec::Vocab { x, unmasked, .. }) => {
+                let x = if self.g.node(x).layout.is_contiguous(DType::F32) { x } else { self.g.cont(x)? };
+                let kept = self.typical_vocab(idx, x)?;
+                Rec::Vocab {
+                    x: kept,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked: Some(unmasked.unwrap_or(x)),
+                }
+            }
+            (StageKey::TempExtVocab | StageKey::MirostatVocab(_) | StageKey::TypicalVocab, Rec::List { .. }) => {
+                unreachable!("BackendStage::key gives {key:?} only on the vocabulary, not on {rec:?}")
             }
         })
     }

@@ -21,11 +21,11 @@
 //! let logits = g.input("logits", DType::F32, &[8, 2]).unwrap();
 //! let mut seqs = Sequences::new(1).unwrap();
 //! seqs.set(SeqId(0), SeqConfig::new(Chain::parse("top_k(k=3);temp(t=0.7);dist(seed=1)").unwrap()));
-//! seqs.set(SeqId(1), SeqConfig::new(Chain::parse("typical(p=0.9);dist(seed=2)").unwrap()));
+//! seqs.set(SeqId(1), SeqConfig::new(Chain::parse("dry(multiplier=0.8);dist(seed=2)").unwrap()));
 //! let cpu = cpu::CpuBackend::new();
 //! let tail = Tail::attach(&mut g, logits, &[(SeqId(0), 0), (SeqId(1), 1)], &seqs, &cpu).unwrap();
 //! assert_eq!(tail.placement()[0].1, "+top_k +temp +dist");
-//! assert_eq!(tail.placement()[1].1, "-typical -dist");
+//! assert_eq!(tail.placement()[1].1, "-dry -dist");
 //! ```
 
 pub mod build;

@@ -45,7 +45,7 @@ pub enum BackendStage {
         t: f32,
     },
     /// `temp_ext` with `delta > 0`: the dynamic temperature `min_t + range * (H / ln n)^exponent`
-    /// from the entropy `H` of the `n` candidates (a sorted list).
+    /// from the entropy `H` of the `n` candidates (a sorted list, or the whole vocabulary).
     TempExt {
         /// `max(0, t - delta)`.
         min_t: f32,
@@ -106,7 +106,8 @@ pub enum BackendStage {
         /// The sampler's seed.
         seed: u64,
     },
-    /// `typical(p, min_keep)` with `p < 1` (a list; the list comes out in typical order).
+    /// `typical(p, min_keep)` with `p < 1` (a list, which comes out in typical order; or the
+    /// vocabulary, masked).
     Typical {
         /// Mass to keep.
         p: f32,
@@ -175,6 +176,13 @@ pub enum StageKey {
     TopNSigma,
     /// locally typical sampling on a list (reorders it).
     Typical,
+    /// the dynamic temperature on the vocabulary (`backend/vocab_sorted.rs`).
+    TempExtVocab,
+    /// mirostat v1 on the vocabulary, its estimate from this many most probable tokens (selects;
+    /// `backend/vocab_sorted.rs`).
+    MirostatVocab(usize),
+    /// locally typical sampling on the vocabulary: a mask (`backend/vocab_sorted.rs`).
+    TypicalVocab,
 }
 
 impl StageKey {
@@ -196,6 +204,9 @@ impl StageKey {
             StageKey::Mirostat => "mirostat",
             StageKey::TopNSigma => "top_n_sigma",
             StageKey::Typical => "typical",
+            StageKey::TempExtVocab => "temp_ext",
+            StageKey::MirostatVocab(_) => "mirostat",
+            StageKey::TypicalVocab => "typical",
         }
     }
 }
@@ -232,9 +243,10 @@ impl BackendStage {
     /// with `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
     /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
     /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
-    /// vocabulary, xtc, top-n-sigma, typical, mirostat (v1 and v2) and a dynamic temp_ext (they
-    /// need the sorted probabilities, and the CPU chain leaves its survivors sorted: put a `top_k`
-    /// before them).
+    /// vocabulary, xtc, top-n-sigma and mirostat_v2 (they need the sorted probabilities, and the
+    /// CPU chain leaves its survivors sorted: put a `top_k` before them); a dynamic temp_ext,
+    /// mirostat (v1) and typical after a cut on the vocabulary (on the vocabulary itself the CPU
+    /// samplers keep token order and the forms are in `backend/vocab_sorted.rs`).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         let vocab = matches!(form, Form::Vocab | Form::Masked);
@@ -263,6 +275,8 @@ impl BackendStage {
             (S::Temp { t }, _) if *t > 0.0 && t.is_finite() => (StageKey::Temp, form),
             (S::Temp { .. }, _) => return None,
             (S::TempExt { .. }, Form::List(_)) => (StageKey::TempExt, form),
+            (S::TempExt { .. }, Form::Vocab) if n_vocab <= 1 => (StageKey::Nothing, form),
+            (S::TempExt { .. }, Form::Vocab) => (StageKey::TempExtVocab, form),
             (S::TempExt { .. }, _) => return None,
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
             (S::LogitBias { biases }, _) if vocab => (StageKey::LogitBias(biases.len()), form),
@@ -274,10 +288,15 @@ impl BackendStage {
             (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
             (S::MirostatV2 { .. }, _) => return None,
             (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
+            (S::Mirostat { m, .. }, Form::Vocab) => {
+                let m = if *m <= 0 { n_vocab } else { (*m as usize).min(n_vocab) };
+                (StageKey::MirostatVocab(m), Form::Token)
+            }
             (S::Mirostat { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
             (S::TopNSigma { .. }, _) => return None,
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
+            (S::Typical { .. }, Form::Vocab) => (StageKey::TypicalVocab, Form::Masked),
             (S::Typical { .. }, _) => return None,
             (S::Disabled(_), _) => (StageKey::Nothing, form),
         })

@@ -102,8 +102,10 @@ fn final_form(keys: &[StageKey]) -> Form {
     for k in keys {
         f = match (*k, f) {
             (StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat, _) => Form::Token,
+            (StageKey::MirostatVocab(_), _) => Form::Token,
             (StageKey::TopK(k), _) => Form::List(k),
             (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
+            (StageKey::TypicalVocab, _) => Form::Masked,
             _ => f,
         };
     }

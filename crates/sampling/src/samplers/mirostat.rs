@@ -7,7 +7,9 @@
 //! v1 estimates the Zipf exponent `s` from the `m` most probable tokens, computes
 //! `k = (eps * 2^mu / (1 - n^-eps))^(1/s)` with `eps = s - 1` and `n` the vocabulary size, keeps
 //! the top `max(int(k), 1)` and draws. v2 keeps the sorted prefix of tokens with surprise at most
-//! `mu` (at least one) and draws.
+//! `mu` (at least one) and draws. On the vocabulary view v1 never sorts the whole row: the
+//! estimate's `m` tokens and the top `k` are selected from it, and the draw walks the top `k` in
+//! token-id order (a deliberate difference, docs/SAMPLING.md).
 //!
 //! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_mirostat_apply`,
 //! `llama_sampler_mirostat_v2_apply` and their `init` functions, which check nothing):
@@ -28,9 +30,11 @@
 //! * NaN `tau` or `eta`: error (`mu` NaN: v1's `k` NaN, v2's `surprise > mu` false for every
 //!   token, accidental).
 
-use crate::candidates::{Candidates, draw_index};
+use crate::candidates::{Candidates, check_scan, draw_index};
 use crate::error::{Result, invalid, not_nan};
+use crate::kernels;
 use crate::sampler::{Rng, Sampler, rng_methods};
+use crate::samplers::top_k::top_k_row;
 use graph::philox::stream;
 
 /// Checks that `eta` is finite: an infinite learning rate makes `mu` infinite or NaN after one draw.
@@ -105,6 +109,53 @@ impl Mirostat {
     pub fn mu(&self) -> f32 {
         self.mu
     }
+
+    /// How many to keep for the estimate `s_hat` over a vocabulary of `n_vocab` from `len`
+    /// candidates: `(eps 2^mu / (1 - n^-eps))^(1/s)`, clamped into `[1, len]`, 1 for NaN.
+    fn k(&self, s_hat: f32, n_vocab: f32, len: usize) -> usize {
+        let eps = s_hat - 1.0;
+        let k = ((eps * 2f32.powf(self.mu)) / (1.0 - n_vocab.powf(-eps))).powf(1.0 / s_hat);
+        if k.is_nan() { 1 } else { (k.max(1.0).min(len as f32) as usize).max(1) }
+    }
+
+    /// On the vocabulary view: the estimate from the `m` most probable tokens (selected from the
+    /// row, by probability descending, ties by lower id: the sorted list's first `m`) with the
+    /// softmax over the whole row, the top `k` of the row kept, and the draw from their softmax
+    /// in TOKEN-ID ORDER, never sorted (docs/SAMPLING.md, "Deliberate differences": the same
+    /// distribution as the sorted walk, another token for the same uniform); the kept tokens
+    /// stay the array, in that order.
+    fn apply_vocab(&mut self, cur: &mut Candidates<'_>, u: f64) -> Result<()> {
+        cur.flush_div();
+        let (row, _) = cur.vocab_row().expect("a vocabulary view");
+        let n = row.len();
+        let (max, bad) = kernels::max_bad(row);
+        check_scan(V1, row, bad, max)?;
+        // Candidates::softmax's arithmetic: f32 exponentials, an f64 sum, the f32 inverse.
+        let sum: f64 = row.iter().map(|&x| f64::from(kernels::exp_neg(x - max))).sum();
+        let inv = (1.0 / sum) as f32;
+        let m = if self.m <= 0 { n } else { (self.m as usize).min(n) };
+        let top = top_k_row(V1, row, 1.0, m)?;
+        let p: Vec<f32> = top.iter().map(|t| kernels::exp_neg(t.logit - max) * inv).collect();
+        let (mut sum_ti_bi, mut sum_ti_sq) = (0.0f32, 0.0f32);
+        let lim = ((self.m - 1) as usize).min(n - 1);
+        for i in 0..lim {
+            let t_i = ((i + 2) as f32 / (i + 1) as f32).ln();
+            let b_i = (p[i] / p[i + 1]).ln();
+            sum_ti_bi += t_i * b_i;
+            sum_ti_sq += t_i * t_i;
+        }
+        let k = self.k(sum_ti_bi / sum_ti_sq, cur.n_vocab() as f32, n);
+        let mut kept = top_k_row(V1, row, 1.0, k)?;
+        kept.sort_unstable_by_key(|t| t.id);
+        cur.set_list(kept, false);
+        cur.softmax(V1, false)?;
+        let list = cur.list(V1)?;
+        let idx = draw_index(list, u);
+        let p = list[idx].p;
+        cur.set_selected(Some(idx));
+        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+        Ok(())
+    }
 }
 
 impl Sampler for Mirostat {
@@ -114,6 +165,9 @@ impl Sampler for Mirostat {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let u = self.rng.next_draw();
+        if cur.vocab_row().is_some() {
+            return self.apply_vocab(cur, u);
+        }
         let n_vocab = cur.n_vocab() as f32;
         cur.softmax(V1, true)?;
         let list = cur.list_mut(V1)?;
@@ -126,11 +180,8 @@ impl Sampler for Mirostat {
             sum_ti_bi += t_i * b_i;
             sum_ti_sq += t_i * t_i;
         }
-        let s_hat = sum_ti_bi / sum_ti_sq;
-        let eps = s_hat - 1.0;
-        let k = ((eps * 2f32.powf(self.mu)) / (1.0 - n_vocab.powf(-eps))).powf(1.0 / s_hat);
-        let k = if k.is_nan() { 1 } else { (k.max(1.0).min(list.len() as f32)) as usize };
-        let p = keep_and_draw(cur, V1, k.max(1), u)?;
+        let k = self.k(sum_ti_bi / sum_ti_sq, n_vocab, list.len());
+        let p = keep_and_draw(cur, V1, k, u)?;
         self.mu = updated_mu(self.mu, self.eta, self.tau, p);
         Ok(())
     }
@@ -146,7 +197,7 @@ impl Sampler for Mirostat {
 
     rng_methods!();
 
-    /// On a sorted list: the estimate, the truncation and the draw as graph ops
+    /// On a list or the vocabulary: the estimate, the truncation and the draw as graph ops
     /// ([`crate::backend`]).
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
         Some(crate::backend::BackendStage::Mirostat { mu: self.mu, m: self.m, seed: self.rng.seed })

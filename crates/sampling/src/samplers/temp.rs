@@ -8,7 +8,9 @@
 //! `min_t + (max_t - min_t) * (H / ln n)^exponent` with `min_t = max(0, t - delta)`,
 //! `max_t = t + delta` and `H` the entropy of the softmax over the `n` candidates (zero
 //! probabilities contribute nothing); then the probabilities are recomputed. With `delta <= 0` it
-//! is `temp(t)`. One candidate or none: unchanged.
+//! is `temp(t)`. One candidate or none: unchanged. On the vocabulary view it never sorts: the
+//! entropy over the row in token order, the row divided in place, still a vocabulary view (a
+//! deliberate difference, docs/SAMPLING.md: a later `dist` walks token-id order).
 //!
 //! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_temp_impl`,
 //! `llama_sampler_init_temp`, `llama_sampler_temp_ext_apply`):
@@ -163,6 +165,70 @@ impl TempExt {
     fn range(&self) -> (f32, f32) {
         ((self.t - self.delta).max(0.0), self.t + self.delta)
     }
+
+    /// The dynamic temperature for the normalised entropy `norm`.
+    fn dynamic(&self, norm: f32) -> f32 {
+        let (min_t, max_t) = self.range();
+        min_t + (max_t - min_t) * norm.powf(self.exponent)
+    }
+
+    /// How the dynamic temperature `dyn_t` came about, for an error.
+    fn describe(&self, dyn_t: f32, norm: f32) -> String {
+        let (min_t, max_t) = self.range();
+        format!(
+            "{dyn_t} (the dynamic temperature {min_t} + ({max_t} - {min_t}) * {norm}^{} of t = {}, delta = {})",
+            self.exponent, self.t, self.delta
+        )
+    }
+
+    /// On the vocabulary view (at least two tokens): the entropy of the softmax over the whole
+    /// row in vocabulary order (every token counts for `max_entropy`, `-inf` ones included, as in
+    /// the list), then the row divided by the dynamic temperature in place, still a vocabulary
+    /// view in vocabulary order, never sorted (docs/SAMPLING.md, "Deliberate differences"). A
+    /// temperature `<= 0` keeps the first maximum and sets every other token to `-inf`, as
+    /// llama.cpp's `temp_impl` does (the view keeps its size, so a later stage counts the whole
+    /// vocabulary as llama.cpp's would); NaN is an error, and so is `+inf` with a `-inf` token
+    /// (see the module documentation).
+    fn apply_vocab(&self, cur: &mut Candidates<'_>, max_entropy: f32) -> Result<()> {
+        cur.flush_div();
+        let (row, _) = cur.vocab_row().expect("a vocabulary view");
+        let (max, bad) = kernels::max_bad(row);
+        check_scan(EXT, row, bad, max)?;
+        // The CPU chain's softmax (`Candidates::softmax`): f32 exponentials, an f64 sum, `p`
+        // scaled by its f32 inverse; the entropy summed in f64 (an f32 running sum over a whole
+        // vocabulary drifts).
+        let e: Vec<f32> = row.iter().map(|&x| kernels::exp_neg(x - max)).collect();
+        let sum: f64 = e.iter().map(|&v| f64::from(v)).sum();
+        let inv = (1.0 / sum) as f32;
+        let mut entropy = 0.0f64;
+        for &v in &e {
+            let p = v * inv;
+            if p > 0.0 {
+                // `ln p` of the f32 `p` (a one-hot row's `p = 1` gives exactly 0: entropy 0).
+                entropy -= f64::from(p) * f64::from(p.ln());
+            }
+        }
+        let norm = entropy as f32 / max_entropy;
+        let dyn_t = self.dynamic(norm);
+        if dyn_t.is_nan() || (dyn_t == f32::INFINITY && row.contains(&f32::NEG_INFINITY)) {
+            // temp_impl's errors.
+            return temp_impl(EXT, cur, dyn_t, &|| self.describe(dyn_t, norm));
+        }
+        let (first, _, _) = kernels::argmax(row);
+        let row = cur.vocab_logits_mut().expect("a vocabulary view");
+        if dyn_t <= 0.0 {
+            for (i, x) in row.iter_mut().enumerate() {
+                if i != first {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
+        } else {
+            for x in row.iter_mut() {
+                *x /= dyn_t;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Sampler for TempExt {
@@ -174,12 +240,14 @@ impl Sampler for TempExt {
         if self.delta <= 0.0 {
             return temp_impl(EXT, cur, self.t, &|| self.t.to_string());
         }
-        let (min_t, max_t) = self.range();
         if cur.len() <= 1 {
             return Ok(());
         }
         // llama.cpp: -logf(1.0f / size).
         let max_entropy = -(1.0 / cur.len() as f32).ln();
+        if cur.vocab_row().is_some() {
+            return self.apply_vocab(cur, max_entropy);
+        }
         cur.softmax(EXT, true)?;
         let list = cur.list(EXT)?;
         let mut entropy = 0.0f32;
@@ -188,15 +256,8 @@ impl Sampler for TempExt {
                 entropy -= t.p * t.p.ln();
             }
         }
-        let norm = entropy / max_entropy;
-        let dyn_t = min_t + (max_t - min_t) * norm.powf(self.exponent);
-        let what = || {
-            format!(
-                "{dyn_t} (the dynamic temperature {min_t} + ({max_t} - {min_t}) * {norm}^{} of t = {}, delta = {})",
-                self.exponent, self.t, self.delta
-            )
-        };
-        temp_impl(EXT, cur, dyn_t, &what)?;
+        let dyn_t = self.dynamic(entropy / max_entropy);
+        temp_impl(EXT, cur, dyn_t, &|| self.describe(dyn_t, entropy / max_entropy))?;
         let list = cur.list_mut(EXT)?;
         let max = f64::from(list[0].logit);
         let mut sum = 0.0f64;
@@ -215,7 +276,8 @@ impl Sampler for TempExt {
         Box::new(self.clone())
     }
 
-    /// With `delta <= 0` this is `temp(t)`; otherwise the dynamic temperature (on a sorted list).
+    /// With `delta <= 0` this is `temp(t)`; otherwise the dynamic temperature (on a list or the
+    /// vocabulary).
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
         if self.delta <= 0.0 {
             return Some(crate::backend::BackendStage::Temp { t: self.t });

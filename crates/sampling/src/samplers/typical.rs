@@ -12,13 +12,27 @@
 //! * `min_keep` 0 and 1 are the same; `min_keep >= n` keeps all `n` in typical order;
 //! * NaN `p` is an error: llama.cpp would keep everything only because `cum_sum > NaN` is false.
 //!
+//! On the vocabulary view the kept tokens come out in token-id order instead, unsorted (a
+//! deliberate difference, docs/SAMPLING.md, as top-p's), and the prefix's mass is counted exactly
+//! in units of 2^-23, each probability rounded to the nearest (llama.cpp's `f32` running sum
+//! drifts over a whole vocabulary; these integer sums are exact, so the backend's `cumsum`
+//! decides alike).
+//!
 //! Zero-probability candidates add nothing to the entropy (llama.cpp computes `-0 * ln 0 = NaN`
 //! there, which makes every score NaN and its sort order undefined); they have an infinite score
 //! and come last.
 
-use crate::candidates::Candidates;
+use crate::candidates::{Candidates, TokenData, check_scan};
 use crate::error::{Result, not_nan};
+use crate::kernels;
 use crate::sampler::Sampler;
+
+/// On the vocabulary view the prefix's mass is counted in units of `1 / TYPICAL_UNITS` (2^-23),
+/// each probability rounded to the nearest (half up; rounding down would lose up to one unit a
+/// token, 1.8% of the mass over 151936 tokens): sums of integers below 2^24 (at most
+/// `2^23 + n / 2`), exact in `f32` in any order, so
+/// the backend's `cumsum` (`backend/vocab_sorted.rs`) decides as the CPU sampler does.
+pub(crate) const TYPICAL_UNITS: f32 = 8_388_608.0;
 
 /// Locally typical sampling.
 #[derive(Debug, Clone)]
@@ -38,6 +52,59 @@ impl Typical {
     }
 }
 
+impl Typical {
+    /// On the vocabulary view: the softmax over the row (`expf`, an f64 sum), the entropy
+    /// in f64, `|-ln p - H|` as `|(x - max) - (ln sum - H)|`, the row's tokens in its stable order
+    /// from token order (ties by lower id), the shortest prefix whose mass (summed in `f64`) exceeds `p`, at
+    /// least `min_keep`; the kept tokens are returned in TOKEN-ID ORDER, unsorted, with their
+    /// softmax `p`, as min-p and top-p leave theirs (docs/SAMPLING.md, "Deliberate differences":
+    /// a later `dist` walks them in token-id order, as `categorical` walks the masked row).
+    fn apply_vocab(&self, cur: &mut Candidates<'_>) -> Result<()> {
+        cur.flush_div();
+        let (row, _) = cur.vocab_row().expect("a vocabulary view");
+        let (max, bad) = kernels::max_bad(row);
+        check_scan(NAME, row, bad, max)?;
+        // The platform's `expf`, as the CPU backend's `exp` op (so its probabilities match bit for
+        // bit there), an f64 sum and `p = e * (1 / sum)`.
+        let e: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
+        let sum: f64 = e.iter().map(|&v| f64::from(v)).sum();
+        let inv = (1.0 / sum) as f32;
+        let p: Vec<f32> = e.iter().map(|&v| v * inv).collect();
+        // -ln p - H = -((x - max) - (ln sum - H)): the centre `ln sum - H` (a value near 1, not
+        // near the logits) computed with an f64 sum and rounded once, then one f32 subtraction
+        // per token; `ln p` as `(x - max) - ln sum` (no logarithm per token).
+        let ln_sum = sum.ln() as f32;
+        let mut neg_h = 0.0f64;
+        for (&q, &x) in p.iter().zip(row) {
+            if q > 0.0 {
+                neg_h += f64::from(q) * f64::from((x - max) - ln_sum);
+            }
+        }
+        let centre = (sum.ln() + neg_h) as f32;
+        // (|-ln p - H|, id), sorted: ties by lower id.
+        let mut order: Vec<(f32, u32)> =
+            row.iter().enumerate().map(|(i, &x)| (((x - max) - centre).abs(), i as u32)).collect();
+        order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // The mass in units of 2^-23, each probability rounded to the nearest (half up): exact
+        // integer sums (the backend's cumsum gives the same, in any order).
+        let threshold = f64::from(self.p) * f64::from(TYPICAL_UNITS);
+        let mut cum = 0.0f64;
+        let mut last = order.len();
+        for (i, &(_, j)) in order.iter().enumerate() {
+            cum += f64::from((p[j as usize] * TYPICAL_UNITS + 0.5).floor());
+            if cum > threshold && (self.min_keep == 0 || i + 1 >= self.min_keep) {
+                last = i + 1;
+                break;
+            }
+        }
+        let mut idx: Vec<u32> = order[..last].iter().map(|&(_, j)| j).collect();
+        idx.sort_unstable();
+        let list = idx.iter().map(|&j| TokenData { id: j, logit: row[j as usize], p: p[j as usize] }).collect();
+        cur.set_list(list, false);
+        Ok(())
+    }
+}
+
 impl Sampler for Typical {
     fn name(&self) -> &'static str {
         NAME
@@ -46,6 +113,9 @@ impl Sampler for Typical {
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         if self.p >= 1.0 {
             return Ok(());
+        }
+        if cur.vocab_row().is_some() {
+            return self.apply_vocab(cur);
         }
         cur.softmax(NAME, true)?;
         let list = cur.list_mut(NAME)?;
@@ -76,7 +146,7 @@ impl Sampler for Typical {
         Box::new(self.clone())
     }
 
-    /// Disabled for `p >= 1`; otherwise on a list (see [`crate::backend`]).
+    /// Disabled for `p >= 1`; otherwise on a list or the vocabulary (see [`crate::backend`]).
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
         Some(if self.p >= 1.0 {
             crate::backend::BackendStage::Disabled("typical")
