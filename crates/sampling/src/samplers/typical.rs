@@ -55,8 +55,8 @@ impl Typical {
 impl Typical {
     /// On the vocabulary view: the softmax over the row (`expf`, an f64 sum), the entropy
     /// in f64, `|-ln p - H|` as `|(x - max) - (ln sum - H)|`, the row's tokens in its stable order
-    /// from token order (ties by lower id), the shortest prefix whose mass (summed in `f64`) exceeds `p`, at
-    /// least `min_keep`; the kept tokens are returned in TOKEN-ID ORDER, unsorted, with their
+    /// from token order (ties by lower id), the shortest prefix whose mass (in units of 2^-23, each
+    /// probability rounded to the nearest: exact integer sums) exceeds `p`, at least `min_keep`; the kept tokens are returned in TOKEN-ID ORDER, unsorted, with their
     /// softmax `p`, as min-p and top-p leave theirs (docs/SAMPLING.md, "Deliberate differences":
     /// a later `dist` walks them in token-id order, as `categorical` walks the masked row).
     fn apply_vocab(&self, cur: &mut Candidates<'_>) -> Result<()> {
