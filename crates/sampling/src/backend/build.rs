@@ -817,6 +817,10 @@ impl Ctx<'_> {
             (StageKey::TopNSigma, Rec::List { ids, vals, k, init, .. }) => {
                 Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init, sorted: true }
             }
+            (StageKey::MirostatV2Vocab, Rec::Vocab { x, .. }) => self.vocab_mirostat_v2(idx, x)?,
+            (StageKey::MinPKeep(k), Rec::Vocab { x, unmasked, .. }) => self.vocab_min_p_keep(idx, x, unmasked, k)?,
+            (StageKey::TopNSigmaVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_top_n_sigma(idx, x, unmasked)?,
+            (StageKey::XtcVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_xtc(idx, x, unmasked)?,
             (StageKey::TopP, Rec::Vocab { .. })
             | (StageKey::Nucleus, Rec::List { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
@@ -826,7 +830,11 @@ impl Ctx<'_> {
             | (StageKey::TempExt, Rec::Vocab { .. })
             | (StageKey::Typical, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
-            | (StageKey::Penalties(_), Rec::List { .. }) => {
+            | (StageKey::Penalties(_), Rec::List { .. })
+            | (
+                StageKey::MirostatV2Vocab | StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab,
+                Rec::List { .. },
+            ) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
             }
         })
@@ -948,3 +956,6 @@ pub fn build(
     let nodes = (first..g.len()).map(|i| NodeId(i as u32)).collect();
     Ok(Built { inputs, outputs: out, nodes })
 }
+
+#[path = "vocab_select.rs"]
+pub(super) mod vocab_select;

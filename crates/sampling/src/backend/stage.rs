@@ -175,6 +175,17 @@ pub enum StageKey {
     TopNSigma,
     /// locally typical sampling on a list (reorders it).
     Typical,
+    /// mirostat v2 on the vocabulary (selects: the surprise mask over the row, the draw in token
+    /// order; `backend::build`'s `vocab_select`).
+    MirostatV2Vocab,
+    /// min-p on the vocabulary with `min_keep > 1` or `p > 1`: the passing tokens, or where fewer
+    /// than `max(min_keep, 1)` pass, the top this many, in token order (a mask).
+    MinPKeep(usize),
+    /// top-n-sigma on the vocabulary (finite `n`): the threshold mask, survivors in token order.
+    TopNSigmaVocab,
+    /// xtc on the vocabulary: the removal as a mask (the `-inf` entries stay, see
+    /// `backend::build`'s `vocab_select`).
+    XtcVocab,
 }
 
 impl StageKey {
@@ -196,6 +207,10 @@ impl StageKey {
             StageKey::Mirostat => "mirostat",
             StageKey::TopNSigma => "top_n_sigma",
             StageKey::Typical => "typical",
+            StageKey::MirostatV2Vocab => "mirostat_v2",
+            StageKey::MinPKeep(_) => "min_p",
+            StageKey::TopNSigmaVocab => "top_n_sigma",
+            StageKey::XtcVocab => "xtc",
         }
     }
 }
@@ -256,6 +271,9 @@ impl BackendStage {
             (S::TopP { .. }, Form::Vocab) => (StageKey::Nucleus, Form::Masked),
             (S::TopP { .. }, _) => return None,
             (S::MinP { p, .. }, _) if *p <= 0.0 => (StageKey::Nothing, form),
+            (S::MinP { p, min_keep }, Form::Vocab) if *p > 1.0 || *min_keep > 1 => {
+                (StageKey::MinPKeep((*min_keep).clamp(1, n_vocab)), Form::Masked)
+            }
             (S::MinP { p, min_keep }, _) if vocab && (*p > 1.0 || *min_keep > 1) => return None,
             (S::MinP { .. }, _) if vocab => (StageKey::MinP, Form::Masked),
             (S::MinP { .. }, _) => (StageKey::MinP, form),
@@ -270,12 +288,17 @@ impl BackendStage {
             (S::Penalties { capacity, .. }, _) if vocab => (StageKey::Penalties((*capacity).min(n_vocab)), form),
             (S::Penalties { .. }, _) => return None,
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
+            (S::Xtc { .. }, Form::Vocab) if n_vocab < 2 => (StageKey::Nothing, form),
+            (S::Xtc { .. }, Form::Vocab) => (StageKey::XtcVocab, Form::Masked),
             (S::Xtc { .. }, _) => return None,
             (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
+            (S::MirostatV2 { .. }, Form::Vocab) => (StageKey::MirostatV2Vocab, Form::Token),
             (S::MirostatV2 { .. }, _) => return None,
             (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
             (S::Mirostat { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
+            (S::TopNSigma { n }, Form::Vocab) if *n == f32::INFINITY || n_vocab < 2 => (StageKey::Nothing, form),
+            (S::TopNSigma { .. }, Form::Vocab) => (StageKey::TopNSigmaVocab, Form::Masked),
             (S::TopNSigma { .. }, _) => return None,
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
             (S::Typical { .. }, _) => return None,

@@ -104,6 +104,8 @@ fn final_form(keys: &[StageKey]) -> Form {
             (StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat, _) => Form::Token,
             (StageKey::TopK(k), _) => Form::List(k),
             (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
+            (StageKey::MirostatV2Vocab, _) => Form::Token,
+            (StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab, _) => Form::Masked,
             _ => f,
         };
     }
@@ -210,6 +212,7 @@ impl Tail {
                 len -= 1;
             }
             gr.keys.truncate(len);
+            build::vocab_select::end_before_kept_inf(&mut gr.keys);
             gr.form = final_form(&gr.keys);
         }
         // Build for real.

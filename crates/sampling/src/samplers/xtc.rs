@@ -14,6 +14,13 @@
 //! * `min_keep` 0 and 1 are the same; `min_keep > n - (number >= t) + 1` leaves them all;
 //! * NaN `p` or `t` is an error: llama.cpp would always apply (`chance > NaN` is false) or never
 //!   remove (`p >= NaN` is false), accidents of the comparisons.
+//!
+//! On the vocabulary view the stage never sorts: it removes the same tokens (all of `p >= t` but
+//! the least likely, the highest id among its ties) and leaves the rest, the `-inf` entries
+//! included, in token-id order (llama.cpp leaves them sorted), as min-p and top-p leave their
+//! survivors: the same distribution, but a later `dist` walks them in token order, as the
+//! backend's draw walks the masked vocabulary row (docs/SAMPLING.md, "Deliberate differences").
+//! Where nothing is removed (the coin, `min_keep`, fewer than two above `t`) the view stays.
 
 use crate::candidates::Candidates;
 use crate::error::{Result, not_nan};
@@ -41,6 +48,33 @@ impl Xtc {
     }
 }
 
+impl Xtc {
+    /// The applied stage on the vocabulary view, never sorting: the tokens of `p >= t` are the
+    /// sorted list's prefix, and its last entry the least likely of them (the lowest logit, the
+    /// highest id among its ties: sorted ties come lower id first); all the others go where the
+    /// list's rule removes them, and the rest (the `-inf` entries too) stay in token-id order.
+    /// Where nothing is removed the view stays as it is.
+    fn on_vocab(&self, cur: &mut Candidates<'_>) -> Result<()> {
+        cur.softmax(NAME, false)?;
+        let list = cur.list(NAME)?;
+        let mut cnt = 0usize;
+        let mut last: Option<(f32, u32)> = None;
+        for e in list.iter().filter(|e| e.p >= self.t) {
+            cnt += 1;
+            if last.is_none_or(|(l, _)| e.logit <= l) {
+                last = Some((e.logit, e.id));
+            }
+        }
+        let Some((_, last_id)) = last else { return Ok(()) };
+        if cnt < 2 || list.len() - (cnt - 1) < self.min_keep {
+            return Ok(());
+        }
+        let kept = list.iter().copied().filter(|e| e.p < self.t || e.id == last_id).collect();
+        cur.set_list(kept, false);
+        Ok(())
+    }
+}
+
 impl Sampler for Xtc {
     fn name(&self) -> &'static str {
         NAME
@@ -50,6 +84,9 @@ impl Sampler for Xtc {
         let chance = self.rng.next_uniform();
         if self.p <= 0.0 || self.t > 0.5 || cur.len() < 2 || chance > self.p {
             return Ok(());
+        }
+        if cur.is_vocab_view() {
+            return self.on_vocab(cur);
         }
         cur.softmax(NAME, true)?;
         let list = cur.list_mut(NAME)?;
