@@ -64,7 +64,7 @@ fn run(v: usize, steps: usize, chains: &[&str]) -> Vec<String> {
     tail.placement().into_iter().map(|(_, p)| p).collect()
 }
 
-const CHAINS: [&str; 25] = [
+const CHAINS: [&str; 27] = [
     "mirostat_v2(tau=5,eta=0.1,seed=1)",
     "temp(t=0.8);mirostat_v2(tau=5,eta=0.1,seed=2)",
     "penalties(last_n=16,repeat=1.3,freq=0.05);temp(t=0.8);mirostat_v2(tau=3,eta=0.2,seed=3)",
@@ -77,6 +77,8 @@ const CHAINS: [&str; 25] = [
     "min_p(p=1.5,min_keep=3);greedy",
     "min_p(p=0.5,min_keep=6);typical(p=0.9);dist(seed=10)",
     "min_p(p=0.4,min_keep=30);min_p(p=0.1);dist(seed=11)",
+    "min_p(p=2,min_keep=6);dist(seed=24)",
+    "temp(t=0.5);min_p(p=0.9,min_keep=10);dist(seed=25)",
     "top_n_sigma(n=1);dist(seed=12)",
     "temp(t=0.8);top_n_sigma(n=1.5);temp(t=1.2);dist(seed=13)",
     "top_n_sigma(n=0.5);top_k(k=5);greedy",
@@ -92,7 +94,7 @@ const CHAINS: [&str; 25] = [
     "xtc(p=0.8,t=0.02,seed=23);temp(t=1.3);min_p(p=0.05);top_k(k=30);dist(seed=23)",
 ];
 
-const PLACEMENTS: [&str; 25] = [
+const PLACEMENTS: [&str; 27] = [
     "+mirostat_v2",
     "+temp +mirostat_v2",
     "+penalties +temp +mirostat_v2",
@@ -105,6 +107,8 @@ const PLACEMENTS: [&str; 25] = [
     "+min_p +greedy",
     "+min_p -typical -dist",
     "+min_p +min_p +dist",
+    "+min_p +dist",
+    "+temp +min_p +dist",
     "+top_n_sigma +dist",
     "+temp +top_n_sigma +temp +dist",
     "+top_n_sigma +top_k +greedy",
