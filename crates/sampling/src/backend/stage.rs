@@ -243,13 +243,15 @@ impl BackendStage {
     ///
     /// The cases without one: a record that is already a token; `top_p` after a cut on the
     /// vocabulary (the CPU chain's top-p on that list leaves it sorted, and a later draw would walk
-    /// it in that order, not in the masked vocabulary's token order); `min_p` on the vocabulary
-    /// with `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
-    /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
-    /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
-    /// vocabulary, xtc, top-n-sigma, typical, mirostat (v1 and v2) and a dynamic temp_ext (they
-    /// need the sorted probabilities, and the CPU chain leaves its survivors sorted: put a `top_k`
-    /// before them).
+    /// it in that order, not in the masked vocabulary's token order), and likewise `min_p` with
+    /// `min_keep > 1` or `p > 1`, xtc, top-n-sigma and mirostat_v2 after such a cut; a temperature
+    /// that is not finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a
+    /// logit bias or penalties on a list; penalties over the whole history (no fixed window); on
+    /// the vocabulary, typical, mirostat v1 and a dynamic temp_ext (they need the sorted
+    /// probabilities, and the CPU chain leaves its survivors sorted: put a `top_k` before them).
+    /// On the vocabulary view itself, mirostat_v2, xtc, top-n-sigma and min-p's fallback keep
+    /// their survivors in token-id order on the CPU, so they have forms there
+    /// (`backend::build`'s `vocab_select`).
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         let vocab = matches!(form, Form::Vocab | Form::Masked);
