@@ -48,7 +48,7 @@ pub(crate) fn end_before_kept_inf(keys: &mut Vec<StageKey>) {
 fn two_level_sum(c: &mut Ctx<'_>, t: NodeId, w: usize) -> R<NodeId> {
     let n = c.n;
     let target = (w as f64).sqrt() as usize;
-    let a = (16..=w / 16).filter(|a| w % a == 0).min_by_key(|a| a.abs_diff(target));
+    let a = (16..=w / 16).filter(|&a| w.is_multiple_of(a)).min_by_key(|a| a.abs_diff(target));
     match a {
         Some(a) => {
             let t = c.contiguous(t)?;

@@ -55,8 +55,11 @@ impl Xtc {
     /// list's rule removes them, and the rest (the `-inf` entries too) stay in token-id order.
     /// Where nothing is removed the view stays as it is.
     fn on_vocab(&self, cur: &mut Candidates<'_>) -> Result<()> {
-        cur.softmax(NAME, false)?;
-        let list = cur.list(NAME)?;
+        // The softmax on a copy (the view borrows its row: the copy materialises only the list),
+        // so that the view itself stays where nothing is removed.
+        let mut all = cur.clone();
+        all.softmax(NAME, false)?;
+        let list = all.list(NAME)?;
         let mut cnt = 0usize;
         let mut last: Option<(f32, u32)> = None;
         for e in list.iter().filter(|e| e.p >= self.t) {
