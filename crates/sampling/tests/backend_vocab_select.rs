@@ -5,7 +5,7 @@
 
 mod vocab_select_cases;
 
-use vocab_select_cases::{CHAINS, PLACEMENTS, run};
+use vocab_select_cases::{CHAINS, PLACEMENTS, bad_rows, candidates, run};
 
 #[test]
 fn vocabulary_selections_match_the_cpu_chain_at_a_small_vocabulary() {
@@ -15,4 +15,15 @@ fn vocabulary_selections_match_the_cpu_chain_at_a_small_vocabulary() {
 #[test]
 fn vocabulary_selections_match_the_cpu_chain_at_151936() {
     assert_eq!(run(151_936, 4, &CHAINS, Box::new(cpu::CpuBackend::new()), None), PLACEMENTS);
+}
+
+#[test]
+fn vocabulary_selections_read_back_the_cpu_chains_candidates() {
+    candidates(1000, 30, Box::new(cpu::CpuBackend::new()), None);
+    candidates(151_936, 3, Box::new(cpu::CpuBackend::new()), None);
+}
+
+#[test]
+fn vocabulary_selections_fail_bad_rows_alone() {
+    bad_rows(1000, Box::new(cpu::CpuBackend::new()), None);
 }

@@ -144,3 +144,119 @@ pub const PLACEMENTS: [&str; 27] = [
     "+xtc +top_k +typical +dist",
     "+xtc +temp +min_p +top_k +dist",
 ];
+
+/// Chains whose candidates (the record before the selecting stage) are read back too.
+pub const WITH_CANDIDATES: [&str; 5] = [
+    "temp(t=0.8);mirostat_v2(tau=5,eta=0.1,seed=31)",
+    "min_p(p=0.9,min_keep=10);dist(seed=32)",
+    "top_n_sigma(n=1);temp(t=0.9);dist(seed=33)",
+    "xtc(p=1,t=0.02,seed=34);dist(seed=34)",
+    "xtc(p=1,t=0.02,seed=35);greedy",
+];
+
+/// Runs `WITH_CANDIDATES` (each asking for its candidates) as one batch for `steps` steps: every
+/// row's candidates (ids in output order, `p` to 1e-5) and token equal the CPU chain's, and the
+/// sequence's state (mirostat's `mu`) stays in step with it.
+pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
+    let mut seqs = Sequences::new(1).unwrap();
+    let mut refs: Vec<Chain> = Vec::new();
+    for (i, spec) in WITH_CANDIDATES.iter().enumerate() {
+        let chain = Chain::parse(spec).unwrap();
+        refs.push(chain.clone());
+        seqs.set(SeqId(i as u32), SeqConfig::new(chain).with_candidates());
+    }
+    let n = WITH_CANDIDATES.len();
+    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
+    for (_, p) in tail.placement() {
+        assert!(!p.contains('-'), "every stage on the backend: {p}");
+    }
+    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    for step in 0..steps {
+        let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.bytes_read, tail.reserved_bytes());
+        for (i, row) in out.rows.iter().enumerate() {
+            let r = row.seq.0 as usize;
+            let spec = WITH_CANDIDATES[r];
+            let mut c = refs[r].clone();
+            c.set_step(seqs.step(row.seq).unwrap());
+            let want = c.run(&logits_for(v, step, r)).unwrap();
+            let got = out.candidates(i).unwrap();
+            assert_eq!(got.len(), want.candidates.len(), "step {step} `{spec}`");
+            for (a, b) in got.iter().zip(&want.candidates) {
+                assert_eq!(a.id, b.id, "step {step} `{spec}`");
+                assert!((a.p - b.p).abs() < 1e-5, "step {step} `{spec}`: {a:?} vs {b:?}");
+            }
+            let tok = row.result.as_ref().unwrap().token.unwrap();
+            assert_eq!(Some(tok), want.selected, "step {step} `{spec}`");
+            refs[r] = c;
+            refs[r].accept(tok);
+            tail.accept(&mut seqs, row.seq, &[tok]).unwrap();
+        }
+    }
+}
+
+/// Batches of the `CHAINS` where one row holds a NaN and another a `+inf` (each chain in turn):
+/// those rows (and only those) fail with `BadRow`, the others still equal their CPU chains.
+pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, spec) in CHAINS.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
+    }
+    let n = CHAINS.len();
+    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
+    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    for bad in 0..n {
+        // Fresh sequences (same structure: no re-attach), so every reference starts at step 0.
+        for (i, spec) in CHAINS.iter().enumerate() {
+            seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
+        }
+        let other = (bad + 5) % n;
+        let row_of = |r: usize| {
+            let mut l = logits_for(v, 1, r);
+            if r == bad {
+                l[v / 3] = f32::NAN;
+            }
+            if r == other {
+                l[v / 2] = f32::INFINITY;
+            }
+            l
+        };
+        let all: Vec<f32> = (0..n).flat_map(row_of).collect();
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        for row in &out.rows {
+            let r = row.seq.0 as usize;
+            if r == bad || r == other {
+                assert!(
+                    // BadRow from a backend prefix; a chain all on the CPU says what its stage found.
+                    matches!(
+                        row.result,
+                        Err(sampling::SamplingError::BadRow { .. } | sampling::SamplingError::BadLogit { .. })
+                    ),
+                    "`{}` with a {} logit: {:?}",
+                    CHAINS[r],
+                    if r == bad { "NaN" } else { "+inf" },
+                    row.result
+                );
+            } else {
+                let mut c = Chain::parse(CHAINS[r]).unwrap();
+                let want = c.sample(&row_of(r)).unwrap();
+                assert_eq!(row.result.as_ref().unwrap().token, Some(want), "`{}` beside bad rows", CHAINS[r]);
+            }
+        }
+    }
+}
