@@ -43,6 +43,9 @@ struct Args {
     /// Only these chains (names of the table; default: all five).
     #[arg(long, value_delimiter = ',')]
     chains: Vec<String>,
+    /// Other chains to bench, as `NAME=SPEC` (repeatable; with them only they are benched).
+    #[arg(long = "spec")]
+    specs: Vec<String>,
     /// Steps per measurement.
     #[arg(long, default_value_t = 20)]
     steps: usize,
@@ -171,7 +174,13 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "chain", "batch", "graph µs", "cpu µs", "chain µs", "g/cpu", "g/chain", "graph B", "cpu B"
     );
     let mut out = Vec::new();
-    for (name, spec) in crate::bench_sampling::CHAINS {
+    let custom: Vec<(&str, &str)> = args
+        .specs
+        .iter()
+        .map(|s| s.split_once('=').with_context(|| format!("--spec {s}: expected NAME=SPEC")))
+        .collect::<Result<_>>()?;
+    let table = if custom.is_empty() { crate::bench_sampling::CHAINS } else { &custom[..] };
+    for &(name, spec) in table {
         if !args.chains.is_empty() && !args.chains.iter().any(|c| c == name) {
             continue;
         }

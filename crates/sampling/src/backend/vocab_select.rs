@@ -1,8 +1,8 @@
 //! The backend forms of the stages that select or cut on the whole vocabulary where the CPU chain
 //! keeps their survivors in token-id order (its vocabulary-view paths never sort): `mirostat_v2`
 //! (the surprise mask over the row and `categorical` in token order), `min_p` with
-//! `min_keep > 1` or `p > 1` (the passing tokens, or the top `max(min_keep, 1)` scattered into a
-//! mask), `top_n_sigma` (mean and deviation of the finite logits by two-level row sums, the
+//! `min_keep > 1` or `p > 1` (the passing tokens, or the top `max(min_keep, 1)`: both are the
+//! passing tokens with the top `max(min_keep, 1)` written back over them), `top_n_sigma` (mean and deviation of the finite logits by two-level row sums, the
 //! threshold mask) and `xtc` (all of `p >= t` but the least likely removed, where the host's coin
 //! and `min_keep` allow). Each is composed of existing graph ops, so every backend that runs those
 //! runs it.
@@ -113,31 +113,30 @@ impl Ctx<'_> {
     }
 
     /// Min-p of stage `idx` with `min_keep > 1` or `p > 1` on the vocabulary row `x` (the CPU
-    /// sampler's vocabulary-view path): the tokens `>= max + ln p` where at least `max(min_keep, 1)`
-    /// pass, else the top `k = max(min_keep, 1)` (every passing token is among them then), in
-    /// token order; the rest `-inf` (`Form::Masked`). The threshold is the CPU sampler's own f32
-    /// sum, so the decision is exact.
+    /// sampler's vocabulary-view path): the tokens `>= max + ln p` where at least
+    /// `k = max(min_keep, 1)` pass, else the top `k`, in token order; the rest `-inf`
+    /// (`Form::Masked`). Both are the passing tokens with the top `k` written back over them: where
+    /// `k` or more pass, the top `k` are among them (the `k`-th largest passes); where fewer pass,
+    /// they are all among the top `k` (the `k`-th largest does not). No count, no branch, no
+    /// vocabulary-sized mask of the top `k`; the threshold is the CPU sampler's own f32 sum, and
+    /// top-k's ties go to the lower id as the CPU's, so the decision is exact.
     pub(super) fn vocab_min_p_keep(&mut self, idx: usize, x: NodeId, unmasked: Option<NodeId>, k: usize) -> R<Rec> {
         let n = self.n;
         let nv = self.n_vocab;
         let lnp = self.input(&format!("s{idx}.ln_p"), DType::F32, &[1, n], Param::LnP(idx))?;
-        let mk = self.input(&format!("s{idx}.neg_min_keep"), DType::F32, &[1, n], Param::NegMinKeep(idx))?;
         let x = self.contiguous(x)?;
         let m = self.g.max_rows(x)?;
         let thr = self.g.add(m, lnp)?;
         let pass = self.g.ge(x, thr)?;
-        let n_pass = self.g.sum_rows(pass)?;
-        // n_pass >= max(min_keep, 1)  <=>  n_pass - max(min_keep, 1) >= 0.
-        let d = self.g.add(n_pass, mk)?;
-        let zero = self.fill(&[1, 1], 0.0)?;
-        let enough = self.g.ge(d, zero)?;
-        let top = self.g.top_k(x, k)?;
-        let zeros = self.fill(&[nv, n], 0.0)?;
-        let one = self.fill(&[1, 1], 1.0)?;
-        let in_top = self.g.scatter_add(zeros, top, one)?;
-        let keep = self.g.where_(enough, pass, in_top)?;
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
-        let kept = self.g.where_(keep, x, ninf)?;
+        let masked = self.g.where_(pass, x, ninf)?;
+        let top = self.g.top_k(x, k)?;
+        let vals = self.gather(x, top, nv, k)?;
+        let vals = self.g.reshape(vals, &[1, k * n])?;
+        let at = self.flat_index(top, nv, k)?;
+        let flat = self.g.reshape(masked, &[1, nv * n])?;
+        let written = self.g.set_rows(flat, vals, at)?;
+        let kept = self.g.reshape(written, &[nv, n])?;
         Ok(Rec::Vocab {
             x: kept,
             touched: true,
