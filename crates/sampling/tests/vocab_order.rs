@@ -82,8 +82,8 @@ fn xtc_on_the_view_removes_the_same_tokens_and_keeps_token_order() {
     assert_eq!((ids, view), (vec![0, 2, 3, 4], false));
     let (ids, _) = on_list(&mut Xtc::new(1.0, 0.1, 4, 0).unwrap(), &l);
     assert_eq!(ids, vec![3, 0, 2, 4], "a list is sorted, as llama.cpp's");
-    // min_keep = 5 would leave 4: nothing removed, the view stays.
-    assert!(on_view(&mut Xtc::new(1.0, 0.1, 5, 0).unwrap(), &l).1);
+    // min_keep = 5 would leave 4: nothing removed, every token in token order (a list).
+    assert_eq!(on_view(&mut Xtc::new(1.0, 0.1, 5, 0).unwrap(), &l).0, vec![0, 1, 2, 3, 4]);
     // Ties at the lowest logit above t: the last in sorted order is the highest id (2), kept.
     let l = [2.0f32, 3.0, 2.0, 0.0];
     let (ids, _, _) = on_view(&mut Xtc::new(1.0, 0.05, 0, 0).unwrap(), &l);

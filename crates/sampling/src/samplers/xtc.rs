@@ -20,7 +20,11 @@
 //! included, in token-id order (llama.cpp leaves them sorted), as min-p and top-p leave their
 //! survivors: the same distribution, but a later `dist` walks them in token order, as the
 //! backend's draw walks the masked vocabulary row (docs/SAMPLING.md, "Deliberate differences").
-//! Where nothing is removed (the coin, `min_keep`, fewer than two above `t`) the view stays.
+//! An enabled stage turns the view into that token-order list at every step, also where nothing
+//! is removed (the coin, `min_keep`, fewer than two above `t`): the same tokens in the same
+//! order, but a later `dist` then draws from a list at every step, the draw whose arithmetic the
+//! backend's `categorical` on the masked row follows (a draw from the view sums by blocks, and
+//! would differ from the backend's at more boundaries).
 
 use crate::candidates::Candidates;
 use crate::error::{Result, not_nan};
@@ -49,17 +53,20 @@ impl Xtc {
 }
 
 impl Xtc {
-    /// The applied stage on the vocabulary view, never sorting: the tokens of `p >= t` are the
+    /// The enabled stage on the vocabulary view, never sorting: the tokens of `p >= t` are the
     /// sorted list's prefix, and its last entry the least likely of them (the lowest logit, the
-    /// highest id among its ties: sorted ties come lower id first); all the others go where the
-    /// list's rule removes them, and the rest (the `-inf` entries too) stay in token-id order.
-    /// Where nothing is removed the view stays as it is.
-    fn on_vocab(&self, cur: &mut Candidates<'_>) -> Result<()> {
-        // The softmax on a copy (the view borrows its row: the copy materialises only the list),
-        // so that the view itself stays where nothing is removed.
-        let mut all = cur.clone();
-        all.softmax(NAME, false)?;
-        let list = all.list(NAME)?;
+    /// highest id among its ties: sorted ties come lower id first); where the coin (`apply`) and
+    /// the list's rule say so, all the others go, and the rest (the `-inf` entries too) stay in
+    /// token-id order. The view becomes that list at every step, also where nothing is removed
+    /// (same tokens, same order): a later draw then walks a list as after a removal, the draw the
+    /// backend's masked-row `categorical` reproduces (see the module documentation).
+    fn on_vocab(&self, cur: &mut Candidates<'_>, apply: bool) -> Result<()> {
+        cur.softmax(NAME, false)?;
+        cur.set_sorted(false);
+        if !apply {
+            return Ok(());
+        }
+        let list = cur.list(NAME)?;
         let mut cnt = 0usize;
         let mut last: Option<(f32, u32)> = None;
         for e in list.iter().filter(|e| e.p >= self.t) {
@@ -85,11 +92,14 @@ impl Sampler for Xtc {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let chance = self.rng.next_uniform();
-        if self.p <= 0.0 || self.t > 0.5 || cur.len() < 2 || chance > self.p {
+        if self.p <= 0.0 || self.t > 0.5 || cur.len() < 2 {
             return Ok(());
         }
         if cur.is_vocab_view() {
-            return self.on_vocab(cur);
+            return self.on_vocab(cur, chance <= self.p);
+        }
+        if chance > self.p {
+            return Ok(());
         }
         cur.softmax(NAME, true)?;
         let list = cur.list_mut(NAME)?;
