@@ -2,10 +2,12 @@
 //! keeps their survivors in token-id order (its vocabulary-view paths never sort): `mirostat_v2`
 //! (the surprise mask over the row and `categorical` in token order), `min_p` with
 //! `min_keep > 1` or `p > 1` (the passing tokens, or the top `max(min_keep, 1)`: both are the
-//! passing tokens with the top `max(min_keep, 1)` written back over them), `top_n_sigma` (mean and deviation of the finite logits by two-level row sums, the
-//! threshold mask) and `xtc` (all of `p >= t` but the least likely removed, where the host's coin
-//! and `min_keep` allow). Each is composed of existing graph ops, so every backend that runs those
-//! runs it.
+//! passing tokens with the top `max(min_keep, 1)` written back over them), `top_n_sigma` (mean and
+//! deviation of the finite logits by two-level row sums, the threshold mask) and `xtc` (all of
+//! `p >= t` but the least likely removed, where the host's coin and `min_keep` allow). Each is
+//! composed of existing graph ops, so every backend that runs those runs it. Their records are
+//! masked rows (`Form::Masked`, a draw from them the masked-row `categorical`) where the CPU chain
+//! holds a token-order list (its draw the list's), as after top-p on the vocabulary.
 //!
 //! xtc keeps the `-inf` entries (the CPU chain's list still holds them), which the masked row's
 //! read-back (`Form::Masked`: the finite entries) cannot tell from the entries it removed: a later
