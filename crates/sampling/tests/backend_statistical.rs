@@ -169,3 +169,21 @@ fn a_token_below_f32_resolution_is_drawable() {
     let placement = scenarios::tiny_token(Box::new(cpu::CpuBackend::with_threads(1)));
     assert_eq!(placement, "+dist");
 }
+
+#[test]
+fn vocabulary_selections_follow_their_distributions() {
+    // No top_k before them: mirostat_v2's surprise mask over the whole row and its draw in token
+    // order, and xtc's mask with the step's coin (backend/vocab_select.rs).
+    for spec in ["mirostat_v2(tau=1.5,eta=0.1,seed=SEED)", "temp(t=0.8);mirostat_v2(tau=2,eta=0.1,seed=SEED)"] {
+        let p = chain_distribution(spec);
+        let kept = p.iter().filter(|&&x| x > 0.0).count();
+        assert!(kept > 2 && kept < V, "{spec}: the truncation should matter ({kept} kept)");
+        assert_fits(spec, &fresh_draw_counts(spec, 64, 250), &p);
+    }
+    let spec = "xtc(p=0.5,t=0.08,seed=SEED);dist(seed=SEED)";
+    let on = chain_distribution("xtc(p=1,t=0.08);dist");
+    let off = chain_distribution("dist");
+    assert_ne!(on, off, "the threshold should remove tokens");
+    let mix: Vec<f64> = on.iter().zip(&off).map(|(a, b)| 0.5 * a + 0.5 * b).collect();
+    assert_fits(spec, &fresh_draw_counts(spec, 64, 250), &mix);
+}

@@ -455,7 +455,7 @@ fn backend_verification_equals_the_cpu_verifier() {
     // the same rule in a CPU suffix): only the tokens come back (4 bytes a row), and the accepted
     // prefix taken from them equals `verify` on the logits, token for token. The chains cover a
     // list (top-k, and typical's reordered list), the whole vocabulary (temp, min-p, a top-p
-    // mask), a CPU suffix (top_n_sigma and dist on the vocabulary), and greedy.
+    // mask, a top-n-sigma mask), a CPU suffix (dry and dist on the vocabulary), and greedy.
     // (`scenarios::verification`, run on Vulkan too by `crates/vulkan/tests/tail.rs`.)
     let specs = [
         ("penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)", 0),
@@ -464,7 +464,8 @@ fn backend_verification_equals_the_cpu_verifier() {
         ("min_p(p=0.02);temp(t=0.7);dist(seed=54)", 0),
         ("top_p(p=0.9);dist(seed=55)", 0),
         ("top_k(k=40);typical(p=0.9);dist(seed=56)", 0),
-        ("top_n_sigma(n=2);dist(seed=57)", 2),
+        ("top_n_sigma(n=2);dist(seed=57)", 0),
+        ("dry(multiplier=0.8,last_n=16);dist(seed=58)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
     ];
     for (spec, suffix) in specs {

@@ -191,6 +191,11 @@ impl Ctx<'_> {
         Ok(id)
     }
 
+    /// `x` as a contiguous node (itself where it already is).
+    fn contiguous(&mut self, x: NodeId) -> R<NodeId> {
+        if self.g.node(x).layout.is_contiguous(self.g.node(x).dtype) { Ok(x) } else { self.g.cont(x) }
+    }
+
     fn fill(&mut self, shape: &[usize], v: f32) -> R<NodeId> {
         let key = (shape.to_vec(), v.to_bits());
         if let Some(&(_, id)) = self.fills.iter().find(|(k, _)| *k == key) {
@@ -394,29 +399,61 @@ impl Ctx<'_> {
         let par = self.input(&format!("s{idx}.mirostat"), DType::F32, &[2, n], Param::Mirostat(idx))?;
         let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 8], 4 * i);
         let (two_mu, neg_m_lim) = (row(self, 0)?, row(self, 1)?);
-        let zero = self.fill(&[1, 1], 0.0)?;
-        let one = self.fill(&[1, n], 1.0)?;
         let gone = self.removed(init, vals)?;
         let n_gone = self.g.sum_rows(gone)?;
         let len = self.g.scale_bias(n_gone, -1.0, k as f32)?;
         let probs = self.g.soft_max(vals, None, 1.0)?;
-        let s_hat = if k > 1 {
-            let pairs = k - 1;
-            let nb1 = self.g.node(probs).layout.nb[1];
-            let head = self.g.view(probs, &[pairs, n], &[4, nb1], 0)?;
-            let next = self.g.view(probs, &[pairs, n], &[4, nb1], 4)?;
+        // Pair i enters while i < m - 1 and i < len - 1: -i > 1 - len too.
+        let neg_last = self.g.scale_bias(len, -1.0, 1.0)?;
+        let kf = self.mirostat_k(probs, k, Some(neg_last), neg_m_lim, two_mu, len)?;
+        // Position i is kept when i + 1 <= k (the CPU truncates k to an integer), or i = 0.
+        let neg_pos1 = self.g.arange(DType::F32, &[k, n], -1.0, -1.0)?;
+        let neg_k = self.g.scale(kf, -1.0)?;
+        let within = self.g.ge(neg_pos1, neg_k)?;
+        let pos = self.neg_positions(k)?;
+        let neg_one = self.fill(&[1, 1], -1.0)?;
+        let first = self.g.gt(pos, neg_one)?;
+        let keep = self.g.add(within, first)?;
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        self.g.where_(keep, vals, ninf)
+    }
+
+    /// Mirostat (v1)'s `k` (`[1, n]` f32) from the probabilities `sorted [len_max, n]`, most probable
+    /// first: the Zipf exponent `s` from the pairs `i` that enter (`i < m - 1`, that is
+    /// `-i > neg_m_lim`; where `neg_last` is given also `-i > neg_last`), `b_i = ln(p_i / p_{i+1})`,
+    /// `t_i = ln((i + 2) / (i + 1))`, `s = sum t_i b_i / sum t_i^2` (NaN without a pair, as on the
+    /// CPU); then `k = (eps 2^mu / (1 - n_vocab^-eps))^(1/s)` with `eps = s - 1`, the powers as
+    /// `exp(y ln x)` (`2^mu` comes from the host as the CPU sampler computes it), raised to 1 and
+    /// lowered to `len`; a NaN `k` stays NaN (the callers keep the first token for it).
+    fn mirostat_k(
+        &mut self,
+        sorted: NodeId,
+        len_max: usize,
+        neg_last: Option<NodeId>,
+        neg_m_lim: NodeId,
+        two_mu: NodeId,
+        len: NodeId,
+    ) -> R<NodeId> {
+        let n = self.n;
+        let zero = self.fill(&[1, 1], 0.0)?;
+        let one = self.fill(&[1, n], 1.0)?;
+        let s_hat = if len_max > 1 {
+            let pairs = len_max - 1;
+            let nb1 = self.g.node(sorted).layout.nb[1];
+            let head = self.g.view(sorted, &[pairs, n], &[4, nb1], 0)?;
+            let next = self.g.view(sorted, &[pairs, n], &[4, nb1], 4)?;
             let ratio = self.g.div(head, next)?;
             let b = self.g.log(ratio)?;
             let num = self.g.arange(DType::F32, &[pairs, n], 2.0, 1.0)?;
             let den = self.g.arange(DType::F32, &[pairs, n], 1.0, 1.0)?;
             let q = self.g.div(num, den)?;
             let t = self.g.log(q)?;
-            // Pair i enters while i < m - 1 and i < len - 1: -i > -(m - 1) and -i > 1 - len.
             let pos = self.g.arange(DType::F32, &[pairs, n], 0.0, -1.0)?;
-            let by_m = self.g.gt(pos, neg_m_lim)?;
-            let neg_last = self.g.scale_bias(len, -1.0, 1.0)?;
-            let by_len = self.g.gt(pos, neg_last)?;
-            let used = self.g.mul(by_m, by_len)?;
+            let mut used = self.g.gt(pos, neg_m_lim)?;
+            if let Some(neg_last) = neg_last {
+                let by_len = self.g.gt(pos, neg_last)?;
+                used = self.g.mul(used, by_len)?;
+            }
             let tb = self.g.mul(t, b)?;
             let tb = self.g.where_(used, tb, zero)?;
             let tt = self.g.sqr(t)?;
@@ -439,21 +476,11 @@ impl Ctx<'_> {
         let inv_s = self.g.div(one, s_hat)?;
         let e = self.g.mul(ln_base, inv_s)?;
         let kf = self.g.exp(e)?;
-        // max(k, 1), then min(k, len); a NaN k compares false everywhere and keeps the first only.
+        // max(k, 1), then min(k, len); NaN compares false everywhere and stays.
         let small = self.g.gt(one, kf)?;
         let kf = self.g.where_(small, one, kf)?;
         let big = self.g.gt(kf, len)?;
-        let kf = self.g.where_(big, len, kf)?;
-        // Position i is kept when i + 1 <= k (the CPU truncates k to an integer), or i = 0.
-        let neg_pos1 = self.g.arange(DType::F32, &[k, n], -1.0, -1.0)?;
-        let neg_k = self.g.scale(kf, -1.0)?;
-        let within = self.g.ge(neg_pos1, neg_k)?;
-        let pos = self.neg_positions(k)?;
-        let neg_one = self.fill(&[1, 1], -1.0)?;
-        let first = self.g.gt(pos, neg_one)?;
-        let keep = self.g.add(within, first)?;
-        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
-        self.g.where_(keep, vals, ninf)
+        self.g.where_(big, len, kf)
     }
 
     /// The softmax `p` of `vals [k, n]`, `ln p`, and `-H = sum p ln p` over `p > 0` (`[1, n]`).
@@ -820,6 +847,10 @@ impl Ctx<'_> {
             (StageKey::TopNSigma, Rec::List { ids, vals, k, init, .. }) => {
                 Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init, sorted: true }
             }
+            (StageKey::MirostatV2Vocab, Rec::Vocab { x, .. }) => self.vocab_mirostat_v2(idx, x)?,
+            (StageKey::MinPKeep(k), Rec::Vocab { x, unmasked, .. }) => self.vocab_min_p_keep(idx, x, unmasked, k)?,
+            (StageKey::TopNSigmaVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_top_n_sigma(idx, x, unmasked)?,
+            (StageKey::XtcVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_xtc(idx, x, unmasked)?,
             (StageKey::TopP, Rec::Vocab { .. })
             | (StageKey::Nucleus, Rec::List { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
@@ -829,7 +860,11 @@ impl Ctx<'_> {
             | (StageKey::TempExt, Rec::Vocab { .. })
             | (StageKey::Typical, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
-            | (StageKey::Penalties(_), Rec::List { .. }) => {
+            | (StageKey::Penalties(_), Rec::List { .. })
+            | (
+                StageKey::MirostatV2Vocab | StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab,
+                Rec::List { .. },
+            ) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
             }
             (StageKey::TempExtVocab, Rec::Vocab { x, unmasked, .. }) => {
@@ -968,3 +1003,6 @@ pub fn build(
     let nodes = (first..g.len()).map(|i| NodeId(i as u32)).collect();
     Ok(Built { inputs, outputs: out, nodes })
 }
+
+#[path = "vocab_select.rs"]
+pub(super) mod vocab_select;

@@ -183,6 +183,17 @@ pub enum StageKey {
     MirostatVocab(usize),
     /// locally typical sampling on the vocabulary: a mask (`backend/vocab_sorted.rs`).
     TypicalVocab,
+    /// mirostat v2 on the vocabulary (selects: the surprise mask over the row, the draw in token
+    /// order; `backend::build`'s `vocab_select`).
+    MirostatV2Vocab,
+    /// min-p on the vocabulary with `min_keep > 1` or `p > 1`: the passing tokens, or where fewer
+    /// than `max(min_keep, 1)` pass, the top this many, in token order (a mask).
+    MinPKeep(usize),
+    /// top-n-sigma on the vocabulary (finite `n`): the threshold mask, survivors in token order.
+    TopNSigmaVocab,
+    /// xtc on the vocabulary: the removal as a mask (the `-inf` entries stay, see
+    /// `backend::build`'s `vocab_select`).
+    XtcVocab,
 }
 
 impl StageKey {
@@ -207,6 +218,10 @@ impl StageKey {
             StageKey::TempExtVocab => "temp_ext",
             StageKey::MirostatVocab(_) => "mirostat",
             StageKey::TypicalVocab => "typical",
+            StageKey::MirostatV2Vocab => "mirostat_v2",
+            StageKey::MinPKeep(_) => "min_p",
+            StageKey::TopNSigmaVocab => "top_n_sigma",
+            StageKey::XtcVocab => "xtc",
         }
     }
 }
@@ -239,14 +254,14 @@ impl BackendStage {
     ///
     /// The cases without one: a record that is already a token; `top_p` after a cut on the
     /// vocabulary (the CPU chain's top-p on that list leaves it sorted, and a later draw would walk
-    /// it in that order, not in the masked vocabulary's token order); `min_p` on the vocabulary
-    /// with `min_keep > 1` or `p > 1` (llama.cpp's sorted fallback); a temperature that is not
-    /// finite and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit
-    /// bias or penalties on a list; penalties over the whole history (no fixed window); on the
-    /// vocabulary, xtc, top-n-sigma and mirostat_v2 (they need the sorted probabilities, and the
-    /// CPU chain leaves its survivors sorted: put a `top_k` before them); a dynamic temp_ext,
-    /// mirostat (v1) and typical after a cut on the vocabulary (on the vocabulary itself the CPU
-    /// samplers keep token order and the forms are in `backend/vocab_sorted.rs`).
+    /// it in that order, not in the masked vocabulary's token order), and likewise `min_p` with
+    /// `min_keep > 1` or `p > 1`, xtc, top-n-sigma, mirostat_v2, a dynamic temp_ext, mirostat (v1)
+    /// and typical after such a cut; a temperature that is not finite and positive (llama.cpp
+    /// keeps only the argmax, or divides by infinity); a logit bias or penalties on a list;
+    /// penalties over the whole history (no fixed window). On the vocabulary view itself the CPU
+    /// samplers keep their survivors in token-id order, so these stages have forms there:
+    /// mirostat_v2, xtc, top-n-sigma and min-p's fallback in `backend::build`'s `vocab_select`,
+    /// a dynamic temp_ext, mirostat (v1) and typical in `backend/vocab_sorted.rs`.
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         let vocab = matches!(form, Form::Vocab | Form::Masked);
@@ -268,6 +283,9 @@ impl BackendStage {
             (S::TopP { .. }, Form::Vocab) => (StageKey::Nucleus, Form::Masked),
             (S::TopP { .. }, _) => return None,
             (S::MinP { p, .. }, _) if *p <= 0.0 => (StageKey::Nothing, form),
+            (S::MinP { p, min_keep }, Form::Vocab) if *p > 1.0 || *min_keep > 1 => {
+                (StageKey::MinPKeep((*min_keep).clamp(1, n_vocab)), Form::Masked)
+            }
             (S::MinP { p, min_keep }, _) if vocab && (*p > 1.0 || *min_keep > 1) => return None,
             (S::MinP { .. }, _) if vocab => (StageKey::MinP, Form::Masked),
             (S::MinP { .. }, _) => (StageKey::MinP, form),
@@ -284,8 +302,11 @@ impl BackendStage {
             (S::Penalties { capacity, .. }, _) if vocab => (StageKey::Penalties((*capacity).min(n_vocab)), form),
             (S::Penalties { .. }, _) => return None,
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
+            (S::Xtc { .. }, Form::Vocab) if n_vocab < 2 => (StageKey::Nothing, form),
+            (S::Xtc { .. }, Form::Vocab) => (StageKey::XtcVocab, Form::Masked),
             (S::Xtc { .. }, _) => return None,
             (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
+            (S::MirostatV2 { .. }, Form::Vocab) => (StageKey::MirostatV2Vocab, Form::Token),
             (S::MirostatV2 { .. }, _) => return None,
             (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
             (S::Mirostat { m, .. }, Form::Vocab) => {
@@ -294,6 +315,8 @@ impl BackendStage {
             }
             (S::Mirostat { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
+            (S::TopNSigma { n }, Form::Vocab) if *n == f32::INFINITY || n_vocab < 2 => (StageKey::Nothing, form),
+            (S::TopNSigma { .. }, Form::Vocab) => (StageKey::TopNSigmaVocab, Form::Masked),
             (S::TopNSigma { .. }, _) => return None,
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
             (S::Typical { .. }, Form::Vocab) => (StageKey::TypicalVocab, Form::Masked),

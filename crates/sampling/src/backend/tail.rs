@@ -106,6 +106,8 @@ fn final_form(keys: &[StageKey]) -> Form {
             (StageKey::TopK(k), _) => Form::List(k),
             (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
             (StageKey::TypicalVocab, _) => Form::Masked,
+            (StageKey::MirostatV2Vocab, _) => Form::Token,
+            (StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab, _) => Form::Masked,
             _ => f,
         };
     }
@@ -212,6 +214,7 @@ impl Tail {
                 len -= 1;
             }
             gr.keys.truncate(len);
+            build::vocab_select::end_before_kept_inf(&mut gr.keys);
             gr.form = final_form(&gr.keys);
         }
         // Build for real.

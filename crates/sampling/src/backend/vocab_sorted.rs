@@ -13,11 +13,6 @@ use crate::samplers::typical::TYPICAL_UNITS;
 use graph::{DType, NodeId};
 
 impl Ctx<'_> {
-    /// `x` contiguous.
-    fn contiguous(&mut self, x: NodeId) -> R<NodeId> {
-        if self.g.node(x).layout.is_contiguous(DType::F32) { Ok(x) } else { self.g.cont(x) }
-    }
-
     /// The row sums of `v [nv, n]` (contiguous) in two levels, blocks of up to 256 then the
     /// block sums (an f32 sum over a whole vocabulary in one row drifts): `[1, n]`.
     fn row_sum(&mut self, v: NodeId) -> R<NodeId> {
@@ -137,55 +132,17 @@ impl Ctx<'_> {
         let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 8], 4 * i);
         let (two_mu, neg_m_lim) = (row(self, 0)?, row(self, 1)?);
         let x = self.contiguous(x)?;
-        let zero = self.fill(&[1, 1], 0.0)?;
         let one = self.fill(&[1, n], 1.0)?;
         let probs = self.g.soft_max(x, None, 1.0)?;
         let perm = self.g.argsort(x, graph::SortOrder::Desc)?;
-        let s_hat = if m > 1 {
-            let pairs = m - 1;
-            let nb1 = self.g.node(perm).layout.nb[1];
-            let top = self.g.view(perm, &[m, n], &[4, nb1], 0)?;
-            let top = self.g.cont(top)?;
-            let sorted = self.gather(probs, top, nv, m)?;
-            let nb1 = self.g.node(sorted).layout.nb[1];
-            let head = self.g.view(sorted, &[pairs, n], &[4, nb1], 0)?;
-            let next = self.g.view(sorted, &[pairs, n], &[4, nb1], 4)?;
-            let ratio = self.g.div(head, next)?;
-            let b = self.g.log(ratio)?;
-            let num = self.g.arange(DType::F32, &[pairs, n], 2.0, 1.0)?;
-            let den = self.g.arange(DType::F32, &[pairs, n], 1.0, 1.0)?;
-            let q = self.g.div(num, den)?;
-            let t = self.g.log(q)?;
-            // Pair i enters while i < m - 1 (and i < n_vocab - 1: every pair here).
-            let pos = self.g.arange(DType::F32, &[pairs, n], 0.0, -1.0)?;
-            let used = self.g.gt(pos, neg_m_lim)?;
-            let tb = self.g.mul(t, b)?;
-            let tb = self.g.where_(used, tb, zero)?;
-            let tt = self.g.sqr(t)?;
-            let tt = self.g.where_(used, tt, zero)?;
-            let sum_tb = self.g.sum_rows(tb)?;
-            let sum_tt = self.g.sum_rows(tt)?;
-            self.g.div(sum_tb, sum_tt)?
-        } else {
-            // No pair at all: s = 0 / 0, as on the CPU.
-            self.fill(&[1, n], f32::NAN)?
-        };
-        let eps = self.g.scale_bias(s_hat, 1.0, -1.0)?;
-        let neg = self.g.scale(eps, -(nv as f32).ln())?;
-        let n_pow = self.g.exp(neg)?;
-        let denom = self.g.scale_bias(n_pow, -1.0, 1.0)?;
-        let numer = self.g.mul(eps, two_mu)?;
-        let base = self.g.div(numer, denom)?;
-        let ln_base = self.g.log(base)?;
-        let inv_s = self.g.div(one, s_hat)?;
-        let e = self.g.mul(ln_base, inv_s)?;
-        let kf = self.g.exp(e)?;
-        // max(k, 1), then min(k, n_vocab), truncated (the CPU's `as usize`); a NaN k keeps 1.
-        let small = self.g.gt(one, kf)?;
-        let kf = self.g.where_(small, one, kf)?;
+        // The `m` most probable in order (every pair enters while i < m - 1 < n_vocab - 1).
+        let nb1 = self.g.node(perm).layout.nb[1];
+        let top = self.g.view(perm, &[m, n], &[4, nb1], 0)?;
+        let top = self.g.cont(top)?;
+        let sorted = self.gather(probs, top, nv, m)?;
         let len = self.fill(&[1, n], nv as f32)?;
-        let big = self.g.gt(kf, len)?;
-        let kf = self.g.where_(big, len, kf)?;
+        let kf = self.mirostat_k(sorted, m, None, neg_m_lim, two_mu, len)?;
+        // Truncated (the CPU's `as usize`); a NaN k keeps 1.
         let num = self.g.equal(kf, kf)?;
         let kf = self.g.where_(num, kf, one)?;
         let kf = self.g.cast(kf, DType::I32)?;

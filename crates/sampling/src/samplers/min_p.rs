@@ -18,7 +18,12 @@
 //!   false for every token, an accident of the comparison.
 //!
 //! On the vocabulary view: one pass, block by block, tracks the running max and gathers every
-//! token above `running max + ln p`; the final max then trims the gathered set.
+//! token above `running max + ln p`; the final max then trims the gathered set. Where fewer than
+//! `max(min_keep, 1)` pass (`p > 1` included), the fallback's top `max(min_keep, 1)` are left in
+//! token-id order, unsorted, not sorted as llama.cpp leaves them: the same tokens and
+//! distribution, but a later `dist` walks them in token order, as it walks the masked vocabulary
+//! row the backend draws from (docs/SAMPLING.md, "Deliberate differences"). On a list the
+//! fallback stays sorted, as llama.cpp's.
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};
@@ -66,8 +71,10 @@ impl Sampler for MinP {
                 let list = buf.into_iter().map(|(id, logit)| TokenData { id, logit, p: 0.0 }).collect();
                 cur.set_list(list, false);
             } else {
-                let list = top_k_row(NAME, row, 1.0, self.min_keep.max(1))?;
-                cur.set_list(list, true);
+                // The top max(min_keep, 1), in token-id order (see the module documentation).
+                let mut list = top_k_row(NAME, row, 1.0, self.min_keep.max(1))?;
+                list.sort_unstable_by_key(|t| t.id);
+                cur.set_list(list, false);
             }
             return Ok(());
         }

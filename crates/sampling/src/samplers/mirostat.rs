@@ -7,9 +7,12 @@
 //! v1 estimates the Zipf exponent `s` from the `m` most probable tokens, computes
 //! `k = (eps * 2^mu / (1 - n^-eps))^(1/s)` with `eps = s - 1` and `n` the vocabulary size, keeps
 //! the top `max(int(k), 1)` and draws. v2 keeps the sorted prefix of tokens with surprise at most
-//! `mu` (at least one) and draws. On the vocabulary view v1 never sorts the whole row: the
-//! estimate's `m` tokens and the top `k` are selected from it, and the draw walks the top `k` in
-//! token-id order (a deliberate difference, docs/SAMPLING.md).
+//! `mu` (at least one) and draws. On the vocabulary view neither sorts the whole row: v1 selects
+//! the estimate's `m` tokens and the top `k` from it and walks the top `k` in token-id order; v2
+//! keeps the same tokens (the most probable one, lowest id among ties, where none passes) in
+//! token-id order and draws in that order, as min-p and top-p leave their survivors
+//! (docs/SAMPLING.md, "Deliberate differences"): the same distribution, another token for the
+//! same uniform than a sorted walk, and what lets the backend draw from the masked vocabulary row.
 //!
 //! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_mirostat_apply`,
 //! `llama_sampler_mirostat_v2_apply` and their `init` functions, which check nothing):
@@ -63,6 +66,24 @@ fn keep_and_draw(cur: &mut Candidates<'_>, stage: &'static str, keep: usize, u: 
     cur.list_mut(stage)?.truncate(keep);
     cur.softmax(stage, true)?;
     let list = cur.list(stage)?;
+    let idx = draw_index(list, u);
+    let p = list[idx].p;
+    cur.set_selected(Some(idx));
+    Ok(p)
+}
+
+/// Mirostat 2.0 on the vocabulary view: the tokens of surprise `-log2 p <= mu` (and the most
+/// probable one, the lowest id among ties, which is among them unless none is), kept in token-id
+/// order, unsorted; renormalised and drawn with `u` in that order. Returns the drawn probability.
+fn v2_on_vocab(cur: &mut Candidates<'_>, mu: f32, u: f64) -> Result<f32> {
+    cur.softmax(V2, false)?;
+    let list = cur.list(V2)?;
+    let top = list.iter().enumerate().fold(0, |b, (i, t)| if t.logit > list[b].logit { i } else { b });
+    let kept: Vec<_> =
+        list.iter().enumerate().filter(|&(i, t)| i == top || -t.p.log2() <= mu).map(|(_, t)| *t).collect();
+    cur.set_list(kept, false);
+    cur.softmax(V2, false)?;
+    let list = cur.list(V2)?;
     let idx = draw_index(list, u);
     let p = list[idx].p;
     cur.set_selected(Some(idx));
@@ -248,11 +269,15 @@ impl Sampler for MirostatV2 {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let u = self.rng.next_draw();
-        cur.softmax(V2, true)?;
         let mu = self.mu;
-        let list = cur.list_mut(V2)?;
-        let keep = list.iter().position(|t| -t.p.log2() > mu).unwrap_or(list.len()).max(1);
-        let p = keep_and_draw(cur, V2, keep, u)?;
+        let p = if cur.is_vocab_view() {
+            v2_on_vocab(cur, mu, u)?
+        } else {
+            cur.softmax(V2, true)?;
+            let list = cur.list_mut(V2)?;
+            let keep = list.iter().position(|t| -t.p.log2() > mu).unwrap_or(list.len()).max(1);
+            keep_and_draw(cur, V2, keep, u)?
+        };
         self.mu = updated_mu(self.mu, self.eta, self.tau, p);
         Ok(())
     }

@@ -12,8 +12,16 @@
 //!   test here is llama.cpp's (`logit < threshold` masks), not its complement, so a NaN
 //!   threshold keeps everything as there;
 //! * NaN `n` is an error: llama.cpp would mask nothing only because `logit < NaN` is false.
+//!
+//! On the vocabulary view the survivors are left in token-id order, unsorted (llama.cpp sorts
+//! them), as min-p and top-p leave theirs: the same tokens and distribution, but a later `dist`
+//! walks them in token order, as the backend's draw walks the masked vocabulary row
+//! (docs/SAMPLING.md, "Deliberate differences"). With `n = +inf` the view is left as it is (every
+//! token kept, `-inf` ones too). A finite `n` whose `n * sigma` overflows to `+inf` (beyond about
+//! 1e37) makes the threshold `-inf` and keeps the `-inf` entries as llama.cpp does; a backend
+//! prefix that ends there reads only the finite entries back (docs/SAMPLING.md).
 
-use crate::candidates::{Candidates, check_list};
+use crate::candidates::{Candidates, check_list, check_scan};
 use crate::error::{Result, not_nan};
 use crate::sampler::Sampler;
 
@@ -42,6 +50,15 @@ impl Sampler for TopNSigma {
         if self.n <= 0.0 || cur.len() <= 1 {
             return Ok(());
         }
+        let vocab = cur.is_vocab_view();
+        if let Some((row, _)) = cur.vocab_row()
+            && self.n == f32::INFINITY
+        {
+            // Everything kept (`-inf` entries included), in token-id order: the vocabulary view
+            // itself, checked as the list would be.
+            let (max, bad) = crate::kernels::max_bad(row);
+            return check_scan(NAME, row, bad, max);
+        }
         let list = cur.list_mut(NAME)?;
         check_list(NAME, list)?;
         let mut max = f32::NEG_INFINITY;
@@ -65,7 +82,8 @@ impl Sampler for TopNSigma {
         list.retain(|t| thr.is_nan() || t.logit >= thr);
         cur.set_sorted(false);
         cur.set_selected(None);
-        cur.softmax(NAME, true)
+        // On the vocabulary view the survivors stay in token-id order (see the module doc).
+        cur.softmax(NAME, !vocab)
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {

@@ -14,6 +14,17 @@
 //! * `min_keep` 0 and 1 are the same; `min_keep > n - (number >= t) + 1` leaves them all;
 //! * NaN `p` or `t` is an error: llama.cpp would always apply (`chance > NaN` is false) or never
 //!   remove (`p >= NaN` is false), accidents of the comparisons.
+//!
+//! On the vocabulary view the stage never sorts: it removes the same tokens (all of `p >= t` but
+//! the least likely, the highest id among its ties) and leaves the rest, the `-inf` entries
+//! included, in token-id order (llama.cpp leaves them sorted), as min-p and top-p leave their
+//! survivors: the same distribution, but a later `dist` walks them in token order, as the
+//! backend's draw walks the masked vocabulary row (docs/SAMPLING.md, "Deliberate differences").
+//! An enabled stage turns the view into that token-order list at every step, also where nothing
+//! is removed (the coin, `min_keep`, fewer than two above `t`): the same tokens in the same
+//! order, but a later `dist` then draws from a list at every step, the draw whose arithmetic the
+//! backend's `categorical` on the masked row follows (a draw from the view sums by blocks, and
+//! would differ from the backend's at more boundaries).
 
 use crate::candidates::Candidates;
 use crate::error::{Result, not_nan};
@@ -41,6 +52,39 @@ impl Xtc {
     }
 }
 
+impl Xtc {
+    /// The enabled stage on the vocabulary view, never sorting: the tokens of `p >= t` are the
+    /// sorted list's prefix, and its last entry the least likely of them (the lowest logit, the
+    /// highest id among its ties: sorted ties come lower id first); where the coin (`apply`) and
+    /// the list's rule say so, all the others go, and the rest (the `-inf` entries too) stay in
+    /// token-id order. The view becomes that list at every step, also where nothing is removed
+    /// (same tokens, same order): a later draw then walks a list as after a removal, the draw the
+    /// backend's masked-row `categorical` reproduces (see the module documentation).
+    fn on_vocab(&self, cur: &mut Candidates<'_>, apply: bool) -> Result<()> {
+        cur.softmax(NAME, false)?;
+        cur.set_sorted(false);
+        if !apply {
+            return Ok(());
+        }
+        let list = cur.list(NAME)?;
+        let mut cnt = 0usize;
+        let mut last: Option<(f32, u32)> = None;
+        for e in list.iter().filter(|e| e.p >= self.t) {
+            cnt += 1;
+            if last.is_none_or(|(l, _)| e.logit <= l) {
+                last = Some((e.logit, e.id));
+            }
+        }
+        let Some((_, last_id)) = last else { return Ok(()) };
+        if cnt < 2 || list.len() - (cnt - 1) < self.min_keep {
+            return Ok(());
+        }
+        let kept = list.iter().copied().filter(|e| e.p < self.t || e.id == last_id).collect();
+        cur.set_list(kept, false);
+        Ok(())
+    }
+}
+
 impl Sampler for Xtc {
     fn name(&self) -> &'static str {
         NAME
@@ -48,7 +92,13 @@ impl Sampler for Xtc {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let chance = self.rng.next_uniform();
-        if self.p <= 0.0 || self.t > 0.5 || cur.len() < 2 || chance > self.p {
+        if self.p <= 0.0 || self.t > 0.5 || cur.len() < 2 {
+            return Ok(());
+        }
+        if cur.is_vocab_view() {
+            return self.on_vocab(cur, chance <= self.p);
+        }
+        if chance > self.p {
             return Ok(());
         }
         cur.softmax(NAME, true)?;

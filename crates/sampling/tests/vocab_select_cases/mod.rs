@@ -1,0 +1,262 @@
+//! The chains of the on-vocabulary selection stages (`backend/vocab_select.rs`: mirostat_v2,
+//! min_p with `min_keep > 1` or `p > 1`, top_n_sigma, xtc), written once and run on every backend:
+//! `tests/backend_vocab_select.rs` runs them on the CPU backend, `crates/vulkan/tests/vocab_select.rs`
+//! includes this file (`#[path]`) and runs them on Vulkan. Every chain's tokens over many steps must
+//! equal its CPU chain's, token for token, in one mixed batch, on rows with `-inf` entries from the
+//! start and rows of tied logits.
+#![allow(dead_code)]
+
+use graph::{DType, Graph};
+use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+use sampling::{Chain, Sampler};
+use sched::{Backend, Scheduler};
+
+/// xorshift logits in `[-scale/2, scale/2)`.
+fn xorshift_logits(n: usize, state: u64, scale: f32) -> Vec<f32> {
+    let mut s = state | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+        })
+        .collect()
+}
+
+/// Deterministic logits for (step, row): a spread of scales; a third of the rows have a `-inf`
+/// entry every 7 tokens, a quarter are rounded to multiples of 0.5 (ties, also at the maximum).
+pub fn logits_for(v: usize, step: usize, row: usize) -> Vec<f32> {
+    let scale = [2.0f32, 6.0, 12.0, 20.0][(row + step) % 4];
+    let mut l = xorshift_logits(v, step as u64 * 7919 + row as u64 * 104_729 + 4242, scale);
+    if (row + step) % 3 == 1 {
+        for x in l.iter_mut().step_by(7) {
+            *x = f32::NEG_INFINITY;
+        }
+    }
+    if (row + 2 * step) % 4 == 2 {
+        for x in l.iter_mut() {
+            *x = (*x * 2.0).round() / 2.0;
+        }
+    }
+    l
+}
+
+/// Runs `chains` as one mixed batch for `steps` steps at vocabulary `v`, the logits held by
+/// `backend` (with `fallback` for CPU suffixes), and checks every token (and the bytes read back)
+/// against the chain run alone on the CPU; returns the placements.
+pub fn run(
+    v: usize,
+    steps: usize,
+    chains: &[&str],
+    backend: Box<dyn Backend>,
+    fallback: Option<Box<dyn Backend>>,
+) -> Vec<String> {
+    let mut seqs = Sequences::new(1).unwrap();
+    let mut refs: Vec<Chain> = Vec::new();
+    for (i, spec) in chains.iter().enumerate() {
+        let chain = Chain::parse(spec).unwrap();
+        refs.push(chain.clone());
+        seqs.set(SeqId(i as u32), SeqConfig::new(chain));
+    }
+    let n = chains.len();
+    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
+    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    for step in 0..steps {
+        let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.bytes_read, tail.reserved_bytes());
+        for row in &out.rows {
+            let r = row.seq.0 as usize;
+            refs[r].set_step(seqs.step(row.seq).unwrap());
+            let want = refs[r].sample(&logits_for(v, step, r)).unwrap();
+            let got = row.result.as_ref().unwrap().token;
+            assert_eq!(got, Some(want), "v {v} step {step} chain {r} `{}` ({})", chains[r], tail.describe());
+            tail.accept(&mut seqs, row.seq, &[want]).unwrap();
+        }
+    }
+    tail.placement().into_iter().map(|(_, p)| p).collect()
+}
+
+pub const CHAINS: [&str; 27] = [
+    "mirostat_v2(tau=5,eta=0.1,seed=1)",
+    "temp(t=0.8);mirostat_v2(tau=5,eta=0.1,seed=2)",
+    "penalties(last_n=16,repeat=1.3,freq=0.05);temp(t=0.8);mirostat_v2(tau=3,eta=0.2,seed=3)",
+    "mirostat_v2(tau=9,eta=0.3,seed=4)",
+    "logit_bias(5=3);mirostat_v2(tau=0,eta=0.1,seed=5)",
+    "min_p(p=0.3,min_keep=5);dist(seed=6)",
+    "min_p(p=2);dist(seed=7)",
+    "temp(t=1.5);min_p(p=0.2,min_keep=40);temp(t=0.7);dist(seed=8)",
+    "min_p(p=0.6,min_keep=8);top_k(k=4);dist(seed=9)",
+    "min_p(p=1.5,min_keep=3);greedy",
+    "min_p(p=0.5,min_keep=6);typical(p=0.9);dist(seed=10)",
+    "min_p(p=0.4,min_keep=30);min_p(p=0.1);dist(seed=11)",
+    "min_p(p=2,min_keep=6);dist(seed=24)",
+    "temp(t=0.5);min_p(p=0.9,min_keep=10);dist(seed=25)",
+    "top_n_sigma(n=1);dist(seed=12)",
+    "temp(t=0.8);top_n_sigma(n=1.5);temp(t=1.2);dist(seed=13)",
+    "top_n_sigma(n=0.5);top_k(k=5);greedy",
+    "top_n_sigma(n=2);typical(p=0.8);dist(seed=14)",
+    "top_n_sigma(n=inf);xtc(p=1,t=0.01,min_keep=996,seed=15);dist(seed=15)",
+    "top_n_sigma(n=inf);mirostat_v2(tau=4,eta=0.1,seed=16)",
+    "top_n_sigma(n=1);min_p(p=0.05);dist(seed=17)",
+    "xtc(p=0.6,t=0.05,seed=18);dist(seed=18)",
+    "temp(t=0.7);xtc(p=1,t=0.02,min_keep=2,seed=19);greedy",
+    "xtc(p=1,t=0.01,min_keep=998,seed=20);dist(seed=20)",
+    "xtc(p=1,t=0.05,seed=21);typical(p=0.9);dist(seed=21)",
+    "xtc(p=1,t=0.03,seed=22);top_k(k=50);typical(p=0.9,min_keep=45);dist(seed=22)",
+    "xtc(p=0.8,t=0.02,seed=23);temp(t=1.3);min_p(p=0.05);top_k(k=30);dist(seed=23)",
+];
+
+pub const PLACEMENTS: [&str; 27] = [
+    "+mirostat_v2",
+    "+temp +mirostat_v2",
+    "+penalties +temp +mirostat_v2",
+    "+mirostat_v2",
+    "+logit_bias +mirostat_v2",
+    "+min_p +dist",
+    "+min_p +dist",
+    "+temp +min_p +temp +dist",
+    "+min_p +top_k +dist",
+    "+min_p +greedy",
+    "+min_p -typical -dist",
+    "+min_p +min_p +dist",
+    "+min_p +dist",
+    "+temp +min_p +dist",
+    "+top_n_sigma +dist",
+    "+temp +top_n_sigma +temp +dist",
+    "+top_n_sigma +top_k +greedy",
+    "+top_n_sigma -typical -dist",
+    "+top_n_sigma +xtc +dist",
+    "+top_n_sigma +mirostat_v2",
+    "+top_n_sigma +min_p +dist",
+    "+xtc +dist",
+    "+temp +xtc +greedy",
+    "+xtc +dist",
+    "-xtc -typical -dist",
+    "+xtc +top_k +typical +dist",
+    "+xtc +temp +min_p +top_k +dist",
+];
+
+/// Chains whose candidates (the record before the selecting stage) are read back too.
+pub const WITH_CANDIDATES: [&str; 5] = [
+    "temp(t=0.8);mirostat_v2(tau=5,eta=0.1,seed=31)",
+    "min_p(p=0.9,min_keep=10);dist(seed=32)",
+    "top_n_sigma(n=1);temp(t=0.9);dist(seed=33)",
+    "xtc(p=1,t=0.02,seed=34);dist(seed=34)",
+    "xtc(p=1,t=0.02,seed=35);greedy",
+];
+
+/// Runs `WITH_CANDIDATES` (each asking for its candidates) as one batch for `steps` steps: every
+/// row's candidates (ids in output order, `p` to 1e-5) and token equal the CPU chain's, and the
+/// sequence's state (mirostat's `mu`) stays in step with it.
+pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
+    let mut seqs = Sequences::new(1).unwrap();
+    let mut refs: Vec<Chain> = Vec::new();
+    for (i, spec) in WITH_CANDIDATES.iter().enumerate() {
+        let chain = Chain::parse(spec).unwrap();
+        refs.push(chain.clone());
+        seqs.set(SeqId(i as u32), SeqConfig::new(chain).with_candidates());
+    }
+    let n = WITH_CANDIDATES.len();
+    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
+    for (_, p) in tail.placement() {
+        assert!(!p.contains('-'), "every stage on the backend: {p}");
+    }
+    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    for step in 0..steps {
+        let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.bytes_read, tail.reserved_bytes());
+        for (i, row) in out.rows.iter().enumerate() {
+            let r = row.seq.0 as usize;
+            let spec = WITH_CANDIDATES[r];
+            let mut c = refs[r].clone();
+            c.set_step(seqs.step(row.seq).unwrap());
+            let want = c.run(&logits_for(v, step, r)).unwrap();
+            let got = out.candidates(i).unwrap();
+            assert_eq!(got.len(), want.candidates.len(), "step {step} `{spec}`");
+            for (a, b) in got.iter().zip(&want.candidates) {
+                assert_eq!(a.id, b.id, "step {step} `{spec}`");
+                assert!((a.p - b.p).abs() < 1e-5, "step {step} `{spec}`: {a:?} vs {b:?}");
+            }
+            let tok = row.result.as_ref().unwrap().token.unwrap();
+            assert_eq!(Some(tok), want.selected, "step {step} `{spec}`");
+            refs[r] = c;
+            refs[r].accept(tok);
+            tail.accept(&mut seqs, row.seq, &[tok]).unwrap();
+        }
+    }
+}
+
+/// Batches of the `CHAINS` where one row holds a NaN and another a `+inf` (each chain in turn):
+/// those rows (and only those) fail with `BadRow`, the others still equal their CPU chains.
+pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, spec) in CHAINS.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
+    }
+    let n = CHAINS.len();
+    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
+    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    for bad in 0..n {
+        // Fresh sequences (same structure: no re-attach), so every reference starts at step 0.
+        for (i, spec) in CHAINS.iter().enumerate() {
+            seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
+        }
+        let other = (bad + 5) % n;
+        let row_of = |r: usize| {
+            let mut l = logits_for(v, 1, r);
+            if r == bad {
+                l[v / 3] = f32::NAN;
+            }
+            if r == other {
+                l[v / 2] = f32::INFINITY;
+            }
+            l
+        };
+        let all: Vec<f32> = (0..n).flat_map(row_of).collect();
+        sched.set_input_f32(logits, &all).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        for row in &out.rows {
+            let r = row.seq.0 as usize;
+            if r == bad || r == other {
+                assert!(
+                    // BadRow from a backend prefix; a chain all on the CPU says what its stage found.
+                    matches!(
+                        row.result,
+                        Err(sampling::SamplingError::BadRow { .. } | sampling::SamplingError::BadLogit { .. })
+                    ),
+                    "`{}` with a {} logit: {:?}",
+                    CHAINS[r],
+                    if r == bad { "NaN" } else { "+inf" },
+                    row.result
+                );
+            } else {
+                let mut c = Chain::parse(CHAINS[r]).unwrap();
+                let want = c.sample(&row_of(r)).unwrap();
+                assert_eq!(row.result.as_ref().unwrap().token, Some(want), "`{}` beside bad rows", CHAINS[r]);
+            }
+        }
+    }
+}
