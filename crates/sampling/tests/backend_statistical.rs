@@ -187,3 +187,23 @@ fn vocabulary_selections_follow_their_distributions() {
     let mix: Vec<f64> = on.iter().zip(&off).map(|(a, b)| 0.5 * a + 0.5 * b).collect();
     assert_fits(spec, &fresh_draw_counts(spec, 64, 250), &mix);
 }
+
+/// Mirostat (v1), the dynamic temperature and typical on the whole vocabulary (no `top_k` before
+/// them: `backend/vocab_sorted.rs`), drawn by sequences in their initial state.
+#[test]
+fn vocabulary_sorted_stages_follow_the_chain_distribution() {
+    for (spec, truncates) in [
+        ("mirostat(tau=2,eta=0.1,m=8,seed=SEED)", true),
+        ("temp(t=0.6);mirostat(tau=2,eta=0.1,m=0,seed=SEED)", true),
+        ("temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=SEED)", false),
+        ("typical(p=0.7);dist(seed=SEED)", true),
+        ("temp(t=1.3);typical(p=0.5,min_keep=3);dist(seed=SEED)", true),
+    ] {
+        let p = chain_distribution(spec);
+        let kept = p.iter().filter(|&&x| x > 0.0).count();
+        if truncates {
+            assert!(kept > 2 && kept < V, "{spec}: the truncation should matter ({kept} kept)");
+        }
+        assert_fits(spec, &fresh_draw_counts(spec, 64, 250), &p);
+    }
+}

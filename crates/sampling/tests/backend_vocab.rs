@@ -4,51 +4,14 @@
 //! at a small vocabulary (short rows: decided in llama.cpp's f32 arithmetic) and at 151936.
 
 mod common;
+mod vocab_cases;
 
-use graph::{DType, Graph};
-use sampling::Chain;
-use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
-use sched::Scheduler;
+use vocab_cases::run;
 
 /// Deterministic logits for (step, row) with a spread of scales (flat to peaked rows).
 fn logits_for(v: usize, step: usize, row: usize) -> Vec<f32> {
     let scale = [2.0f32, 6.0, 12.0, 20.0][row % 4];
     common::xorshift_logits(v, step as u64 * 7919 + row as u64 * 104_729 + 12_345, scale)
-}
-
-/// Runs `chains` as one mixed batch for `steps` steps at vocabulary `v` and checks every token
-/// against the chain run alone on the CPU; returns the placements.
-fn run(v: usize, steps: usize, chains: &[&str]) -> Vec<String> {
-    let mut seqs = Sequences::new(1).unwrap();
-    let mut refs: Vec<Chain> = Vec::new();
-    for (i, spec) in chains.iter().enumerate() {
-        let chain = Chain::parse(spec).unwrap();
-        refs.push(chain.clone());
-        seqs.set(SeqId(i as u32), SeqConfig::new(chain));
-    }
-    let n = chains.len();
-    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &cpu::CpuBackend::new()).unwrap();
-    let mut sched = Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
-    sched.plan(&g).unwrap();
-    for step in 0..steps {
-        let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
-        sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        assert_eq!(out.bytes_read, tail.reserved_bytes());
-        for row in &out.rows {
-            let r = row.seq.0 as usize;
-            let want = refs[r].sample(&logits_for(v, step, r)).unwrap();
-            let got = row.result.as_ref().unwrap().token;
-            assert_eq!(got, Some(want), "v {v} step {step} chain {r} `{}` ({})", chains[r], tail.describe());
-            tail.accept(&mut seqs, row.seq, &[want]).unwrap();
-        }
-    }
-    tail.placement().into_iter().map(|(_, p)| p).collect()
 }
 
 const CHAINS: [&str; 10] = [
@@ -79,10 +42,10 @@ const PLACEMENTS: [&str; 10] = [
 
 #[test]
 fn vocabulary_stages_match_the_cpu_chain_at_a_small_vocabulary() {
-    assert_eq!(run(1000, 60, &CHAINS), PLACEMENTS);
+    assert_eq!(run(1000, 60, &CHAINS, logits_for, Box::new(cpu::CpuBackend::new()), None), PLACEMENTS);
 }
 
 #[test]
 fn vocabulary_stages_match_the_cpu_chain_at_151936() {
-    assert_eq!(run(151_936, 6, &CHAINS), PLACEMENTS);
+    assert_eq!(run(151_936, 6, &CHAINS, logits_for, Box::new(cpu::CpuBackend::new()), None), PLACEMENTS);
 }

@@ -1,9 +1,11 @@
-//! The chains of the on-vocabulary selection stages (`backend/vocab_select.rs`: mirostat_v2,
-//! min_p with `min_keep > 1` or `p > 1`, top_n_sigma, xtc), written once and run on every backend:
-//! `tests/backend_vocab_select.rs` runs them on the CPU backend, `crates/vulkan/tests/vocab_select.rs`
-//! includes this file (`#[path]`) and runs them on Vulkan. Every chain's tokens over many steps must
-//! equal its CPU chain's, token for token, in one mixed batch, on rows with `-inf` entries from the
-//! start and rows of tied logits.
+//! The cases of the stages on the whole vocabulary, written once and run on every backend: the
+//! selections of `backend/vocab_select.rs` (mirostat_v2, min_p with `min_keep > 1` or `p > 1`,
+//! top_n_sigma, xtc: [`CHAINS`]) and the stages of `backend/vocab_sorted.rs` (dynamic temp_ext,
+//! mirostat v1, typical: [`SORTED_CHAINS`]), with [`run`], which checks a mixed batch against each
+//! chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
+//! `crates/vulkan/tests/vocab_select.rs` and `vocab_sorted.rs` include this file (`#[path]`) and
+//! run them on Vulkan. Every chain's tokens over many steps must equal its CPU chain's, token for
+//! token, in one mixed batch, on rows with `-inf` entries from the start and rows of tied logits.
 #![allow(dead_code)]
 
 use graph::{DType, Graph};
@@ -24,6 +26,9 @@ fn xorshift_logits(n: usize, state: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// Logits for (vocabulary, step, row).
+pub type Logits = fn(usize, usize, usize) -> Vec<f32>;
+
 /// Deterministic logits for (step, row): a spread of scales; a third of the rows have a `-inf`
 /// entry every 7 tokens, a quarter are rounded to multiples of 0.5 (ties, also at the maximum).
 pub fn logits_for(v: usize, step: usize, row: usize) -> Vec<f32> {
@@ -42,13 +47,33 @@ pub fn logits_for(v: usize, step: usize, row: usize) -> Vec<f32> {
     l
 }
 
-/// Runs `chains` as one mixed batch for `steps` steps at vocabulary `v`, the logits held by
-/// `backend` (with `fallback` for CPU suffixes), and checks every token (and the bytes read back)
-/// against the chain run alone on the CPU; returns the placements.
+/// Deterministic logits for (step, row) of [`SORTED_CHAINS`]: kind `(step + row) % 6` is a spread
+/// of scales, `-inf` entries (every 5th), ties (values on a grid of 0.5) or (every 4th step) a
+/// single finite entry (entropy 0: a dynamic temperature of 0).
+pub fn sorted_logits(v: usize, step: usize, row: usize) -> Vec<f32> {
+    let kind = (step + row) % 6;
+    let scale = [2.0f32, 6.0, 12.0, 20.0, 8.0, 4.0][kind];
+    let mut x = xorshift_logits(v, step as u64 * 7919 + row as u64 * 104_729 + 12_345, scale);
+    match kind {
+        3 => x.iter_mut().step_by(5).for_each(|e| *e = f32::NEG_INFINITY),
+        4 => x.iter_mut().for_each(|e| *e = (*e * 2.0).round() / 2.0),
+        5 if step % 4 == 1 => {
+            let keep = (step * 31 + row * 17) % v;
+            x.iter_mut().enumerate().filter(|(i, _)| *i != keep).for_each(|(_, e)| *e = f32::NEG_INFINITY);
+        }
+        _ => {}
+    }
+    x
+}
+
+/// Runs `chains` as one mixed batch for `steps` steps at vocabulary `v` on the rows of `logits_for`,
+/// the logits held by `backend` (with `fallback` for CPU suffixes), and checks every token (and the
+/// bytes read back) against the chain run alone on the CPU; returns the placements.
 pub fn run(
     v: usize,
     steps: usize,
     chains: &[&str],
+    logits_for: Logits,
     backend: Box<dyn Backend>,
     fallback: Option<Box<dyn Backend>>,
 ) -> Vec<String> {
@@ -143,6 +168,57 @@ pub const PLACEMENTS: [&str; 27] = [
     "-xtc -typical -dist",
     "+xtc +top_k +typical +dist",
     "+xtc +temp +min_p +top_k +dist",
+];
+
+/// The chains of `backend/vocab_sorted.rs`'s stages: each stage alone, after temp and penalties, followed by top_k, min_p, top_p, dist
+/// and greedy.
+pub const SORTED_CHAINS: [&str; 21] = [
+    "temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=1)",
+    "penalties(last_n=16,repeat=1.3,freq=0.1);temp_ext(t=1.0,delta=0.7,exponent=2);top_k(k=40);dist(seed=2)",
+    "temp(t=0.7);temp_ext(t=0.9,delta=0.3,exponent=0.5);min_p(p=0.05);dist(seed=3)",
+    "temp_ext(t=0.8,delta=0.5,exponent=1);top_p(p=0.9);dist(seed=4)",
+    "temp_ext(t=0.5,delta=0.5,exponent=1);dist(seed=5)",
+    "temp_ext(t=0.3,delta=0.5,exponent=0);greedy",
+    "mirostat(tau=5,eta=0.1,m=100,seed=7)",
+    "temp(t=0.9);mirostat(tau=3,eta=0.2,m=0,seed=8)",
+    "penalties(last_n=8,repeat=1.2);mirostat(tau=4,eta=0.3,m=2000,seed=9)",
+    "temp_ext(t=1.2,delta=0.4,exponent=1);mirostat(tau=6,eta=0.1,m=20,seed=10)",
+    "mirostat(tau=2,eta=0.5,m=2,seed=11)",
+    "temp_ext(t=0.8,delta=0.5,exponent=1);top_k(k=3);greedy",
+    "typical(p=0.9);dist(seed=20)",
+    "temp(t=0.8);typical(p=0.5,min_keep=5);dist(seed=21)",
+    "penalties(last_n=8,repeat=1.2);typical(p=0.95);top_k(k=20);dist(seed=22)",
+    "typical(p=0.7);min_p(p=0.1);temp(t=1.2);dist(seed=23)",
+    "typical(p=0.9);greedy",
+    "typical(p=0.9);top_p(p=0.8);dist(seed=24)",
+    "temp_ext(t=0.8,delta=0.5,exponent=1);typical(p=0.9);dist(seed=25)",
+    "typical(p=0);dist(seed=26)",
+    "typical(p=0.9);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=27)",
+];
+
+/// Where each of [`SORTED_CHAINS`] runs.
+pub const SORTED_PLACEMENTS: [&str; 21] = [
+    "+temp_ext +dist",
+    "+penalties +temp_ext +top_k +dist",
+    "+temp +temp_ext +min_p +dist",
+    "+temp_ext +top_p +dist",
+    "+temp_ext +dist",
+    "+temp_ext +greedy",
+    "+mirostat",
+    "+temp +mirostat",
+    "+penalties +mirostat",
+    "+temp_ext +mirostat",
+    "+mirostat",
+    "+temp_ext +top_k +greedy",
+    "+typical +dist",
+    "+temp +typical +dist",
+    "+penalties +typical +top_k +dist",
+    "+typical +min_p +temp +dist",
+    "+typical +greedy",
+    "+typical -top_p -dist",
+    "+temp_ext +typical +dist",
+    "+typical +dist",
+    "+typical -temp_ext -dist",
 ];
 
 /// Chains whose candidates (the record before the selecting stage) are read back too.
