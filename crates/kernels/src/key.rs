@@ -8,9 +8,8 @@
 //! Also here: its inverse [`from_order_key`], the largest key of a row ([`max_key`], and
 //! [`block_max_key`] through the float max scan), and the composite `u64` keys that selections sort
 //! on, so that every entry is distinct and an integer sort or `select_nth_unstable` is exact:
-//! [`index_key`] (ties: lower index first, the ops' rule) and [`rank_key`] (ties: +0.0 above -0.0,
-//! then lower id: the IEEE total order of `f32::total_cmp` on rows without NaN, the order the
-//! sampler chain sorts its candidate lists by; see its documentation).
+//! [`index_key`] (ties: lower index first, the ops' rule) and [`rank_key`] (the same order for the
+//! samplers' `(id, logit)` pairs, which also remembers a zero's sign).
 
 /// The ordering key of a float: an unsigned integer whose order is the float order, with -0.0
 /// mapped to +0.0 (so they tie) and every NaN, whatever its sign, above +inf (key `u32::MAX`, so
@@ -72,28 +71,26 @@ const ZERO_KEY: u32 = 0x8000_0000;
 /// The id bits of a [`rank_key`].
 const ID_MASK: u32 = 0x7fff_ffff;
 
-/// The sort key of the samplers' `(id, logit)` pairs: larger is better. Orders by [`order_key`],
-/// then (between the two zeros, the one pair of distinct floats it ties) +0.0 above -0.0, then lower
-/// id: on rows without NaN this is exactly the order of `b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))`
-/// ([`crate::select::desc`]), by which the sampler chain sorts its candidate lists, so the raw-row
-/// selections agree with the list paths even on signed zeros. (On NaN the two orders differ, but no
-/// sampler orders a row holding a NaN: the kernels flag it and the chain rejects the row first.)
-/// Bit 31 holds the zero's sign (set for every value but -0.0), bits 0..31 `2^31 - 1 - id`: `id`
-/// must be below `2^31` (vocabularies are far smaller). [`rank_key_value`] decodes it exactly,
-/// signed zero included.
+/// The sort key of the samplers' `(id, logit)` pairs: larger is better. Orders by [`order_key`]
+/// (-0.0 ties +0.0), then lower id: the order of [`crate::select::desc`], by which the sampler chain
+/// sorts its candidate lists, and of the graph's `top_k` op, so the raw-row selections, the list
+/// paths and the backend's lists agree, signed zeros included. Bits 1..32 hold `2^31 - 1 - id`
+/// (`id` must be below `2^31`; vocabularies are far smaller), bit 0 the zero's sign (set for every
+/// value but -0.0, below the id so that it orders nothing): [`rank_key_value`] decodes the pair
+/// exactly, signed zero included.
 #[inline(always)]
 pub fn rank_key(id: u32, x: f32) -> u64 {
     debug_assert!(id <= ID_MASK);
-    let not_neg_zero = u64::from(x.to_bits() != 0x8000_0000) << 31;
-    u64::from(order_key(x)) << 32 | not_neg_zero | u64::from(ID_MASK - id)
+    let not_neg_zero = u64::from(x.to_bits() != 0x8000_0000);
+    u64::from(order_key(x)) << 32 | u64::from(ID_MASK - id) << 1 | not_neg_zero
 }
 
 /// The `(id, logit)` of a [`rank_key`] (bit-exact for every value but NaN, which decodes to a NaN).
 #[inline(always)]
 pub fn rank_key_value(k: u64) -> (u32, f32) {
     let key = (k >> 32) as u32;
-    let x = if key == ZERO_KEY && k & (1 << 31) == 0 { -0.0 } else { from_order_key(key) };
-    (ID_MASK - (k as u32 & ID_MASK), x)
+    let x = if key == ZERO_KEY && k & 1 == 0 { -0.0 } else { from_order_key(key) };
+    (ID_MASK - ((k >> 1) as u32 & ID_MASK), x)
 }
 
 #[cfg(test)]

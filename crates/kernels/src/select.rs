@@ -3,7 +3,7 @@
 //! selections on the composite keys of [`crate::key`]:
 //!
 //! - [`top_k`] / [`top_k_from_maxima`]: the samplers' `(id, logit)` pairs, best first by
-//!   [`desc`] (ties: +0.0 above -0.0, then lower id, through [`crate::key::rank_key`]); rows
+//!   [`desc`] (zeros tie, then lower id, through [`crate::key::rank_key`]: the op's order); rows
 //!   with NaN or +inf are flagged (and rejected by the samplers), their selection is meaningless.
 //! - [`top_k_indices`]: the `top_k` op's indices, by [`crate::key::order_key`] (zeros tie, every NaN
 //!   above +inf, ties lower index first), exact on every row.
@@ -56,12 +56,14 @@ fn best_block(xs: &[f32], max_bad: impl Fn(&[f32]) -> (f32, bool)) -> (usize, f3
 
 // ---------------------------------------------------------------- top-k selection
 
-/// Orders `(id, logit)` pairs by logit descending (IEEE total order), then id ascending: the order
-/// of [`top_k`]'s output and of the sampler chain's candidate lists (llama.cpp leaves ties in an
-/// unspecified order). On rows without NaN it is the order of [`rank_key`].
+/// Orders `(id, logit)` pairs by logit descending in the one order of floats
+/// ([`crate::key::order_key`]: -0.0 ties +0.0), then id ascending: the order of [`top_k`]'s output
+/// and of the sampler chain's candidate lists (llama.cpp's `>` leaves ties, the two zeros
+/// included, in an unspecified order), the order of [`rank_key`], and the order the graph's
+/// `top_k`/`argsort` ops give ties, so the backend's lists are the chain's.
 #[inline]
 pub fn desc(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
-    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+    order_key(b.1).cmp(&order_key(a.1)).then(a.0.cmp(&b.0))
 }
 
 /// Keeps the `k` best keys of `buf`, sorts them best first and decodes them into `out`.

@@ -63,9 +63,15 @@ pub struct SampleOutput {
     pub candidates: Vec<TokenData>,
 }
 
-/// Sorts by logit descending, ties by id ascending.
+/// The candidate lists' order: logit descending (-0.0 ties +0.0: `kernels::select::desc`, the
+/// graph's `top_k` order), ties by id ascending.
+pub(crate) fn desc(a: &TokenData, b: &TokenData) -> std::cmp::Ordering {
+    kernels::desc(&(a.id, a.logit), &(b.id, b.logit))
+}
+
+/// Sorts by logit descending, ties by id ascending ([`desc`]).
 pub(crate) fn sort_desc(list: &mut [TokenData]) {
-    list.sort_unstable_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+    list.sort_unstable_by(desc);
 }
 
 /// Checks a list: non-empty, no NaN/+inf, not all `-inf`.
@@ -300,7 +306,7 @@ impl<'a> Candidates<'a> {
     /// over them (computed in f64 from the logits), sorted by `p` descending, ties by lower id.
     pub fn output(&self) -> Result<SampleOutput> {
         let mut out = self.in_order()?;
-        out.sort_unstable_by(|a, b| b.p.total_cmp(&a.p).then(b.logit.total_cmp(&a.logit)).then(a.id.cmp(&b.id)));
+        out.sort_unstable_by(|a, b| b.p.total_cmp(&a.p).then_with(|| desc(a, b)));
         let selected = self.selected_token();
         Ok(SampleOutput { selected, candidates: out })
     }

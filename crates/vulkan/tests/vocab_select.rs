@@ -12,7 +12,8 @@ mod vocab_cases;
 
 use std::sync::{Arc, Mutex};
 use vocab_cases::{
-    CHAINS, PLACEMENTS, SORTED_CHAINS, SORTED_PLACEMENTS, bad_rows, candidates, logits_for, run, sorted_logits,
+    CHAINS, LONG_LISTS, PLACEMENTS, SORTED_CHAINS, SORTED_PLACEMENTS, bad_rows, candidates, logits_for, run,
+    sorted_logits,
 };
 use vulkan::{Options, VulkanBackend};
 
@@ -84,4 +85,15 @@ fn sorted_stages_on_the_vocabulary_on_vulkan_at_151936() {
     let Some(probe) = common::vulkan("sorted_stages_on_the_vocabulary_on_vulkan_at_151936") else { return };
     drop(probe);
     sorted_on_vulkan(151_936, 2);
+}
+
+#[test]
+fn long_lists_on_vulkan_match_the_cpu_chain_signed_zeros_included() {
+    let Some(probe) = common::vulkan("long_lists_on_vulkan_match_the_cpu_chain_signed_zeros_included") else { return };
+    drop(probe);
+    let chains: Vec<&str> = LONG_LISTS.iter().cycle().take(12).copied().collect();
+    with_vulkan(false, |vk, cpu| {
+        let placed = run(1000, 20, &chains, logits_for, vk, Some(cpu));
+        assert!(placed.iter().all(|p| !p.contains('-')), "{placed:?}");
+    });
 }

@@ -33,7 +33,7 @@ impl TopK {
 pub(crate) fn top_k_list(list: &mut Vec<TokenData>, k: usize) {
     let k = k.min(list.len());
     if k < list.len() {
-        list.select_nth_unstable_by(k - 1, |a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+        list.select_nth_unstable_by(k - 1, crate::candidates::desc);
         list.truncate(k);
     }
     sort_desc(list);

@@ -221,6 +221,18 @@ pub const SORTED_PLACEMENTS: [&str; 21] = [
     "+typical -temp_ext -dist",
 ];
 
+/// Long candidate lists (`top_k` of most of a small vocabulary) through the list stages, on
+/// [`logits_for`]'s rows, whose ties include both zeros: the list's order must be the chain's
+/// (`kernels::select::desc`: -0.0 ties +0.0, then lower id) for every draw to walk the same tokens.
+pub const LONG_LISTS: [&str; 6] = [
+    "top_k(k=990);dist(seed=15)",
+    "top_k(k=990);top_p(p=0.9);dist(seed=16)",
+    "top_k(k=990);temp_ext(t=0.9,delta=0.5,exponent=1);dist(seed=17)",
+    "top_k(k=990);typical(p=0.9,min_keep=900);dist(seed=18)",
+    "top_k(k=990);typical(p=0.9);dist(seed=19)",
+    "top_k(k=600);min_p(p=0.01);temp(t=1.5);dist(seed=20)",
+];
+
 /// Chains whose candidates (the record before the selecting stage) are read back too.
 pub const WITH_CANDIDATES: [&str; 5] = [
     "temp(t=0.8);mirostat_v2(tau=5,eta=0.1,seed=31)",
