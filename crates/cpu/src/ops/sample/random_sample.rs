@@ -550,8 +550,9 @@ fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]
     let mut y = [0.0f64; LANES];
     for ((xc, ec), bc) in x.chunks(LANES).zip(e.chunks_mut(LANES)).zip(bk.chunks_mut(LANES)) {
         let y = &mut y[..xc.len()];
-        for (yi, v) in y.iter_mut().zip(xc) {
+        for ((yi, v), b) in y.iter_mut().zip(xc).zip(bc.iter_mut()) {
             *yi = (v.f64() - x0) / t;
+            *b = bucket(*yi);
         }
         let mut outside = false;
         for (o, &yi) in ec.iter_mut().zip(y.iter()) {
@@ -568,9 +569,6 @@ fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]
         }
         for (a, &w) in acc.iter_mut().zip(ec.iter()) {
             *a += w;
-        }
-        for (b, &yi) in bc.iter_mut().zip(y.iter()) {
-            *b = bucket(yi);
         }
     }
     tree(&mut acc)
