@@ -7,7 +7,9 @@
 //
 // Categorical: one workgroup per row. NE = logits shape [n, rows..]; A = logits f32 (rows
 // contiguous); B = keys i32 [4, rows..]; C = params f32 [2, rows..] (scale s, threshold offset off)
-// when P1 bit 0 is set (else s = 1, off = -inf); P0 = stream; D contiguous i32 [1, rows..].
+// when P1 bit 0 is set (else s = 1, off = -inf), or with P1 bit 1 the token ids i32 [n, rows..] of
+// the entries (rows contiguous; the result is then the chosen entry's id, not its index); P0 =
+// stream; D contiguous i32 [1, rows..].
 // Pass 1: the row maximum M and whether a NaN or +inf occurs (then -1). s = +inf: the first index
 // of M. Otherwise weights w_i = exp2((x_i - M) s log2 e) where x_i >= M + off (else 0) as 64-bit
 // fixed point q_i = floor(w_i 2^40) (w_i <= 1; rows up to 2^23 entries cannot overflow), summed
@@ -26,7 +28,8 @@
 // out of the chunk sums, so they total Q' = Q - q_e: e is the result when the high 64 bits of
 // A (Q' + q_e) are below q_e (A the 64-bit uniform of the SPECULATIVE stream, 3), else the draw with
 // target T = high 64 bits of U Q' over the entries without e (e itself when Q' = 0). Without a
-// draft entry it is exactly the categorical draw.
+// draft entry it is exactly the categorical draw. With the ids the result is e's or the drawn
+// entry's id.
 #include "common.glsl"
 
 uvec4 philox(uvec4 c, uvec2 key) {
@@ -55,6 +58,11 @@ void main() {
 #else
 
 #include "fixed64.glsl"
+
+// The result for the chosen entry i: i, or with an ids source (P1 bit 1) the entry's token id.
+uint result_of(uint i, uvec4 r) {
+    return (P1 & 2u) != 0u ? c_w[(c_at(uvec4(0u, r.yzw)) >> 2) + i] : i;
+}
 
 shared float sh_f[WG];
 shared uint sh_u[WG];
@@ -112,7 +120,7 @@ void main() {
             if (l < s) sh_u[l] = min(sh_u[l], sh_u[l + s]);
             barrier();
         }
-        if (l == 0u) d_w[out_] = sh_u[0];
+        if (l == 0u) d_w[out_] = result_of(sh_u[0], r);
         return;
     }
     float thr = mx + off;
@@ -176,7 +184,7 @@ void main() {
             uvec4 ca = philox(uvec4(0u, 3u, k.z, k.w), k.xy);
             uvec2 qe = sh_qe;
             if (gt64(qe, mulhi64(uvec2(ca.y, ca.x), add64(run, qe))) || (run == uvec2(0u) && qe != uvec2(0u))) {
-                d_w[out_] = e;
+                d_w[out_] = result_of(e, r);
                 sh_done = 1u;
             }
         }
@@ -203,7 +211,7 @@ void main() {
 #endif
             if (x >= thr) {
                 cum = add64(cum, fixed40(weight(x, a, b)));
-                if (gt64(cum, target)) { d_w[out_] = i; break; }
+                if (gt64(cum, target)) { d_w[out_] = result_of(i, r); break; }
             }
         }
     }

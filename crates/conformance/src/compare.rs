@@ -131,6 +131,8 @@ pub struct DrawRow {
     /// For a `spec_verify` row with a draft entry: the acceptance test. `cum` and `target` are
     /// then the residual's (the draft entry's weight taken out), used when the draft is rejected.
     pub accept: Option<Accept>,
+    /// For a draw that returns token ids: each entry's id (the result names an entry by it).
+    pub ids: Option<Vec<f64>>,
 }
 
 /// The acceptance test of a `spec_verify` row: the draft `entry` is the result iff `a_w < w_e`.
@@ -323,7 +325,9 @@ pub fn compare_nucleus(ne: [usize; 4], got: &[f64], want: &[f64], x: &[f64], par
     v
 }
 
-/// [`Cmp::Draw`]: per row, the drawn index's bracket against the reference's target.
+/// [`Cmp::Draw`]: per row, the drawn index's bracket against the reference's target. With the
+/// row's token ids (a draw that returns ids) the drawn token passes when one of the entries
+/// holding it passes.
 fn compare_draws(v: &mut Verdict, rel: f64, got: &[f64], want: &[f64], rows: &[DrawRow]) {
     if rows.len() != got.len() {
         v.note(f64::INFINITY, 0, || format!("{} draws, the reference has {} rows", got.len(), rows.len()));
@@ -333,57 +337,78 @@ fn compare_draws(v: &mut Verdict, rel: f64, got: &[f64], want: &[f64], rows: &[D
         if g == w {
             continue;
         }
-        if let Some(acc) = row.accept {
-            // A close call (within the weights' rounding) may go either way; a clear one may not.
-            let close = (acc.a_w - acc.w_e).abs() <= rel * acc.total;
-            let accepted = acc.a_w < acc.w_e;
-            if g == acc.entry as f64 && (accepted || close) {
-                continue;
-            }
-            if accepted && !close {
-                v.note(f64::INFINITY, r, || {
-                    format!(
-                        "row {r}: drew {g}, but the draft entry {} is accepted (a W {:e} < w_e {:e})",
-                        acc.entry, acc.a_w, acc.w_e
-                    )
-                });
-                return;
-            }
-        }
-        if g < 0.0 || w < 0.0 || row.cum.is_empty() {
+        // A bad row (the oracle's -1 without weights) must match exactly.
+        if row.cum.is_empty() || (row.ids.is_none() && (g < 0.0 || w < 0.0)) {
             v.note(f64::INFINITY, r, || format!("row {r}: drew {g}, the oracle drew {w} (a -1 must match)"));
             return;
         }
         let n = row.cum.len();
-        if g.fract() != 0.0 || g >= n as f64 {
-            v.note(f64::INFINITY, r, || format!("row {r}: index {g} is outside 0..{n}"));
-            return;
-        }
-        let i = g as usize;
-        let lo = if i == 0 { 0.0 } else { row.cum[i - 1] };
-        let hi = row.cum[i];
-        if hi <= lo {
-            v.note(f64::INFINITY, r, || format!("row {r}: drew {i}, which has no weight (the oracle drew {w})"));
-            return;
-        }
-        let total = row.cum[n - 1];
-        let dist = if row.target < lo { lo - row.target } else { (row.target - hi).max(0.0) };
-        let allowed = rel * total;
-        let ratio = if dist == 0.0 {
-            0.0
-        } else if allowed == 0.0 {
-            f64::INFINITY
-        } else {
-            dist / allowed
+        let entries: Vec<usize> = match &row.ids {
+            None if g.fract() != 0.0 || g >= n as f64 => {
+                v.note(f64::INFINITY, r, || format!("row {r}: index {g} is outside 0..{n}"));
+                return;
+            }
+            None => vec![g as usize],
+            Some(ids) => ids.iter().enumerate().filter(|&(_, &t)| t == g).map(|(i, _)| i).collect(),
         };
-        v.note(ratio, r, || {
-            format!(
-                "row {r}: drew {i} (bracket [{lo:e}, {hi:e})), the oracle drew {w}; the target {:e} is {dist:e} away \
-                 (allowed {allowed:e} of total weight {total:e})",
-                row.target
-            )
-        });
+        if entries.is_empty() {
+            v.note(f64::INFINITY, r, || format!("row {r}: drew token {g}, which no entry holds (the oracle drew {w})"));
+            return;
+        }
+        // The entry that fits best.
+        let (ratio, words) = entries
+            .iter()
+            .map(|&i| draw_entry(rel, row, i))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .expect("at least one entry");
+        if ratio == f64::INFINITY {
+            v.note(ratio, r, || format!("row {r}: {words} (the oracle drew {w})"));
+            return;
+        }
+        v.note(ratio, r, || format!("row {r}: {words}, the oracle drew {w}"));
     }
+}
+
+/// How far drawing entry `i` of `row` is from allowed, as `error / allowed` (`<= 1` passes,
+/// infinite for a draw that cannot happen), and words on it.
+fn draw_entry(rel: f64, row: &DrawRow, i: usize) -> (f64, String) {
+    if let Some(acc) = row.accept {
+        // A close call (within the weights' rounding) may go either way; a clear one may not.
+        let close = (acc.a_w - acc.w_e).abs() <= rel * acc.total;
+        let accepted = acc.a_w < acc.w_e;
+        if i == acc.entry && (accepted || close) {
+            return (0.0, format!("accepted the draft entry {i}"));
+        }
+        if accepted && !close {
+            let words = format!(
+                "drew {i}, but the draft entry {} is accepted (a W {:e} < w_e {:e})",
+                acc.entry, acc.a_w, acc.w_e
+            );
+            return (f64::INFINITY, words);
+        }
+    }
+    let n = row.cum.len();
+    let lo = if i == 0 { 0.0 } else { row.cum[i - 1] };
+    let hi = row.cum[i];
+    if hi <= lo {
+        return (f64::INFINITY, format!("drew {i}, which has no weight"));
+    }
+    let total = row.cum[n - 1];
+    let dist = if row.target < lo { lo - row.target } else { (row.target - hi).max(0.0) };
+    let allowed = rel * total;
+    let ratio = if dist == 0.0 {
+        0.0
+    } else if allowed == 0.0 {
+        f64::INFINITY
+    } else {
+        dist / allowed
+    };
+    let words = format!(
+        "drew {i} (bracket [{lo:e}, {hi:e})); the target {:e} is {dist:e} away (allowed {allowed:e} of total weight \
+         {total:e})",
+        row.target
+    );
+    (ratio, words)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -523,8 +548,8 @@ mod tests {
     fn draws_pass_in_or_near_their_bracket_only() {
         // weights [1, 0, 2, 1] (entry 1 cut): brackets [0,1), -, [1,3), [3,4); target 2.9.
         let rows = [
-            DrawRow { cum: vec![1.0, 1.0, 3.0, 4.0], target: 2.9, accept: None },
-            DrawRow { cum: vec![], target: 0.0, accept: None },
+            DrawRow { cum: vec![1.0, 1.0, 3.0, 4.0], target: 2.9, accept: None, ids: None },
+            DrawRow { cum: vec![], target: 0.0, accept: None, ids: None },
         ];
         let d = Aux::Draws(&rows);
         let c = Cmp::Draw { rel: 0.05 };
@@ -544,5 +569,38 @@ mod tests {
         assert!(!compare(&c, DType::I32, ne, &[2.0, 0.0], &[2.0, -1.0], d).passed());
         assert!(!compare(&c, DType::I32, ne, &[-1.0, -1.0], &[2.0, -1.0], d).passed());
         assert!(!compare(&c, DType::I32, ne, &[4.0, -1.0], &[2.0, -1.0], d).passed());
+    }
+
+    #[test]
+    fn draws_of_token_ids_pass_by_an_entry_holding_them() {
+        // The brackets above, entries holding tokens 10, -1, 30, 40; then entries 1 and 2 both
+        // holding -1 (a -1 drawn from entry 2 is a draw, not a bad row); then a bad row.
+        let row = |ids: [f64; 4]| DrawRow {
+            cum: vec![1.0, 1.0, 3.0, 4.0],
+            target: 2.9,
+            accept: None,
+            ids: Some(ids.to_vec()),
+        };
+        let rows = [
+            row([10.0, -1.0, 30.0, 40.0]),
+            row([10.0, -1.0, -1.0, 40.0]),
+            DrawRow { cum: vec![], target: 0.0, accept: None, ids: Some(vec![10.0, -1.0, 30.0, 40.0]) },
+        ];
+        let d = Aux::Draws(&rows);
+        let c = Cmp::Draw { rel: 0.05 };
+        let ne = [1, 3, 1, 1];
+        let want = [30.0, -1.0, -1.0];
+        assert!(compare(&c, DType::I32, ne, &[30.0, -1.0, -1.0], &want, d).passed());
+        // Token 40 (entry 3) is within 0.2 of the target; token 10 (entry 0) is not.
+        assert!(compare(&c, DType::I32, ne, &[40.0, 40.0, -1.0], &want, d).passed());
+        assert!(!compare(&c, DType::I32, ne, &[10.0, -1.0, -1.0], &want, d).passed());
+        // -1 in the first row names entry 1, which has no weight.
+        let v = compare(&c, DType::I32, ne, &[-1.0, -1.0, -1.0], &want, d);
+        assert!(v.detail.contains("no weight"), "{v:?}");
+        // A token no entry holds, and a bad row that is not -1.
+        let v = compare(&c, DType::I32, ne, &[99.0, -1.0, -1.0], &want, d);
+        assert!(v.detail.contains("no entry holds"), "{v:?}");
+        let v = compare(&c, DType::I32, ne, &[30.0, -1.0, 30.0], &want, d);
+        assert!(v.detail.contains("must match"), "{v:?}");
     }
 }

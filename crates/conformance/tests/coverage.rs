@@ -133,11 +133,15 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let k = x(&mut g, 0, &[4, 2])?;
             g.random_uniform(k, 3, stream)?
         }
-        Op::Categorical { stream } => {
+        Op::Categorical { stream, ids } => {
             let l = x(&mut g, 0, &[5, 2])?;
             let k = x(&mut g, 1, &[4, 2])?;
-            let p = if d.len() > 2 { Some(x(&mut g, 2, &[2, 2])?) } else { None };
-            g.categorical(l, k, p, stream)?
+            let (p, i) = match (d.len() > 2, ids) {
+                (false, _) => (None, None),
+                (true, false) => (Some(x(&mut g, 2, &[2, 2])?), None),
+                (true, true) => (None, Some(x(&mut g, 2, &[5, 2])?)),
+            };
+            g.categorical(l, k, p, i, stream)?
         }
         Op::SpecVerify { stream, ids } => {
             let l = x(&mut g, 0, &[5, 2])?;

@@ -460,7 +460,17 @@ impl Parser {
                 let stream = a.take("stream").map_or(Ok(0), |v| {
                     v.parse::<u32>().map_err(|_| bad(format!("categorical: stream `{v}` is not a u32")))
                 })?;
-                g.categorical(s[0], s[1], s.get(2).copied(), stream)
+                let ids = match a.take("ids").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(v) => return Err(bad(format!("categorical: ids `{v}` is not a bool"))),
+                };
+                let (params, ids) = match (s.get(2).copied(), ids) {
+                    (p, false) => (p, None),
+                    (Some(i), true) => (None, Some(i)),
+                    (None, true) => return Err(bad("categorical: ids = true needs a third source")),
+                };
+                g.categorical(s[0], s[1], params, ids, stream)
             }
             "spec_verify" => {
                 a.nsrc(2..=3)?;

@@ -278,11 +278,16 @@ pub enum Op {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,
     },
-    /// `categorical(logits, keys [, params])`: one index per row drawn from the softmax of
+    /// `categorical(logits, keys [, params | ids])`: one index per row drawn from the softmax of
     /// `logits`, i32 `[1, rows..]`. `logits` f32 `[n, rows..]`, `keys` as for
-    /// [`Op::RandomUniform`]; the optional `params` f32 `[2, rows..]` hold per row a scale `s`
-    /// (an inverse temperature) and a threshold offset `off` (a min-p cut: `ln p`), as the sampler
-    /// chain's `temp` and `min_p` leave a row (without `params`: `s = 1`, `off = -inf`).
+    /// [`Op::RandomUniform`]; the optional third source is either `params` f32 `[2, rows..]`,
+    /// holding per row a scale `s` (an inverse temperature) and a threshold offset `off` (a min-p
+    /// cut: `ln p`), as the sampler chain's `temp` and `min_p` leave a row (without `params`:
+    /// `s = 1`, `off = -inf`), or with `ids` the token id of each entry, i32 `[n, rows..]` (a
+    /// candidate list). With `ids` the result is the drawn entry's token id `ids[i]`, whatever it
+    /// holds (an entry holding -1 gives -1, as does a bad row; a list marks an entry without a
+    /// token by a `-inf` logit, which is never drawn), instead of the entry index `i`: the draw
+    /// itself is the same.
     ///
     /// Per row: `m` is the row's maximum; `w_i = exp((logits_i - m) s)` (computed in f32) where
     /// `logits_i >= m + off` (that sum in f32), else 0 (a `-inf` logit has weight exactly 0); `u`
@@ -301,6 +306,8 @@ pub enum Op {
     Categorical {
         /// The stream (see [`crate::philox::stream`]).
         stream: u32,
+        /// The third source holds each entry's token id, and the result is the drawn entry's id.
+        ids: bool,
     },
 
     // ----- fused sampling (family `sample`; see `docs/FUSED.md`) -----
@@ -365,7 +372,9 @@ pub enum Op {
     /// `[5, rows..]` holding per row the seed and step of [`Op::RandomUniform`]'s keys, then the
     /// draft token `d`; `aux`: without `ids`, the optional `params` f32 `[2, rows..]` of
     /// `categorical` (scale `s`, threshold offset `off`); with `ids`, i32 `[n, rows..]`, the token
-    /// each entry holds (a candidate list; -1 for none). Result i32 `[1, rows..]`: an entry index.
+    /// each entry holds (a candidate list; -1 for none). Result i32 `[1, rows..]`: the chosen entry
+    /// index, or with `ids` the chosen entry's token id (`ids[e]`, as [`Op::Categorical`] with
+    /// `ids`; -1 for a bad row).
     ///
     /// Per row, with `categorical`'s weights `w_i` and total `W`: the draft entry `e` is `d`
     /// (without `ids`; none if `d` is outside `[0, n)`) or the first entry whose id is `d`. No
@@ -466,7 +475,10 @@ impl Op {
             Op::SoftMax { scale } => vec![("scale", f(scale))],
             Op::Argsort { order } => vec![("order", order.name().to_string())],
             Op::TopK { k } => vec![("k", k.to_string())],
-            Op::RandomUniform { stream } | Op::Categorical { stream } => vec![("stream", stream.to_string())],
+            Op::RandomUniform { stream } => vec![("stream", stream.to_string())],
+            // `ids` only when set, so that dumps of plain draws read as before the mode existed.
+            Op::Categorical { stream, ids: false } => vec![("stream", stream.to_string())],
+            Op::Categorical { stream, ids: true } => vec![("stream", stream.to_string()), ("ids", "true".to_string())],
             Op::TopKTopPSample(a) => vec![
                 ("eps", f(a.eps)),
                 ("ks_max", a.ks_max.to_string()),

@@ -377,3 +377,23 @@ fn state_leaves_are_flagged_named_hashed_and_parsed() {
     });
     assert!(graph::dump::to_dot(&f).contains("diagonals"));
 }
+
+#[test]
+fn categorical_takes_params_or_ids() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[6, 3]).unwrap();
+    let k = g.input("k", DType::I32, &[4, 3]).unwrap();
+    let p = g.input("p", DType::F32, &[2, 3]).unwrap();
+    let ids = g.input("ids", DType::I32, &[6, 3]).unwrap();
+    let short = g.input("short", DType::I32, &[5, 3]).unwrap();
+    let f = g.input("f", DType::F32, &[6, 3]).unwrap();
+    let plain = g.categorical(x, k, Some(p), None, 1).unwrap();
+    assert_eq!(g.node(plain).op, Op::Categorical { stream: 1, ids: false });
+    let by_id = g.categorical(x, k, None, Some(ids), 2).unwrap();
+    assert_eq!(g.node(by_id).op, Op::Categorical { stream: 2, ids: true });
+    assert_eq!(g.node(by_id).srcs[..], [x, k, ids]);
+    assert_eq!(ne(&g, by_id), [1, 3, 1, 1]);
+    has(&msg(g.categorical(x, k, Some(p), Some(ids), 0)), &["categorical", "'p'", "'ids'", "not both"]);
+    has(&msg(g.categorical(x, k, None, Some(short), 0)), &["categorical", "ids", "'short'", "i32 [6, rows..]"]);
+    has(&msg(g.categorical(x, k, None, Some(f), 0)), &["categorical", "ids", "'f'", "i32"]);
+}

@@ -113,11 +113,19 @@ fn fixture_params_round_trip_through_the_dump() {
          c = fill(dtype=i32, shape=[3], value=-1)\n\
          d = arange(dtype=f32, shape=[8], start=1, step=0.25)\n\
          e = argsort(b, order=desc)\n\
-         output e\n",
+         input k i32 [4, 2]\n\
+         input ids i32 [8, 2]\n\
+         f = categorical(x, k, ids, stream=3, ids=true)\n\
+         g = categorical(x, k, stream=2)\n\
+         output e\n\
+         output f\n\
+         output g\n",
     )
     .unwrap();
     let text = graph::dump::to_text(&g);
     for want in [
+        "categorical{stream=3, ids=true}",
+        "categorical{stream=2}",
         "scale{scale=0.5, bias=-inf}",
         "clamp{min=-1, max=1}",
         "fill{value=-1}",

@@ -99,7 +99,7 @@ fn draw(be: &mut dyn sched::Backend, rows: &[&Row], params: Option<&[f32]>, pack
         inputs.push((p, f32_bytes(v)));
         p
     });
-    let y = g.categorical(x, k, p, STREAM).unwrap();
+    let y = g.categorical(x, k, p, None, STREAM).unwrap();
     g.set_output(y);
     assert!(be.supports(&g, y), "categorical should be supported");
     to_i32(&run(be, &g, &inputs, &[y], packed)[0])
@@ -162,7 +162,7 @@ fn rows_longer_than_the_fixed_point_sums_hold_are_left_to_another_backend() {
         let mut g = Graph::new();
         let x = g.input("logits", DType::F32, &[n, 1]).unwrap();
         let k = g.input("keys", DType::I32, &[4, 1]).unwrap();
-        let y = g.categorical(x, k, None, 0).unwrap();
+        let y = g.categorical(x, k, None, None, 0).unwrap();
         assert_eq!(sched::Backend::supports(&vk, &g, y), ok, "row of {n}");
     }
 }

@@ -7,6 +7,7 @@
 //! [`sample`], whole graphs from `fixtures/graphs` in [`fixtures`], the quantized dtypes'
 //! `get_rows` and `mul_mat` in [`quant`].
 
+pub mod draw_ids;
 pub mod elementwise;
 pub mod fixtures;
 pub mod quant;
@@ -148,6 +149,7 @@ impl Case {
 pub fn all() -> Vec<Case> {
     let mut v = elementwise::cases();
     v.extend(rows::cases());
+    v.extend(draw_ids::cases());
     v.extend(sample::cases());
     v.extend(fixtures::cases());
     v.extend(quant::cases());

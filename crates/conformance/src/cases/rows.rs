@@ -881,7 +881,7 @@ fn categorical(v: &mut Vec<Case>) {
         v.push(Case::new(format!("random/categorical/{n}x{rows}/stream{stream}"), move |b| {
             let x = b.input("x", DType::F32, &[n, rows], Gen::Uniform(-6.0, 6.0))?;
             let keys = b.input("keys", DType::I32, &[4, rows], keys_gen())?;
-            let y = b.g.categorical(x, keys, None, stream)?;
+            let y = b.g.categorical(x, keys, None, None, stream)?;
             b.check(y, DRAW);
             Ok(())
         }));
@@ -903,7 +903,7 @@ fn categorical(v: &mut Vec<Case>) {
         }));
         let x = b.input("x", DType::F32, &[300, 16], vals)?;
         let keys = b.input("keys", DType::I32, &[4, 16], keys_gen())?;
-        let y = b.g.categorical(x, keys, None, 5)?;
+        let y = b.g.categorical(x, keys, None, None, 5)?;
         b.check(y, DRAW);
         Ok(())
     }));
@@ -937,7 +937,7 @@ fn categorical(v: &mut Vec<Case>) {
                     (_, _) => -(r.below(1000) as f64) * 0.004,
                 }),
             )?;
-            let y = b.g.categorical(x, keys, Some(p), 1)?;
+            let y = b.g.categorical(x, keys, Some(p), None, 1)?;
             b.check(y, DRAW);
             Ok(())
         }));

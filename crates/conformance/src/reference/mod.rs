@@ -72,24 +72,24 @@ impl<'g> Reference<'g> {
     /// -1; a one-entry bracket at the first maximum for `s = +inf`). Empty for any other op.
     pub fn draw_rows(&self, id: NodeId) -> Vec<DrawRow> {
         let stream = match self.g.node(id).op {
-            Op::Categorical { stream } | Op::SpecVerify { stream, .. } => stream,
+            Op::Categorical { stream, .. } | Op::SpecVerify { stream, .. } => stream,
             _ => return Vec::new(),
         };
         self.categorical_rows(id, stream)
-            .map(|(x, u, sc, off, draft)| match kernels::categorical_weights(&x, sc, off) {
-                kernels::Weights::None => DrawRow { cum: Vec::new(), target: 0.0, accept: None },
+            .map(|(x, u, sc, off, draft, ids)| match kernels::categorical_weights(&x, sc, off) {
+                kernels::Weights::None => DrawRow { cum: Vec::new(), target: 0.0, accept: None, ids },
                 kernels::Weights::First(i) => {
                     let cum = (0..x.len()).map(|j| if j < i { 0.0 } else { 1.0 }).collect();
-                    DrawRow { cum, target: 0.5, accept: None }
+                    DrawRow { cum, target: 0.5, accept: None, ids }
                 }
                 kernels::Weights::Cumulative(cum) => match draft {
                     None => {
                         let target = u * cum.last().copied().unwrap_or(0.0);
-                        DrawRow { cum, target, accept: None }
+                        DrawRow { cum, target, accept: None, ids }
                     }
                     Some((e, a)) => {
                         let v = kernels::verify_weights(&cum, e, a, u);
-                        DrawRow { cum: v.residual, target: v.target, accept: Some(v.accept) }
+                        DrawRow { cum: v.residual, target: v.target, accept: Some(v.accept), ids }
                     }
                 },
             })
@@ -98,19 +98,22 @@ impl<'g> Reference<'g> {
 
     /// The rows of the `Op::Categorical` or `Op::SpecVerify` node `id` in output order: the
     /// logits, the uniform the row's keys give, its scale and threshold offset (1 and -inf without
-    /// params), and for `spec_verify` the draft entry with the acceptance uniform.
+    /// params), for `spec_verify` the draft entry with the acceptance uniform, and with `ids` the
+    /// entries' token ids.
     #[allow(clippy::type_complexity)]
     fn categorical_rows(
         &self,
         id: NodeId,
         stream: u32,
-    ) -> impl Iterator<Item = (Vec<f64>, f64, f64, f64, Option<(usize, f64)>)> + '_ {
+    ) -> impl Iterator<Item = (Vec<f64>, f64, f64, f64, Option<(usize, f64)>, Option<Vec<f64>>)> + '_ {
         let n = self.g.node(id);
         let ne = n.ne();
         let srcs = n.srcs.clone();
-        let ids = match n.op {
-            Op::SpecVerify { ids, .. } => Some(ids),
-            _ => None,
+        // `ids`: `Some(has ids)` for `spec_verify`, `None` for `categorical`.
+        let (ids, has_ids) = match n.op {
+            Op::SpecVerify { ids, .. } => (Some(ids), ids),
+            Op::Categorical { ids, .. } => (None, ids),
+            _ => (None, false),
         };
         (0..ne[1] * ne[2] * ne[3]).map(move |r| {
             let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
@@ -119,8 +122,8 @@ impl<'g> Reference<'g> {
             let step = u64::from(key[2]) | u64::from(key[3]) << 32;
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
             let x = self.row(srcs[0], i1, i2, i3);
-            let (sc, off) = match (srcs.get(2), ids) {
-                (Some(&p), None | Some(false)) => {
+            let (sc, off) = match (srcs.get(2), has_ids) {
+                (Some(&p), false) => {
                     let p = self.row(p, i1, i2, i3);
                     (p[0], p[1])
                 }
@@ -137,7 +140,8 @@ impl<'g> Reference<'g> {
                 let a = philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0));
                 Some((e, a))
             });
-            (x, u, sc, off, draft)
+            let tokens = has_ids.then(|| self.row(srcs[2], i1, i2, i3));
+            (x, u, sc, off, draft, tokens)
         })
     }
 
@@ -297,12 +301,19 @@ impl<'g> Reference<'g> {
                     f64::from(philox::uniform(seed, step, element))
                 });
             }
-            Op::Categorical { stream } | Op::SpecVerify { stream, .. } => {
+            Op::Categorical { stream, .. } | Op::SpecVerify { stream, .. } => {
                 let out = self
                     .categorical_rows(id, stream)
-                    .map(|(x, u, sc, off, draft)| match draft {
-                        None => kernels::categorical_row(&x, u, sc, off),
-                        Some((e, a)) => kernels::spec_verify_row(&x, u, sc, off, e, a),
+                    .map(|(x, u, sc, off, draft, tokens)| {
+                        let at = match draft {
+                            None => kernels::categorical_row(&x, u, sc, off),
+                            Some((e, a)) => kernels::spec_verify_row(&x, u, sc, off, e, a),
+                        };
+                        // With ids, the chosen entry's token id (-1 stays -1).
+                        match tokens {
+                            Some(t) if at >= 0.0 => t[at as usize],
+                            _ => at,
+                        }
                     })
                     .collect();
                 self.put(id, n, out);

@@ -67,7 +67,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::SpecVerify { stream, ids } => random::spec_verify(k, stream, ids),
         Op::Cumsum => cumsum::cumsum(k),
         Op::RandomUniform { stream } => random::random_uniform(k, stream),
-        Op::Categorical { stream } => random::categorical(k, stream),
+        Op::Categorical { stream, ids } => random::categorical(k, stream, ids),
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(k, a),
         Op::RandomSample { f64_rows, .. } => sample::random_sample(k, f64_rows),
     }

@@ -9,13 +9,15 @@
 //! (`kernels::row::exp2_into`, the same one the CPU sampler chain's `dist` uses), their f64 total
 //! `W`, and the first index with `w_i > 0` whose f64 running sum exceeds `u W` for the 53-bit
 //! uniform `u` of `philox::uniform_f64`. A row holding NaN or `+inf`, or no finite value, gives -1.
+//! With `ids` (a candidate list's token ids) the result is the drawn entry's id, not its index.
 //!
 //! `spec_verify`: `categorical` with a draft entry `e` (see `graph::Op::SpecVerify`), on the
 //! weights `categorical`'s own draw uses (without a cut: the one-pass block statistics; with one:
 //! f64 block sums of the f32 exponentials); `w_e` is recomputed from `e`'s block by the code the
 //! draw's rescan uses, so `a W < w_e` compares the weight the draw itself would give `e`; a
 //! rejected draft is drawn from the same blocks with `w_e` taken out of its block's mass and
-//! zeroed in the rescan. A row without a draft entry is exactly `categorical`'s draw.
+//! zeroed in the rescan. A row without a draft entry is exactly `categorical`'s draw. With `ids`
+//! the result is the chosen entry's id.
 
 use super::K;
 use crate::error::CpuError;
@@ -55,13 +57,17 @@ fn seed_step(kr: &[i32]) -> (u64, u64) {
     (seed, step)
 }
 
-pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
+pub(crate) fn categorical(k: &K<'_>, stream: u32, ids: bool) -> Result<(), CpuError> {
     let (x, keys, d) = (k.srcs[0], k.srcs[1], k.dst);
-    let params = k.srcs.get(2).copied();
+    let (params, ids) = match k.srcs.get(2).copied() {
+        Some(i) if ids => (None, Some(i)),
+        p => (p, None),
+    };
     let n = x.ne[0];
     super::for_rows(&d, 4 * n, 0, |r, _| {
         // SAFETY: the builder checked that `x` (f32), `keys` (i32, 4 per row) and `params` (f32, 2
-        // per row) have contiguous rows with `d`'s row count; row `r` of `d` is written only here.
+        // per row) or `ids` (i32, `n` per row) have contiguous rows with `d`'s row count; row `r`
+        // of `d` is written only here.
         unsafe {
             let (seed, step) = seed_step(keys.row::<i32>(r));
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
@@ -69,7 +75,12 @@ pub(crate) fn categorical(k: &K<'_>, stream: u32) -> Result<(), CpuError> {
                 let p = p.row::<f32>(r);
                 (p[0], p[1])
             });
-            d.row_mut::<i32>(r)[0] = draw(x.row::<f32>(r), u, s, off).map_or(-1, |i| i as i32);
+            let got = draw(x.row::<f32>(r), u, s, off);
+            d.row_mut::<i32>(r)[0] = match (got, ids) {
+                (None, _) => -1,
+                (Some(i), None) => i as i32,
+                (Some(i), Some(t)) => t.row::<i32>(r)[i],
+            };
         }
     });
     Ok(())
@@ -103,7 +114,11 @@ pub(crate) fn spec_verify(k: &K<'_>, stream: u32, ids: bool) -> Result<(), CpuEr
                 .filter(|_| draft >= 0)
                 .map(|e| (e, philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0))));
             let got = draw_with(xr, u, s, off, verify);
-            d.row_mut::<i32>(r)[0] = got.map_or(-1, |i| i as i32);
+            d.row_mut::<i32>(r)[0] = match (got, aux) {
+                (None, _) => -1,
+                (Some(i), Some(t)) if ids => t.row::<i32>(r)[i],
+                (Some(i), _) => i as i32,
+            };
         }
     });
     Ok(())

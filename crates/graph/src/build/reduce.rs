@@ -89,12 +89,33 @@ impl Graph {
 
     /// One index per row drawn from the softmax of `logits` with the random stream `stream` keyed by
     /// `keys i32 [4, rows..]`, optionally scaled and cut by `params f32 [2, rows..]`, i32
-    /// `[1, rows..]`; see [`Op::Categorical`].
-    pub fn categorical(&mut self, logits: NodeId, keys: NodeId, params: Option<NodeId>, stream: u32) -> R {
+    /// `[1, rows..]`; with `ids i32 [n, rows..]` (a candidate list's token ids; not together with
+    /// `params`) the drawn entry's token id instead of its index. See [`Op::Categorical`].
+    pub fn categorical(
+        &mut self,
+        logits: NodeId,
+        keys: NodeId,
+        params: Option<NodeId>,
+        ids: Option<NodeId>,
+        stream: u32,
+    ) -> R {
         const OP: &str = "categorical";
+        if let (Some(p), Some(i)) = (params, ids) {
+            return Err(self.err(
+                OP,
+                format!(
+                    "takes params {} or ids {}, not both (a list is drawn at scale 1 without a cut)",
+                    self.describe(p),
+                    self.describe(i)
+                ),
+            ));
+        }
         let ne = self.draw_checks(OP, logits, keys, "seed lo, seed hi, step lo, step hi", params)?;
-        let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).collect();
-        Ok(self.new_node(Op::Categorical { stream }, &srcs, DType::I32, ne))
+        if let Some(i) = ids {
+            self.per_row_src(OP, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
+        }
+        let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).chain(ids).collect();
+        Ok(self.new_node(Op::Categorical { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
     }
 
     /// Speculative verification of one draft token per row: `logits f32 [n, rows..]`, `keys i32

@@ -296,32 +296,31 @@ impl Ctx<'_> {
 
     /// A draw of stage `idx` from the list values `vals [k, n]` on Philox stream `stream`: the
     /// position (clamped into `0..k`, for gathers) and a `[1, n]` mask of the rows where the draw
-    /// was valid (`categorical` gives -1 for a bad row).
-    /// With `ids` (the list's token ids) and `verify`, the draw verifies each row's draft token.
-    fn draw_position(
-        &mut self,
-        idx: usize,
-        vals: NodeId,
-        k: usize,
-        stream: u64,
-        ids: Option<NodeId>,
-    ) -> R<(NodeId, NodeId)> {
-        let at = match ids {
-            Some(ids) if self.verify => {
-                let keys = self.input("keys", DType::I32, &[5, self.n], Param::VerifyKeys(idx))?;
-                let ids = if self.g.node(ids).layout.is_contiguous(DType::I32) { ids } else { self.g.cont(ids)? };
-                self.g.spec_verify(vals, keys, graph::SpecAux::Ids(ids), stream as u32)?
-            }
-            _ => {
-                let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
-                self.g.categorical(vals, keys, None, stream as u32)?
-            }
-        };
+    /// was valid (`categorical` gives -1 for a bad row). For stages that read the drawn entry's
+    /// other values back (mirostat's probability); a draw that needs only the token is
+    /// [`Ctx::draw_token`].
+    fn draw_position(&mut self, idx: usize, vals: NodeId, k: usize, stream: u64) -> R<(NodeId, NodeId)> {
+        let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
+        let at = self.g.categorical(vals, keys, None, None, stream as u32)?;
         let pf = self.g.cast(at, DType::F32)?;
         let zero = self.fill(&[1, 1], 0.0)?;
         let valid = self.g.ge(pf, zero)?;
         let pc = self.g.clamp(pf, 0.0, (k - 1) as f32)?;
         Ok((self.g.cast(pc, DType::I32)?, valid))
+    }
+
+    /// The token a draw of stage `idx` picks from the list `ids`, `vals [k, n]` on Philox stream
+    /// `stream`, -1 for a bad row: the draw's own result (`categorical` and, with `verify`,
+    /// `spec_verify` of each row's draft token return the entry's id from the list's `ids`).
+    fn draw_token(&mut self, idx: usize, ids: NodeId, vals: NodeId, stream: u64) -> R<NodeId> {
+        let ids = if self.g.node(ids).layout.is_contiguous(DType::I32) { ids } else { self.g.cont(ids)? };
+        if self.verify {
+            let keys = self.input("keys", DType::I32, &[5, self.n], Param::VerifyKeys(idx))?;
+            self.g.spec_verify(vals, keys, graph::SpecAux::Ids(ids), stream as u32)
+        } else {
+            let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
+            self.g.categorical(vals, keys, None, Some(ids), stream as u32)
+        }
     }
 
     /// The list sorted by value descending, ties in list order (which is id order for equal values:
@@ -377,7 +376,7 @@ impl Ctx<'_> {
     /// the list it was drawn from are recorded for read-back.
     fn mirostat_draw(&mut self, idx: usize, ids: NodeId, kept: NodeId, k: usize, init: NodeId) -> R<Rec> {
         self.pre_select = Some(Rec::List { ids, vals: kept, k, init, sorted: true });
-        let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT, None)?;
+        let (pos, valid) = self.draw_position(idx, kept, k, graph::philox::stream::MIROSTAT)?;
         let p2 = self.g.soft_max(kept, None, 1.0)?;
         let p_sel = self.gather(p2, pos, k, 1)?;
         self.selected_p = Some((p_sel, idx));
@@ -563,7 +562,7 @@ impl Ctx<'_> {
                 // `categorical` at zero temperature: the first maximum, -1 for a bad row, one pass.
                 let keys = self.input("keys", DType::I32, &[4, n], Param::NoKeys)?;
                 let greedy = self.input("greedy", DType::F32, &[2, n], Param::Greedy)?;
-                Rec::Token(self.g.categorical(x, keys, Some(greedy), graph::philox::stream::DRAW as u32)?)
+                Rec::Token(self.g.categorical(x, keys, Some(greedy), None, graph::philox::stream::DRAW as u32)?)
             }
             (StageKey::Greedy, Rec::List { ids, vals, sorted: true, .. }) => {
                 // Sorted: the first candidate; its logit is NaN for a bad row.
@@ -607,14 +606,12 @@ impl Ctx<'_> {
                     self.g.spec_verify(x, keys, aux, stream)?
                 } else {
                     let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
-                    self.g.categorical(x, keys, params, stream)?
+                    self.g.categorical(x, keys, params, None, stream)?
                 })
             }
-            (StageKey::Dist, Rec::List { ids, vals, k, .. }) => {
+            (StageKey::Dist, Rec::List { ids, vals, .. }) => {
                 let vals = if self.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { self.g.cont(vals)? };
-                let (pos, valid) = self.draw_position(idx, vals, k, graph::philox::stream::DRAW, Some(ids))?;
-                let tok = self.gather(ids, pos, k, 1)?;
-                Rec::Token(self.fold_token(tok, valid)?)
+                Rec::Token(self.draw_token(idx, ids, vals, graph::philox::stream::DRAW)?)
             }
             (StageKey::MirostatV2, Rec::List { ids, vals, k, init, .. }) => {
                 // Sorted: the tokens of surprise -log2 p <= mu are a prefix (at least one); the draw

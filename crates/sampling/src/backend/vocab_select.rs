@@ -98,7 +98,7 @@ impl Ctx<'_> {
         let params =
             self.input("draw", DType::F32, &[2, n], Param::DrawParams { temp: None, min_p: None, masked: true })?;
         let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
-        let tok = self.g.categorical(kept, keys, Some(params), graph::philox::stream::MIROSTAT as u32)?;
+        let tok = self.g.categorical(kept, keys, Some(params), None, graph::philox::stream::MIROSTAT as u32)?;
         // The drawn token's probability (clamped index: a bad row's -1 reads entry 0, unused).
         let tf = self.g.cast(tok, DType::F32)?;
         let tc = self.g.clamp(tf, 0.0, (self.n_vocab - 1) as f32)?;

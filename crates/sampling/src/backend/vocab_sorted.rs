@@ -151,7 +151,7 @@ impl Ctx<'_> {
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
         let kept = self.g.where_(keep, x, ninf)?;
         self.pre_select = Some(Rec::Vocab { x: kept, touched: true, pending: Pending::default(), unmasked: Some(x) });
-        let (tok, valid) = self.draw_position(idx, kept, nv, graph::philox::stream::MIROSTAT, None)?;
+        let (tok, valid) = self.draw_position(idx, kept, nv, graph::philox::stream::MIROSTAT)?;
         let p2 = self.g.soft_max(kept, None, 1.0)?;
         let p_sel = self.gather(p2, tok, nv, 1)?;
         self.selected_p = Some((p_sel, idx));

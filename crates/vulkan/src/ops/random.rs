@@ -36,10 +36,13 @@ const MAX_CATEGORICAL_ROW: usize = 1 << 23;
 
 /// Categorical and SpecVerify: f32 logits with contiguous rows of at most 2^23 entries, i32 keys
 /// (`[4, rows..]`, or `[5, rows..]` with the draft), and the optional third source with contiguous
-/// rows: f32 params, or for SpecVerify with `ids` the i32 token ids.
+/// rows: f32 params, or with `ids` the i32 token ids.
 pub(super) fn supports_draw(g: &Graph, n: &Node) -> bool {
     let (x, k) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
-    let aux_dtype = if matches!(n.op, graph::Op::SpecVerify { ids: true, .. }) { DType::I32 } else { DType::F32 };
+    let aux_dtype = match n.op {
+        graph::Op::SpecVerify { ids: true, .. } | graph::Op::Categorical { ids: true, .. } => DType::I32,
+        _ => DType::F32,
+    };
     let aux_ok = n.srcs.get(2).is_none_or(|&p| {
         let p = g.node(p);
         p.dtype == aux_dtype && p.layout.rows_contiguous(p.dtype)
@@ -53,10 +56,10 @@ pub(super) fn supports_draw(g: &Graph, n: &Node) -> bool {
         && aux_ok
 }
 
-/// Categorical (`verify: None`) or SpecVerify (`Some(ids)`): one workgroup per row
-/// (`shaders/random.comp` with `CATEGORICAL`, and `VERIFY`), exact 64-bit fixed-point sums. Push
-/// word 1: bit 0, a params source; bit 1, an ids source.
-pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, verify: Option<bool>) -> Result<()> {
+/// Categorical (`verify` false) or SpecVerify (true): one workgroup per row (`shaders/random.comp`
+/// with `CATEGORICAL`, and `VERIFY`), exact 64-bit fixed-point sums. Push word 1: bit 0, a params
+/// source; bit 1, an ids source (the result is then the chosen entry's id).
+pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, verify: bool, ids: bool) -> Result<()> {
     let n = g.node(id);
     let x = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;
@@ -65,10 +68,10 @@ pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ve
     let d = enc.operand(g, id)?;
     let mut push = Push::new(ne32(x)).a(&a.arg).b(&k.arg).d(&d.arg).pu(0, stream);
     if let Some(p) = &p {
-        push = push.c(&p.arg).pu(1, if verify == Some(true) { 2 } else { 1 });
+        push = push.c(&p.arg).pu(1, if ids { 2 } else { 1 });
     }
     let c_buf = p.as_ref().map_or(&k.buf, |p| &p.buf);
     let groups = grid(x.layout.ne.nrows() as u64, 1)?;
-    let shader = if verify.is_some() { ShaderId::SpecVerify } else { ShaderId::Categorical };
+    let shader = if verify { ShaderId::SpecVerify } else { ShaderId::Categorical };
     enc.dispatch(shader, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
 }
