@@ -191,6 +191,35 @@ impl Ctx<'_> {
         Ok(id)
     }
 
+    /// The f32 sum of each row of the contiguous vocabulary-wide `v [n_vocab, n]`, in two levels
+    /// where `n_vocab` has a divisor `a` between 16 and `n_vocab / 16` (the one nearest its square
+    /// root): sums of `a` entries, then their sum, so that no accumulator runs over a whole 152k
+    /// row (the CPU samplers sum in f64; this keeps the f32 sum within a few 1e-8 of it). `[1, n]`.
+    fn row_sum(&mut self, v: NodeId) -> R<NodeId> {
+        let (n, w) = (self.n, self.n_vocab);
+        let target = (w as f64).sqrt() as usize;
+        let a = (16..=w / 16).filter(|&a| w.is_multiple_of(a)).min_by_key(|a| a.abs_diff(target));
+        let Some(a) = a else { return self.g.sum_rows(v) };
+        let v = self.contiguous(v)?;
+        let r = self.g.reshape(v, &[a, (w / a) * n])?;
+        let part = self.g.sum_rows(r)?;
+        let part = self.g.reshape(part, &[w / a, n])?;
+        self.g.sum_rows(part)
+    }
+
+    /// temp_ext's dynamic temperature `min_t + range norm^e` (`[1, n]`) for the normalised entropy
+    /// `norm`, from its parameter rows `[min_t, range, e, e0]` (`e0`: 1 where `e = 0`, keeping
+    /// `x^0 = 1`), the power as `exp(e ln norm)`: the list form and the vocabulary form alike.
+    fn dynamic_temp(&mut self, norm: NodeId, [min_t, range, expo, expo0]: [NodeId; 4]) -> R<NodeId> {
+        let one = self.fill(&[1, self.n], 1.0)?;
+        let ln_norm = self.g.log(norm)?;
+        let e_ln = self.g.mul(ln_norm, expo)?;
+        let pow = self.g.exp(e_ln)?;
+        let pow = self.g.where_(expo0, one, pow)?;
+        let spread = self.g.mul(range, pow)?;
+        self.g.add(min_t, spread)
+    }
+
     /// `x` as a contiguous node (itself where it already is).
     fn contiguous(&mut self, x: NodeId) -> R<NodeId> {
         if self.g.node(x).layout.is_contiguous(self.g.node(x).dtype) { Ok(x) } else { self.g.cont(x) }
@@ -267,20 +296,22 @@ impl Ctx<'_> {
     }
 
     /// `x [k, n]` with the entries below `max - n sigma` masked (sigma over the finite entries,
-    /// llama.cpp's `logit < threshold` test: a NaN threshold masks nothing).
-    fn top_n_sigma(&mut self, idx: usize, x: NodeId) -> R<NodeId> {
+    /// llama.cpp's `logit < threshold` test: a NaN threshold masks nothing). With `vocab` (`x` the
+    /// contiguous `[n_vocab, n]` row) the sums are two-level ([`Ctx::row_sum`]).
+    fn top_n_sigma(&mut self, idx: usize, x: NodeId, vocab: bool) -> R<NodeId> {
         let nn = self.input(&format!("s{idx}.n"), DType::F32, &[1, self.n], Param::Sigma(idx))?;
+        let sum = |c: &mut Self, v: NodeId| if vocab { c.row_sum(v) } else { c.g.sum_rows(v) };
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
         let zero = self.fill(&[1, 1], 0.0)?;
         let finite = self.g.gt(x, ninf)?;
-        let count = self.g.sum_rows(finite)?;
+        let count = sum(self, finite)?;
         let xs = self.g.where_(finite, x, zero)?;
-        let sum = self.g.sum_rows(xs)?;
-        let mean = self.g.div(sum, count)?;
+        let sum_x = sum(self, xs)?;
+        let mean = self.g.div(sum_x, count)?;
         let dev = self.g.sub(xs, mean)?;
         let dev = self.g.mul(dev, finite)?;
         let sq = self.g.sqr(dev)?;
-        let var = self.g.sum_rows(sq)?;
+        let var = sum(self, sq)?;
         let var = self.g.div(var, count)?;
         let std = self.g.sqrt(var)?;
         let m = self.g.max_rows(x)?;
@@ -820,12 +851,7 @@ impl Ctx<'_> {
                 let ln_inv = self.g.log(inv_len)?;
                 let max_h = self.g.scale(ln_inv, -1.0)?;
                 let norm = self.g.div(h, max_h)?;
-                let ln_norm = self.g.log(norm)?;
-                let e_ln = self.g.mul(ln_norm, expo)?;
-                let pow = self.g.exp(e_ln)?;
-                let pow = self.g.where_(expo0, one, pow)?;
-                let spread = self.g.mul(range, pow)?;
-                let dyn_t = self.g.add(min_t, spread)?;
+                let dyn_t = self.dynamic_temp(norm, [min_t, range, expo, expo0])?;
                 let several = self.g.gt(len, one)?;
                 let t = self.g.where_(several, dyn_t, one)?;
                 // t <= 0: the first only, undivided.
@@ -842,7 +868,7 @@ impl Ctx<'_> {
                 Rec::List { ids, vals: self.g.div(vals, t)?, k, init, sorted: true }
             }
             (StageKey::TopNSigma, Rec::List { ids, vals, k, init, .. }) => {
-                Rec::List { ids, vals: self.top_n_sigma(idx, vals)?, k, init, sorted: true }
+                Rec::List { ids, vals: self.top_n_sigma(idx, vals, false)?, k, init, sorted: true }
             }
             (StageKey::MirostatV2Vocab, Rec::Vocab { x, .. }) => self.vocab_mirostat_v2(idx, x)?,
             (StageKey::MinPKeep(k), Rec::Vocab { x, unmasked, .. }) => self.vocab_min_p_keep(idx, x, unmasked, k)?,

@@ -43,26 +43,6 @@ pub(crate) fn end_before_kept_inf(keys: &mut Vec<StageKey>) {
     }
 }
 
-/// The f32 sum of each row of the contiguous `[w, n]` tensor `t` in two levels where `w` has a
-/// divisor between 16 and `w / 16`: partial sums of `a` entries, then their sum, so that no
-/// accumulator runs over a whole 152k row (the CPU chain sums in f64; this keeps the f32 sum
-/// within a few 1e-8 of it).
-fn two_level_sum(c: &mut Ctx<'_>, t: NodeId, w: usize) -> R<NodeId> {
-    let n = c.n;
-    let target = (w as f64).sqrt() as usize;
-    let a = (16..=w / 16).filter(|&a| w.is_multiple_of(a)).min_by_key(|a| a.abs_diff(target));
-    match a {
-        Some(a) => {
-            let t = c.contiguous(t)?;
-            let r = c.g.reshape(t, &[a, (w / a) * n])?;
-            let part = c.g.sum_rows(r)?;
-            let part = c.g.reshape(part, &[w / a, n])?;
-            c.g.sum_rows(part)
-        }
-        None => c.g.sum_rows(t),
-    }
-}
-
 impl Ctx<'_> {
     /// `[n_vocab, n]` mask of each row's first maximum (the argmax, lowest id among ties).
     fn first_max_mask(&mut self, x: NodeId) -> R<NodeId> {
@@ -144,31 +124,13 @@ impl Ctx<'_> {
 
     /// Top-n-sigma of stage `idx` (finite `n`) on the vocabulary row `x`: the tokens `>= max - n
     /// sigma`, sigma the standard deviation of the finite logits, in token order; the rest `-inf`
-    /// (`Form::Masked`). Mean and variance are two-level f32 sums (the CPU sampler's are f64), so a
-    /// logit within their rounding of the threshold can be decided otherwise. A NaN or `+inf`
-    /// logit makes the threshold NaN and masks everything: the row reads back empty, a bad row.
+    /// (`Form::Masked`): the list form's [`Ctx::top_n_sigma`] over the whole row, its mean and
+    /// variance two-level f32 sums (the CPU sampler's are f64), so a logit within their rounding
+    /// of the threshold can be decided otherwise. A NaN or `+inf` logit makes the threshold NaN,
+    /// which masks nothing: the row keeps its bad value and fails as a bad row.
     pub(super) fn vocab_top_n_sigma(&mut self, idx: usize, x: NodeId, unmasked: Option<NodeId>) -> R<Rec> {
-        let (n, nv) = (self.n, self.n_vocab);
-        let nn = self.input(&format!("s{idx}.n"), DType::F32, &[1, n], Param::Sigma(idx))?;
         let x = self.contiguous(x)?;
-        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
-        let zero = self.fill(&[1, 1], 0.0)?;
-        let finite = self.g.gt(x, ninf)?;
-        let count = two_level_sum(self, finite, nv)?;
-        let xs = self.g.where_(finite, x, zero)?;
-        let sum = two_level_sum(self, xs, nv)?;
-        let mean = self.g.div(sum, count)?;
-        let dev = self.g.sub(xs, mean)?;
-        let dev = self.g.mul(dev, finite)?;
-        let sq = self.g.sqr(dev)?;
-        let var = two_level_sum(self, sq, nv)?;
-        let var = self.g.div(var, count)?;
-        let std = self.g.sqrt(var)?;
-        let m = self.g.max_rows(x)?;
-        let spread = self.g.mul(std, nn)?;
-        let thr = self.g.sub(m, spread)?;
-        let keep = self.g.ge(x, thr)?;
-        let kept = self.g.where_(keep, x, ninf)?;
+        let kept = self.top_n_sigma(idx, x, true)?;
         Ok(Rec::Vocab {
             x: kept,
             touched: true,

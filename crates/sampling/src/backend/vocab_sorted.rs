@@ -13,20 +13,6 @@ use crate::samplers::typical::TYPICAL_UNITS;
 use graph::{DType, NodeId};
 
 impl Ctx<'_> {
-    /// The row sums of `v [nv, n]` (contiguous) in two levels, blocks of up to 256 then the
-    /// block sums (an f32 sum over a whole vocabulary in one row drifts): `[1, n]`.
-    fn row_sum(&mut self, v: NodeId) -> R<NodeId> {
-        let (n, nv) = (self.n, self.n_vocab);
-        let b = (0..=8).rev().map(|e| 1usize << e).find(|b| nv % b == 0).unwrap_or(1);
-        if b == 1 {
-            return self.g.sum_rows(v);
-        }
-        let blocks = self.g.reshape(v, &[b, nv / b * n])?;
-        let part = self.g.sum_rows(blocks)?;
-        let part = self.g.reshape(part, &[nv / b, n])?;
-        self.g.sum_rows(part)
-    }
-
     /// Of the row `x [nv, n]` (contiguous): `x - max` and the softmax `p = e^(x - max) (1 / sum)`
     /// (`[nv, n]`), `ln sum` and `-H = sum p (x - max - ln sum)` over `p > 0` (`[1, n]`), the sums
     /// in two levels ([`Ctx::row_sum`]).
@@ -66,12 +52,7 @@ impl Ctx<'_> {
         let neg_max_h = self.fill(&[1, 1], (1.0 / nv as f32).ln())?;
         let norm = self.g.div(neg_h, neg_max_h)?;
         let one = self.fill(&[1, n], 1.0)?;
-        let ln_norm = self.g.log(norm)?;
-        let e_ln = self.g.mul(ln_norm, expo)?;
-        let pow = self.g.exp(e_ln)?;
-        let pow = self.g.where_(expo0, one, pow)?;
-        let spread = self.g.mul(range, pow)?;
-        let dyn_t = self.g.add(min_t, spread)?;
+        let dyn_t = self.dynamic_temp(norm, [min_t, range, expo, expo0])?;
         // t <= 0 (a NaN t is not: it divides the row into NaN).
         let zero = self.fill(&[1, 1], 0.0)?;
         let neg_t = self.g.neg(dyn_t)?;

@@ -66,6 +66,48 @@ pub fn sorted_logits(v: usize, step: usize, row: usize) -> Vec<f32> {
     x
 }
 
+/// One mixed batch: sequence `i` runs `chains[i]` on logits row `i` of `[v, n]`, the logits held by
+/// `backend` (with `fallback` for CPU suffixes); `refs` are the chains to run alone on the CPU.
+struct Batch {
+    seqs: Sequences,
+    refs: Vec<Chain>,
+    tail: Tail,
+    sched: Scheduler,
+    logits: graph::NodeId,
+}
+
+impl Batch {
+    fn new(
+        v: usize,
+        chains: &[&str],
+        config: impl Fn(Chain) -> SeqConfig,
+        backend: Box<dyn Backend>,
+        fallback: Option<Box<dyn Backend>>,
+    ) -> Batch {
+        let mut seqs = Sequences::new(1).unwrap();
+        let refs: Vec<Chain> = chains.iter().map(|spec| Chain::parse(spec).unwrap()).collect();
+        for (i, chain) in refs.iter().enumerate() {
+            seqs.set(SeqId(i as u32), config(chain.clone()));
+        }
+        let n = chains.len();
+        let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
+        let mut g = Graph::new();
+        let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
+        let tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
+        let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
+        sched.plan(&g).unwrap();
+        Batch { seqs, refs, tail, sched, logits }
+    }
+
+    /// One step on the rows `all` (`[v, n]`, row-major by sequence).
+    fn step(&mut self, all: &[f32]) -> sampling::backend::StepOutput {
+        self.sched.set_input_f32(self.logits, all).unwrap();
+        self.tail.set_inputs(&mut self.sched, &self.seqs).unwrap();
+        self.sched.compute().unwrap();
+        self.tail.sample(&mut self.sched, &mut self.seqs).unwrap()
+    }
+}
+
 /// Runs `chains` as one mixed batch for `steps` steps at vocabulary `v` on the rows of `logits_for`,
 /// the logits held by `backend` (with `fallback` for CPU suffixes), and checks every token (and the
 /// bytes read back) against the chain run alone on the CPU; returns the placements.
@@ -77,26 +119,12 @@ pub fn run(
     backend: Box<dyn Backend>,
     fallback: Option<Box<dyn Backend>>,
 ) -> Vec<String> {
-    let mut seqs = Sequences::new(1).unwrap();
-    let mut refs: Vec<Chain> = Vec::new();
-    for (i, spec) in chains.iter().enumerate() {
-        let chain = Chain::parse(spec).unwrap();
-        refs.push(chain.clone());
-        seqs.set(SeqId(i as u32), SeqConfig::new(chain));
-    }
     let n = chains.len();
-    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
-    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
-    sched.plan(&g).unwrap();
+    let mut b = Batch::new(v, chains, SeqConfig::new, backend, fallback);
     for step in 0..steps {
         let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
-        sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        let out = b.step(&all);
+        let Batch { seqs, refs, tail, .. } = &mut b;
         assert_eq!(out.bytes_read, tail.reserved_bytes());
         for row in &out.rows {
             let r = row.seq.0 as usize;
@@ -104,10 +132,10 @@ pub fn run(
             let want = refs[r].sample(&logits_for(v, step, r)).unwrap();
             let got = row.result.as_ref().unwrap().token;
             assert_eq!(got, Some(want), "v {v} step {step} chain {r} `{}` ({})", chains[r], tail.describe());
-            tail.accept(&mut seqs, row.seq, &[want]).unwrap();
+            tail.accept(seqs, row.seq, &[want]).unwrap();
         }
     }
-    tail.placement().into_iter().map(|(_, p)| p).collect()
+    b.tail.placement().into_iter().map(|(_, p)| p).collect()
 }
 
 pub const CHAINS: [&str; 27] = [
@@ -246,29 +274,15 @@ pub const WITH_CANDIDATES: [&str; 5] = [
 /// row's candidates (ids in output order, `p` to 1e-5) and token equal the CPU chain's, and the
 /// sequence's state (mirostat's `mu`) stays in step with it.
 pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
-    let mut seqs = Sequences::new(1).unwrap();
-    let mut refs: Vec<Chain> = Vec::new();
-    for (i, spec) in WITH_CANDIDATES.iter().enumerate() {
-        let chain = Chain::parse(spec).unwrap();
-        refs.push(chain.clone());
-        seqs.set(SeqId(i as u32), SeqConfig::new(chain).with_candidates());
-    }
     let n = WITH_CANDIDATES.len();
-    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
-    for (_, p) in tail.placement() {
+    let mut b = Batch::new(v, &WITH_CANDIDATES, |c| SeqConfig::new(c).with_candidates(), backend, fallback);
+    for (_, p) in b.tail.placement() {
         assert!(!p.contains('-'), "every stage on the backend: {p}");
     }
-    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
-    sched.plan(&g).unwrap();
     for step in 0..steps {
         let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
-        sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        let out = b.step(&all);
+        let Batch { seqs, refs, tail, .. } = &mut b;
         assert_eq!(out.bytes_read, tail.reserved_bytes());
         for (i, row) in out.rows.iter().enumerate() {
             let r = row.seq.0 as usize;
@@ -286,7 +300,7 @@ pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: O
             assert_eq!(Some(tok), want.selected, "step {step} `{spec}`");
             refs[r] = c;
             refs[r].accept(tok);
-            tail.accept(&mut seqs, row.seq, &[tok]).unwrap();
+            tail.accept(seqs, row.seq, &[tok]).unwrap();
         }
     }
 }
@@ -294,21 +308,12 @@ pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: O
 /// Batches of the `CHAINS` where one row holds a NaN and another a `+inf` (each chain in turn):
 /// those rows (and only those) fail with `BadRow`, the others still equal their CPU chains.
 pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
-    let mut seqs = Sequences::new(1).unwrap();
-    for (i, spec) in CHAINS.iter().enumerate() {
-        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
-    }
     let n = CHAINS.len();
-    let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, &*backend).unwrap();
-    let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
-    sched.plan(&g).unwrap();
+    let mut b = Batch::new(v, &CHAINS, SeqConfig::new, backend, fallback);
     for bad in 0..n {
         // Fresh sequences (same structure: no re-attach), so every reference starts at step 0.
         for (i, spec) in CHAINS.iter().enumerate() {
-            seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
+            b.seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
         }
         let other = (bad + 5) % n;
         let row_of = |r: usize| {
@@ -322,10 +327,7 @@ pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Ba
             l
         };
         let all: Vec<f32> = (0..n).flat_map(row_of).collect();
-        sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        let out = b.step(&all);
         for row in &out.rows {
             let r = row.seq.0 as usize;
             if r == bad || r == other {
