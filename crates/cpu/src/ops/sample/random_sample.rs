@@ -77,9 +77,7 @@ pub(crate) struct Scratch {
     bk: Vec<u16>,
     /// Gathered entries (indices in index order).
     idx: Vec<u32>,
-    /// The subsample's counts and weights by bucket.
-    sub_count: Vec<u32>,
-    sub_mass: Vec<f64>,
+    sub: Subsample,
     keys64: Vec<u64>,
     keys128: Vec<u128>,
 }
@@ -100,8 +98,8 @@ pub(crate) trait Elem: Copy {
     /// The index of the first maximum (float comparison: -0.0 ties +0.0; 0 for a row of `-inf`
     /// or an empty one) and whether the row holds a NaN.
     fn first_max(x: &[Self]) -> (usize, bool);
-    /// [`weights_body`] into `e` and `bk` (one per entry); returns the total.
-    fn weights(x: &[Self], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64;
+    /// [`weights_body`] into `e`, `bk` (one per entry) and the subsample `sub`; returns the total.
+    fn weights(x: &[Self], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64;
 }
 
 impl Elem for f32 {
@@ -126,8 +124,8 @@ impl Elem for f32 {
         let (i, _, bad) = kernels::select::argmax(x);
         (i, bad && x.iter().any(|v| v.is_nan()))
     }
-    fn weights(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
-        weights_f32(x, x0, t, e, bk)
+    fn weights(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64 {
+        weights_f32(x, x0, t, e, bk, sub)
     }
 }
 
@@ -160,8 +158,8 @@ impl Elem for f64 {
         }
         (first, nan)
     }
-    fn weights(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
-        weights_f64(x, x0, t, e, bk)
+    fn weights(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64 {
+        weights_f64(x, x0, t, e, bk, sub)
     }
 }
 
@@ -192,14 +190,14 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
     // Every weight and bucket is written by the pass: no need to clear.
     s.e.resize(n, 0.0);
     s.bk.resize(n, 0);
-    let total = T::weights(x, x0, t, &mut s.e, &mut s.bk);
-    subsample(s);
+    s.sub.clear();
+    let total = T::weights(x, x0, t, &mut s.e, &mut s.bk, &mut s.sub);
     let kk = if p.topk <= 0 || p.topk as usize >= n { n } else { p.topk as usize };
     // A top-K row's gather holds the buckets `0..=b` (`b`: the bucket of rank `kk - 1`), and the
     // crossing lies among its top `kk` (up to rounding, which the selection path below catches).
     let mut top_bucket = None;
     let top = if kk < n {
-        let mut last = rank_bucket(&s.sub_count, kk);
+        let mut last = rank_bucket(&s.sub.count, kk);
         let mut h = gather(&s.bk, last, &mut s.idx);
         if h < kk {
             // The subsample's estimate fell short: every entry.
@@ -248,7 +246,7 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
     let (mut last, mut h) = match top_bucket {
         Some(bh) => bh,
         None => {
-            let last = mass_bucket(&s.sub_mass, threshold);
+            let last = mass_bucket(&s.sub.mass, threshold);
             (last, gather(&s.bk, last, &mut s.idx))
         }
     };
@@ -310,17 +308,31 @@ pub(crate) fn row<T: Elem>(x: &[T], p: Params, s: &mut Scratch) -> Option<usize>
 /// Every [`STRIDE`]-th entry goes into the subsample.
 const STRIDE: usize = 16;
 
-/// The subsample's counts and weights by bucket (every [`STRIDE`]-th entry), from which the
-/// gathers' bucket bounds are estimated. Only the work depends on them, never a result: every
-/// estimate is checked on the gathered entries, and a short one gathers more.
-fn subsample(s: &mut Scratch) {
-    s.sub_count.clear();
-    s.sub_count.resize(BUCKETS, 0);
-    s.sub_mass.clear();
-    s.sub_mass.resize(BUCKETS, 0.0);
-    for (&b, &e) in s.bk.iter().step_by(STRIDE).zip(s.e.iter().step_by(STRIDE)) {
-        s.sub_count[usize::from(b)] += 1;
-        s.sub_mass[usize::from(b)] += e;
+/// The subsample's counts and weights by bucket (every [`STRIDE`]-th entry, taken by the weights
+/// pass), from which the gathers' bucket bounds are estimated. Only the work depends on them,
+/// never a result: every estimate is checked on the gathered entries, and a short one gathers more.
+#[derive(Debug, Default)]
+pub(crate) struct Subsample {
+    count: Vec<u32>,
+    mass: Vec<f64>,
+}
+
+impl Subsample {
+    /// Empty buckets.
+    fn clear(&mut self) {
+        self.count.clear();
+        self.count.resize(BUCKETS, 0);
+        self.mass.clear();
+        self.mass.resize(BUCKETS, 0.0);
+    }
+
+    /// Adds every [`STRIDE`]-th entry of a chunk that starts at a multiple of [`STRIDE`].
+    #[inline(always)]
+    fn add(&mut self, bk: &[u16], e: &[f64]) {
+        for (&b, &w) in bk.iter().step_by(STRIDE).zip(e.iter().step_by(STRIDE)) {
+            self.count[usize::from(b)] += 1;
+            self.mass[usize::from(b)] += w;
+        }
     }
 }
 
@@ -543,16 +555,30 @@ fn bucket(y: f64) -> u16 {
 }
 
 /// One pass, a chunk of [`LANES`] at a time: `e[i] = exp64::exp((x[i] - x0) / t)`, the total's
-/// lane sums (chunk `c`'s entry `t` is lane `t`'s) and each entry's [`bucket`]. Returns the total.
+/// lane sums (chunk `c`'s entry `t` is lane `t`'s), each entry's [`bucket`] and the
+/// [`Subsample`]. Returns the total.
+///
+/// A power-of-two `t` multiplies by `1 / t` instead of dividing: `1 / t` is then exact, so the
+/// product and the quotient round the same real number (the same bits, subnormals included).
 #[inline(always)]
-fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
+fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64 {
+    const _: () = assert!(LANES % STRIDE == 0);
+    let inv = 1.0 / t;
+    let pow2 = t.is_finite() && t > 0.0 && (t.to_bits() & ((1u64 << 52) - 1)) == 0 && inv.is_normal();
     let mut acc = [0.0f64; LANES];
     let mut y = [0.0f64; LANES];
     for ((xc, ec), bc) in x.chunks(LANES).zip(e.chunks_mut(LANES)).zip(bk.chunks_mut(LANES)) {
         let y = &mut y[..xc.len()];
-        for ((yi, v), b) in y.iter_mut().zip(xc).zip(bc.iter_mut()) {
-            *yi = (v.f64() - x0) / t;
-            *b = bucket(*yi);
+        if pow2 {
+            for ((yi, v), b) in y.iter_mut().zip(xc).zip(bc.iter_mut()) {
+                *yi = (v.f64() - x0) * inv;
+                *b = bucket(*yi);
+            }
+        } else {
+            for ((yi, v), b) in y.iter_mut().zip(xc).zip(bc.iter_mut()) {
+                *yi = (v.f64() - x0) / t;
+                *b = bucket(*yi);
+            }
         }
         let mut outside = false;
         for (o, &yi) in ec.iter_mut().zip(y.iter()) {
@@ -570,27 +596,42 @@ fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]
         for (a, &w) in acc.iter_mut().zip(ec.iter()) {
             *a += w;
         }
+        sub.add(bc, ec);
     }
     tree(&mut acc)
 }
 
 #[inline(always)]
-fn weights_f32_body<const FMA: bool>(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
-    weights_body(x, x0, t, e, bk)
+fn weights_f32_body<const FMA: bool>(
+    x: &[f32],
+    x0: f64,
+    t: f64,
+    e: &mut [f64],
+    bk: &mut [u16],
+    sub: &mut Subsample,
+) -> f64 {
+    weights_body(x, x0, t, e, bk, sub)
 }
 
 #[inline(always)]
-fn weights_f64_body<const FMA: bool>(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 {
-    weights_body(x, x0, t, e, bk)
+fn weights_f64_body<const FMA: bool>(
+    x: &[f64],
+    x0: f64,
+    t: f64,
+    e: &mut [f64],
+    bk: &mut [u16],
+    sub: &mut Subsample,
+) -> f64 {
+    weights_body(x, x0, t, e, bk, sub)
 }
 
 kernels::dispatch!(
     /// [`weights_body`] on an f32 row, vectorised.
-    fn weights_f32(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 => weights_f32_body
+    fn weights_f32(x: &[f32], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64 => weights_f32_body
 );
 kernels::dispatch!(
     /// [`weights_body`] on an f64 row, vectorised.
-    fn weights_f64(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16]) -> f64 => weights_f64_body
+    fn weights_f64(x: &[f64], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64 => weights_f64_body
 );
 
 /// The pairwise reduction of the lanes (`acc[t] += acc[t + s]`, `s = 128, .., 1`).
@@ -735,7 +776,9 @@ mod tests {
                     random: [0.37f32, 0.999_999, 0.5, 1e-7, 0.81, 0.93, 0.2, 0.6][j as usize],
                     topp: [0.9f32, 0.95, 1.0, 1e-6, 2.0, 0.5, 1.0, 0.8][((j + seed) % 8) as usize],
                     topk: [0i32, 50, 2, 1000, n as i32 - 1, 0, 20_000, 7][((j * 3 + seed) % 8) as usize],
-                    temperature: [1.0f32, 0.8, 1e-3, 50.0, 1.2, 1e-30, 1.0, 3.0][((j * 5 + seed) % 8) as usize],
+                    // Powers of two (1, 64, 0.25, 2^-100) take the pass's product by `1 / t`.
+                    temperature: [1.0f32, 0.8, 1e-3, 64.0, 1.2, 1e-30, 0.25, 2f32.powi(-100)]
+                        [((j * 5 + seed) % 8) as usize],
                 };
                 SUMS.set((-1.0, -1.0));
                 ORACLE_SUMS.set((-1.0, -1.0));
@@ -769,7 +812,8 @@ mod tests {
             let t = 1.0 + seed as f64 / 7.0;
             s.e.resize(n, 0.0);
             s.bk.resize(n, 0);
-            let total = <f32 as Elem>::weights(&x, x0, t, &mut s.e, &mut s.bk);
+            s.sub.clear();
+            let total = <f32 as Elem>::weights(&x, x0, t, &mut s.e, &mut s.bk, &mut s.sub);
             let mut order: Vec<u32> = (0..n as u32).collect();
             order.sort_unstable_by(|&a, &b| before(&x, a, b));
             let h = gather(&s.bk, BUCKETS - 2, &mut s.idx);
