@@ -75,3 +75,14 @@ pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ve
     let shader = if verify { ShaderId::SpecVerify } else { ShaderId::Categorical };
     enc.dispatch(shader, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
 }
+
+/// SpecVerifySampled (a draft drawn from a distribution `q`): not on Vulkan in this commit; the
+/// scheduler runs it on another backend, and a sampling tail finishes such rows' `dist` on the CPU.
+pub(super) fn supports_verify_sampled(_g: &Graph, _n: &Node) -> bool {
+    false
+}
+
+/// See [`supports_verify_sampled`]: always the unsupported-op error.
+pub(super) fn verify_sampled(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, _stream: u32, _ids: bool) -> Result<()> {
+    Err(enc.fail(g, crate::error::NodeError::Unsupported { description: g.describe(id) }))
+}
