@@ -28,13 +28,6 @@ pub enum Param {
     /// `i32 [5, n]`: [`Param::Keys`] and the row's draft token (-1 for none): the key of a
     /// `spec_verify` draw (speculative verification, in a tail built with `verify`).
     VerifyKeys(usize),
-    /// `i32 [m, n]`: the token ids of each row's draft distribution `q` (a sampled draft;
-    /// `[d, -1, ..]` for a deterministic draft `d`, all -1 without a draft), in a tail whose
-    /// `Sequences` reserve `m` entries per drafted output (`graph::Op::SpecVerifySampled`).
-    DraftQIds,
-    /// `f32 [m, n]`: the probabilities of [`Param::DraftQIds`]' tokens (`[1, 0, ..]` for a
-    /// deterministic draft, zeros without one).
-    DraftQProbs,
     /// `f32 [1, n]`: `-mu` of mirostat_v2 stage `.0`.
     NegMu(usize),
     /// `f32 [2, n]` of mirostat (v1) stage `.0`: `2^mu` (in f32, as the CPU sampler computes it)
@@ -95,6 +88,13 @@ pub enum Param {
     BiasIds(usize),
     /// `f32 [m, n]`: biases of logit-bias stage `.0`.
     BiasValues(usize),
+    /// `i32 [m, n]`: the token ids of each row's draft distribution `q` (a sampled draft;
+    /// `[d, -1, ..]` for a deterministic draft `d`, all -1 without a draft), in a tail whose
+    /// `Sequences` reserve `m` entries per drafted output (`graph::Op::SpecVerifySampled`).
+    DraftQIds,
+    /// `f32 [m, n]`: the probabilities of [`Param::DraftQIds`]' tokens (`[1, 0, ..]` for a
+    /// deterministic draft, zeros without one).
+    DraftQProbs,
 }
 
 /// The nodes a group reads back.
