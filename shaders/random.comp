@@ -30,6 +30,21 @@
 // target T = high 64 bits of U Q' over the entries without e (e itself when Q' = 0). Without a
 // draft entry it is exactly the categorical draw. With the ids the result is e's or the drawn
 // entry's id.
+//
+// SpecVerifySampled (CATEGORICAL and SAMPLED, main in random_sampled.glsl): a draft token d drawn
+// from a distribution q of P2 = m (token id, weight) pairs per row. B = a scratch the host filled
+// with three contiguous blocks: the keys i32 [5, rows], the q ids i32 [m, rows], the q weights
+// f32 [m, rows]; C and P1 as for SpecVerify. d < 0: exactly the categorical draw. Otherwise q is
+// checked first (a weight NaN, infinite or negative, or all zero: -1), then the row as
+// categorical's (bad: -1; s = +inf: the first maximum). The weights w_i and their total W are
+// categorical's fixed point. q is made exact too: g_j = floor(q_j / max q 2^31), summed exactly
+// (G); each pair's share of W is qW_j = (f_j W) >> 31 with f_j = g_j / G 2^31 in f32 (about 2e-7
+// of qW_j off). Pairs are located as the draft is (an id past the vocabulary, not in the list,
+// or -1 has no entry) and pairs of one entry merged into its first. The draft entry e is
+// accepted when the high 64 bits of A qW(d) are below w_e; else the draw with T = high 64 bits of
+// U R over the residual r_i = w_i - min(w_i, qW(i)) (R its exact total), or over w where R = 0
+// (q covers p). Chunk sums and the rescan compute r_i from the same bits, so some entry is always
+// chosen. At most 512 pairs a row (the host checks; longer ones run on another backend).
 #include "common.glsl"
 
 uvec4 philox(uvec4 c, uvec2 key) {
@@ -63,6 +78,10 @@ void main() {
 uint result_of(uint i, uvec4 r) {
     return (P1 & 2u) != 0u ? c_w[(c_at(uvec4(0u, r.yzw)) >> 2) + i] : i;
 }
+
+#ifdef SAMPLED
+#include "random_sampled.glsl"
+#else
 
 shared float sh_f[WG];
 shared uint sh_u[WG];
@@ -216,5 +235,7 @@ void main() {
         }
     }
 }
+
+#endif // SAMPLED
 
 #endif

@@ -48,6 +48,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::RandomSample { .. } => 31,
         Op::TopPMask => 32,
         Op::SpecVerify { .. } => 33,
+        Op::SpecVerifySampled { .. } => 34,
     }
 }
 
@@ -88,6 +89,7 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::RandomSample { index: graph::fused::IndexDType::I32, f64_rows: false },
         Op::TopPMask,
         Op::SpecVerify { stream: 0, ids: false },
+        Op::SpecVerifySampled { stream: 0, ids: false },
     ]
 }
 
@@ -138,6 +140,8 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::TopPMask => &[2],
         Op::SpecVerify { ids: false, .. } => &[2, 3],
         Op::SpecVerify { ids: true, .. } => &[3],
+        Op::SpecVerifySampled { ids: false, .. } => &[4, 5],
+        Op::SpecVerifySampled { ids: true, .. } => &[5],
     }
 }
 

@@ -153,6 +153,18 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             };
             g.spec_verify(l, k, aux, stream)?
         }
+        Op::SpecVerifySampled { stream, ids } => {
+            let l = x(&mut g, 0, &[5, 2])?;
+            let k = x(&mut g, 1, &[5, 2])?;
+            let qi = x(&mut g, 2, &[3, 2])?;
+            let qp = x(&mut g, 3, &[3, 2])?;
+            let aux = match (d.len() > 4, ids) {
+                (false, _) => graph::SpecAux::None,
+                (true, false) => graph::SpecAux::Params(x(&mut g, 4, &[2, 2])?),
+                (true, true) => graph::SpecAux::Ids(x(&mut g, 4, &[5, 2])?),
+            };
+            g.spec_verify_sampled(l, k, qi, qp, aux, stream)?
+        }
         Op::TopKTopPSample(a) => {
             let l = x(&mut g, 0, &[5, 2])?;
             let k = x(&mut g, 1, &[1, 2])?;

@@ -490,6 +490,24 @@ impl Parser {
                 };
                 g.spec_verify(s[0], s[1], aux, stream)
             }
+            "spec_verify_sampled" => {
+                a.nsrc(4..=5)?;
+                let stream = a.take("stream").map_or(Ok(0), |v| {
+                    v.parse::<u32>().map_err(|_| bad(format!("spec_verify_sampled: stream `{v}` is not a u32")))
+                })?;
+                let ids = match a.take("ids").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(v) => return Err(bad(format!("spec_verify_sampled: ids `{v}` is not a bool"))),
+                };
+                let aux = match (s.get(4).copied(), ids) {
+                    (None, false) => crate::SpecAux::None,
+                    (Some(p), false) => crate::SpecAux::Params(p),
+                    (Some(i), true) => crate::SpecAux::Ids(i),
+                    (None, true) => return Err(bad("spec_verify_sampled: ids = true needs a fifth source")),
+                };
+                g.spec_verify_sampled(s[0], s[1], s[2], s[3], aux, stream)
+            }
             "top_k_top_p_sample" => {
                 a.nsrc(3..=4)?;
                 let mut t = crate::fused::TopKTopP::new(crate::fused::PostSample::None);

@@ -392,6 +392,38 @@ pub enum Op {
         /// `aux` holds each entry's token id.
         ids: bool,
     },
+
+    // ----- randomness (family `random`), continued -----
+    /// `spec_verify_sampled(logits, keys, q_ids, q_probs [, aux])`: [`Op::SpecVerify`] for a
+    /// draft token drawn from a distribution `q` (a sampled draft), given per row as `m` pairs:
+    /// `q_ids` i32 `[m, rows..]` (token ids; an id outside the row's tokens, e.g. -1 padding, has
+    /// no entry) and `q_probs` f32 `[m, rows..]` (weights, normalised here: `q_j / Q` with `Q`
+    /// their f64 sum in list order, as `sampling::speculative::verify` normalises
+    /// `DraftProbs::Sampled`; a token listed twice has the sum of its entries). `logits`, `keys`
+    /// (the fifth word the draft token `d`, -1 for none) and `aux` are as for
+    /// [`Op::SpecVerify`]; without `ids` token `t` is entry `t`, with `ids` the first entry
+    /// holding `t`. Result i32 `[1, rows..]` as [`Op::SpecVerify`].
+    ///
+    /// Per row, with `categorical`'s weights `w_i` and total `W`, and `q(i)` the normalised
+    /// draft probability of entry `i`'s token: `d < 0` is exactly `categorical`'s draw on
+    /// `stream`, `q` unread. Otherwise `q` is checked (every `q_j` finite and `>= 0`, `Q > 0`, else
+    /// the row gives -1), and with the uniforms `a` ([`crate::philox::stream::SPECULATIVE`]) and
+    /// `u` (`stream`), both element 0 of the row's key: the draft entry `e` (if `d` has one) is
+    /// the result if `a q(d) W < w_e` (accepted with probability `min(1, p(d) / q(d))`; the host
+    /// refuses `q(d) = 0`, as the CPU verifier does, and the op then accepts any `w_e > 0`, the
+    /// limit of the ratio); else the draw from the residual `r_i = max(0, w_i - q(i) W)` in entry
+    /// order: the first entry with `r_i > 0` whose running sum exceeds `u R`, `R = sum r_i` (the
+    /// last entry with `r_i > 0` if rounding leaves none). A draft token without an entry (outside
+    /// the vocabulary or the list, or masked to weight 0) is rejected, and the residual still
+    /// takes `q` off the other entries. Where `R` is 0 (`q` covers `p`, so that a rejection cannot
+    /// happen in exact arithmetic) the draw is `categorical`'s from `p`, as the CPU verifier's.
+    /// `s = +inf` (greedy) gives the first maximum, as [`Op::SpecVerify`]. Bad logits rows give -1.
+    SpecVerifySampled {
+        /// The stream of the draw (see [`crate::philox::stream`]).
+        stream: u32,
+        /// `aux` holds each entry's token id.
+        ids: bool,
+    },
 }
 
 impl Op {
@@ -432,6 +464,7 @@ impl Op {
             Op::RandomSample { .. } => "random_sample",
             Op::TopPMask => "top_p_mask",
             Op::SpecVerify { .. } => "spec_verify",
+            Op::SpecVerifySampled { .. } => "spec_verify_sampled",
         }
     }
 
@@ -490,7 +523,9 @@ impl Op {
             Op::RandomSample { index, f64_rows } => {
                 vec![("index", index.name().to_string()), ("f64_rows", f64_rows.to_string())]
             }
-            Op::SpecVerify { stream, ids } => vec![("stream", stream.to_string()), ("ids", ids.to_string())],
+            Op::SpecVerify { stream, ids } | Op::SpecVerifySampled { stream, ids } => {
+                vec![("stream", stream.to_string()), ("ids", ids.to_string())]
+            }
             Op::Input
             | Op::TopPMask
             | Op::View

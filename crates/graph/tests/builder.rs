@@ -397,3 +397,34 @@ fn categorical_takes_params_or_ids() {
     has(&msg(g.categorical(x, k, None, Some(short), 0)), &["categorical", "ids", "'short'", "i32 [6, rows..]"]);
     has(&msg(g.categorical(x, k, None, Some(f), 0)), &["categorical", "ids", "'f'", "i32"]);
 }
+
+#[test]
+fn spec_verify_sampled_takes_q_as_pairs_per_row() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[6, 3]).unwrap();
+    let k = g.input("k", DType::I32, &[5, 3]).unwrap();
+    let k4 = g.input("k4", DType::I32, &[4, 3]).unwrap();
+    let p = g.input("p", DType::F32, &[2, 3]).unwrap();
+    let ids = g.input("ids", DType::I32, &[6, 3]).unwrap();
+    let qi = g.input("qi", DType::I32, &[4, 3]).unwrap();
+    let qp = g.input("qp", DType::F32, &[4, 3]).unwrap();
+    let qp5 = g.input("qp5", DType::F32, &[5, 3]).unwrap();
+    let qi_rows = g.input("qi_rows", DType::I32, &[4, 2]).unwrap();
+    let qp_i = g.input("qp_i", DType::I32, &[4, 3]).unwrap();
+    let v = g.spec_verify_sampled(x, k, qi, qp, graph::SpecAux::Params(p), 2).unwrap();
+    assert_eq!(g.node(v).op, Op::SpecVerifySampled { stream: 2, ids: false });
+    assert_eq!(g.node(v).srcs[..], [x, k, qi, qp, p]);
+    assert_eq!(ne(&g, v), [1, 3, 1, 1]);
+    let l = g.spec_verify_sampled(x, k, qi, qp, graph::SpecAux::Ids(ids), 0).unwrap();
+    assert_eq!(g.node(l).op, Op::SpecVerifySampled { stream: 0, ids: true });
+    assert_eq!(g.node(l).srcs[..], [x, k, qi, qp, ids]);
+    let none = graph::SpecAux::None;
+    has(&msg(g.spec_verify_sampled(x, k4, qi, qp, none, 0)), &["spec_verify_sampled", "'k4'"]);
+    has(
+        &msg(g.spec_verify_sampled(x, k, qi, qp5, none, 0)),
+        &["spec_verify_sampled", "q_probs", "'qp5'", "f32 [4, rows..]"],
+    );
+    has(&msg(g.spec_verify_sampled(x, k, qi_rows, qp, none, 0)), &["spec_verify_sampled", "q_ids", "'qi_rows'"]);
+    has(&msg(g.spec_verify_sampled(x, k, qi, qp_i, none, 0)), &["spec_verify_sampled", "q_probs", "'qp_i'", "f32"]);
+    has(&msg(g.spec_verify_sampled(x, k, qp, qp, none, 0)), &["spec_verify_sampled", "q_ids", "'qp'", "i32"]);
+}

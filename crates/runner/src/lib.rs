@@ -23,7 +23,7 @@ pub use config::Config;
 pub use error::{Result, RunnerError};
 pub use kv::CacheSpec;
 pub use model::Model;
-pub use session::{BackendKind, Sampling, Session, SessionOptions, SpecOutcome, StepOutcome};
+pub use session::{BackendKind, DraftDist, Sampling, Session, SessionOptions, SpecOutcome, StepOutcome};
 pub use spec::{DraftModel, Drafter, Generation};
 pub use tokenizer::{TextStream, Tokenizer, TokenizerSpec};
 pub use weights::{Tensor, Weights};

@@ -80,6 +80,20 @@ struct Args {
     /// The draft model for `--spec draft-model`: a GGUF file or `smollm2`.
     #[arg(long)]
     draft_model: Option<String>,
+    /// Sampled drafting: the draft model samples its tokens with `top_k(k=K);temp(t=T);dist`
+    /// (K from `--draft-top-k`) instead of choosing greedily, and the target verifies each draft
+    /// token with its distribution `q` (the draft chain's survivors): accepted with probability
+    /// `min(1, p/q)`, else the residual `max(0, p - q)` (on the backend, or on the CPU with
+    /// `--cpu-sampling`).
+    #[arg(long)]
+    draft_temp: Option<f32>,
+    /// The sampled draft chain's top-k (the length of each draft token's `q`).
+    #[arg(long, default_value_t = 20)]
+    draft_top_k: usize,
+    /// The sampled draft chain's seed (keep it apart from the sequences' `dist` seeds: the draft's
+    /// draws must be independent of the verifier's).
+    #[arg(long, default_value_t = 1234)]
+    draft_seed: u64,
 }
 
 fn main() -> ExitCode {
@@ -199,6 +213,7 @@ fn run(args: Args) -> Result<()> {
         backend,
         threads: args.threads.unwrap_or(SessionOptions::default().threads),
         sampling: if args.cpu_sampling { Sampling::Cpu } else { Sampling::Backend },
+        draft_q_len: if args.draft_temp.is_some() { args.draft_top_k } else { 0 },
         ..SessionOptions::default()
     };
     let mut session = Session::new(model.clone(), opts, seqs.iter().map(|(_, c)| c.clone()).collect())?;
@@ -214,13 +229,25 @@ fn run(args: Args) -> Result<()> {
                 std::path::PathBuf::from(m)
             };
             let dm = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
-            let dopts = SessionOptions { n_seq, n_draft_max: 0, ..opts };
-            Some(Drafter::Model(Box::new(DraftModel::new(dm, dopts, k, args.draft_p_min)?)))
+            let dopts = SessionOptions { n_seq, n_draft_max: 0, draft_q_len: 0, ..opts };
+            let d = match args.draft_temp {
+                None => DraftModel::new(dm, dopts, k, args.draft_p_min)?,
+                Some(t) => {
+                    let spec = format!("top_k(k={});temp(t={t});dist(seed={})", args.draft_top_k, args.draft_seed);
+                    let chain = Chain::parse(&spec).with_context(|| format!("the draft chain `{spec}`"))?;
+                    println!("sampled drafting: {spec}");
+                    DraftModel::sampled(dm, dopts, k, args.draft_p_min, chain)?
+                }
+            };
+            Some(Drafter::Model(Box::new(d)))
         }
         Some(x) => bail!("--spec `{x}`: expected ngram or draft-model"),
     };
     if args.spec.is_none() && args.draft_model.is_some() {
         bail!("--draft-model needs --spec draft-model");
+    }
+    if args.draft_temp.is_some() && args.spec.as_deref() != Some("draft-model") {
+        bail!("--draft-temp needs --spec draft-model (the n-gram drafter is deterministic)");
     }
     println!(
         "model: {} ({:.0} MB of weights, made in {:.2} s)",

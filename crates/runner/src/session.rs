@@ -33,6 +33,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where the forward pass (and backend sampling) runs.
+/// The distribution one sampled draft token was drawn from: `(token, probability)` pairs (the
+/// drafter's surviving candidates; normalised by the verifier).
+pub type DraftDist = Vec<(Token, f32)>;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     /// The CPU backend.
@@ -72,6 +76,11 @@ pub struct SessionOptions {
     /// With [`BackendKind::Vulkan`], leave the quantized weights' ops to the CPU
     /// (`vulkan::Options::cpu_quantized`; for long runs on a software Vulkan driver).
     pub quantized_on_cpu: bool,
+    /// With backend sampling and `n_draft_max > 0`: the most `(token, probability)` pairs of a
+    /// sampled draft's distribution per drafted token ([`Session::step_spec_sampled`]; the
+    /// backend verifies with `graph::Op::SpecVerifySampled`, uploading this many pairs per output
+    /// row). 0: drafts are deterministic (one-hot `q`, `graph::Op::SpecVerify`).
+    pub draft_q_len: usize,
 }
 
 impl Default for SessionOptions {
@@ -85,6 +94,7 @@ impl Default for SessionOptions {
             sampling: Sampling::Backend,
             n_draft_max: 0,
             quantized_on_cpu: false,
+            draft_q_len: 0,
         }
     }
 }
@@ -177,7 +187,12 @@ impl Session {
             }
         };
         let sched = Scheduler::new(backends).map_err(RunnerError::sched("creating the scheduler"))?;
-        let mut seqs = Sequences::new(opts.n_draft_max + 1).map_err(RunnerError::sampling("sequences".into()))?;
+        let seqs = if opts.draft_q_len > 0 && opts.n_draft_max > 0 {
+            Sequences::with_draft_distributions(opts.n_draft_max + 1, opts.draft_q_len)
+        } else {
+            Sequences::new(opts.n_draft_max + 1)
+        };
+        let mut seqs = seqs.map_err(RunnerError::sampling("sequences".into()))?;
         for (i, c) in chains.iter().enumerate() {
             // With drafts, each output's draw is the verifier's decision (`graph::Op::SpecVerify`):
             // only tokens come back.
@@ -413,6 +428,39 @@ impl Session {
     /// cannot be verified (a stateful selector such as mirostat), and whatever [`Session::step`]
     /// reports.
     pub fn step_spec(&mut self, tokens: &[&[Token]], drafts: &[&[Token]]) -> Result<SpecOutcome> {
+        self.step_spec_inner(tokens, drafts, None)
+    }
+
+    /// [`Session::step_spec`] for sampled drafts: `qs[s][i]` is the distribution draft token
+    /// `drafts[s][i]` was drawn from (`(token, probability)` pairs, e.g. the draft model's
+    /// surviving candidates; an empty `qs[s]`: sequence `s`'s draft is deterministic). Verified
+    /// with `q` (accept with probability `min(1, p/q)`, else the residual `max(0, p - q)`): on the
+    /// backend by `graph::Op::SpecVerifySampled` (needs [`SessionOptions::draft_q_len`] at least
+    /// each distribution's length), on the CPU by `speculative::verify` with
+    /// `DraftProbs::Sampled`; both emit the same tokens.
+    pub fn step_spec_sampled(
+        &mut self,
+        tokens: &[&[Token]],
+        drafts: &[&[Token]],
+        qs: &[&[DraftDist]],
+    ) -> Result<SpecOutcome> {
+        if qs.len() != drafts.len() {
+            return Err(RunnerError::Session {
+                what: format!("a speculative step with {} drafts and {} draft distributions", drafts.len(), qs.len()),
+                reason: "one list of distributions per sequence".into(),
+            });
+        }
+        self.step_spec_inner(tokens, drafts, Some(qs))
+    }
+
+    fn step_spec_inner(
+        &mut self,
+        tokens: &[&[Token]],
+        drafts: &[&[Token]],
+        qs: Option<&[&[DraftDist]]>,
+    ) -> Result<SpecOutcome> {
+        // Sequence `s`'s sampled draft's distributions (`None`: deterministic).
+        let q_of = |s: usize| qs.map(|q| q[s]).filter(|q| !q.is_empty());
         let n_seq = self.opts.n_seq;
         let k = self.opts.n_draft_max;
         if drafts.len() != n_seq || tokens.len() != n_seq {
@@ -442,7 +490,11 @@ impl Session {
         if sampled {
             for (s, d) in drafts.iter().enumerate() {
                 let what = || format!("sequence {s}");
-                self.seqs.set_draft(SeqId(s as u32), d).map_err(|e| RunnerError::sampling(what())(e))?;
+                let set = match q_of(s) {
+                    Some(q) => self.seqs.set_draft_sampled(SeqId(s as u32), d, q),
+                    None => self.seqs.set_draft(SeqId(s as u32), d),
+                };
+                set.map_err(|e| RunnerError::sampling(what())(e))?;
             }
         }
         self.run(i, &inputs)?;
@@ -499,8 +551,8 @@ impl Session {
                             tokens: vec![chain.sample(target[0]).map_err(RunnerError::sampling(what))?],
                         }
                     } else {
-                        speculative::verify(chain, &target, drafts[s], DraftProbs::Deterministic)
-                            .map_err(RunnerError::sampling(what))?
+                        let probs = q_of(s).map_or(DraftProbs::Deterministic, DraftProbs::Sampled);
+                        speculative::verify(chain, &target, drafts[s], probs).map_err(RunnerError::sampling(what))?
                     };
                     verdicts.push(verdict);
                 }

@@ -1,27 +1,42 @@
 //! Speculative decoding's drafting and its decode loop: the drafters ([`Drafter`]: an n-gram
 //! lookup over each sequence's own context, or a draft model, a second runner model with the same
-//! vocabulary drafting greedily over its own KV cache) and [`generate`], which prefills, then
+//! vocabulary drafting greedily over its own KV cache, or by sampling with its own chain, which
+//! gives each draft token's distribution `q` for the verifier) and [`generate`], which prefills, then
 //! drafts, verifies ([`Session::step_spec`]) and emits until every sequence has its tokens,
 //! counting drafted and accepted tokens. Without a drafter it is plain decoding (the baseline).
 
 use crate::error::{Result, RunnerError};
 use crate::model::Model;
-use crate::session::{Sampling, Session, SessionOptions};
+use crate::session::{DraftDist, Sampling, Session, SessionOptions};
 use sampling::speculative::ngram::NgramDrafter;
-use sampling::{Chain, Token};
+use sampling::{Chain, Sampler, Token};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A draft model: a second [`Session`] (CPU sampling, greedy) over a model with the target's
 /// vocabulary. Each draft first rolls its cache back to the longest prefix it shares with the
 /// sequence's context (rejected drafts leave), feeds the context's tokens after it, then drafts
-/// greedily token by token while the top probability is at least `p_min`.
+/// token by token while the top probability is at least `p_min`: greedily, or (made with
+/// [`DraftModel::sampled`]) by sampling with its own chain, whose surviving candidates'
+/// probabilities are the draft token's `q`.
 #[derive(Debug)]
 pub struct DraftModel {
     session: Session,
     fed: Vec<Vec<Token>>,
     max_draft: usize,
     p_min: f32,
+    /// Sampled drafting: each sequence's draft chain and its next draw's step.
+    sample: Option<(Vec<Chain>, Vec<u64>)>,
+}
+
+/// What a drafter proposes: per sequence its draft tokens, and for sampled drafts the
+/// distribution each was drawn from (`(token, probability)` pairs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Drafts {
+    /// Per sequence, the draft tokens.
+    pub tokens: Vec<Vec<Token>>,
+    /// Per sequence, per draft token, its distribution (empty for deterministic drafts).
+    pub q: Vec<Vec<DraftDist>>,
 }
 
 impl DraftModel {
@@ -38,7 +53,31 @@ impl DraftModel {
         let n_seq = opts.n_seq;
         let opts = SessionOptions { sampling: Sampling::Cpu, n_draft_max: 0, ..opts };
         let session = Session::new(model, opts, vec![greedy; n_seq])?;
-        Ok(DraftModel { session, fed: vec![Vec::new(); n_seq], max_draft, p_min })
+        Ok(DraftModel { session, fed: vec![Vec::new(); n_seq], max_draft, p_min, sample: None })
+    }
+
+    /// A draft model as [`DraftModel::new`] that drafts by sampling with `chain` (ending in
+    /// `dist`; e.g. `top_k(k=20);temp(t=0.8);dist(seed=S)`, whose top-k bounds `q`'s length),
+    /// each sequence with its own copy, a draw's step counting the sequence's draft tokens. Each
+    /// draft token's `q` is the chain's surviving candidates; drafting stops where their top
+    /// probability is below `p_min`.
+    pub fn sampled(
+        model: Arc<Model>,
+        opts: SessionOptions,
+        max_draft: usize,
+        p_min: f32,
+        chain: Chain,
+    ) -> Result<Self> {
+        if chain.stages().last().map(|s| s.name()) != Some("dist") {
+            return Err(RunnerError::Session {
+                what: "a sampling draft chain".into(),
+                reason: "must end in dist (its surviving candidates are the draft's distribution)".into(),
+            });
+        }
+        let mut d = Self::new(model, opts, max_draft, p_min)?;
+        let n_seq = d.fed.len();
+        d.sample = Some((vec![chain; n_seq], vec![0; n_seq]));
+        Ok(d)
     }
 
     /// The draft model's session (its positions, plans).
@@ -47,7 +86,7 @@ impl DraftModel {
     }
 
     /// Drafts up to `limit[s]` (and at most `max_draft`) tokens after each `contexts[s]`.
-    pub fn draft(&mut self, contexts: &[Vec<Token>], limit: &[usize]) -> Result<Vec<Vec<Token>>> {
+    pub fn draft(&mut self, contexts: &[Vec<Token>], limit: &[usize]) -> Result<Drafts> {
         let n_seq = self.fed.len();
         if contexts.len() != n_seq || contexts.iter().any(Vec::is_empty) {
             return Err(RunnerError::Session {
@@ -70,17 +109,38 @@ impl DraftModel {
         }
         let limit: Vec<usize> = limit.iter().map(|&l| l.min(self.max_draft)).collect();
         let mut drafts: Vec<Vec<Token>> = vec![Vec::new(); n_seq];
+        let mut qs: Vec<Vec<DraftDist>> = vec![Vec::new(); n_seq];
         let mut active: Vec<bool> = limit.iter().map(|&l| l > 0).collect();
         loop {
             for s in 0..n_seq {
                 if !active[s] {
                     continue;
                 }
-                let (tok, p) = top(&logits[s]);
+                let (tok, p, q) = match self.sample.as_mut() {
+                    None => {
+                        let (tok, p) = top(&logits[s]);
+                        (tok, p, None)
+                    }
+                    Some((chains, steps)) => {
+                        let c = &mut chains[s];
+                        c.set_step(steps[s]);
+                        steps[s] += 1;
+                        let out =
+                            c.run(&logits[s]).map_err(RunnerError::sampling(format!("drafting for sequence {s}")))?;
+                        let tok = out.selected.ok_or_else(|| RunnerError::Session {
+                            what: format!("drafting for sequence {s}"),
+                            reason: "the draft chain selected no token".into(),
+                        })?;
+                        let q: DraftDist = out.candidates.iter().map(|c| (c.id, c.p)).collect();
+                        let top_p = q.iter().map(|e| e.1).fold(0.0f32, f32::max);
+                        (tok, top_p, Some(q))
+                    }
+                };
                 if p < self.p_min {
                     active[s] = false;
                 } else {
                     drafts[s].push(tok);
+                    qs[s].extend(q);
                     active[s] = drafts[s].len() < limit[s];
                 }
             }
@@ -105,7 +165,7 @@ impl DraftModel {
                 }
             }
         }
-        Ok(drafts)
+        Ok(Drafts { tokens: drafts, q: qs })
     }
 }
 
@@ -134,18 +194,22 @@ pub enum Drafter {
 }
 
 impl Drafter {
-    /// Drafts for every sequence: at most `limit[s]` tokens after `contexts[s]`.
-    pub fn draft(&mut self, contexts: &[Vec<Token>], limit: &[usize]) -> Result<Vec<Vec<Token>>> {
+    /// Drafts for every sequence: at most `limit[s]` tokens after `contexts[s]` (with their
+    /// distributions where the drafter samples).
+    pub fn draft(&mut self, contexts: &[Vec<Token>], limit: &[usize]) -> Result<Drafts> {
         match self {
-            Drafter::Ngram(d) => Ok(contexts
-                .iter()
-                .zip(limit)
-                .map(|(c, &l)| {
-                    let mut x = d.draft(c);
-                    x.truncate(l);
-                    x
-                })
-                .collect()),
+            Drafter::Ngram(d) => Ok(Drafts {
+                tokens: contexts
+                    .iter()
+                    .zip(limit)
+                    .map(|(c, &l)| {
+                        let mut x = d.draft(c);
+                        x.truncate(l);
+                        x
+                    })
+                    .collect(),
+                q: vec![Vec::new(); contexts.len()],
+            }),
             Drafter::Model(m) => m.draft(contexts, limit),
         }
     }
@@ -254,10 +318,15 @@ pub fn generate(
                 // Never draft past `n`: the last needed token is the target's own.
                 let limit: Vec<usize> = out.iter().map(|o| n.saturating_sub(o.len() + 1).min(k)).collect();
                 let td = Instant::now();
-                let drafts = d.draft(&contexts, &limit)?;
+                let Drafts { tokens: drafts, q } = d.draft(&contexts, &limit)?;
                 g.draft_time += td.elapsed();
                 let refs: Vec<&[Token]> = drafts.iter().map(Vec::as_slice).collect();
-                let o = session.step_spec(&last, &refs)?;
+                let o = if q.iter().any(|q| !q.is_empty()) {
+                    let qr: Vec<&[DraftDist]> = q.iter().map(Vec::as_slice).collect();
+                    session.step_spec_sampled(&last, &refs, &qr)?
+                } else {
+                    session.step_spec(&last, &refs)?
+                };
                 for (dr, &a) in drafts.iter().zip(&o.accepted) {
                     g.drafted += dr.len();
                     g.accepted += a;

@@ -4,7 +4,9 @@
 //! and on Vulkan (skipped loudly without a device), with drafts both accepted and rejected; the KV
 //! cache after a rejection (positions, and the next logits equal a session's that never saw the
 //! rejected tokens); stochastic speculative decoding on the random model (backend and CPU
-//! sampling agree token for token, every token lies in the chain's support); errors.
+//! sampling agree token for token, every token lies in the chain's support); sampled drafting by a
+//! draft model, verified with its distributions (backend and CPU verification agree token for
+//! token, on the CPU backend and on Vulkan); errors.
 
 #![allow(clippy::print_stderr)] // a skipped Vulkan test says so loudly
 
@@ -212,6 +214,59 @@ fn stochastic_speculation_stays_in_the_support_and_backend_equals_cpu() {
     );
 }
 
+/// Sampled drafting: a draft model (the target's model again, sampling hotter: its `q` is close to
+/// the target's `p` but not equal) samples each draft token with `top_k(k=8);temp(t=1.2);dist`
+/// and gives its survivors as `q`; the target
+/// verifies with `q` (`spec_verify_sampled` on the backend, `speculative::verify` with
+/// `DraftProbs::Sampled` with CPU sampling). Both emit the same tokens and accept the same drafts
+/// over 48 tokens, some drafts accepted and some rejected, every token in the target's top-k.
+fn sampled_drafting(backend: BackendKind) -> Vec<Generation> {
+    let (m, prompt) = random_model();
+    let chain = "top_k(k=20);temp(t=0.8);dist(seed=7)";
+    let n = 48;
+    let mut results = Vec::new();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let o = SessionOptions { draft_q_len: 8, ..opts(backend, sampling, spec::cells_needed(prompt.len(), n, 4), 4) };
+        let mut s = Session::new(m.clone(), o, chains(&[chain])).unwrap();
+        let dopts = SessionOptions { n_seq: 1, ..opts(BackendKind::Cpu, Sampling::Cpu, o.n_ctx, 0) };
+        let dchain = Chain::parse("top_k(k=8);temp(t=1.2);dist(seed=99)").unwrap();
+        let mut d = Drafter::Model(Box::new(DraftModel::sampled(m.clone(), dopts, 4, 0.0, dchain).unwrap()));
+        let g = spec::generate(&mut s, Some(&mut d), std::slice::from_ref(&prompt), n, |_| Ok(())).unwrap();
+        results.push(g);
+    }
+    assert_eq!(results[0].tokens, results[1].tokens, "backend and CPU verification");
+    assert_eq!((results[0].accepted, results[0].drafted), (results[1].accepted, results[1].drafted));
+    assert!(results[0].accepted > 0 && results[0].accepted < results[0].drafted, "{:?}", results[0]);
+    results
+}
+
+#[test]
+fn sampled_draft_model_backend_verification_equals_cpu() {
+    let (m, prompt) = random_model();
+    let results = sampled_drafting(BackendKind::Cpu);
+    // Every token is among the target's top 20 at its position (plain evaluation of the text).
+    let toks = &results[0].tokens[0];
+    let mut plain =
+        Session::new(m.clone(), opts(BackendKind::Cpu, Sampling::Cpu, 128, 0), chains(&["greedy"])).unwrap();
+    let mut logits = plain.eval(&[&prompt]).unwrap().remove(0);
+    for &t in toks {
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+        assert!(order[..20].contains(&(t as usize)), "token {t} outside the top 20");
+        logits = plain.eval(&[&[t]]).unwrap().remove(0);
+    }
+    eprintln!("sampled drafts: {}/{} accepted in {} steps", results[0].accepted, results[0].drafted, results[0].steps);
+}
+
+#[test]
+fn sampled_draft_model_backend_verification_equals_cpu_on_vulkan() {
+    if !common::vulkan_available() {
+        return;
+    }
+    let r = sampled_drafting(BackendKind::Vulkan);
+    eprintln!("sampled drafts on Vulkan: {}/{} accepted in {} steps", r[0].accepted, r[0].drafted, r[0].steps);
+}
+
 #[test]
 fn bad_speculative_steps_are_errors() {
     let (m, prompt) = random_model();
@@ -225,6 +280,13 @@ fn bad_speculative_steps_are_errors() {
     assert!(e.contains("draft of 3 tokens") && e.contains("n_draft_max = 2"), "{e}");
     let e = mk("greedy", 2).step_spec(&[&[1]], &[]).unwrap_err().to_string();
     assert!(e.contains("0 drafts"), "{e}");
+    // Sampled drafts: one list of distributions per sequence, and on the backend a session that
+    // reserves room for them (`draft_q_len`).
+    let q = [vec![(1u32, 1.0f32)]];
+    let e = mk("dist(seed=1)", 2).step_spec_sampled(&[&[1]], &[&[1]], &[]).unwrap_err().to_string();
+    assert!(e.contains("1 drafts and 0 draft distributions"), "{e}");
+    let e = mk("dist(seed=1)", 2).step_spec_sampled(&[&[1]], &[&[1]], &[&q]).unwrap_err().to_string();
+    assert!(e.contains("reserve no draft distributions"), "{e}");
     // A stateful selector cannot be verified, but decodes plainly in a speculative session.
     let mut s = mk("mirostat_v2(seed=1)", 2);
     let e = s.step_spec(&[&[1]], &[&[1]]).unwrap_err().to_string();

@@ -2,7 +2,8 @@
 //! logits, the CPU as the fallback): a mixed batch over many steps whose every token equals the
 //! sequence's CPU chain run alone (same seed and step), bytes read back equal to the reservation,
 //! no re-plan on steady steps, normal and staged memory; the three-sequence tail's placement and
-//! plan as an `insta` snapshot. The validation layer must stay silent.
+//! plan as an `insta` snapshot; speculative verification (one-hot and sampled drafts) equal to the
+//! CPU verifier. The validation layer must stay silent.
 
 mod common;
 #[path = "../../sampling/tests/scenarios/mod.rs"]
@@ -131,6 +132,38 @@ fn speculative_verification_on_vulkan_equals_the_cpu_verifier() {
                 .unwrap();
         let cpu = Box::new(cpu::CpuBackend::with_threads(1));
         let r = scenarios::verification(spec, Box::new(vk), Some(cpu), V, 24, 6.0, logits_for);
+        assert!(!r.placement.contains('-'), "{spec}: {}", r.placement);
+        assert_eq!(r.reserved, 16, "{spec}: 4 tokens");
+        assert!(r.accepted > 3 && r.rejected > 3, "{spec}: {r:?}");
+        let msgs = log.lock().unwrap();
+        assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
+    }
+}
+
+#[test]
+fn speculative_verification_of_sampled_drafts_on_vulkan_equals_the_cpu_verifier() {
+    // Sampled drafts with their distributions `q` (up to 8 pairs, mass on tokens the target
+    // filters out), every third step a deterministic draft through the same tail: each drafted
+    // output's token is decided on Vulkan (`spec_verify_sampled`, the list form after top-k and
+    // the vocabulary form with params and a top-p mask), only tokens come back, and the accepted
+    // prefix equals `speculative::verify` with `DraftProbs::Sampled` on the CPU, 32 steps a chain.
+    let Some(probe) = common::vulkan("speculative_verification_of_sampled_drafts_on_vulkan_equals_the_cpu_verifier")
+    else {
+        return;
+    };
+    drop(probe);
+    for spec in [
+        "top_k(k=30);temp(t=0.8);dist(seed=61)",
+        "min_p(p=0.01);temp(t=0.9);dist(seed=62)",
+        "top_p(p=0.9);dist(seed=65)",
+        "greedy",
+    ] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let vk =
+            VulkanBackend::with_options(Options { validation: true, log: Some(log.clone()), ..Options::default() })
+                .unwrap();
+        let cpu = Box::new(cpu::CpuBackend::with_threads(1));
+        let r = scenarios::verification_sampled(spec, Box::new(vk), Some(cpu), V, 32, 6.0, 8, logits_for);
         assert!(!r.placement.contains('-'), "{spec}: {}", r.placement);
         assert_eq!(r.reserved, 16, "{spec}: 4 tokens");
         assert!(r.accepted > 3 && r.rejected > 3, "{spec}: {r:?}");

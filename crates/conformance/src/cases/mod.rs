@@ -5,7 +5,8 @@
 //! Families (one module each, named after the op families of the backends): element-wise ops and
 //! copies in [`elementwise`], indexing and row-wise ops in [`rows`], the fused sampling ops in
 //! [`sample`], whole graphs from `fixtures/graphs` in [`fixtures`], the quantized dtypes'
-//! `get_rows` and `mul_mat` in [`quant`].
+//! `get_rows` and `mul_mat` in [`quant`]; the draws returning token ids in [`draw_ids`] and
+//! speculative verification of sampled drafts in [`spec_sampled`].
 
 pub mod draw_ids;
 pub mod elementwise;
@@ -13,6 +14,7 @@ pub mod fixtures;
 pub mod quant;
 pub mod rows;
 pub mod sample;
+pub mod spec_sampled;
 
 use crate::compare::Cmp;
 use crate::error::ConformanceError;
@@ -150,6 +152,7 @@ pub fn all() -> Vec<Case> {
     let mut v = elementwise::cases();
     v.extend(rows::cases());
     v.extend(draw_ids::cases());
+    v.extend(spec_sampled::cases());
     v.extend(sample::cases());
     v.extend(fixtures::cases());
     v.extend(quant::cases());

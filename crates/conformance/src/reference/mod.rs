@@ -9,6 +9,7 @@
 
 mod kernels;
 pub mod sample;
+mod spec_sampled;
 
 use crate::compare::DrawRow;
 use crate::error::ConformanceError;
@@ -73,6 +74,9 @@ impl<'g> Reference<'g> {
     pub fn draw_rows(&self, id: NodeId) -> Vec<DrawRow> {
         let stream = match self.g.node(id).op {
             Op::Categorical { stream, .. } | Op::SpecVerify { stream, .. } => stream,
+            Op::SpecVerifySampled { stream, .. } => {
+                return self.sampled_rows(id, stream).map(|r| r.draw_row()).collect();
+            }
             _ => return Vec::new(),
         };
         self.categorical_rows(id, stream)
@@ -142,6 +146,40 @@ impl<'g> Reference<'g> {
             });
             let tokens = has_ids.then(|| self.row(srcs[2], i1, i2, i3));
             (x, u, sc, off, draft, tokens)
+        })
+    }
+
+    /// The rows of the `Op::SpecVerifySampled` node `id` in output order.
+    fn sampled_rows(&self, id: NodeId, stream: u32) -> impl Iterator<Item = spec_sampled::SampledRow> + '_ {
+        let n = self.g.node(id);
+        let ne = n.ne();
+        let srcs = n.srcs.clone();
+        let has_ids = matches!(n.op, Op::SpecVerifySampled { ids: true, .. });
+        (0..ne[1] * ne[2] * ne[3]).map(move |r| {
+            let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
+            let key = self.row(srcs[1], i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
+            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
+            let step = u64::from(key[2]) | u64::from(key[3]) << 32;
+            let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
+            let a = philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0));
+            let (s, off) = match (srcs.get(4), has_ids) {
+                (Some(&p), false) => {
+                    let p = self.row(p, i1, i2, i3);
+                    (p[0], p[1])
+                }
+                _ => (1.0, f64::NEG_INFINITY),
+            };
+            spec_sampled::SampledRow {
+                x: self.row(srcs[0], i1, i2, i3),
+                u,
+                a,
+                s,
+                off,
+                draft: i64::from(key[4] as i32),
+                q_ids: self.row(srcs[2], i1, i2, i3),
+                q_probs: self.row(srcs[3], i1, i2, i3),
+                tokens: has_ids.then(|| self.row(srcs[4], i1, i2, i3)),
+            }
         })
     }
 
@@ -353,6 +391,10 @@ impl<'g> Reference<'g> {
                         }
                     }
                 }
+                self.put(id, n, out);
+            }
+            Op::SpecVerifySampled { stream, .. } => {
+                let out = self.sampled_rows(id, stream).map(|r| r.value()).collect();
                 self.put(id, n, out);
             }
             Op::RandomSample { f64_rows, .. } => {

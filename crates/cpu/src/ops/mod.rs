@@ -70,6 +70,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::Categorical { stream, ids } => random::categorical(k, stream, ids),
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(k, a),
         Op::RandomSample { f64_rows, .. } => sample::random_sample(k, f64_rows),
+        Op::SpecVerifySampled { stream, ids } => random::spec_verify_sampled(k, stream, ids),
     }
 }
 

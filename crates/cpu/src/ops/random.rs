@@ -18,6 +18,12 @@
 //! rejected draft is drawn from the same blocks with `w_e` taken out of its block's mass and
 //! zeroed in the rescan. A row without a draft entry is exactly `categorical`'s draw. With `ids`
 //! the result is the chosen entry's id.
+//!
+//! `spec_verify_sampled`: `spec_verify` for a draft drawn from a distribution `q`, in
+//! `random/sampled.rs` (the same weights).
+
+mod sampled;
+pub(crate) use sampled::spec_verify_sampled;
 
 use super::K;
 use crate::error::CpuError;
@@ -200,36 +206,58 @@ pub(crate) fn draw(x: &[f32], u: f64, s: f32, off: f32) -> Option<usize> {
 /// and the acceptance uniform `a`: `e` if `a W < w_e`, else the draw with `u` from the weights
 /// without `w_e` (`e` itself if nothing else weighs). `s = +inf` is the first maximum either way.
 fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) -> Option<usize> {
-    if s.is_nan() || s <= 0.0 || off.is_nan() {
-        return None;
-    }
-    if off == f32::NEG_INFINITY && s < f32::INFINITY {
+    if verify.is_none() && off == f32::NEG_INFINITY && s > 0.0 && s < f32::INFINITY {
         // No cut: the CPU sampler chain's own draw (one pass of block statistics, which also
-        // finds a bad row), so both pick the same token from the same row; a verification weighs
-        // with the same statistics.
+        // finds a bad row), so both pick the same token from the same row.
         let mut st = kernels::stats::BlockStats::default();
         kernels::stats::block_stats(x, s, &mut st);
         if st.bad || st.row_max == f32::NEG_INFINITY {
             return None;
         }
-        if verify.is_none() {
-            return Some(kernels::draw::from_stats(x, s, u, &mut st));
+        return Some(kernels::draw::from_stats(x, s, u, &mut st));
+    }
+    match row_weights(x, s, off) {
+        Prepared::Bad => None,
+        Prepared::First(i) => Some(i),
+        Prepared::Weights(rw) => rw.pick(u, verify),
+    }
+}
+
+/// A row prepared for a draw: bad (-1), the zero-temperature limit's first maximum, or weights.
+enum Prepared<'a> {
+    Bad,
+    First(usize),
+    Weights(RowWeights<'a>),
+}
+
+/// The weights of a draw with scale `s` and threshold offset `off` (see [`draw_with`]).
+fn row_weights(x: &[f32], s: f32, off: f32) -> Prepared<'_> {
+    if s.is_nan() || s <= 0.0 || off.is_nan() {
+        return Prepared::Bad;
+    }
+    if off == f32::NEG_INFINITY && s < f32::INFINITY {
+        // No cut: the block statistics of the CPU sampler chain's own draw, so that a
+        // verification weighs with the statistics a plain draw uses.
+        let mut st = kernels::stats::BlockStats::default();
+        kernels::stats::block_stats(x, s, &mut st);
+        if st.bad || st.row_max == f32::NEG_INFINITY {
+            return Prepared::Bad;
         }
         st.weights(s);
         let (a, b) = kernels::exp::exp_affine(st.row_max, s);
-        return RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY }.pick(u, verify);
+        return Prepared::Weights(RowWeights { x, mass: st.weight, a, b, thr: f32::NEG_INFINITY });
     }
     if s == f32::INFINITY {
         // The zero-temperature limit: the first maximum, by the CPU sampler chain's own greedy
         // scan (one pass and one block's rescan; a cut never removes the maximum).
         let (i, max, bad) = kernels::select::argmax(x);
-        return (!bad && max > f32::NEG_INFINITY).then_some(i);
+        return if !bad && max > f32::NEG_INFINITY { Prepared::First(i) } else { Prepared::Bad };
     }
     let mut maxima = vec![0.0f32; x.len().div_ceil(BLOCK)];
     let bad = kernels::row::block_max_bad(x, BLOCK, &mut maxima);
     let max = maxima.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if bad || max == f32::NEG_INFINITY {
-        return None;
+        return Prepared::Bad;
     }
     let thr = max + off;
     let (a, b) = kernels::exp::exp_affine(max, s);
@@ -245,7 +273,7 @@ fn draw_with(x: &[f32], u: f64, s: f32, off: f32, verify: Option<(usize, f64)>) 
             rw.fill_mass(blk, &mut w)
         })
         .collect();
-    rw.pick(u, verify)
+    Prepared::Weights(rw)
 }
 
 /// A row's draw weights: the mass of each block and the affine constants and threshold that

@@ -138,6 +138,40 @@ impl Graph {
         Ok(self.new_node(Op::SpecVerify { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
     }
 
+    /// Speculative verification of one draft token per row drawn from a distribution `q`:
+    /// [`Graph::spec_verify`]'s `logits`, `keys` and `aux`, and the draft's distribution per row
+    /// as `q_ids i32 [m, rows..]` (token ids) and `q_probs f32 [m, rows..]` (their weights), any
+    /// `m >= 1`; i32 `[1, rows..]`, see [`Op::SpecVerifySampled`].
+    pub fn spec_verify_sampled(
+        &mut self,
+        logits: NodeId,
+        keys: NodeId,
+        q_ids: NodeId,
+        q_probs: NodeId,
+        aux: SpecAux,
+        stream: u32,
+    ) -> R {
+        const OP: &str = "spec_verify_sampled";
+        let words = "seed lo, seed hi, step lo, step hi, draft token";
+        let (params, ids) = match aux {
+            SpecAux::None => (None, None),
+            SpecAux::Params(p) => (Some(p), None),
+            SpecAux::Ids(i) => (None, Some(i)),
+        };
+        let ne = self.draw_checks(OP, logits, keys, words, params)?;
+        if let Some(i) = ids {
+            self.per_row_src(OP, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
+        }
+        let m = self.src(OP, q_ids)?.layout.ne[0];
+        if m == 0 {
+            return Err(self.err(OP, format!("q_ids {} must have at least one entry per row", self.describe(q_ids))));
+        }
+        self.per_row_src(OP, "q_ids", q_ids, DType::I32, m, logits)?;
+        self.per_row_src(OP, "q_probs", q_probs, DType::F32, m, logits)?;
+        let srcs: Vec<NodeId> = [logits, keys, q_ids, q_probs].into_iter().chain(params).chain(ids).collect();
+        Ok(self.new_node(Op::SpecVerifySampled { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
+    }
+
     /// The checks of a draw (`categorical`, `spec_verify`): f32 `logits` rows, i32 `keys` holding
     /// the named words per row, the optional f32 `params [2, rows..]`; the result's shape.
     fn draw_checks(

@@ -88,6 +88,13 @@ pub enum Param {
     BiasIds(usize),
     /// `f32 [m, n]`: biases of logit-bias stage `.0`.
     BiasValues(usize),
+    /// `i32 [m, n]`: the token ids of each row's draft distribution `q` (a sampled draft;
+    /// `[d, -1, ..]` for a deterministic draft `d`, all -1 without a draft), in a tail whose
+    /// `Sequences` reserve `m` entries per drafted output (`graph::Op::SpecVerifySampled`).
+    DraftQIds,
+    /// `f32 [m, n]`: the probabilities of [`Param::DraftQIds`]' tokens (`[1, 0, ..]` for a
+    /// deterministic draft, zeros without one).
+    DraftQProbs,
 }
 
 /// The nodes a group reads back.
@@ -175,8 +182,8 @@ struct Ctx<'g> {
     selected_p: Option<(NodeId, usize)>,
     /// The record a selecting stage selected from (its surviving candidates).
     pre_select: Option<Rec>,
-    /// `dist` verifies each row's draft token (`graph::Op::SpecVerify`) instead of a plain draw.
-    verify: bool,
+    /// Whether `dist` verifies each row's draft token instead of a plain draw, and how.
+    verify: Verify,
     /// The group's constants, one node per (shape, value): each is computed once a step however
     /// many stages use it.
     fills: Vec<((Vec<usize>, u32), NodeId)>,
@@ -345,13 +352,25 @@ impl Ctx<'_> {
     /// `spec_verify` of each row's draft token return the entry's id from the list's `ids`).
     fn draw_token(&mut self, idx: usize, ids: NodeId, vals: NodeId, stream: u64) -> R<NodeId> {
         let ids = if self.g.node(ids).layout.is_contiguous(DType::I32) { ids } else { self.g.cont(ids)? };
-        if self.verify {
-            let keys = self.input("keys", DType::I32, &[5, self.n], Param::VerifyKeys(idx))?;
-            self.g.spec_verify(vals, keys, graph::SpecAux::Ids(ids), stream as u32)
+        if self.verify != Verify::No {
+            self.verify_draw(idx, vals, graph::SpecAux::Ids(ids), stream as u32)
         } else {
             let keys = self.input("keys", DType::I32, &[4, self.n], Param::Keys(idx))?;
             self.g.categorical(vals, keys, None, Some(ids), stream as u32)
         }
+    }
+
+    /// The verifier's draw of `dist` stage `idx` on `x` (`aux`: the draw's params or the list's
+    /// ids): `spec_verify` of each row's draft token, or with a draft distribution reserved
+    /// ([`Verify::Sampled`]) `spec_verify_sampled` with the rows' `q`.
+    fn verify_draw(&mut self, idx: usize, x: NodeId, aux: graph::SpecAux, stream: u32) -> R<NodeId> {
+        let keys = self.input("keys", DType::I32, &[5, self.n], Param::VerifyKeys(idx))?;
+        let Verify::Sampled(m) = self.verify else {
+            return self.g.spec_verify(x, keys, aux, stream);
+        };
+        let qi = self.input("draft_q_ids", DType::I32, &[m, self.n], Param::DraftQIds)?;
+        let qp = self.input("draft_q_probs", DType::F32, &[m, self.n], Param::DraftQProbs)?;
+        self.g.spec_verify_sampled(x, keys, qi, qp, aux, stream)
     }
 
     /// The list sorted by value descending, ties in list order (which is id order for equal values:
@@ -631,10 +650,9 @@ impl Ctx<'_> {
                     )?),
                 };
                 let stream = graph::philox::stream::DRAW as u32;
-                Rec::Token(if self.verify {
-                    let keys = self.input("keys", DType::I32, &[5, n], Param::VerifyKeys(idx))?;
+                Rec::Token(if self.verify != Verify::No {
                     let aux = params.map_or(graph::SpecAux::None, graph::SpecAux::Params);
-                    self.g.spec_verify(x, keys, aux, stream)?
+                    self.verify_draw(idx, x, aux, stream)?
                 } else {
                     let keys = self.input("keys", DType::I32, &[4, n], Param::Keys(idx))?;
                     self.g.categorical(x, keys, params, None, stream)?
@@ -911,6 +929,18 @@ impl Ctx<'_> {
     }
 }
 
+/// Whether a group's `dist` verifies drafts, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verify {
+    /// A plain draw (`graph::Op::Categorical`).
+    No,
+    /// Each row's one-hot draft token (`graph::Op::SpecVerify`).
+    OneHot,
+    /// Each row's draft token with its distribution, this many `(token, probability)` pairs
+    /// (`graph::Op::SpecVerifySampled`; a one-hot draft is a one-pair `q`).
+    Sampled(usize),
+}
+
 /// What a group asks to read besides its prefix's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Extras {
@@ -931,7 +961,7 @@ pub fn build(
     keys: &[StageKey],
     extras: Extras,
     prefix: &str,
-    verify: bool,
+    verify: Verify,
 ) -> R<Built> {
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();

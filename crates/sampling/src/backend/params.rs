@@ -48,6 +48,7 @@ pub(super) fn write(
             s => unreachable!("mirostat input of {s:?}"),
         },
         Param::NoKeys => (0..4).for_each(|_| i(bytes, 0)),
+        Param::DraftQIds | Param::DraftQProbs => unreachable!("the tail writes the draft distributions itself"),
         Param::Greedy => {
             f(bytes, f32::INFINITY);
             f(bytes, f32::NEG_INFINITY);

@@ -108,6 +108,9 @@ pub(crate) struct SeqState {
     pub step: u64,
     /// This step's draft tokens: output `j` predicts the token after `draft[..j]`.
     pub draft: Vec<Token>,
+    /// For a sampled draft: the distribution each draft token was drawn from (empty: the draft
+    /// is deterministic, one-hot `q`).
+    pub draft_q: Vec<Vec<(Token, f32)>>,
 }
 
 impl SeqState {
@@ -130,6 +133,8 @@ impl SeqState {
 #[derive(Debug, Clone)]
 pub struct Sequences {
     max_outputs: usize,
+    /// Entries reserved per drafted output for a sampled draft's distribution (0: none).
+    q_len: usize,
     seqs: BTreeMap<SeqId, SeqState>,
 }
 
@@ -140,7 +145,30 @@ impl Sequences {
         if max_outputs == 0 {
             return Err(SamplingError::InvalidConfig { what: "max_outputs".into(), reason: "must be at least 1" });
         }
-        Ok(Self { max_outputs, seqs: BTreeMap::new() })
+        Ok(Self { max_outputs, q_len: 0, seqs: BTreeMap::new() })
+    }
+
+    /// A registry as [`Sequences::new`] that can also verify sampled drafts: each drafted output
+    /// may carry the distribution its draft token was drawn from, up to `q_len` `(token,
+    /// probability)` pairs ([`Sequences::set_draft_sampled`]; a draft model's surviving candidates
+    /// after its top-k). A tail attached for it verifies with `graph::Op::SpecVerifySampled` and
+    /// uploads `q_len` pairs per output row each step (8 bytes a pair); deterministic drafts
+    /// ([`Sequences::set_draft`]) go through the same op as a one-entry `q`. `max_outputs` must be
+    /// at least 2 and `q_len` at least 1.
+    pub fn with_draft_distributions(max_outputs: usize, q_len: usize) -> Result<Self> {
+        if max_outputs < 2 || q_len == 0 {
+            return Err(SamplingError::InvalidConfig {
+                what: format!("max_outputs {max_outputs}, q_len {q_len}"),
+                reason: "sampled drafts need at least 2 outputs per sequence and 1 entry per distribution",
+            });
+        }
+        Ok(Self { max_outputs, q_len, seqs: BTreeMap::new() })
+    }
+
+    /// The entries reserved per drafted output for a sampled draft's distribution (0: sampled
+    /// drafts are not verified on the backend).
+    pub fn draft_q_len(&self) -> usize {
+        self.q_len
     }
 
     /// The largest number of output rows a sequence may have in one step.
@@ -154,7 +182,7 @@ impl Sequences {
         match self.seqs.get_mut(&seq) {
             Some(s) => s.cfg = cfg,
             None => {
-                self.seqs.insert(seq, SeqState { cfg, step: 0, draft: Vec::new() });
+                self.seqs.insert(seq, SeqState { cfg, step: 0, draft: Vec::new(), draft_q: Vec::new() });
             }
         }
     }
@@ -202,7 +230,71 @@ impl Sequences {
         if draft.len() >= max {
             return Err(SamplingError::TooManyOutputs { seq: seq.0, n: draft.len() + 1, max });
         }
-        self.state_mut(seq)?.draft = draft.to_vec();
+        let s = self.state_mut(seq)?;
+        s.draft = draft.to_vec();
+        s.draft_q.clear();
+        Ok(())
+    }
+
+    /// Sets `seq`'s draft for the next step as [`Sequences::set_draft`], for draft tokens drawn
+    /// at random: `q[i]` is the distribution `draft[i]` was drawn from, as `(token,
+    /// probability)` pairs (the drafter's surviving candidates; normalised by the verifier, as
+    /// `speculative::DraftProbs::Sampled`). The backend then accepts `draft[i]` with probability
+    /// `min(1, p / q)` and otherwise draws from the residual `max(0, p - q)`, as
+    /// [`crate::speculative::verify`] does. Checked here, with the errors the CPU verifier gives
+    /// for the same input: one distribution per draft token, each at most
+    /// [`Sequences::draft_q_len`] pairs, probabilities finite and `>= 0`, each draft token with a
+    /// positive probability in its distribution; and tokens distinct within a distribution (so
+    /// that the backend sums nothing twice).
+    pub fn set_draft_sampled(&mut self, seq: SeqId, draft: &[Token], q: &[Vec<(Token, f32)>]) -> Result<()> {
+        let refuse = |reason: String| SamplingError::Verify { reason };
+        if self.q_len == 0 {
+            return Err(refuse(format!(
+                "{seq}: these Sequences reserve no draft distributions (make them with Sequences::with_draft_distributions)"
+            )));
+        }
+        if q.len() != draft.len() {
+            return Err(refuse(format!(
+                "{} draft tokens need {} draft distributions, got {}",
+                draft.len(),
+                draft.len(),
+                q.len()
+            )));
+        }
+        for (i, (dist, &d)) in q.iter().zip(draft).enumerate() {
+            if dist.len() > self.q_len {
+                return Err(refuse(format!(
+                    "draft position {i}: {} pairs, more than the {} reserved per output",
+                    dist.len(),
+                    self.q_len
+                )));
+            }
+            let mut total = 0.0f64;
+            for &(t, p) in dist {
+                if !(p >= 0.0 && p.is_finite()) {
+                    return Err(refuse(format!(
+                        "draft position {i}: probability {p} of token {t} is not finite and >= 0"
+                    )));
+                }
+                total += f64::from(p);
+            }
+            let mut ids: Vec<Token> = dist.iter().map(|e| e.0).collect();
+            ids.sort_unstable();
+            if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+                return Err(refuse(format!("draft position {i}: token {} is listed twice", w[0])));
+            }
+            if i32::try_from(d).is_err() || dist.iter().any(|e| i32::try_from(e.0).is_err()) {
+                return Err(refuse(format!("draft position {i}: a token id does not fit an i32")));
+            }
+            let qd = dist.iter().find(|e| e.0 == d).map_or(0.0, |e| f64::from(e.1));
+            if !(total > 0.0 && qd > 0.0) {
+                return Err(refuse(format!(
+                    "draft position {i}: the draft token {d} has probability 0 in the distribution it was drawn from"
+                )));
+            }
+        }
+        self.set_draft(seq, draft)?;
+        self.state_mut(seq)?.draft_q = q.to_vec();
         Ok(())
     }
 
@@ -216,6 +308,7 @@ impl Sequences {
         }
         s.step += tokens.len() as u64;
         s.draft.clear();
+        s.draft_q.clear();
         Ok(())
     }
 }

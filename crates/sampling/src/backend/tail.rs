@@ -89,6 +89,31 @@ pub struct Tail {
     seqs: BTreeMap<SeqId, SeqPlan>,
     vocab_buf: Vec<f32>,
     raw_buf: Vec<f32>,
+    /// The draft distribution entries per output row (`Sequences::draft_q_len`, 0 in a tail
+    /// without verification).
+    q_len: usize,
+}
+
+/// Appends one row of a draft distribution input (`ids`: the token ids, else the probabilities),
+/// `q_len` entries: a sampled draft's `q` (checked by `Sequences::set_draft_sampled`), `[d]`
+/// with probability 1 for a deterministic draft `d`, nothing without a draft; padded with id -1
+/// and probability 0 (no entry, no mass).
+fn write_draft_q(bytes: &mut Vec<u8>, ids: bool, draft: i32, q: Option<&[(Token, f32)]>, q_len: usize) {
+    let one = [(draft as Token, 1.0f32)];
+    let entries: &[(Token, f32)] = match q {
+        Some(q) => q,
+        None if draft >= 0 => &one,
+        None => &[],
+    };
+    for j in 0..q_len {
+        let w = match (entries.get(j), ids) {
+            (Some(&(t, _)), true) => (t as i32).to_le_bytes(),
+            (Some(&(_, p)), false) => p.to_le_bytes(),
+            (None, true) => (-1i32).to_le_bytes(),
+            (None, false) => 0f32.to_le_bytes(),
+        };
+        bytes.extend_from_slice(&w);
+    }
 }
 
 /// The length of the candidate list a prefix of `keys` reads back (its last top-k).
@@ -191,6 +216,12 @@ impl Tail {
         // With several outputs per sequence, `dist` verifies each output's draft token (without a
         // draft it is the same draw as `categorical`'s).
         let verify = seqs.max_outputs() > 1;
+        let q_len = if verify { seqs.draft_q_len() } else { 0 };
+        let how = match (verify, q_len) {
+            (false, _) => build::Verify::No,
+            (true, 0) => build::Verify::OneHot,
+            (true, m) => build::Verify::Sampled(m),
+        };
         // The capability check: the longest prefix of each group the backend runs at this width.
         for gr in &mut groups {
             let n = gr.rows.len();
@@ -199,7 +230,7 @@ impl Tail {
                 let mut scratch = Graph::new();
                 let x = scratch.input("x", DType::F32, &[n_vocab, n]).map_err(|e| engine("attach")(&e))?;
                 // A build error is a bug here, not a capability: it is reported, never a fallback.
-                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check", verify)
+                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check", how)
                     .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
                 let ok = built.nodes.iter().all(|&id| backend.supports(&scratch, id));
                 if ok {
@@ -235,7 +266,7 @@ impl Tail {
                 })
             }
             .map_err(|e| engine("attach")(&e))?;
-            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix, verify)
+            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix, how)
                 .map_err(|e| engine("attach")(&e))?;
             if let Some(ids) = row_ids {
                 built.inputs.push((ids, Param::RowIds));
@@ -259,7 +290,7 @@ impl Tail {
                 .collect();
             p.placement = names.join(" ");
         }
-        Ok(Tail { n_vocab, logits, slots, groups, seqs: plans, vocab_buf: Vec::new(), raw_buf: Vec::new() })
+        Ok(Tail { n_vocab, logits, slots, groups, seqs: plans, vocab_buf: Vec::new(), raw_buf: Vec::new(), q_len })
     }
 
     /// Per sequence, where each stage of its chain runs: `+name` on the backend, `-name` on the
@@ -310,6 +341,11 @@ impl Tail {
     /// Whether `seqs` still has the structure this tail was built for (every sequence present, the
     /// same backend prefix structure and extras). Parameter values may differ: they are inputs.
     pub fn check_current(&self, seqs: &Sequences) -> Result<()> {
+        if self.q_len > 0 && seqs.draft_q_len() != self.q_len {
+            return Err(SamplingError::StaleTail {
+                what: format!("the draft distributions' length changed from {} to {}", self.q_len, seqs.draft_q_len()),
+            });
+        }
         for (seq, p) in &self.seqs {
             let cfg =
                 &seqs.state(*seq).map_err(|_| SamplingError::StaleTail { what: format!("{seq} was removed") })?.cfg;
@@ -336,12 +372,18 @@ impl Tail {
             for sl in &cols {
                 let st = seqs.state(sl.seq)?;
                 let draft = st.draft.get(sl.output).map_or(-1, |&t| i32::try_from(t).unwrap_or(-1));
-                chains.push((st.chain_for(sl.output), st.step + sl.output as u64, draft));
+                let q = st.draft_q.get(sl.output).map(Vec::as_slice);
+                chains.push((st.chain_for(sl.output), st.step + sl.output as u64, draft, q));
             }
             for &(node, param) in &gr.built.inputs {
                 bytes.clear();
-                for (sl, (chain, step, draft)) in cols.iter().zip(&chains) {
-                    params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab);
+                for (sl, (chain, step, draft, q)) in cols.iter().zip(&chains) {
+                    match param {
+                        Param::DraftQIds | Param::DraftQProbs => {
+                            write_draft_q(&mut bytes, param == Param::DraftQIds, *draft, *q, self.q_len);
+                        }
+                        _ => params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab),
+                    }
                 }
                 sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
             }
@@ -544,7 +586,11 @@ impl Tail {
             let draft = st.draft.get(sl.output).copied();
             let verify = draft.zip(crate::speculative::dist_seed(chain));
             if let Some((d, seed)) = verify {
-                out.token = Some(crate::speculative::decide_deterministic(&cur.in_order()?, d, seed, step)?);
+                let p = cur.in_order()?;
+                out.token = Some(match st.draft_q.get(sl.output) {
+                    Some(q) => crate::speculative::decide_sampled(&p, d, q, seed, step)?,
+                    None => crate::speculative::decide_deterministic(&p, d, seed, step)?,
+                });
             }
             if plan.extras.candidates {
                 out.candidates = Some(cur.output()?.candidates);

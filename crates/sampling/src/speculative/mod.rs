@@ -25,8 +25,10 @@
 //! a rejected draft changes nothing later. On return the chain has accepted every emitted token.
 //!
 //! On the backend (backend sampling with a draft set): each output's `dist` is the graph op
-//! `spec_verify`, which makes this decision for one-hot drafts where the logits are, so only
-//! tokens come back; [`accept_rows`] takes the accepted prefix from them.
+//! `spec_verify`, which makes this decision for one-hot drafts where the logits are, or, for a
+//! sampled draft given with its distribution (`Sequences::set_draft_sampled`, in `Sequences`
+//! made with room for it), `spec_verify_sampled`, which takes `q` as `(token, probability)`
+//! pairs; only tokens come back, and [`accept_rows`] takes the accepted prefix from them.
 //!
 //! Drafting: [`ngram::NgramDrafter`] proposes tokens from the sequence's own context.
 //!
@@ -153,8 +155,9 @@ pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: Draf
 /// the length of the prefix where the emitted token is the draft token; the verdict's tokens are
 /// that prefix and the next emitted token. `chain` is the sequence's chain (its selector is
 /// checked: stateful selectors are refused as by [`verify`]); it is not changed (accept the
-/// verdict's tokens with [`crate::backend::Tail::accept`]). Only the drafts' one-hot
-/// distributions ([`DraftProbs::Deterministic`]) are verified on the backend.
+/// verdict's tokens with [`crate::backend::Tail::accept`]). The same rule serves deterministic
+/// drafts (`graph::Op::SpecVerify`, or a one-entry `q`) and sampled ones
+/// (`graph::Op::SpecVerifySampled` with the `q` given to `Sequences::set_draft_sampled`).
 pub fn accept_rows(chain: &Chain, tokens: &[Token], draft: &[Token]) -> Result<Verdict> {
     check(chain, tokens.len(), draft, DraftProbs::Deterministic, usize::MAX)?;
     let accepted = tokens.iter().zip(draft).take_while(|(t, d)| t == d).count();
@@ -166,6 +169,19 @@ pub fn accept_rows(chain: &Chain, tokens: &[Token], draft: &[Token]) -> Result<V
 /// rule of [`verify`] for one position (used by backend sampling's CPU suffixes).
 pub(crate) fn decide_deterministic(p: &[crate::TokenData], d: Token, seed: u64, step: u64) -> Result<Token> {
     decide(p, d, 0, DraftProbs::Deterministic, seed, step)
+}
+
+/// [`decide_deterministic`] for a draft token `d` drawn from `q` (`(token, probability)` pairs,
+/// normalised here): the rule of [`verify`] with [`DraftProbs::Sampled`] for one position.
+pub(crate) fn decide_sampled(
+    p: &[crate::TokenData],
+    d: Token,
+    q: &[(Token, f32)],
+    seed: u64,
+    step: u64,
+) -> Result<Token> {
+    let all = [q.to_vec()];
+    decide(p, d, 0, DraftProbs::Sampled(&all), seed, step)
 }
 
 /// The seed of `chain`'s `dist`, if the chain ends in one (the chains whose drafted positions

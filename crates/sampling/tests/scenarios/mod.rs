@@ -125,3 +125,101 @@ pub fn tiny_token(backend: Box<dyn Backend>) -> String {
     }
     placement
 }
+
+/// [`verification`] with sampled drafts: the tail's `Sequences` reserve `q_len` entries per
+/// drafted output, and each draft token is drawn (with its own uniform, not the verifier's
+/// streams) from a distribution `q` of up to `q_len` tokens in a shuffled order: the peaked token
+/// most often, token `v - 1 - j` (far in the tail, often filtered out by the target) and a few
+/// others with uneven weights (the peaked token about 0.65 of `q`). Every third step's draft is deterministic (`set_draft`), which the
+/// same tail verifies as a one-entry `q`. The accepted prefix taken from the tokens read back must
+/// equal `speculative::verify` with `DraftProbs::Sampled` (or `Deterministic`) token for token.
+#[allow(clippy::too_many_arguments)]
+pub fn verification_sampled(
+    spec: &str,
+    backend: Box<dyn Backend>,
+    fallback: Option<Box<dyn Backend>>,
+    v: usize,
+    steps: usize,
+    peak: f32,
+    q_len: usize,
+    logits_for: impl Fn(usize, usize) -> Vec<f32>,
+) -> Verified {
+    let seq = SeqId(2);
+    let mut seqs = Sequences::with_draft_distributions(4, q_len).unwrap();
+    seqs.set(seq, SeqConfig::new(Chain::parse(spec).unwrap()));
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, 4]).unwrap();
+    let rows: Vec<(SeqId, usize)> = (0..4).map(|j| (seq, j)).collect();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, backend.as_ref()).unwrap();
+    let placement = tail.placement()[0].1.clone();
+    let reserved = tail.reserved_bytes();
+    let mut sched = Scheduler::new(std::iter::once(backend).chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    let mut reference = Chain::parse(spec).unwrap();
+    let (mut accepted, mut rejected) = (0, 0);
+    for step in 0..steps {
+        let rows_now: Vec<Vec<f32>> = (0..4)
+            .map(|j| {
+                let mut r = logits_for(step, j);
+                r[(7 * j + step) % v] += peak;
+                r
+            })
+            .collect();
+        let n = step % 4;
+        let mut qs: Vec<Vec<(u32, f32)>> = Vec::new();
+        let mut draft: Vec<u32> = Vec::new();
+        for j in 0..n {
+            let mut q: Vec<(u32, f32)> = vec![((7 * j + step) % v) as u32, (v - 1 - j) as u32]
+                .into_iter()
+                .chain((0..q_len.saturating_sub(2)).map(|i| ((step * 31 + j * 17 + i * 101 + 3) % v) as u32))
+                .enumerate()
+                .map(|(i, t)| (t, if i == 0 { 24.0 } else { [6.0f32, 1.5, 0.7, 2.0, 0.2, 1.1][i % 6] }))
+                .collect();
+            q.sort_by_key(|e| e.0);
+            q.dedup_by_key(|e| e.0);
+            q.truncate(q_len);
+            // A shuffled order (the verifier's sums follow the list's order).
+            let len = q.len();
+            q.rotate_left((step + j) % len);
+            let u = graph::philox::uniform_f64(0xd1ce, (step * 4 + j) as u64, 0);
+            let total: f64 = q.iter().map(|e| f64::from(e.1)).sum();
+            let mut cum = 0.0;
+            let mut d = q[len - 1].0;
+            for &(t, w) in &q {
+                cum += f64::from(w) / total;
+                if u < cum {
+                    d = t;
+                    break;
+                }
+            }
+            draft.push(d);
+            qs.push(q);
+        }
+        let sampled = step % 3 != 2;
+        if sampled {
+            seqs.set_draft_sampled(seq, &draft, &qs).unwrap();
+        } else {
+            seqs.set_draft(seq, &draft).unwrap();
+        }
+        sched.set_input_f32(logits, &rows_now.concat()).unwrap();
+        tail.set_inputs(&mut sched, &seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert_eq!(out.bytes_read, tail.reserved_bytes(), "{spec}: step {step}");
+        let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
+        let got = accept_rows(&seqs.get(seq).unwrap().chain, &emitted, &draft).unwrap();
+        let mut cpu = reference.clone();
+        cpu.set_step(seqs.step(seq).unwrap());
+        let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
+        let probs = if sampled { DraftProbs::Sampled(&qs) } else { DraftProbs::Deterministic };
+        let want = verify(&mut cpu, &refs, &draft, probs).unwrap();
+        assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}, q {qs:?}");
+        accepted += got.accepted;
+        rejected += usize::from(got.accepted < n);
+        tail.accept(&mut seqs, seq, &got.tokens).unwrap();
+        for &t in &got.tokens {
+            reference.accept(t);
+        }
+    }
+    Verified { accepted, rejected, placement, reserved }
+}

@@ -95,6 +95,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::TopKTopPSample(_) => sample::supports_top_k_top_p(g, n),
         Op::RandomSample { f64_rows, .. } => sample::supports_random(g, n, f64_rows),
         Op::TopPMask => sort::supports_top_p_mask(g, n),
+        Op::SpecVerifySampled { .. } => random::supports_verify_sampled(g, n),
     }
 }
 
@@ -149,5 +150,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::TopPMask => sort::top_p_mask(enc, g, id),
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
         Op::RandomSample { f64_rows, .. } => sample::random_sample(enc, g, id, f64_rows),
+        Op::SpecVerifySampled { stream, ids } => random::verify_sampled(enc, g, id, stream, ids),
     }
 }

@@ -1,6 +1,8 @@
 //! RandomUniform (`shaders/random.comp`), bit-identical to `graph::philox::uniform`, and
-//! Categorical (the same file with `CATEGORICAL`) and SpecVerify (with `CATEGORICAL` and `VERIFY`:
-//! the categorical draw with a draft entry): see the shader's header for the algorithm.
+//! Categorical (the same file with `CATEGORICAL`), SpecVerify (with `CATEGORICAL` and `VERIFY`:
+//! the categorical draw with a draft entry) and SpecVerifySampled (with `CATEGORICAL` and
+//! `SAMPLED`: a draft drawn from a distribution `q`, its acceptance test and residual draw): see
+//! the shader's header for the algorithm.
 //!
 //! Categorical keeps its sums as 64-bit fixed point in pairs of 32-bit words (`uaddCarry`,
 //! `umulExtended`; no `shaderInt64` or `shaderFloat64`): weights `floor(w 2^40)`, so rows of up to
@@ -12,7 +14,7 @@
 use crate::encoder::{Encoder, grid};
 use crate::error::Result;
 use crate::ops::{contiguous, ne32};
-use crate::push::Push;
+use crate::push::{Push, TensorArg, dtype_code};
 use crate::shaders::ShaderId;
 use graph::{DType, Graph, Node, NodeId};
 
@@ -74,4 +76,79 @@ pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ve
     let groups = grid(x.layout.ne.nrows() as u64, 1)?;
     let shader = if verify { ShaderId::SpecVerify } else { ShaderId::Categorical };
     enc.dispatch(shader, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
+}
+
+/// The most `(token, weight)` pairs of a sampled draft's distribution the shader holds per row.
+const MAX_Q: usize = 512;
+
+/// The scratch slot of SpecVerifySampled's packed keys and `q`.
+const SAMPLED_SLOT: usize = 4;
+
+/// SpecVerifySampled: [`supports_draw`]'s logits, keys and aux (here the fifth source), contiguous
+/// i32 `q_ids` and f32 `q_probs` rows of at most [`MAX_Q`] pairs, and a scratch addressable by
+/// 32-bit offsets.
+pub(super) fn supports_verify_sampled(g: &Graph, n: &Node) -> bool {
+    let (x, k, qi, qp) = (g.node(n.srcs[0]), g.node(n.srcs[1]), g.node(n.srcs[2]), g.node(n.srcs[3]));
+    let aux_dtype =
+        if matches!(n.op, graph::Op::SpecVerifySampled { ids: true, .. }) { DType::I32 } else { DType::F32 };
+    let aux_ok = n.srcs.get(4).is_none_or(|&p| {
+        let p = g.node(p);
+        p.dtype == aux_dtype && p.layout.rows_contiguous(p.dtype)
+    });
+    let m = qi.layout.ne[0];
+    let rows = x.layout.ne.nrows();
+    contiguous(n)
+        && x.layout.ne[0] <= MAX_CATEGORICAL_ROW
+        && x.dtype == DType::F32
+        && x.layout.rows_contiguous(x.dtype)
+        && k.dtype == DType::I32
+        && k.layout.rows_contiguous(k.dtype)
+        && qi.dtype == DType::I32
+        && qi.layout.rows_contiguous(qi.dtype)
+        && qp.dtype == DType::F32
+        && qp.layout.rows_contiguous(qp.dtype)
+        && (1..=MAX_Q).contains(&m)
+        && (5 + 2 * m).checked_mul(rows).and_then(|w| w.checked_mul(4)).is_some_and(|b| u32::try_from(b).is_ok())
+        && aux_ok
+}
+
+/// SpecVerifySampled: three copies (`shaders/copy.comp`) pack the keys, the `q` ids and the `q`
+/// weights into one scratch (the draw's shader has four bindings), then one workgroup per row
+/// (`shaders/random.comp` with `CATEGORICAL` and `SAMPLED`). Push word 1 as for [`draw`]
+/// (bit 0 params, bit 1 ids, in the fifth source), word 2 the pairs per row.
+pub(super) fn verify_sampled(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ids: bool) -> Result<()> {
+    let n = g.node(id);
+    let x = g.node(n.srcs[0]);
+    let rows = x.layout.ne.nrows();
+    let m = g.node(n.srcs[2]).layout.ne[0];
+    // `supports_verify_sampled` checked that the scratch's bytes fit 32 bits.
+    let (Ok(rows32), Ok(m32), Ok(_)) = (u32::try_from(rows), u32::try_from(m), u32::try_from((5 + 2 * m) * rows * 4))
+    else {
+        return Err(enc.fail(g, crate::error::NodeError::Unsupported { description: g.describe(id) }));
+    };
+    let scratch = enc.scratch(SAMPLED_SLOT, (5 + 2 * m) * rows * 4)?;
+    let mut at = 0u32;
+    for &src in &n.srcs[1..4] {
+        let s = g.node(src);
+        let op = enc.operand(g, src)?;
+        let ne = ne32(s);
+        let len = ne[0] * rows32;
+        let nb = [4, ne[0] * 4, len * 4, len * 4];
+        let dst = TensorArg { off: at * 4, ne, nb, dt: op.arg.dt };
+        let push = Push::new(ne).a(&op.arg).d(&dst);
+        enc.dispatch(ShaderId::Copy, [&op.buf, &op.buf, &op.buf, &scratch], &push, grid(u64::from(len), 256)?)?;
+        at += len;
+    }
+    let a = enc.operand(g, n.srcs[0])?;
+    let p = n.srcs.get(4).map(|&p| enc.operand(g, p)).transpose()?;
+    let d = enc.operand(g, id)?;
+    let b_arg =
+        TensorArg { off: 0, ne: [5, rows32, 1, 1], nb: [4, 20, 20 * rows32, 20 * rows32], dt: dtype_code(DType::I32) };
+    let mut push = Push::new(ne32(x)).a(&a.arg).b(&b_arg).d(&d.arg).pu(0, stream).pu(2, m32);
+    if let Some(p) = &p {
+        push = push.c(&p.arg).pu(1, if ids { 2 } else { 1 });
+    }
+    let c_buf = p.as_ref().map_or(&scratch, |p| &p.buf);
+    let groups = grid(rows as u64, 1)?;
+    enc.dispatch(ShaderId::SpecVerifySampled, [&a.buf, &scratch, c_buf, &d.buf], &push, groups)
 }
