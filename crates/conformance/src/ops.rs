@@ -48,6 +48,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::RandomSample { .. } => 31,
         Op::TopPMask => 32,
         Op::SpecVerify { .. } => 33,
+        Op::ListFilter(_) => 34,
     }
 }
 
@@ -88,6 +89,10 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::RandomSample { index: graph::fused::IndexDType::I32, f64_rows: false },
         Op::TopPMask,
         Op::SpecVerify { stream: 0, ids: false },
+        Op::ListFilter(
+            graph::ListStages::new(&[graph::ListStage::TopP, graph::ListStage::MinP, graph::ListStage::Temp])
+                .expect("three stages"),
+        ),
     ]
 }
 
@@ -138,6 +143,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::TopPMask => &[2],
         Op::SpecVerify { ids: false, .. } => &[2, 3],
         Op::SpecVerify { ids: true, .. } => &[3],
+        Op::ListFilter(_) => &[2],
     }
 }
 

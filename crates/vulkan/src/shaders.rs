@@ -70,6 +70,8 @@ pub enum ShaderId {
     SampleExp64,
     /// sample.comp, a test probe: `kernels::exp::exp2` over an array (`VulkanBackend::probe_exp2`)
     SampleExp2,
+    /// list_filter.comp
+    ListFilter,
 }
 
 /// One row of the variant table.
@@ -164,6 +166,7 @@ variants! {
     (SortMerge64, "sort_merge64", "sort.comp", ["MERGE_PASS", "KEY64"], 256, false),
     (SampleExp64, "sample_exp64", "sample.comp", ["EXP64"], 256, false),
     (SampleExp2, "sample_exp2", "sample.comp", ["EXP2"], 256, false),
+    (ListFilter, "list_filter", "list_filter.comp", [], 64, false),
 }
 
 /// The table row of `id`.

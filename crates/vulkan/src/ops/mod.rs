@@ -8,6 +8,7 @@ mod binary;
 mod copy;
 mod cumsum;
 mod fill;
+mod list_filter;
 mod mul_mat;
 mod norm;
 mod quant;
@@ -95,6 +96,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::TopKTopPSample(_) => sample::supports_top_k_top_p(g, n),
         Op::RandomSample { f64_rows, .. } => sample::supports_random(g, n, f64_rows),
         Op::TopPMask => sort::supports_top_p_mask(g, n),
+        Op::ListFilter(_) => list_filter::supports(g, n),
     }
 }
 
@@ -149,5 +151,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::TopPMask => sort::top_p_mask(enc, g, id),
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
         Op::RandomSample { f64_rows, .. } => sample::random_sample(enc, g, id, f64_rows),
+        Op::ListFilter(stages) => list_filter::list_filter(enc, g, id, stages),
     }
 }
