@@ -957,7 +957,7 @@ impl Ctx<'_> {
 /// it first, as the CPU chain's do, so a run that starts with a temperature ends before them. 0: no
 /// run starts here.
 fn list_run(keys: &[StageKey], rec: &Rec) -> usize {
-    let Rec::List { k, sorted, .. } = *rec else { return 0 };
+    let Rec::List { k, mut sorted, .. } = *rec else { return 0 };
     if k > graph::ListStages::MAX_LEN {
         return 0;
     }
@@ -965,7 +965,8 @@ fn list_run(keys: &[StageKey], rec: &Rec) -> usize {
     for key in keys.iter().take(graph::ListStages::MAX) {
         match key {
             StageKey::Temp => {}
-            StageKey::TopP | StageKey::MinP if sorted || n == 0 => {}
+            // A first top-p or min-p sorts the list (`Ctx::list_stages`); it stays sorted.
+            StageKey::TopP | StageKey::MinP if sorted || n == 0 => sorted = true,
             _ => break,
         }
         n += 1;
