@@ -177,3 +177,30 @@ fn a_nan_row_fails_alone() {
     assert!(out[0].iter().all(|v| !v.is_nan()));
     assert_eq!(out[0][0], 3.0 / 0.8);
 }
+
+/// The default chain's group (`top_k;top_p;min_p;temp;dist`) on 1 and 8 rows: its list stages are
+/// one `list_filter` node, none of the composed nodes (softmax, cumsum, division) remain, and the
+/// group holds 18 nodes on one row and 24 on eight (38 and 44 with the composed stages).
+#[test]
+fn the_default_chains_list_stages_are_one_node() {
+    use sampling::Chain;
+    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+    for (rows, want) in [(1usize, 18usize), (8, 24)] {
+        let mut seqs = Sequences::new(1).unwrap();
+        let chain = "top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist(seed=1)";
+        let map: Vec<(SeqId, usize)> = (0..rows).map(|r| (SeqId(r as u32), r)).collect();
+        for &(s, _) in &map {
+            seqs.set(s, SeqConfig::new(Chain::parse(chain).unwrap()));
+        }
+        let mut g = Graph::new();
+        let logits = g.input("logits", DType::F32, &[1000, rows]).unwrap();
+        let before = g.len();
+        Tail::attach(&mut g, logits, &map, &seqs, &cpu::CpuBackend::with_threads(1)).unwrap();
+        let count = |name: &str| g.nodes().filter(|(_, n)| n.op.name() == name).count();
+        assert_eq!(count("list_filter"), 1, "{rows} rows: one list_filter node");
+        for gone in ["soft_max", "cumsum", "div"] {
+            assert_eq!(count(gone), 0, "{rows} rows: no `{gone}` node is left");
+        }
+        assert_eq!(g.len() - before, want, "{rows} rows: the group's nodes");
+    }
+}
