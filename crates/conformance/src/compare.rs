@@ -7,6 +7,9 @@
 use graph::{DType, NodeId, SortOrder};
 use std::fmt;
 
+#[path = "compare_list.rs"]
+mod list;
+
 /// An error bound: `|got - want| <= abs + rel * |want|`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tol {
@@ -118,6 +121,19 @@ pub enum Cmp {
         /// Allowed distance from the bracket, relative to the row's total weight.
         rel: f64,
     },
+    /// A `list_filter` result (see `compare_list.rs`): NaN rows match, kept values within two f32
+    /// ulps, the kept entries the oracle's; with `slack` (against another backend) the kept
+    /// prefix may be longer or shorter where a top-p or min-p cut is a close call.
+    ListFilter {
+        /// The filtered lists (`vals`).
+        x: NodeId,
+        /// The parameters node.
+        params: NodeId,
+        /// The node's stages.
+        stages: graph::ListStages,
+        /// Allow close calls at a cut to differ.
+        slack: bool,
+    },
 }
 
 /// One row of a draw as the f64 reference sees it (for [`Cmp::Draw`]).
@@ -179,11 +195,11 @@ impl Verdict {
         self.worst <= 1.0
     }
 
-    fn perfect() -> Verdict {
+    pub(crate) fn perfect() -> Verdict {
         Verdict { worst: 0.0, at: 0, detail: String::new() }
     }
 
-    fn note(&mut self, ratio: f64, at: usize, detail: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, ratio: f64, at: usize, detail: impl FnOnce() -> String) {
         if ratio > self.worst || (ratio.is_nan() && !self.worst.is_nan()) {
             self.worst = ratio;
             self.at = at;
@@ -201,6 +217,9 @@ impl Cmp {
             Cmp::Indices { keys, kind, tol } => Cmp::Indices { keys: *keys, kind: *kind, tol: tol.times(k) },
             Cmp::Nucleus { x, params, .. } => Cmp::Nucleus { x: *x, params: *params, slack: true },
             Cmp::Draw { rel } => Cmp::Draw { rel: rel * k },
+            Cmp::ListFilter { x, params, stages, .. } => {
+                Cmp::ListFilter { x: *x, params: *params, stages: *stages, slack: true }
+            }
             c => c.clone(),
         }
     }
@@ -246,6 +265,10 @@ pub fn compare(cmp: &Cmp, dtype: DType, ne: [usize; 4], got: &[f64], want: &[f64
         Cmp::Nucleus { slack, .. } => {
             let Aux::Nucleus(x, params) = aux else { panic!("Cmp::Nucleus needs x and the params") };
             return compare_nucleus(ne, got, want, x, params, *slack);
+        }
+        Cmp::ListFilter { stages, slack, .. } => {
+            let Aux::Nucleus(x, params) = aux else { panic!("Cmp::ListFilter needs the lists and the params") };
+            return list::compare_list_filter(ne[0], got, want, x, params, stages.as_slice(), *slack);
         }
         Cmp::Draw { rel } => {
             let Aux::Draws(rows) = aux else { panic!("Cmp::Draw needs the reference's brackets") };

@@ -49,6 +49,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::TopPMask => 32,
         Op::SpecVerify { .. } => 33,
         Op::SpecVerifySampled { .. } => 34,
+        Op::ListFilter(_) => 35,
     }
 }
 
@@ -90,6 +91,10 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::TopPMask,
         Op::SpecVerify { stream: 0, ids: false },
         Op::SpecVerifySampled { stream: 0, ids: false },
+        Op::ListFilter(
+            graph::ListStages::new(&[graph::ListStage::TopP, graph::ListStage::MinP, graph::ListStage::Temp])
+                .expect("three stages"),
+        ),
     ]
 }
 
@@ -142,6 +147,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SpecVerify { ids: true, .. } => &[3],
         Op::SpecVerifySampled { ids: false, .. } => &[4, 5],
         Op::SpecVerifySampled { ids: true, .. } => &[5],
+        Op::ListFilter(_) => &[2],
     }
 }
 

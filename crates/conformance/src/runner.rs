@@ -240,8 +240,9 @@ fn run_built(b: &Built, target: &mut dyn Target, oracle: &mut dyn Target) -> Out
     }
     let inputs = b.input_data();
     let outputs = b.outputs();
-    let needs_keys =
-        b.checks.iter().any(|c| matches!(c.cmp, Cmp::Indices { .. } | Cmp::Draw { .. } | Cmp::Nucleus { .. }));
+    let needs_keys = b.checks.iter().any(|c| {
+        matches!(c.cmp, Cmp::Indices { .. } | Cmp::Draw { .. } | Cmp::Nucleus { .. } | Cmp::ListFilter { .. })
+    });
     let reference = if needs_keys || oracle.is_reference() {
         match Reference::evaluate(g, &inputs) {
             Ok(r) => Some(r),
@@ -274,7 +275,7 @@ fn run_built(b: &Built, target: &mut dyn Target, oracle: &mut dyn Target) -> Out
                 draws = r.draw_rows(check.node);
                 Aux::Draws(&draws[..])
             }
-            (Cmp::Nucleus { x, params, .. }, Some(r)) => {
+            (Cmp::Nucleus { x, params, .. } | Cmp::ListFilter { x, params, .. }, Some(r)) => {
                 nucleus = (r.values(*x), r.values(*params));
                 Aux::Nucleus(&nucleus.0[..], &nucleus.1[..])
             }

@@ -550,6 +550,14 @@ impl Parser {
                 };
                 g.random_sample(s[0], s[1], s[2], index, f64_rows)
             }
+            "list_filter" => {
+                a.nsrc(2..=2)?;
+                let v = a.take("stages").ok_or_else(|| bad("list_filter: stages missing"))?;
+                let stages = crate::ListStages::parse(&v).ok_or_else(|| {
+                    bad(format!("list_filter: stages `{v}` is not 1 to 8 of top_p, min_p, temp joined by +"))
+                })?;
+                g.list_filter(s[0], s[1], stages)
+            }
             other => Err(bad(format!("unknown op `{other}`"))),
         }
     }

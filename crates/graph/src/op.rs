@@ -424,6 +424,32 @@ pub enum Op {
         /// `aux` holds each entry's token id.
         ids: bool,
     },
+    // ----- list stages (family `list_filter`) -----
+    /// `list_filter(vals, params)`: the sampler chain's list stages `top_p`, `min_p` and `temp`
+    /// (llama.cpp's, as the CPU chain applies them to a candidate list) in one node, in the order
+    /// of the attribute. `vals` f32 `[k, rows..]` (contiguous rows, `k <=`
+    /// [`crate::ListStages::MAX_LEN`]): each row a candidate list in list order, as `top_k` leaves
+    /// it (value descending); `params` f32 `[2 s, rows..]`: per row, stage `j` reads rows `2 j`
+    /// and `2 j + 1`. Result f32 `[k, rows..]`: the list after the stages, an entry a stage removed
+    /// `-inf`, the temperatures divided in. Stage by stage, on the row `v` as the previous stage
+    /// left it (entries removed earlier are `-inf`, so they add nothing to a sum):
+    ///
+    /// * `top_p(p, min_keep)`: nothing if `p >= 1`; else llama.cpp's `f32` arithmetic:
+    ///   `max = max v`, `sum = sum expf(v_i - max)` added in list order, `q_i = expf(v_i - max) / sum`,
+    ///   and the running `f32` sum of `q` in list order: entries after the first `i` with
+    ///   `sum_{j <= i} q_j >= p` and `i + 1 >= min_keep` become `-inf` (none if it never holds);
+    /// * `min_p(ln_p, min_keep)`: `thr = v_0 + ln_p` (`f32`); walking from position 1, the first
+    ///   position `i >= min_keep` with `v_i < thr` and every entry after it become `-inf`;
+    /// * `temp(t, _)`: every entry divided by `t` (`f32`, IEEE: `-inf / t` stays `-inf` for `t > 0`).
+    ///
+    /// `min_keep` counts entries (0 and 1 alike; a fraction rounds down). The cuts are prefixes of
+    /// the list order, so on a sorted list they are the chain's truncations. A row whose `vals` or
+    /// parameters hold a NaN comes out all NaN (a bad row: `top_k`'s check makes a NaN or `+inf`
+    /// logits row's list NaN, and a draw from it gives -1). On the CPU these are the sampler
+    /// chain's own operations (`kernels::llama_f32`), bit for bit; a backend with another `exp`
+    /// may place a top-p cut differently where the running sum at the cut lies within its
+    /// rounding of `p` (the conformance suite's `Cmp::ListFilter` allows it only there).
+    ListFilter(crate::list_filter::ListStages),
 }
 
 impl Op {
@@ -465,6 +491,7 @@ impl Op {
             Op::TopPMask => "top_p_mask",
             Op::SpecVerify { .. } => "spec_verify",
             Op::SpecVerifySampled { .. } => "spec_verify_sampled",
+            Op::ListFilter(_) => "list_filter",
         }
     }
 
@@ -526,6 +553,7 @@ impl Op {
             Op::SpecVerify { stream, ids } | Op::SpecVerifySampled { stream, ids } => {
                 vec![("stream", stream.to_string()), ("ids", ids.to_string())]
             }
+            Op::ListFilter(stages) => vec![("stages", stages.to_string())],
             Op::Input
             | Op::TopPMask
             | Op::View

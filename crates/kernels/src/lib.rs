@@ -19,6 +19,8 @@
 //! - [`nucleus`]: top-p's selection straight from a raw row (the CPU sampler chain's `top_p` and
 //!   the CPU backend's `top_p_mask` op), deciding boundaries in llama.cpp's `f32` arithmetic
 //!   ([`llama_f32`]).
+//! - [`list`]: the top-p and min-p cuts on a sorted candidate list, as the chain's list stages
+//!   decide them (the CPU backend's `list_filter` op).
 //!
 //! Every hot kernel exists twice: an AVX2+FMA version (explicit `std::arch` intrinsics, or a generic
 //! body compiled with those features enabled) and a portable one that LLVM vectorises for the
@@ -29,6 +31,7 @@ pub mod draw;
 pub mod exp;
 pub mod exp64;
 pub mod key;
+pub mod list;
 pub mod llama_f32;
 pub mod nucleus;
 pub mod quant;

@@ -72,6 +72,8 @@ pub enum ShaderId {
     SampleExp2,
     /// random.comp, speculative verification of a draft drawn from a distribution `q`
     SpecVerifySampled,
+    /// list_filter.comp
+    ListFilter,
 }
 
 /// One row of the variant table.
@@ -167,6 +169,7 @@ variants! {
     (SampleExp64, "sample_exp64", "sample.comp", ["EXP64"], 256, false),
     (SampleExp2, "sample_exp2", "sample.comp", ["EXP2"], 256, false),
     (SpecVerifySampled, "spec_verify_sampled", "random.comp", ["CATEGORICAL", "SAMPLED"], 256, false),
+    (ListFilter, "list_filter", "list_filter.comp", [], 64, false),
 }
 
 /// The table row of `id`.

@@ -11,6 +11,7 @@
 pub mod draw_ids;
 pub mod elementwise;
 pub mod fixtures;
+pub mod list_filter;
 pub mod quant;
 pub mod rows;
 pub mod sample;
@@ -156,6 +157,7 @@ pub fn all() -> Vec<Case> {
     v.extend(sample::cases());
     v.extend(fixtures::cases());
     v.extend(quant::cases());
+    v.extend(list_filter::cases());
     v
 }
 

@@ -144,6 +144,54 @@ pub fn top_p_mask_row(x: &[f64], t: f64, p: f64, min_keep: f64) -> Vec<f64> {
     out
 }
 
+/// `list_filter` of one row (see `graph::Op::ListFilter`), written from the op's specification:
+/// the list as f32, each stage applied in turn in llama.cpp's `f32` operations (the decisions of
+/// top-p and min-p depend on their rounding, so the reference replays them rather than computing
+/// in f64), removed entries `-inf`.
+pub fn list_filter_row(x: &[f64], stages: &[graph::ListStage], params: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f32> = x.iter().map(|&a| a as f32).collect();
+    let pr: Vec<f32> = params.iter().map(|&a| a as f32).collect();
+    if v.iter().chain(&pr).any(|a| a.is_nan()) {
+        return vec![f64::NAN; x.len()];
+    }
+    let n = v.len();
+    for (s, stage) in stages.iter().enumerate() {
+        let (a, b) = (pr[2 * s], pr[2 * s + 1]);
+        // min_keep: entries, a fraction rounded down, below 1 as 1 (the first always stays).
+        let min_keep = b.floor().max(1.0) as usize;
+        let kept = match stage {
+            graph::ListStage::Temp => {
+                v.iter_mut().for_each(|e| *e /= a);
+                n
+            }
+            graph::ListStage::TopP if a >= 1.0 => n,
+            graph::ListStage::TopP => {
+                let max = v.iter().fold(f32::NEG_INFINITY, |m, &e| if e > m { e } else { m });
+                let mut sum = 0.0f32;
+                for &e in &v {
+                    sum += (e - max).exp();
+                }
+                let mut cum = 0.0f32;
+                let mut kept = n;
+                for (i, &e) in v.iter().enumerate() {
+                    cum += (e - max).exp() / sum;
+                    if cum >= a && i + 1 >= min_keep {
+                        kept = i + 1;
+                        break;
+                    }
+                }
+                kept
+            }
+            graph::ListStage::MinP => {
+                let thr = v[0] + a;
+                (1..n).find(|&i| i >= min_keep && v[i] < thr).unwrap_or(n)
+            }
+        };
+        v[kept..].iter_mut().for_each(|e| *e = f32::NEG_INFINITY);
+    }
+    v.into_iter().map(f64::from).collect()
+}
+
 /// Inclusive prefix sums.
 pub fn cumsum_row(x: &[f64]) -> Vec<f64> {
     let mut acc = 0.0;

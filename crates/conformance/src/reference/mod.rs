@@ -330,6 +330,19 @@ impl<'g> Reference<'g> {
                 }
                 self.put(id, n, out);
             }
+            Op::ListFilter(stages) => {
+                let ne = n.ne();
+                let mut out = Vec::with_capacity(n.layout.ne.numel());
+                for i3 in 0..ne[3] {
+                    for i2 in 0..ne[2] {
+                        for i1 in 0..ne[1] {
+                            let pr = self.row(s(1), i1, i2, i3);
+                            out.extend(kernels::list_filter_row(&self.row(s(0), i1, i2, i3), stages.as_slice(), &pr));
+                        }
+                    }
+                }
+                self.put(id, n, out);
+            }
             Op::RandomUniform { stream } => {
                 self.map(id, n, |r, idx| {
                     let key = |i: usize| r.at(s(0), [i, idx[1], idx[2], idx[3]]) as i32 as u32;

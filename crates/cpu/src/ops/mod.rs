@@ -5,6 +5,7 @@ mod binary;
 mod copy;
 mod cumsum;
 mod fill;
+mod list_filter;
 mod mul_mat;
 mod norm;
 mod quant;
@@ -71,6 +72,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(k, a),
         Op::RandomSample { f64_rows, .. } => sample::random_sample(k, f64_rows),
         Op::SpecVerifySampled { stream, ids } => random::spec_verify_sampled(k, stream, ids),
+        Op::ListFilter(stages) => list_filter::list_filter(k, stages),
     }
 }
 

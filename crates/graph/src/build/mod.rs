@@ -17,6 +17,7 @@
 mod elementwise;
 mod leaves;
 mod linalg;
+mod list_filter;
 mod reduce;
 mod rows;
 mod sample;

@@ -95,6 +95,14 @@ pub enum Param {
     /// `f32 [m, n]`: the probabilities of [`Param::DraftQIds`]' tokens (`[1, 0, ..]` for a
     /// deterministic draft, zeros without one).
     DraftQProbs,
+    /// `f32 [2 len, n]` of the `list_filter` node of prefix stages `first..first + len` (top-p,
+    /// min-p and temp on a list): per stage `(p, min_keep)`, `(ln p, min_keep)` or `(t, 0)`.
+    ListParams {
+        /// The run's first stage.
+        first: usize,
+        /// How many stages it fuses.
+        len: usize,
+    },
 }
 
 /// The nodes a group reads back.
@@ -575,6 +583,38 @@ impl Ctx<'_> {
         Ok(Rec::Vocab { x, touched, pending: Pending::default(), unmasked })
     }
 
+    /// The run `keys` (prefix stages `idx..`, see [`list_run`]) as one `list_filter` node on the
+    /// list `rec`, sorted first where its first stage needs the sorted order and the list is not.
+    fn list_stages(&mut self, idx: usize, keys: &[StageKey], rec: Rec) -> R<(Rec, graph::ListStages)> {
+        let Rec::List { ids, vals, k, init, sorted } = rec else { unreachable!("list_run runs on a list") };
+        let (ids, vals, init, sorted) = if !sorted && matches!(keys[0], StageKey::TopP | StageKey::MinP) {
+            match self.sort_list(ids, vals, init, k)? {
+                Rec::List { ids, vals, init, .. } => (ids, vals, init, true),
+                _ => unreachable!("sort_list gives a list"),
+            }
+        } else {
+            (ids, vals, init, sorted)
+        };
+        let kinds: Vec<graph::ListStage> = keys
+            .iter()
+            .map(|key| match key {
+                StageKey::TopP => graph::ListStage::TopP,
+                StageKey::MinP => graph::ListStage::MinP,
+                StageKey::Temp => graph::ListStage::Temp,
+                other => unreachable!("list_run fuses only top_p, min_p and temp, not {other:?}"),
+            })
+            .collect();
+        let stages = graph::ListStages::new(&kinds).expect("list_run takes 1 to ListStages::MAX stages");
+        let params = self.input(
+            &format!("s{idx}.list"),
+            DType::F32,
+            &[stages.param_rows(), self.n],
+            Param::ListParams { first: idx, len: keys.len() },
+        )?;
+        let out = self.g.list_filter(vals, params, stages)?;
+        Ok((Rec::List { ids, vals: out, k, init, sorted }, stages))
+    }
+
     fn stage(&mut self, idx: usize, key: StageKey, rec: Rec) -> R<Rec> {
         let n = self.n;
         let nv = self.n_vocab;
@@ -941,6 +981,29 @@ pub enum Verify {
     Sampled(usize),
 }
 
+/// How many of `keys` (from the first) one `list_filter` node applies to the record `rec`: a run
+/// of top-p, min-p and temp stages on a list of at most `graph::ListStages::MAX_LEN` entries, at
+/// most `graph::ListStages::MAX` stages; on an unsorted list (after typical) top-p and min-p sort
+/// it first, as the CPU chain's do, so a run that starts with a temperature ends before them. 0: no
+/// run starts here.
+fn list_run(keys: &[StageKey], rec: &Rec) -> usize {
+    let Rec::List { k, mut sorted, .. } = *rec else { return 0 };
+    if k > graph::ListStages::MAX_LEN {
+        return 0;
+    }
+    let mut n = 0;
+    for key in keys.iter().take(graph::ListStages::MAX) {
+        match key {
+            StageKey::Temp => {}
+            // A first top-p or min-p sorts the list (`Ctx::list_stages`); it stays sorted.
+            StageKey::TopP | StageKey::MinP if sorted || n == 0 => sorted = true,
+            _ => break,
+        }
+        n += 1;
+    }
+    n
+}
+
 /// What a group asks to read besides its prefix's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Extras {
@@ -978,9 +1041,19 @@ pub fn build(
     };
     let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default(), unmasked: None };
     let mut before_select = rec;
-    for (i, &k) in keys.iter().enumerate() {
+    let mut i = 0;
+    while i < keys.len() {
         let incoming = rec;
-        rec = c.stage(i, k, rec)?;
+        // A run of top-p, min-p and temp stages on a list is one `list_filter` node.
+        let run = list_run(&keys[i..], &rec);
+        let name = if run > 0 {
+            let (r, stages) = c.list_stages(i, &keys[i..i + run], rec)?;
+            rec = r;
+            stages.to_string()
+        } else {
+            rec = c.stage(i, keys[i], rec)?;
+            keys[i].name().to_string()
+        };
         if matches!(rec, Rec::Token(_)) {
             // What the selecting stage chose from: its own survivors (mirostat's truncation), or
             // the record it received.
@@ -993,8 +1066,9 @@ pub fn build(
             Rec::Token(t) => t,
         };
         if last.index() >= first && c.g.node(last).name.is_none() {
-            c.g.set_name(last, format!("{prefix}.s{i}.{}", k.name()));
+            c.g.set_name(last, format!("{prefix}.s{i}.{name}"));
         }
+        i += run.max(1);
     }
     if !matches!(rec, Rec::Token(_)) {
         before_select = rec;

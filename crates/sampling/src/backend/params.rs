@@ -131,6 +131,26 @@ pub(super) fn write(
             }
             s => unreachable!("min_keep input of {s:?}"),
         },
+        Param::ListParams { first, len } => {
+            for j in first..first + len {
+                match stage(j) {
+                    BackendStage::TopP { p, min_keep } => {
+                        f(bytes, p);
+                        f(bytes, min_keep as f32);
+                    }
+                    // `ln p` in f32, as the CPU sampler takes it.
+                    BackendStage::MinP { p, min_keep } => {
+                        f(bytes, p.ln());
+                        f(bytes, min_keep as f32);
+                    }
+                    BackendStage::Temp { t } => {
+                        f(bytes, t);
+                        f(bytes, 0.0);
+                    }
+                    s => unreachable!("list_filter input of {s:?}"),
+                }
+            }
+        }
         Param::PenaltyIds(j) | Param::PenaltyRepeat(j) | Param::PenaltySub(j) => match stage(j) {
             BackendStage::Penalties { capacity, repeat, freq, present, counts } => {
                 let m = capacity.min(n_vocab);

@@ -8,6 +8,7 @@ mod binary;
 mod copy;
 mod cumsum;
 mod fill;
+mod list_filter;
 mod mul_mat;
 mod norm;
 mod quant;
@@ -96,6 +97,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::RandomSample { f64_rows, .. } => sample::supports_random(g, n, f64_rows),
         Op::TopPMask => sort::supports_top_p_mask(g, n),
         Op::SpecVerifySampled { .. } => random::supports_verify_sampled(g, n),
+        Op::ListFilter(_) => list_filter::supports(g, n),
     }
 }
 
@@ -151,5 +153,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::TopKTopPSample(a) => sample::top_k_top_p_sample(enc, g, id, a),
         Op::RandomSample { f64_rows, .. } => sample::random_sample(enc, g, id, f64_rows),
         Op::SpecVerifySampled { stream, ids } => random::verify_sampled(enc, g, id, stream, ids),
+        Op::ListFilter(stages) => list_filter::list_filter(enc, g, id, stages),
     }
 }
