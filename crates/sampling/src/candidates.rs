@@ -13,6 +13,11 @@
 //! list, exactly what llama.cpp starts from; stages that only touch a few tokens (penalties,
 //! logit bias, DRY) take an owned copy of the row and edit it in place.
 //!
+//! A list left by a cut on the vocabulary view (min-p, top-p, typical, xtc, top-n-sigma there) is
+//! marked as the *cut*: its survivors in token-id order stand for the masked vocabulary row, and
+//! the stages with vocabulary-view forms run those on it ([`Candidates::cut_len`]); a stage that
+//! sorts or replaces the list ends the mark.
+//!
 //! The list has llama.cpp's `sorted` flag (sorted by logit descending) and `selected` index.
 //! Ties are broken by the lower token id everywhere (llama.cpp leaves their order unspecified).
 //!

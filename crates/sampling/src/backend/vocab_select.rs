@@ -15,6 +15,10 @@
 //! weight), but a prefix that would end with that record read back for a CPU suffix ends before
 //! the xtc stage instead ([`end_before_kept_inf`]).
 //!
+//! After a cut on the vocabulary the same forms run on the masked row (xtc counting its finite
+//! entries, `StageKey::XtcMasked`), where the CPU chain's cut list holds those entries in token
+//! order.
+//!
 //! A submodule of `build` (it extends its private `Ctx`); `BackendStage::key` gives the keys.
 
 use super::{Ctx, Param, R, Rec};

@@ -6,6 +6,10 @@
 //! `categorical` in token order, typical masks the row outside its kept set. Built from existing
 //! graph ops only (softmax, row reductions, argsort, gathers), so they run on every backend.
 //!
+//! After a cut on the vocabulary (`Form::Masked`) the same forms run on the masked row, the
+//! dynamic temperature and mirostat counting its finite entries (`masked`), as the CPU chain's
+//! cut list holds only those.
+//!
 //! A child module of `build`: it extends [`super::Ctx`] with one method per stage.
 
 use super::{Ctx, Param, Pending, R, Rec};

@@ -24,6 +24,10 @@
 //! distribution, but a later `dist` walks them in token order, as it walks the masked vocabulary
 //! row the backend draws from (docs/SAMPLING.md, "Deliberate differences"). On a list the
 //! fallback stays sorted, as llama.cpp's.
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the vocabulary view's rule runs on the list: its fallback's top
+//! `max(min_keep, 1)` are left in token order too (docs/SAMPLING.md, "Deliberate differences").
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};

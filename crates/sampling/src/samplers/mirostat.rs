@@ -32,6 +32,10 @@
 //!   `inf - inf`), so an infinite `2 * tau` with `eta <= 0` is an error. `eta` must be finite;
 //! * NaN `tau` or `eta`: error (`mu` NaN: v1's `k` NaN, v2's `surprise > mu` false for every
 //!   token, accidental).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) both run their vocabulary-view forms on the list's finite entries (v1:
+//! the estimate from at most their count, `k` clamped to it), drawing in token order.
 
 use crate::candidates::{Candidates, check_list, check_scan, draw_index};
 use crate::error::{Result, invalid, not_nan};

@@ -31,6 +31,10 @@
 //!   logit by NaN;
 //! * NaN `t`, `delta` or `exponent`: error (llama.cpp's `temp <= 0` and `delta > 0` tests would
 //!   both be false: accidental).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) a dynamic `temp_ext` runs the vocabulary view's form on the list, `n` its
+//! finite entries, never sorting it (docs/SAMPLING.md, "Deliberate differences").
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, invalid, not_nan};

@@ -20,6 +20,9 @@
 //! token kept, `-inf` ones too). A finite `n` whose `n * sigma` overflows to `+inf` (beyond about
 //! 1e37) makes the threshold `-inf` and keeps the `-inf` entries as llama.cpp does; a backend
 //! prefix that ends there reads only the finite entries back (docs/SAMPLING.md).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) it runs as on the view: the survivors stay in token order.
 
 use crate::candidates::{Candidates, check_list, check_scan};
 use crate::error::{Result, not_nan};

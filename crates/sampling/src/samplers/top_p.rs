@@ -25,6 +25,10 @@
 //! [`::kernels::nucleus::EXACT_TOL`] (1e-5 of the mass) of `p`, where the row is replayed in it.
 //! So a long row can differ from llama.cpp only where llama.cpp's own rounding moves its sums by
 //! more than that (docs/SAMPLING.md, "Exactness of top-p").
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the selection runs on that masked row as on the view (the row the
+//! backend's `top_p_mask` receives), and the nucleus stays in token order.
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
 use crate::error::{Result, not_nan};

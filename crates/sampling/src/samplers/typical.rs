@@ -21,6 +21,10 @@
 //! Zero-probability candidates add nothing to the entropy (llama.cpp computes `-0 * ln 0 = NaN`
 //! there, which makes every score NaN and its sort order undefined); they have an infinite score
 //! and come last.
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the vocabulary view's form runs on the list's finite entries, the kept
+//! tokens left in token order (docs/SAMPLING.md, "Deliberate differences").
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};

@@ -25,6 +25,10 @@
 //! order, but a later `dist` then draws from a list at every step, the draw whose arithmetic the
 //! backend's `categorical` on the masked row follows (a draw from the view sums by blocks, and
 //! would differ from the backend's at more boundaries).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the vocabulary view's form runs on the list's finite entries, its
+//! `min_keep` against their count.
 
 use crate::candidates::Candidates;
 use crate::error::{Result, not_nan};
