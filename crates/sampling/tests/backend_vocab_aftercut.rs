@@ -10,7 +10,7 @@
 mod vocab_cases;
 
 use vocab_cases::{
-    AFTER_CUT, AFTER_CUT_CANDIDATES, AFTER_CUT_PLACEMENTS, candidates_of, logits_for, run, sorted_logits,
+    AFTER_CUT, AFTER_CUT_CANDIDATES, AFTER_CUT_PLACEMENTS, bad_rows_of, candidates_of, logits_for, run, sorted_logits,
 };
 
 #[test]
@@ -25,11 +25,16 @@ fn stages_after_a_cut_match_the_cpu_chain_at_a_small_vocabulary() {
 #[test]
 fn stages_after_a_cut_match_the_cpu_chain_at_151936() {
     let cpu = Box::new(cpu::CpuBackend::new());
-    assert_eq!(run(151_936, 6, &AFTER_CUT, logits_for, cpu, None), AFTER_CUT_PLACEMENTS);
+    assert_eq!(run(151_936, 10, &AFTER_CUT, logits_for, cpu, None), AFTER_CUT_PLACEMENTS);
 }
 
 #[test]
 fn stages_after_a_cut_read_back_the_cpu_chains_candidates() {
     candidates_of(&AFTER_CUT_CANDIDATES, 1000, 30, Box::new(cpu::CpuBackend::new()), None);
     candidates_of(&AFTER_CUT_CANDIDATES, 151_936, 3, Box::new(cpu::CpuBackend::new()), None);
+}
+
+#[test]
+fn stages_after_a_cut_fail_bad_rows_alone() {
+    bad_rows_of(&AFTER_CUT, 1000, Box::new(cpu::CpuBackend::new()), None);
 }

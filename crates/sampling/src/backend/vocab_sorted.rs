@@ -61,7 +61,9 @@ impl Ctx<'_> {
         let one = self.fill(&[1, n], 1.0)?;
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
         let (neg_max_h, several) = if masked {
-            let alive = self.g.gt(x, ninf)?;
+            // Not -inf (a NaN entry counts and stays: the row fails as a bad row).
+            let dead = self.g.equal(x, ninf)?;
+            let alive = self.g.scale_bias(dead, -1.0, 1.0)?;
             let len = self.g.sum_rows(alive)?;
             let inv = self.g.div(one, len)?;
             let several = self.g.gt(len, one)?;

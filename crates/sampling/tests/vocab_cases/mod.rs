@@ -404,11 +404,16 @@ pub const AFTER_CUT_CANDIDATES: [&str; 8] = [
 /// Batches of the `CHAINS` where one row holds a NaN and another a `+inf` (each chain in turn):
 /// those rows (and only those) fail with `BadRow`, the others still equal their CPU chains.
 pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
-    let n = CHAINS.len();
-    let mut b = Batch::new(v, &CHAINS, SeqConfig::new, backend, fallback);
+    bad_rows_of(&CHAINS, v, backend, fallback)
+}
+
+/// [`bad_rows`] for the chains `chains`.
+pub fn bad_rows_of(chains: &[&str], v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
+    let n = chains.len();
+    let mut b = Batch::new(v, chains, SeqConfig::new, backend, fallback);
     for bad in 0..n {
         // Fresh sequences (same structure: no re-attach), so every reference starts at step 0.
-        for (i, spec) in CHAINS.iter().enumerate() {
+        for (i, spec) in chains.iter().enumerate() {
             b.seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
         }
         let other = (bad + 5) % n;
@@ -434,14 +439,14 @@ pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Ba
                         Err(sampling::SamplingError::BadRow { .. } | sampling::SamplingError::BadLogit { .. })
                     ),
                     "`{}` with a {} logit: {:?}",
-                    CHAINS[r],
+                    chains[r],
                     if r == bad { "NaN" } else { "+inf" },
                     row.result
                 );
             } else {
-                let mut c = Chain::parse(CHAINS[r]).unwrap();
+                let mut c = Chain::parse(chains[r]).unwrap();
                 let want = c.sample(&row_of(r)).unwrap();
-                assert_eq!(row.result.as_ref().unwrap().token, Some(want), "`{}` beside bad rows", CHAINS[r]);
+                assert_eq!(row.result.as_ref().unwrap().token, Some(want), "`{}` beside bad rows", chains[r]);
             }
         }
     }
