@@ -13,7 +13,7 @@ mod vocab_cases;
 use std::sync::{Arc, Mutex};
 use vocab_cases::{
     AFTER_CUT, AFTER_CUT_CANDIDATES, AFTER_CUT_PLACEMENTS, CHAINS, LONG_LISTS, PLACEMENTS, SORTED_CHAINS,
-    SORTED_PLACEMENTS, bad_rows, candidates, candidates_of, logits_for, run, sorted_logits,
+    SORTED_PLACEMENTS, bad_rows, bad_rows_of, candidates, candidates_of, logits_for, run, sorted_logits,
 };
 use vulkan::{Options, VulkanBackend};
 
@@ -115,6 +115,7 @@ fn stages_after_a_cut_on_vulkan_match_the_cpu_chain() {
     after_cut_on_vulkan(1000, 30, false);
     after_cut_on_vulkan(1000, 10, true);
     with_vulkan(false, |vk, cpu| candidates_of(&AFTER_CUT_CANDIDATES, 1000, 20, vk, Some(cpu)));
+    with_vulkan(false, |vk, cpu| bad_rows_of(&AFTER_CUT, 1000, vk, Some(cpu)));
 }
 
 #[test]
