@@ -1,7 +1,8 @@
 //! The cases of the stages on the whole vocabulary, written once and run on every backend: the
 //! selections of `backend/vocab_select.rs` (mirostat_v2, min_p with `min_keep > 1` or `p > 1`,
 //! top_n_sigma, xtc: [`CHAINS`]) and the stages of `backend/vocab_sorted.rs` (dynamic temp_ext,
-//! mirostat v1, typical: [`SORTED_CHAINS`]), with [`run`], which checks a mixed batch against each
+//! mirostat v1, typical: [`SORTED_CHAINS`]), the vocabulary stages and top-p after a cut on the
+//! vocabulary ([`AFTER_CUT`], on the masked row), with [`run`], which checks a mixed batch against each
 //! chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
 //! `crates/vulkan/tests/vocab_select.rs` and `vocab_sorted.rs` include this file (`#[path]`) and
 //! run them on Vulkan. Every chain's tokens over many steps must equal its CPU chain's, token for
