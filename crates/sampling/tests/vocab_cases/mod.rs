@@ -327,9 +327,9 @@ pub fn candidates_of(
 /// The vocabulary stages (and top-p) after a cut on the vocabulary (min-p, top-p, min-p's
 /// fallback, typical, top-n-sigma, xtc): the record is the masked row, the CPU chain's list the
 /// survivors in token order, and every count (`min_keep`, temp_ext's `n`, mirostat's estimate)
-/// is of the finite entries. The last one ends before a CPU-only `dry`, its suffix starting from
-/// the masked row's survivors.
-pub const AFTER_CUT: [&str; 27] = [
+/// is of the finite entries. One ends before a CPU-only `dry`, its suffix starting from the
+/// masked row's survivors; the last one's xtc keeps its `min_keep` only against the finite count.
+pub const AFTER_CUT: [&str; 28] = [
     "min_p(p=0.05);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=41)",
     "top_p(p=0.9);temp_ext(t=1.0,delta=0.7,exponent=2);dist(seed=42)",
     "min_p(p=0.02);mirostat(tau=5,eta=0.1,m=100,seed=43)",
@@ -357,10 +357,11 @@ pub const AFTER_CUT: [&str; 27] = [
     "min_p(p=0.05);typical(p=0.9);mirostat(tau=5,eta=0.1,m=10,seed=65)",
     "top_n_sigma(n=1);min_p(p=3,min_keep=2000);top_p(p=0.9,min_keep=3);temp_ext(t=1,delta=1,exponent=1);dist(seed=66)",
     "min_p(p=0.05);temp_ext(t=0.8,delta=0.5,exponent=1);dry(multiplier=0.8);typical(p=0.9);dist(seed=67)",
+    "min_p(p=0.3);xtc(p=1,t=0.01,min_keep=6,seed=68);dist(seed=68)",
 ];
 
 /// Where each of [`AFTER_CUT`] runs.
-pub const AFTER_CUT_PLACEMENTS: [&str; 27] = [
+pub const AFTER_CUT_PLACEMENTS: [&str; 28] = [
     "+min_p +temp_ext +dist",
     "+top_p +temp_ext +dist",
     "+min_p +mirostat",
@@ -388,6 +389,7 @@ pub const AFTER_CUT_PLACEMENTS: [&str; 27] = [
     "+min_p +typical +mirostat",
     "+top_n_sigma +min_p +top_p +temp_ext +dist",
     "+min_p +temp_ext -dry -typical -dist",
+    "+min_p +xtc +dist",
 ];
 
 /// Chains after a cut whose candidates are read back too (all on the backend).
