@@ -75,6 +75,16 @@ const CHAINS: &[&str] = &[
     "min_p(p=0.05);top_p(p=0.9);dist(seed=36)",
     "min_p(p=0.02);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=37)",
     "top_p(p=0.7);typical(p=0.9);dist(seed=38)",
+    // The vocabulary stages and top-p after a cut on the vocabulary (on the masked row).
+    "top_p(p=0.9);temp_ext(t=1,delta=0.7,exponent=2);dist(seed=39)",
+    "min_p(p=0.02);mirostat(tau=5,eta=0.1,m=100,seed=40)",
+    "min_p(p=0.05);typical(p=0.9);dist(seed=41)",
+    "top_p(p=0.95);xtc(p=1,t=0.02,seed=42);dist(seed=42)",
+    "xtc(p=1,t=0.02,seed=43);top_n_sigma(n=1);dist(seed=43)",
+    "min_p(p=0.05);mirostat_v2(tau=3,eta=0.1,seed=44)",
+    "top_p(p=0.9);min_p(p=0.5,min_keep=6);dist(seed=45)",
+    "typical(p=0.9);top_p(p=0.8);greedy",
+    "top_n_sigma(n=1);min_p(p=2,min_keep=3);temp_ext(t=0.8,delta=0.5,exponent=1)",
 ];
 
 /// Tokens accepted before the step (the penalties' window): the fixture's most likely tokens,

@@ -13,6 +13,11 @@
 //! list, exactly what llama.cpp starts from; stages that only touch a few tokens (penalties,
 //! logit bias, DRY) take an owned copy of the row and edit it in place.
 //!
+//! A list left by a cut on the vocabulary view (min-p, top-p, typical, xtc, top-n-sigma there) is
+//! marked as the *cut*: its survivors in token-id order stand for the masked vocabulary row, and
+//! the stages with vocabulary-view forms run those on it ([`Candidates::cut_len`]); a stage that
+//! sorts or replaces the list ends the mark.
+//!
 //! The list has llama.cpp's `sorted` flag (sorted by logit descending) and `selected` index.
 //! Ties are broken by the lower token id everywhere (llama.cpp leaves their order unspecified).
 //!
@@ -50,6 +55,11 @@ pub struct Candidates<'a> {
     repr: Repr<'a>,
     sorted: bool,
     selected: Option<usize>,
+    /// The list is what a cut on the vocabulary left (min-p, top-p, typical, xtc or top-n-sigma
+    /// on the vocabulary view): the survivors in token-id order, standing for the masked
+    /// vocabulary row. The later vocabulary stages keep that order ([`Candidates::cut_len`]);
+    /// cleared by every stage that sorts or replaces the list.
+    cut: bool,
 }
 
 /// What a chain produced for one row: the surviving candidates sorted by `p` descending with `p`
@@ -135,6 +145,7 @@ impl<'a> Candidates<'a> {
             repr: Repr::Vocab { logits: Cow::Borrowed(row), div: 1.0 },
             sorted: false,
             selected: None,
+            cut: false,
         })
     }
 
@@ -145,7 +156,17 @@ impl<'a> Candidates<'a> {
         if let Some(t) = list.iter().find(|t| t.id as usize >= n_vocab) {
             return Err(SamplingError::TokenOutOfRange { stage: "input", token: t.id, n_vocab });
         }
-        Ok(Candidates { n_vocab, repr: Repr::List(list), sorted: false, selected: None })
+        Ok(Candidates { n_vocab, repr: Repr::List(list), sorted: false, selected: None, cut: false })
+    }
+
+    /// The list a cut on the vocabulary leaves (the finite entries of a masked row, in token-id
+    /// order: checked as [`Candidates::from_list`], ids strictly increasing): later stages treat
+    /// it as the CPU chain treats its own list after such a cut (a backend prefix ending on a
+    /// masked row hands its CPU suffix this).
+    pub fn from_cut_list(list: Vec<TokenData>, n_vocab: usize) -> Result<Candidates<'static>> {
+        let mut c = Self::from_list(list, n_vocab)?;
+        c.cut = c.in_token_order();
+        Ok(c)
     }
 
     /// Vocabulary size of the row this array came from (mirostat's `n_vocab`).
@@ -263,11 +284,57 @@ impl<'a> Candidates<'a> {
         self.repr = Repr::List(list);
         self.sorted = sorted;
         self.selected = None;
+        self.cut = false;
     }
 
-    /// Sets the `sorted` flag.
+    /// Replaces the array with `list`, the survivors of a cut on the vocabulary in token-id order
+    /// (unsorted; see [`Candidates::cut_len`]).
+    pub(crate) fn set_cut_list(&mut self, list: Vec<TokenData>) {
+        self.set_list(list, false);
+        self.cut = true;
+    }
+
+    /// Marks the current list as a cut on the vocabulary (token-id order, unsorted).
+    pub(crate) fn mark_cut(&mut self) {
+        if matches!(self.repr, Repr::List(_)) {
+            self.sorted = false;
+            self.cut = true;
+        }
+    }
+
+    /// Whether the list's ids strictly increase (token-id order).
+    fn in_token_order(&self) -> bool {
+        match &self.repr {
+            Repr::List(l) => l.windows(2).all(|w| w[0].id < w[1].id),
+            Repr::Vocab { .. } => false,
+        }
+    }
+
+    /// After a cut on the vocabulary (the list in token-id order that stands for a masked row):
+    /// drops the list's `-inf` entries (the masked row's read-back and the backend's counts see
+    /// only finite entries) and returns how many remain; `None` for the vocabulary view and for
+    /// every other list (after top-k, or a stage that reordered it). The vocabulary stages run
+    /// their vocabulary-view forms on it, in token order (docs/SAMPLING.md, "Deliberate
+    /// differences").
+    pub(crate) fn cut_len(&mut self) -> Option<usize> {
+        if !self.cut || self.sorted || !self.in_token_order() {
+            self.cut = false;
+            return None;
+        }
+        let Repr::List(l) = &mut self.repr else { return None };
+        if l.iter().any(|t| t.logit == f32::NEG_INFINITY) && l.iter().any(|t| t.logit > f32::NEG_INFINITY) {
+            l.retain(|t| t.logit != f32::NEG_INFINITY);
+            self.selected = None;
+        }
+        Some(l.len())
+    }
+
+    /// Sets the `sorted` flag (a sorted list is no longer a cut's token-order list).
     pub(crate) fn set_sorted(&mut self, sorted: bool) {
         self.sorted = sorted;
+        if sorted {
+            self.cut = false;
+        }
     }
 
     /// Sorts the list by logit descending (ties: lower id first) unless already sorted.
@@ -276,6 +343,7 @@ impl<'a> Candidates<'a> {
             let l = self.list_mut(stage)?;
             sort_desc(l);
             self.sorted = true;
+            self.cut = false;
         }
         Ok(())
     }

@@ -34,9 +34,9 @@ const PLACEMENTS: [&str; 10] = [
     "+top_p +min_p +dist",
     "+top_p +greedy",
     "+top_p +top_k +temp +dist",
-    "+top_p -typical -dist",
-    "+min_p -temp_ext -dist",
-    "+min_p -top_p -dist",
+    "+top_p +typical +dist",
+    "+min_p +temp_ext +dist",
+    "+min_p +top_p +dist",
     "+top_p +dist",
 ];
 

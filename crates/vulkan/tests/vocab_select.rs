@@ -12,8 +12,8 @@ mod vocab_cases;
 
 use std::sync::{Arc, Mutex};
 use vocab_cases::{
-    CHAINS, LONG_LISTS, PLACEMENTS, SORTED_CHAINS, SORTED_PLACEMENTS, bad_rows, candidates, logits_for, run,
-    sorted_logits,
+    AFTER_CUT, AFTER_CUT_CANDIDATES, AFTER_CUT_PLACEMENTS, CHAINS, LONG_LISTS, PLACEMENTS, SORTED_CHAINS,
+    SORTED_PLACEMENTS, bad_rows, bad_rows_of, candidates, candidates_of, logits_for, run, sorted_logits,
 };
 use vulkan::{Options, VulkanBackend};
 
@@ -96,4 +96,31 @@ fn long_lists_on_vulkan_match_the_cpu_chain_signed_zeros_included() {
         let placed = run(1000, 20, &chains, logits_for, vk, Some(cpu));
         assert!(placed.iter().all(|p| !p.contains('-')), "{placed:?}");
     });
+}
+
+/// [`AFTER_CUT`] (the vocabulary stages and top-p after a cut on the vocabulary, on the masked
+/// row) on Vulkan; at 151936 the chains with a `top_p` are left out, as in [`sorted_on_vulkan`].
+fn after_cut_on_vulkan(v: usize, steps: usize, staged: bool) {
+    let keep = |c: &&str| v < 100_000 || !c.contains("top_p");
+    let chains: Vec<&str> = AFTER_CUT.iter().copied().filter(keep).collect();
+    let places: Vec<&str> =
+        AFTER_CUT.iter().zip(AFTER_CUT_PLACEMENTS).filter(|(c, _)| keep(c)).map(|(_, p)| p).collect();
+    with_vulkan(staged, |vk, cpu| assert_eq!(run(v, steps, &chains, logits_for, vk, Some(cpu)), places));
+}
+
+#[test]
+fn stages_after_a_cut_on_vulkan_match_the_cpu_chain() {
+    let Some(probe) = common::vulkan("stages_after_a_cut_on_vulkan_match_the_cpu_chain") else { return };
+    drop(probe);
+    after_cut_on_vulkan(1000, 30, false);
+    after_cut_on_vulkan(1000, 10, true);
+    with_vulkan(false, |vk, cpu| candidates_of(&AFTER_CUT_CANDIDATES, 1000, 20, vk, Some(cpu)));
+    with_vulkan(false, |vk, cpu| bad_rows_of(&AFTER_CUT, 1000, vk, Some(cpu)));
+}
+
+#[test]
+fn stages_after_a_cut_on_vulkan_at_151936() {
+    let Some(probe) = common::vulkan("stages_after_a_cut_on_vulkan_at_151936") else { return };
+    drop(probe);
+    after_cut_on_vulkan(151_936, 2, false);
 }

@@ -626,8 +626,8 @@ impl Ctx<'_> {
             (StageKey::Greedy, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::Temp, Rec::Vocab { pending: Pending { temp: None, .. }, .. }) => rec,
             (StageKey::MinP, Rec::Vocab { pending: Pending { temp: None, min_p: None }, .. }) => rec,
-            // The mask takes a pending temperature as its `t` (a pending min-p cut ends the prefix
-            // before a top-p: `BackendStage::key`).
+            // The mask takes a pending temperature as its `t` (a pending min-p cut is applied
+            // first, below: top-p after a cut works on the masked row).
             (StageKey::Nucleus, Rec::Vocab { pending: Pending { min_p: None, .. }, .. }) => rec,
             (_, r @ Rec::Vocab { .. }) => self.materialize(r)?,
             // The CPU chain's stages that need the sorted order sort an unsorted list first.
@@ -931,7 +931,7 @@ impl Ctx<'_> {
             (StageKey::MirostatV2Vocab, Rec::Vocab { x, .. }) => self.vocab_mirostat_v2(idx, x)?,
             (StageKey::MinPKeep(k), Rec::Vocab { x, unmasked, .. }) => self.vocab_min_p_keep(idx, x, unmasked, k)?,
             (StageKey::TopNSigmaVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_top_n_sigma(idx, x, unmasked)?,
-            (StageKey::XtcVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_xtc(idx, x, unmasked)?,
+            (StageKey::XtcVocab, Rec::Vocab { x, unmasked, .. }) => self.vocab_xtc(idx, x, unmasked, false)?,
             (StageKey::TopP, Rec::Vocab { .. })
             | (StageKey::Nucleus, Rec::List { .. })
             | (StageKey::MirostatV2, Rec::Vocab { .. })
@@ -948,10 +948,21 @@ impl Ctx<'_> {
             ) => {
                 unreachable!("BackendStage::key has no backend form for {key:?} on {rec:?}")
             }
-            (StageKey::TempExtVocab, Rec::Vocab { x, unmasked, .. }) => {
-                Rec::Vocab { x: self.temp_ext_vocab(idx, x)?, touched: true, pending: Pending::default(), unmasked }
-            }
-            (StageKey::MirostatVocab(m), Rec::Vocab { x, .. }) => self.mirostat_vocab(idx, x, m)?,
+            (StageKey::TempExtVocab, Rec::Vocab { x, unmasked, .. }) => Rec::Vocab {
+                x: self.temp_ext_vocab(idx, x, false)?,
+                touched: true,
+                pending: Pending::default(),
+                unmasked,
+            },
+            (StageKey::TempExtMasked, Rec::Vocab { x, unmasked, .. }) => Rec::Vocab {
+                x: self.temp_ext_vocab(idx, x, true)?,
+                touched: true,
+                pending: Pending::default(),
+                unmasked,
+            },
+            (StageKey::XtcMasked, Rec::Vocab { x, unmasked, .. }) => self.vocab_xtc(idx, x, unmasked, true)?,
+            (StageKey::MirostatVocab(m), Rec::Vocab { x, .. }) => self.mirostat_vocab(idx, x, m, false)?,
+            (StageKey::MirostatMasked(m), Rec::Vocab { x, .. }) => self.mirostat_vocab(idx, x, m, true)?,
             (StageKey::TypicalVocab, Rec::Vocab { x, unmasked, .. }) => {
                 let x = if self.g.node(x).layout.is_contiguous(DType::F32) { x } else { self.g.cont(x)? };
                 let kept = self.typical_vocab(idx, x)?;
@@ -962,7 +973,15 @@ impl Ctx<'_> {
                     unmasked: Some(unmasked.unwrap_or(x)),
                 }
             }
-            (StageKey::TempExtVocab | StageKey::MirostatVocab(_) | StageKey::TypicalVocab, Rec::List { .. }) => {
+            (
+                StageKey::TempExtVocab
+                | StageKey::MirostatVocab(_)
+                | StageKey::TypicalVocab
+                | StageKey::TempExtMasked
+                | StageKey::XtcMasked
+                | StageKey::MirostatMasked(_),
+                Rec::List { .. },
+            ) => {
                 unreachable!("BackendStage::key gives {key:?} only on the vocabulary, not on {rec:?}")
             }
         })

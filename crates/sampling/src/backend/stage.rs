@@ -194,6 +194,16 @@ pub enum StageKey {
     /// xtc on the vocabulary: the removal as a mask (the `-inf` entries stay, see
     /// `backend::build`'s `vocab_select`).
     XtcVocab,
+    /// the dynamic temperature after a cut on the vocabulary (a masked row): as
+    /// [`StageKey::TempExtVocab`] with `n` the row's finite entries (`backend/vocab_sorted.rs`).
+    TempExtMasked,
+    /// xtc after a cut on the vocabulary: as [`StageKey::XtcVocab`] with `min_keep` against the
+    /// row's finite entries (`backend::build`'s `vocab_select`).
+    XtcMasked,
+    /// mirostat v1 after a cut on the vocabulary: as [`StageKey::MirostatVocab`], its estimate
+    /// from at most this many and at most the row's finite entries, `k` clamped to their count
+    /// (selects; `backend/vocab_sorted.rs`).
+    MirostatMasked(usize),
 }
 
 impl StageKey {
@@ -222,6 +232,9 @@ impl StageKey {
             StageKey::MinPKeep(_) => "min_p",
             StageKey::TopNSigmaVocab => "top_n_sigma",
             StageKey::XtcVocab => "xtc",
+            StageKey::TempExtMasked => "temp_ext",
+            StageKey::XtcMasked => "xtc",
+            StageKey::MirostatMasked(_) => "mirostat",
         }
     }
 }
@@ -252,16 +265,18 @@ impl BackendStage {
     /// and the form it leaves; `None` where it has no backend form for these values (the backend
     /// prefix ends before it and the CPU runs it).
     ///
-    /// The cases without one: a record that is already a token; `top_p` after a cut on the
-    /// vocabulary (the CPU chain's top-p on that list leaves it sorted, and a later draw would walk
-    /// it in that order, not in the masked vocabulary's token order), and likewise `min_p` with
-    /// `min_keep > 1` or `p > 1`, xtc, top-n-sigma, mirostat_v2, a dynamic temp_ext, mirostat (v1)
-    /// and typical after such a cut; a temperature that is not finite and positive (llama.cpp
-    /// keeps only the argmax, or divides by infinity); a logit bias or penalties on a list;
-    /// penalties over the whole history (no fixed window). On the vocabulary view itself the CPU
-    /// samplers keep their survivors in token-id order, so these stages have forms there:
-    /// mirostat_v2, xtc, top-n-sigma and min-p's fallback in `backend::build`'s `vocab_select`,
-    /// a dynamic temp_ext, mirostat (v1) and typical in `backend/vocab_sorted.rs`.
+    /// The cases without one: a record that is already a token; a temperature that is not finite
+    /// and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit bias or
+    /// penalties on a list; penalties over the whole history (no fixed window). On the
+    /// vocabulary view itself the CPU samplers keep their survivors in token-id order, so these
+    /// stages have forms there: mirostat_v2, xtc, top-n-sigma and min-p's fallback in
+    /// `backend::build`'s `vocab_select`, a dynamic temp_ext, mirostat (v1) and typical in
+    /// `backend/vocab_sorted.rs`. After a cut on the vocabulary (`Form::Masked`) the CPU chain's
+    /// list keeps token-id order too ([`crate::Candidates`]' cut list), so they and top-p run on
+    /// the masked row, counting its finite entries wherever a count matters (`min_keep`,
+    /// temp_ext's `n`, mirostat's estimate): top-p's `top_p_mask`, min-p's fallback, top-n-sigma,
+    /// mirostat_v2 and typical as on the vocabulary, a dynamic temp_ext, xtc and mirostat (v1)
+    /// in their masked forms.
     pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         use BackendStage as S;
         let vocab = matches!(form, Form::Vocab | Form::Masked);
@@ -280,13 +295,11 @@ impl BackendStage {
             }
             (S::TopP { p, .. }, _) if *p >= 1.0 => (StageKey::Nothing, form),
             (S::TopP { .. }, Form::List(_)) => (StageKey::TopP, form),
-            (S::TopP { .. }, Form::Vocab) => (StageKey::Nucleus, Form::Masked),
-            (S::TopP { .. }, _) => return None,
+            (S::TopP { .. }, _) => (StageKey::Nucleus, Form::Masked),
             (S::MinP { p, .. }, _) if *p <= 0.0 => (StageKey::Nothing, form),
-            (S::MinP { p, min_keep }, Form::Vocab) if *p > 1.0 || *min_keep > 1 => {
+            (S::MinP { p, min_keep }, _) if vocab && (*p > 1.0 || *min_keep > 1) => {
                 (StageKey::MinPKeep((*min_keep).clamp(1, n_vocab)), Form::Masked)
             }
-            (S::MinP { p, min_keep }, _) if vocab && (*p > 1.0 || *min_keep > 1) => return None,
             (S::MinP { .. }, _) if vocab => (StageKey::MinP, Form::Masked),
             (S::MinP { .. }, _) => (StageKey::MinP, form),
             (S::Temp { t }, _) if *t == 1.0 => (StageKey::Nothing, form),
@@ -295,7 +308,7 @@ impl BackendStage {
             (S::TempExt { .. }, Form::List(_)) => (StageKey::TempExt, form),
             (S::TempExt { .. }, Form::Vocab) if n_vocab <= 1 => (StageKey::Nothing, form),
             (S::TempExt { .. }, Form::Vocab) => (StageKey::TempExtVocab, form),
-            (S::TempExt { .. }, _) => return None,
+            (S::TempExt { .. }, _) => (StageKey::TempExtMasked, form),
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
             (S::LogitBias { biases }, _) if vocab => (StageKey::LogitBias(biases.len()), form),
             (S::LogitBias { .. }, _) => return None,
@@ -304,23 +317,23 @@ impl BackendStage {
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
             (S::Xtc { .. }, Form::Vocab) if n_vocab < 2 => (StageKey::Nothing, form),
             (S::Xtc { .. }, Form::Vocab) => (StageKey::XtcVocab, Form::Masked),
-            (S::Xtc { .. }, _) => return None,
+            (S::Xtc { .. }, _) => (StageKey::XtcMasked, Form::Masked),
             (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
-            (S::MirostatV2 { .. }, Form::Vocab) => (StageKey::MirostatV2Vocab, Form::Token),
-            (S::MirostatV2 { .. }, _) => return None,
+            (S::MirostatV2 { .. }, _) => (StageKey::MirostatV2Vocab, Form::Token),
             (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
-            (S::Mirostat { m, .. }, Form::Vocab) => {
+            (S::Mirostat { m, .. }, _) => {
                 let m = if *m <= 0 { n_vocab } else { (*m as usize).min(n_vocab) };
-                (StageKey::MirostatVocab(m), Form::Token)
+                if form == Form::Vocab {
+                    (StageKey::MirostatVocab(m), Form::Token)
+                } else {
+                    (StageKey::MirostatMasked(m), Form::Token)
+                }
             }
-            (S::Mirostat { .. }, _) => return None,
             (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
-            (S::TopNSigma { n }, Form::Vocab) if *n == f32::INFINITY || n_vocab < 2 => (StageKey::Nothing, form),
-            (S::TopNSigma { .. }, Form::Vocab) => (StageKey::TopNSigmaVocab, Form::Masked),
-            (S::TopNSigma { .. }, _) => return None,
+            (S::TopNSigma { n }, _) if *n == f32::INFINITY || n_vocab < 2 => (StageKey::Nothing, form),
+            (S::TopNSigma { .. }, _) => (StageKey::TopNSigmaVocab, Form::Masked),
             (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
-            (S::Typical { .. }, Form::Vocab) => (StageKey::TypicalVocab, Form::Masked),
-            (S::Typical { .. }, _) => return None,
+            (S::Typical { .. }, _) => (StageKey::TypicalVocab, Form::Masked),
             (S::Disabled(_), _) => (StageKey::Nothing, form),
         })
     }

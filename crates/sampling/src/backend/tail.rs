@@ -127,7 +127,8 @@ fn final_form(keys: &[StageKey]) -> Form {
     for k in keys {
         f = match (*k, f) {
             (StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat, _) => Form::Token,
-            (StageKey::MirostatVocab(_), _) => Form::Token,
+            (StageKey::MirostatVocab(_) | StageKey::MirostatMasked(_), _) => Form::Token,
+            (StageKey::XtcMasked, _) => Form::Masked,
             (StageKey::TopK(k), _) => Form::List(k),
             (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
             (StageKey::TypicalVocab, _) => Form::Masked,
@@ -551,7 +552,7 @@ impl Tail {
                 if l.is_empty() || l.iter().any(|t| t.logit.is_nan() || t.logit == f32::INFINITY) {
                     return Err(bad());
                 }
-                Some(Candidates::from_list(l, self.n_vocab)?)
+                Some(Candidates::from_cut_list(l, self.n_vocab)?)
             }
             (None, Some(row)) => Some(Candidates::from_row(row)?),
             (None, None) => None,

@@ -15,6 +15,10 @@
 //! weight), but a prefix that would end with that record read back for a CPU suffix ends before
 //! the xtc stage instead ([`end_before_kept_inf`]).
 //!
+//! After a cut on the vocabulary the same forms run on the masked row (xtc counting its finite
+//! entries, `StageKey::XtcMasked`), where the CPU chain's cut list holds those entries in token
+//! order.
+//!
 //! A submodule of `build` (it extends its private `Ctx`); `BackendStage::key` gives the keys.
 
 use super::{Ctx, Param, R, Rec};
@@ -34,7 +38,8 @@ pub(crate) fn end_before_kept_inf(keys: &mut Vec<StageKey>) {
             | StageKey::Dist
             | StageKey::MinP
             | StageKey::MinPKeep(_)
-            | StageKey::MirostatV2Vocab => open = None,
+            | StageKey::MirostatV2Vocab
+            | StageKey::MirostatMasked(_) => open = None,
             _ => {}
         }
     }
@@ -143,8 +148,10 @@ impl Ctx<'_> {
     /// sorted list's prefix), the least likely of them (lowest logit, highest id among its ties:
     /// the prefix's last entry); where the step's coin (a host input), `cnt > 1` and
     /// `n_vocab - (cnt - 1) >= min_keep` say so, all the others become `-inf`. The record keeps
-    /// the row before (a later top-k tells removed entries from `-inf` ones).
-    pub(super) fn vocab_xtc(&mut self, idx: usize, x: NodeId, unmasked: Option<NodeId>) -> R<Rec> {
+    /// the row before (a later top-k tells removed entries from `-inf` ones). `masked` (after a
+    /// cut on the vocabulary, `StageKey::XtcMasked`): the row's finite entries in place of
+    /// `n_vocab` (the CPU chain's list holds only those).
+    pub(super) fn vocab_xtc(&mut self, idx: usize, x: NodeId, unmasked: Option<NodeId>, masked: bool) -> R<Rec> {
         let (n, nv) = (self.n, self.n_vocab);
         let par = self.input(&format!("s{idx}.xtc"), DType::F32, &[4, n], Param::Xtc(idx))?;
         let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 16], 4 * i);
@@ -171,7 +178,13 @@ impl Ctx<'_> {
         let drop = self.g.mul(big, not_last)?;
         // On: the flag, cnt > 1, and n_vocab - (cnt - 1) >= min_keep  <=>  -min_keep >= cnt - 1 - n_vocab.
         let last = self.g.scale_bias(cnt, 1.0, -1.0)?;
-        let d = self.g.scale_bias(last, 1.0, -(nv as f32))?;
+        let d = if masked {
+            let alive = self.g.gt(x, ninf)?;
+            let len = self.g.sum_rows(alive)?;
+            self.g.sub(last, len)?
+        } else {
+            self.g.scale_bias(last, 1.0, -(nv as f32))?
+        };
         let room = self.g.ge(neg_mk, d)?;
         let zero = self.fill(&[1, 1], 0.0)?;
         let several = self.g.gt(last, zero)?;

@@ -6,6 +6,10 @@
 //! `categorical` in token order, typical masks the row outside its kept set. Built from existing
 //! graph ops only (softmax, row reductions, argsort, gathers), so they run on every backend.
 //!
+//! After a cut on the vocabulary (`Form::Masked`) the same forms run on the masked row, the
+//! dynamic temperature and mirostat counting its finite entries (`masked`), as the CPU chain's
+//! cut list holds only those.
+//!
 //! A child module of `build`: it extends [`super::Ctx`] with one method per stage.
 
 use super::{Ctx, Param, Pending, R, Rec};
@@ -41,7 +45,12 @@ impl Ctx<'_> {
     /// `exp(e ln x)`, `x^0 = 1` kept), and the row divided by `t`; `t <= 0` keeps the first
     /// maximum, undivided, and masks every other entry (`-inf`), as llama.cpp's `temp_impl` does.
     /// A NaN `t` makes the row NaN (a bad row: the CPU sampler's error).
-    pub(super) fn temp_ext_vocab(&mut self, idx: usize, x: NodeId) -> R<NodeId> {
+    ///
+    /// `masked` (after a cut on the vocabulary, `StageKey::TempExtMasked`): `n` is the row's
+    /// count of finite entries (the CPU chain's list), `ln(1 / n)` computed in the graph; with
+    /// `n <= 1` the stage does nothing (`t = 1`), and the masked entries stay `-inf` (also for
+    /// `t = +inf`, where the CPU chain's list holds only finite entries).
+    pub(super) fn temp_ext_vocab(&mut self, idx: usize, x: NodeId, masked: bool) -> R<NodeId> {
         let (n, nv) = (self.n, self.n_vocab);
         let par = self.input(&format!("s{idx}.temp_ext"), DType::F32, &[4, n], Param::TempExt(idx))?;
         let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 16], 4 * i);
@@ -49,10 +58,24 @@ impl Ctx<'_> {
         let x = self.contiguous(x)?;
         let (_, _, _, neg_h) = self.row_entropy(x)?;
         // norm = H / max_h = (-H) / (-max_h), with max_h = -ln(1 / n) in f32 as the CPU computes it.
-        let neg_max_h = self.fill(&[1, 1], (1.0 / nv as f32).ln())?;
-        let norm = self.g.div(neg_h, neg_max_h)?;
         let one = self.fill(&[1, n], 1.0)?;
-        let dyn_t = self.dynamic_temp(norm, [min_t, range, expo, expo0])?;
+        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+        let (neg_max_h, several) = if masked {
+            // Not -inf (a NaN entry counts and stays: the row fails as a bad row).
+            let dead = self.g.equal(x, ninf)?;
+            let alive = self.g.scale_bias(dead, -1.0, 1.0)?;
+            let len = self.g.sum_rows(alive)?;
+            let inv = self.g.div(one, len)?;
+            let several = self.g.gt(len, one)?;
+            (self.g.log(inv)?, Some((alive, several)))
+        } else {
+            (self.fill(&[1, 1], (1.0 / nv as f32).ln())?, None)
+        };
+        let norm = self.g.div(neg_h, neg_max_h)?;
+        let mut dyn_t = self.dynamic_temp(norm, [min_t, range, expo, expo0])?;
+        if let Some((_, several)) = several {
+            dyn_t = self.g.where_(several, dyn_t, one)?;
+        }
         // t <= 0 (a NaN t is not: it divides the row into NaN).
         let zero = self.fill(&[1, 1], 0.0)?;
         let neg_t = self.g.neg(dyn_t)?;
@@ -64,9 +87,13 @@ impl Ctx<'_> {
         let first = self.g.equal(pos, at)?;
         let warm = self.g.scale_bias(cold, -1.0, 1.0)?;
         let keep = self.g.add(first, warm)?;
-        let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
         let x = self.g.where_(keep, x, ninf)?;
-        self.g.div(x, t)
+        let divided = self.g.div(x, t)?;
+        match several {
+            // -inf / +inf would be NaN: the masked entries stay -inf.
+            Some((alive, _)) => self.g.where_(alive, divided, ninf),
+            None => Ok(divided),
+        }
     }
 
     /// `[nv, n]` mask of the first `count` entries (`count [1, n]` f32, an integer in
@@ -107,7 +134,11 @@ impl Ctx<'_> {
     /// outside its top `k` (`argsort` and a threshold at the `k`-th), and `categorical` on the masked row in token
     /// order on the `MIROSTAT` stream; the drawn token's probability in the masked row's softmax
     /// is read back for the `mu` update.
-    pub(super) fn mirostat_vocab(&mut self, idx: usize, x: NodeId, m: usize) -> R<Rec> {
+    ///
+    /// `masked` (after a cut on the vocabulary, `StageKey::MirostatMasked`): the row's finite
+    /// entries are its candidates (the CPU chain's list): the estimate from at most that many
+    /// (the pairs before the last finite entry), `k` clamped to their count.
+    pub(super) fn mirostat_vocab(&mut self, idx: usize, x: NodeId, m: usize, masked: bool) -> R<Rec> {
         let (n, nv) = (self.n, self.n_vocab);
         let par = self.input(&format!("s{idx}.mirostat"), DType::F32, &[2, n], Param::Mirostat(idx))?;
         let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 8], 4 * i);
@@ -121,8 +152,15 @@ impl Ctx<'_> {
         let top = self.g.view(perm, &[m, n], &[4, nb1], 0)?;
         let top = self.g.cont(top)?;
         let sorted = self.gather(probs, top, nv, m)?;
-        let len = self.fill(&[1, n], nv as f32)?;
-        let kf = self.mirostat_k(sorted, m, None, neg_m_lim, two_mu, len)?;
+        let (len, neg_last) = if masked {
+            let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+            let alive = self.g.gt(x, ninf)?;
+            let len = self.g.sum_rows(alive)?;
+            (len, Some(self.g.scale_bias(len, -1.0, 1.0)?))
+        } else {
+            (self.fill(&[1, n], nv as f32)?, None)
+        };
+        let kf = self.mirostat_k(sorted, m, neg_last, neg_m_lim, two_mu, len)?;
         // Truncated (the CPU's `as usize`); a NaN k keeps 1.
         let num = self.g.equal(kf, kf)?;
         let kf = self.g.where_(num, kf, one)?;

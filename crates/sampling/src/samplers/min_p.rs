@@ -24,6 +24,10 @@
 //! distribution, but a later `dist` walks them in token order, as it walks the masked vocabulary
 //! row the backend draws from (docs/SAMPLING.md, "Deliberate differences"). On a list the
 //! fallback stays sorted, as llama.cpp's.
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the vocabulary view's rule runs on the list: its fallback's top
+//! `max(min_keep, 1)` are left in token order too (docs/SAMPLING.md, "Deliberate differences").
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};
@@ -49,6 +53,31 @@ impl MinP {
     }
 }
 
+impl MinP {
+    /// After a cut on the vocabulary (a token-order list of finite entries): the vocabulary
+    /// view's rule on it, the passing tokens where at least `max(min_keep, 1)` pass, else the top
+    /// `max(min_keep, 1)` (all, where the list is shorter), left in token-id order.
+    fn apply_cut(&self, cur: &mut Candidates<'_>, ln_p: f32) -> Result<()> {
+        let min_keep = self.min_keep;
+        let list = cur.list_mut(NAME)?;
+        check_list(NAME, list)?;
+        let max = list.iter().fold(f32::NEG_INFINITY, |m, t| m.max(t.logit));
+        let thr = max + ln_p;
+        let n_pass = list.iter().filter(|t| t.logit >= thr).count();
+        if n_pass > 0 && n_pass >= min_keep {
+            list.retain(|t| t.logit >= thr);
+        } else {
+            let mut top = list.clone();
+            top_k_list(&mut top, min_keep.max(1));
+            let mut ids: Vec<u32> = top.iter().map(|t| t.id).collect();
+            ids.sort_unstable();
+            list.retain(|t| ids.binary_search(&t.id).is_ok());
+        }
+        cur.set_selected(None);
+        Ok(())
+    }
+}
+
 impl Sampler for MinP {
     fn name(&self) -> &'static str {
         NAME
@@ -69,14 +98,17 @@ impl Sampler for MinP {
             buf.retain(|&(_, x)| x >= thr);
             if !buf.is_empty() && buf.len() >= self.min_keep {
                 let list = buf.into_iter().map(|(id, logit)| TokenData { id, logit, p: 0.0 }).collect();
-                cur.set_list(list, false);
+                cur.set_cut_list(list);
             } else {
                 // The top max(min_keep, 1), in token-id order (see the module documentation).
                 let mut list = top_k_row(NAME, row, 1.0, self.min_keep.max(1))?;
                 list.sort_unstable_by_key(|t| t.id);
-                cur.set_list(list, false);
+                cur.set_cut_list(list);
             }
             return Ok(());
+        }
+        if cur.cut_len().is_some() {
+            return self.apply_cut(cur, ln_p);
         }
         let sorted = cur.is_sorted();
         let min_keep = self.min_keep;

@@ -32,8 +32,12 @@
 //!   `inf - inf`), so an infinite `2 * tau` with `eta <= 0` is an error. `eta` must be finite;
 //! * NaN `tau` or `eta`: error (`mu` NaN: v1's `k` NaN, v2's `surprise > mu` false for every
 //!   token, accidental).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) both run their vocabulary-view forms on the list's finite entries (v1:
+//! the estimate from at most their count, `k` clamped to it), drawing in token order.
 
-use crate::candidates::{Candidates, check_scan, draw_index};
+use crate::candidates::{Candidates, check_list, check_scan, draw_index};
 use crate::error::{Result, invalid, not_nan};
 use crate::kernels;
 use crate::sampler::{Rng, Sampler, rng_methods};
@@ -148,7 +152,41 @@ impl Mirostat {
     fn apply_vocab(&mut self, cur: &mut Candidates<'_>, u: f64) -> Result<()> {
         cur.flush_div();
         let (row, _) = cur.vocab_row().expect("a vocabulary view");
-        let n = row.len();
+        let kept = self.keep_on_row(row, row.len(), cur.n_vocab())?;
+        self.draw_kept(cur, kept, u)
+    }
+
+    /// After a cut on the vocabulary (a token-order list of `n` finite entries, standing for the
+    /// masked row): the vocabulary view's form on that masked row with `n` for its length (the
+    /// estimate from at most `n` tokens, `k` clamped into `[1, n]`), the draw in token-id order.
+    fn apply_cut(&mut self, cur: &mut Candidates<'_>, n: usize, u: f64) -> Result<()> {
+        let n_vocab = cur.n_vocab();
+        let list = cur.list(V1)?;
+        check_list(V1, list)?;
+        let mut row = vec![f32::NEG_INFINITY; n_vocab];
+        for t in list {
+            row[t.id as usize] = t.logit;
+        }
+        let kept = self.keep_on_row(&row, n, n_vocab)?;
+        self.draw_kept(cur, kept, u)
+    }
+
+    /// The drawn token among `kept` (token-id order): renormalised, drawn with `u`, selected;
+    /// `mu` updated.
+    fn draw_kept(&mut self, cur: &mut Candidates<'_>, kept: Vec<crate::candidates::TokenData>, u: f64) -> Result<()> {
+        cur.set_list(kept, false);
+        cur.softmax(V1, false)?;
+        let list = cur.list(V1)?;
+        let idx = draw_index(list, u);
+        let p = list[idx].p;
+        cur.set_selected(Some(idx));
+        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+        Ok(())
+    }
+
+    /// The top `k` of `row` (token-id order) in token-id order: the estimate from its `m` most
+    /// probable entries (at most `n`, the row's candidates), `k` clamped into `[1, n]`.
+    fn keep_on_row(&self, row: &[f32], n: usize, n_vocab: usize) -> Result<Vec<crate::candidates::TokenData>> {
         let (max, bad) = kernels::max_bad(row);
         check_scan(V1, row, bad, max)?;
         // Candidates::softmax's arithmetic: f32 exponentials, an f64 sum, the f32 inverse.
@@ -165,17 +203,10 @@ impl Mirostat {
             sum_ti_bi += t_i * b_i;
             sum_ti_sq += t_i * t_i;
         }
-        let k = self.k(sum_ti_bi / sum_ti_sq, cur.n_vocab() as f32, n);
+        let k = self.k(sum_ti_bi / sum_ti_sq, n_vocab as f32, n);
         let mut kept = top_k_row(V1, row, 1.0, k)?;
         kept.sort_unstable_by_key(|t| t.id);
-        cur.set_list(kept, false);
-        cur.softmax(V1, false)?;
-        let list = cur.list(V1)?;
-        let idx = draw_index(list, u);
-        let p = list[idx].p;
-        cur.set_selected(Some(idx));
-        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
-        Ok(())
+        Ok(kept)
     }
 }
 
@@ -188,6 +219,9 @@ impl Sampler for Mirostat {
         let u = self.rng.next_draw();
         if cur.vocab_row().is_some() {
             return self.apply_vocab(cur, u);
+        }
+        if let Some(n) = cur.cut_len() {
+            return self.apply_cut(cur, n, u);
         }
         let n_vocab = cur.n_vocab() as f32;
         cur.softmax(V1, true)?;
@@ -270,7 +304,8 @@ impl Sampler for MirostatV2 {
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let u = self.rng.next_draw();
         let mu = self.mu;
-        let p = if cur.is_vocab_view() {
+        // After a cut on the vocabulary (its finite entries in token order) as on the view.
+        let p = if cur.is_vocab_view() || cur.cut_len().is_some() {
             v2_on_vocab(cur, mu, u)?
         } else {
             cur.softmax(V2, true)?;

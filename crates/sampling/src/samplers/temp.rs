@@ -31,6 +31,10 @@
 //!   logit by NaN;
 //! * NaN `t`, `delta` or `exponent`: error (llama.cpp's `temp <= 0` and `delta > 0` tests would
 //!   both be false: accidental).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) a dynamic `temp_ext` runs the vocabulary view's form on the list, `n` its
+//! finite entries, never sorting it (docs/SAMPLING.md, "Deliberate differences").
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, invalid, not_nan};
@@ -194,21 +198,7 @@ impl TempExt {
         let (row, _) = cur.vocab_row().expect("a vocabulary view");
         let (max, bad) = kernels::max_bad(row);
         check_scan(EXT, row, bad, max)?;
-        // The CPU chain's softmax (`Candidates::softmax`): f32 exponentials, an f64 sum, `p`
-        // scaled by its f32 inverse; the entropy summed in f64 (an f32 running sum over a whole
-        // vocabulary drifts).
-        let e: Vec<f32> = row.iter().map(|&x| kernels::exp_neg(x - max)).collect();
-        let sum: f64 = e.iter().map(|&v| f64::from(v)).sum();
-        let inv = (1.0 / sum) as f32;
-        let mut entropy = 0.0f64;
-        for &v in &e {
-            let p = v * inv;
-            if p > 0.0 {
-                // `ln p` of the f32 `p` (a one-hot row's `p = 1` gives exactly 0: entropy 0).
-                entropy -= f64::from(p) * f64::from(p.ln());
-            }
-        }
-        let norm = entropy as f32 / max_entropy;
+        let norm = entropy(row, max) as f32 / max_entropy;
         let dyn_t = self.dynamic(norm);
         if dyn_t.is_nan() || (dyn_t == f32::INFINITY && row.contains(&f32::NEG_INFINITY)) {
             // temp_impl's errors.
@@ -231,6 +221,57 @@ impl TempExt {
     }
 }
 
+impl TempExt {
+    /// After a cut on the vocabulary (a token-order list of `n >= 2` finite entries, standing for
+    /// the masked row): the vocabulary view's form over the list, `n` the list's length (the
+    /// masked row's finite entries), the entropy summed in token order in `f64` as on the view
+    /// (the masked entries add nothing), the list divided in place (still in token order), and a
+    /// temperature `<= 0` keeping the first maximum only.
+    fn apply_cut(&self, cur: &mut Candidates<'_>, n: usize) -> Result<()> {
+        let max_entropy = -(1.0 / n as f32).ln();
+        let list = cur.list_mut(EXT)?;
+        check_list(EXT, list)?;
+        let logits: Vec<f32> = list.iter().map(|t| t.logit).collect();
+        let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        let norm = entropy(&logits, max) as f32 / max_entropy;
+        let dyn_t = self.dynamic(norm);
+        if dyn_t.is_nan() {
+            return temp_impl(EXT, cur, dyn_t, &|| self.describe(dyn_t, norm));
+        }
+        if dyn_t <= 0.0 {
+            let first = logits.iter().position(|&x| x == max).unwrap_or(0);
+            let keep = list[first];
+            list.clear();
+            list.push(keep);
+        } else {
+            for t in list.iter_mut() {
+                t.logit /= dyn_t;
+            }
+        }
+        cur.set_selected(None);
+        Ok(())
+    }
+}
+
+/// The entropy (in `f64`) of the softmax of `logits` (maximum `max`), with the CPU chain's
+/// softmax arithmetic (`Candidates::softmax`): f32 exponentials, an f64 sum, `p` scaled by its
+/// f32 inverse; `-inf` entries and zero probabilities add nothing (an f32 running sum over a
+/// whole vocabulary drifts, so the sum is `f64`).
+fn entropy(logits: &[f32], max: f32) -> f64 {
+    let e: Vec<f32> = logits.iter().map(|&x| kernels::exp_neg(x - max)).collect();
+    let sum: f64 = e.iter().map(|&v| f64::from(v)).sum();
+    let inv = (1.0 / sum) as f32;
+    let mut entropy = 0.0f64;
+    for &v in &e {
+        let p = v * inv;
+        if p > 0.0 {
+            // `ln p` of the f32 `p` (a one-hot row's `p = 1` gives exactly 0: entropy 0).
+            entropy -= f64::from(p) * f64::from(p.ln());
+        }
+    }
+    entropy
+}
+
 impl Sampler for TempExt {
     fn name(&self) -> &'static str {
         EXT
@@ -239,6 +280,9 @@ impl Sampler for TempExt {
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         if self.delta <= 0.0 {
             return temp_impl(EXT, cur, self.t, &|| self.t.to_string());
+        }
+        if let Some(n) = cur.cut_len() {
+            return if n <= 1 { Ok(()) } else { self.apply_cut(cur, n) };
         }
         if cur.len() <= 1 {
             return Ok(());

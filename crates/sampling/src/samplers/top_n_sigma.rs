@@ -20,6 +20,9 @@
 //! token kept, `-inf` ones too). A finite `n` whose `n * sigma` overflows to `+inf` (beyond about
 //! 1e37) makes the threshold `-inf` and keeps the `-inf` entries as llama.cpp does; a backend
 //! prefix that ends there reads only the finite entries back (docs/SAMPLING.md).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) it runs as on the view: the survivors stay in token order.
 
 use crate::candidates::{Candidates, check_list, check_scan};
 use crate::error::{Result, not_nan};
@@ -47,10 +50,15 @@ impl Sampler for TopNSigma {
     }
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        if self.n <= 0.0 || cur.len() <= 1 {
+        if self.n <= 0.0 {
             return Ok(());
         }
-        let vocab = cur.is_vocab_view();
+        // After a cut on the vocabulary (its finite entries in token order) as on the view.
+        let cut = cur.cut_len().is_some();
+        if cur.len() <= 1 {
+            return Ok(());
+        }
+        let vocab = cur.is_vocab_view() || cut;
         if let Some((row, _)) = cur.vocab_row()
             && self.n == f32::INFINITY
         {
@@ -83,7 +91,12 @@ impl Sampler for TopNSigma {
         cur.set_sorted(false);
         cur.set_selected(None);
         // On the vocabulary view the survivors stay in token-id order (see the module doc).
-        cur.softmax(NAME, !vocab)
+        cur.softmax(NAME, !vocab)?;
+        if vocab {
+            // A cut on the vocabulary: the survivors in token order (the backend's masked row).
+            cur.mark_cut();
+        }
+        Ok(())
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {

@@ -25,6 +25,10 @@
 //! [`::kernels::nucleus::EXACT_TOL`] (1e-5 of the mass) of `p`, where the row is replayed in it.
 //! So a long row can differ from llama.cpp only where llama.cpp's own rounding moves its sums by
 //! more than that (docs/SAMPLING.md, "Exactness of top-p").
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the selection runs on that masked row as on the view (the row the
+//! backend's `top_p_mask` receives), and the nucleus stays in token order.
 
 use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
 use crate::error::{Result, not_nan};
@@ -48,6 +52,34 @@ impl TopP {
     pub fn new(p: f32, min_keep: usize) -> Result<Self> {
         not_nan(NAME, "p", p)?;
         Ok(Self { p: p.max(0.0), min_keep, scratch: nucleus::Scratch::default() })
+    }
+}
+
+impl TopP {
+    /// After a cut on the vocabulary (a token-order list of finite entries, standing for the
+    /// masked row): the vocabulary view's selection on that masked row (the row the backend's
+    /// `top_p_mask` receives, so both decide alike), the nucleus left in token-id order.
+    fn apply_cut(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
+        let n_vocab = cur.n_vocab();
+        let list = cur.list(NAME)?;
+        check_list(NAME, list)?;
+        let mut row = vec![f32::NEG_INFINITY; n_vocab];
+        for t in list {
+            row[t.id as usize] = t.logit;
+        }
+        let nuc = match nucleus::select(&row, 1.0, self.p, self.min_keep, &mut self.scratch) {
+            Ok(nuc) => nuc,
+            Err(bad) => return check_scan(NAME, &row, bad.bad, f32::NEG_INFINITY),
+        };
+        let kept = &mut self.scratch.buf[..nuc.kept];
+        kept.sort_unstable_by_key(|&(id, _)| id);
+        let list = kept
+            .iter()
+            .filter(|&&(_, x)| x != f32::NEG_INFINITY)
+            .map(|&(id, x)| TokenData { id, logit: x, p: nuc.probs.prob(x, 1.0) })
+            .collect();
+        cur.set_cut_list(list);
+        Ok(())
     }
 }
 
@@ -76,8 +108,11 @@ impl Sampler for TopP {
                     p: nuc.probs.prob(x, div),
                 })
                 .collect();
-            cur.set_list(list, false);
+            cur.set_cut_list(list);
             return Ok(());
+        }
+        if cur.cut_len().is_some() {
+            return self.apply_cut(cur);
         }
         let sorted = cur.is_sorted();
         let list = cur.list_mut(NAME)?;

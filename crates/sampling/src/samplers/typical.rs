@@ -21,8 +21,12 @@
 //! Zero-probability candidates add nothing to the entropy (llama.cpp computes `-0 * ln 0 = NaN`
 //! there, which makes every score NaN and its sort order undefined); they have an infinite score
 //! and come last.
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the vocabulary view's form runs on the list's finite entries, the kept
+//! tokens left in token order (docs/SAMPLING.md, "Deliberate differences").
 
-use crate::candidates::{Candidates, TokenData, check_scan};
+use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};
 use crate::kernels;
 use crate::sampler::Sampler;
@@ -64,6 +68,29 @@ impl Typical {
         let (row, _) = cur.vocab_row().expect("a vocabulary view");
         let (max, bad) = kernels::max_bad(row);
         check_scan(NAME, row, bad, max)?;
+        let list = self.keep_in_order(row, max, |i| i as u32);
+        cur.set_cut_list(list);
+        Ok(())
+    }
+
+    /// After a cut on the vocabulary (a token-order list of finite entries, standing for the
+    /// masked row): the vocabulary view's form over the list (the masked entries add nothing to
+    /// the sums and come last in the order, so the kept finite tokens are the view's), the kept
+    /// tokens left in token-id order.
+    fn apply_cut(&self, cur: &mut Candidates<'_>) -> Result<()> {
+        let list = cur.list(NAME)?;
+        check_list(NAME, list)?;
+        let logits: Vec<f32> = list.iter().map(|t| t.logit).collect();
+        let ids: Vec<u32> = list.iter().map(|t| t.id).collect();
+        let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        let kept = self.keep_in_order(&logits, max, |i| ids[i]);
+        cur.set_cut_list(kept);
+        Ok(())
+    }
+
+    /// The vocabulary form's selection on `row` (in token-id order, its maximum `max`; entry `i`
+    /// is token `id(i)`): the kept entries in that order with their softmax `p`.
+    fn keep_in_order(&self, row: &[f32], max: f32, id: impl Fn(usize) -> u32) -> Vec<TokenData> {
         // The platform's `expf`, as the CPU backend's `exp` op (so its probabilities match bit for
         // bit there), an f64 sum and `p = e * (1 / sum)`.
         let e: Vec<f32> = row.iter().map(|&x| (x - max).exp()).collect();
@@ -99,9 +126,7 @@ impl Typical {
         }
         let mut idx: Vec<u32> = order[..last].iter().map(|&(_, j)| j).collect();
         idx.sort_unstable();
-        let list = idx.iter().map(|&j| TokenData { id: j, logit: row[j as usize], p: p[j as usize] }).collect();
-        cur.set_list(list, false);
-        Ok(())
+        idx.iter().map(|&j| TokenData { id: id(j as usize), logit: row[j as usize], p: p[j as usize] }).collect()
     }
 }
 
@@ -116,6 +141,9 @@ impl Sampler for Typical {
         }
         if cur.vocab_row().is_some() {
             return self.apply_vocab(cur);
+        }
+        if cur.cut_len().is_some() {
+            return self.apply_cut(cur);
         }
         cur.softmax(NAME, true)?;
         let list = cur.list_mut(NAME)?;

@@ -25,6 +25,10 @@
 //! order, but a later `dist` then draws from a list at every step, the draw whose arithmetic the
 //! backend's `categorical` on the masked row follows (a draw from the view sums by blocks, and
 //! would differ from the backend's at more boundaries).
+//!
+//! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
+//! `Candidates::cut_len`) the vocabulary view's form runs on the list's finite entries, its
+//! `min_keep` against their count.
 
 use crate::candidates::Candidates;
 use crate::error::{Result, not_nan};
@@ -62,7 +66,7 @@ impl Xtc {
     /// backend's masked-row `categorical` reproduces (see the module documentation).
     fn on_vocab(&self, cur: &mut Candidates<'_>, apply: bool) -> Result<()> {
         cur.softmax(NAME, false)?;
-        cur.set_sorted(false);
+        cur.mark_cut();
         if !apply {
             return Ok(());
         }
@@ -80,7 +84,7 @@ impl Xtc {
             return Ok(());
         }
         let kept = list.iter().copied().filter(|e| e.p < self.t || e.id == last_id).collect();
-        cur.set_list(kept, false);
+        cur.set_cut_list(kept);
         Ok(())
     }
 }
@@ -92,10 +96,15 @@ impl Sampler for Xtc {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let chance = self.rng.next_uniform();
-        if self.p <= 0.0 || self.t > 0.5 || cur.len() < 2 {
+        if self.p <= 0.0 || self.t > 0.5 {
             return Ok(());
         }
-        if cur.is_vocab_view() {
+        // After a cut on the vocabulary (its finite entries in token order) as on the view.
+        let cut = cur.cut_len().is_some();
+        if cur.len() < 2 {
+            return Ok(());
+        }
+        if cur.is_vocab_view() || cut {
             return self.on_vocab(cur, chance <= self.p);
         }
         if chance > self.p {

@@ -1,7 +1,8 @@
 //! The cases of the stages on the whole vocabulary, written once and run on every backend: the
 //! selections of `backend/vocab_select.rs` (mirostat_v2, min_p with `min_keep > 1` or `p > 1`,
 //! top_n_sigma, xtc: [`CHAINS`]) and the stages of `backend/vocab_sorted.rs` (dynamic temp_ext,
-//! mirostat v1, typical: [`SORTED_CHAINS`]), with [`run`], which checks a mixed batch against each
+//! mirostat v1, typical: [`SORTED_CHAINS`]), the vocabulary stages and top-p after a cut on the
+//! vocabulary ([`AFTER_CUT`], on the masked row), with [`run`], which checks a mixed batch against each
 //! chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
 //! `crates/vulkan/tests/vocab_select.rs` and `vocab_sorted.rs` include this file (`#[path]`) and
 //! run them on Vulkan. Every chain's tokens over many steps must equal its CPU chain's, token for
@@ -179,21 +180,21 @@ pub const PLACEMENTS: [&str; 27] = [
     "+temp +min_p +temp +dist",
     "+min_p +top_k +dist",
     "+min_p +greedy",
-    "+min_p -typical -dist",
+    "+min_p +typical +dist",
     "+min_p +min_p +dist",
     "+min_p +dist",
     "+temp +min_p +dist",
     "+top_n_sigma +dist",
     "+temp +top_n_sigma +temp +dist",
     "+top_n_sigma +top_k +greedy",
-    "+top_n_sigma -typical -dist",
+    "+top_n_sigma +typical +dist",
     "+top_n_sigma +xtc +dist",
     "+top_n_sigma +mirostat_v2",
     "+top_n_sigma +min_p +dist",
     "+xtc +dist",
     "+temp +xtc +greedy",
     "+xtc +dist",
-    "-xtc -typical -dist",
+    "+xtc +typical +dist",
     "+xtc +top_k +typical +dist",
     "+xtc +temp +min_p +top_k +dist",
 ];
@@ -243,10 +244,10 @@ pub const SORTED_PLACEMENTS: [&str; 21] = [
     "+penalties +typical +top_k +dist",
     "+typical +min_p +temp +dist",
     "+typical +greedy",
-    "+typical -top_p -dist",
+    "+typical +top_p +dist",
     "+temp_ext +typical +dist",
     "+typical +dist",
-    "+typical -temp_ext -dist",
+    "+typical +temp_ext +dist",
 ];
 
 /// Long candidate lists (`top_k` of most of a small vocabulary) through the list stages, on
@@ -274,8 +275,19 @@ pub const WITH_CANDIDATES: [&str; 5] = [
 /// row's candidates (ids in output order, `p` to 1e-5) and token equal the CPU chain's, and the
 /// sequence's state (mirostat's `mu`) stays in step with it.
 pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
-    let n = WITH_CANDIDATES.len();
-    let mut b = Batch::new(v, &WITH_CANDIDATES, |c| SeqConfig::new(c).with_candidates(), backend, fallback);
+    candidates_of(&WITH_CANDIDATES, v, steps, backend, fallback)
+}
+
+/// [`candidates`] for the chains `chains` (each entirely on the backend).
+pub fn candidates_of(
+    chains: &[&str],
+    v: usize,
+    steps: usize,
+    backend: Box<dyn Backend>,
+    fallback: Option<Box<dyn Backend>>,
+) {
+    let n = chains.len();
+    let mut b = Batch::new(v, chains, |c| SeqConfig::new(c).with_candidates(), backend, fallback);
     for (_, p) in b.tail.placement() {
         assert!(!p.contains('-'), "every stage on the backend: {p}");
     }
@@ -286,13 +298,20 @@ pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: O
         assert_eq!(out.bytes_read, tail.reserved_bytes());
         for (i, row) in out.rows.iter().enumerate() {
             let r = row.seq.0 as usize;
-            let spec = WITH_CANDIDATES[r];
+            let spec = chains[r];
             let mut c = refs[r].clone();
             c.set_step(seqs.step(row.seq).unwrap());
             let want = c.run(&logits_for(v, step, r)).unwrap();
             let got = out.candidates(i).unwrap();
             assert_eq!(got.len(), want.candidates.len(), "step {step} `{spec}`");
-            for (a, b) in got.iter().zip(&want.candidates) {
+            // By id: the output order is by `p`, and two tokens whose logits differ in the last
+            // bit may swap places where the two sides' `p` differ by float rounding (a dynamic
+            // temperature an ulp apart).
+            let mut got = got.to_vec();
+            let mut want_by_id = want.candidates.clone();
+            got.sort_by_key(|t| t.id);
+            want_by_id.sort_by_key(|t| t.id);
+            for (a, b) in got.iter().zip(&want_by_id) {
                 assert_eq!(a.id, b.id, "step {step} `{spec}`");
                 assert!((a.p - b.p).abs() < 1e-5, "step {step} `{spec}`: {a:?} vs {b:?}");
             }
@@ -305,14 +324,99 @@ pub fn candidates(v: usize, steps: usize, backend: Box<dyn Backend>, fallback: O
     }
 }
 
+/// The vocabulary stages (and top-p) after a cut on the vocabulary (min-p, top-p, min-p's
+/// fallback, typical, top-n-sigma, xtc): the record is the masked row, the CPU chain's list the
+/// survivors in token order, and every count (`min_keep`, temp_ext's `n`, mirostat's estimate)
+/// is of the finite entries. One ends before a CPU-only `dry`, its suffix starting from the
+/// masked row's survivors; the last one's xtc keeps its `min_keep` only against the finite count.
+pub const AFTER_CUT: [&str; 28] = [
+    "min_p(p=0.05);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=41)",
+    "top_p(p=0.9);temp_ext(t=1.0,delta=0.7,exponent=2);dist(seed=42)",
+    "min_p(p=0.02);mirostat(tau=5,eta=0.1,m=100,seed=43)",
+    "top_p(p=0.95);mirostat(tau=3,eta=0.2,m=0,seed=44)",
+    "min_p(p=0.05);typical(p=0.9);dist(seed=45)",
+    "top_p(p=0.8);typical(p=0.5,min_keep=5);dist(seed=46)",
+    "min_p(p=0.05);xtc(p=1,t=0.05,seed=47);dist(seed=47)",
+    "top_p(p=0.9);xtc(p=0.7,t=0.02,min_keep=3,seed=48);dist(seed=48)",
+    "min_p(p=0.05);top_n_sigma(n=1);dist(seed=49)",
+    "top_p(p=0.95);top_n_sigma(n=0.5);dist(seed=50)",
+    "min_p(p=0.05);mirostat_v2(tau=5,eta=0.1,seed=51)",
+    "top_p(p=0.9);mirostat_v2(tau=3,eta=0.2,seed=52)",
+    "min_p(p=0.1);min_p(p=0.5,min_keep=8);dist(seed=53)",
+    "top_p(p=0.9);min_p(p=2,min_keep=3);dist(seed=54)",
+    "min_p(p=0.05);top_p(p=0.9);dist(seed=55)",
+    "top_p(p=0.95);top_p(p=0.5,min_keep=4);dist(seed=56)",
+    "xtc(p=1,t=0.02,seed=57);top_n_sigma(n=1);dist(seed=57)",
+    "min_p(p=0.3,min_keep=40);temp_ext(t=0.9,delta=0.5,exponent=1);dist(seed=58)",
+    "top_n_sigma(n=1.5);mirostat(tau=4,eta=0.1,m=50,seed=59)",
+    "typical(p=0.9);xtc(p=1,t=0.03,seed=60);greedy",
+    "temp(t=0.8);min_p(p=0.05);temp(t=1.3);typical(p=0.9);top_p(p=0.9);dist(seed=61)",
+    "min_p(p=0.05);temp_ext(t=0.5,delta=0.5,exponent=1);top_k(k=10);dist(seed=62)",
+    "min_p(p=0.05);xtc(p=1,t=0.01,min_keep=50,seed=63);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=63)",
+    "min_p(p=0.5);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=64)",
+    "min_p(p=0.05);typical(p=0.9);mirostat(tau=5,eta=0.1,m=10,seed=65)",
+    "top_n_sigma(n=1);min_p(p=3,min_keep=2000);top_p(p=0.9,min_keep=3);temp_ext(t=1,delta=1,exponent=1);dist(seed=66)",
+    "min_p(p=0.05);temp_ext(t=0.8,delta=0.5,exponent=1);dry(multiplier=0.8);typical(p=0.9);dist(seed=67)",
+    "min_p(p=0.3);xtc(p=1,t=0.01,min_keep=6,seed=68);dist(seed=68)",
+];
+
+/// Where each of [`AFTER_CUT`] runs.
+pub const AFTER_CUT_PLACEMENTS: [&str; 28] = [
+    "+min_p +temp_ext +dist",
+    "+top_p +temp_ext +dist",
+    "+min_p +mirostat",
+    "+top_p +mirostat",
+    "+min_p +typical +dist",
+    "+top_p +typical +dist",
+    "+min_p +xtc +dist",
+    "+top_p +xtc +dist",
+    "+min_p +top_n_sigma +dist",
+    "+top_p +top_n_sigma +dist",
+    "+min_p +mirostat_v2",
+    "+top_p +mirostat_v2",
+    "+min_p +min_p +dist",
+    "+top_p +min_p +dist",
+    "+min_p +top_p +dist",
+    "+top_p +top_p +dist",
+    "+xtc +top_n_sigma +dist",
+    "+min_p +temp_ext +dist",
+    "+top_n_sigma +mirostat",
+    "+typical +xtc +greedy",
+    "+temp +min_p +temp +typical +top_p +dist",
+    "+min_p +temp_ext +top_k +dist",
+    "+min_p +xtc +temp_ext +dist",
+    "+min_p +temp_ext +dist",
+    "+min_p +typical +mirostat",
+    "+top_n_sigma +min_p +top_p +temp_ext +dist",
+    "+min_p +temp_ext -dry -typical -dist",
+    "+min_p +xtc +dist",
+];
+
+/// Chains after a cut whose candidates are read back too (all on the backend).
+pub const AFTER_CUT_CANDIDATES: [&str; 8] = [
+    "min_p(p=0.05);temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=71)",
+    "top_p(p=0.9);typical(p=0.8);dist(seed=72)",
+    "min_p(p=0.05);xtc(p=1,t=0.03,seed=73);dist(seed=73)",
+    "top_p(p=0.95);top_n_sigma(n=1);dist(seed=74)",
+    "min_p(p=0.05);mirostat_v2(tau=4,eta=0.1,seed=75)",
+    "top_p(p=0.9);min_p(p=0.6,min_keep=6);dist(seed=76)",
+    "min_p(p=0.1);top_p(p=0.8);temp(t=0.9);dist(seed=77)",
+    "top_p(p=0.95);mirostat(tau=4,eta=0.2,m=20,seed=78)",
+];
+
 /// Batches of the `CHAINS` where one row holds a NaN and another a `+inf` (each chain in turn):
 /// those rows (and only those) fail with `BadRow`, the others still equal their CPU chains.
 pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
-    let n = CHAINS.len();
-    let mut b = Batch::new(v, &CHAINS, SeqConfig::new, backend, fallback);
+    bad_rows_of(&CHAINS, v, backend, fallback)
+}
+
+/// [`bad_rows`] for the chains `chains`.
+pub fn bad_rows_of(chains: &[&str], v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>) {
+    let n = chains.len();
+    let mut b = Batch::new(v, chains, SeqConfig::new, backend, fallback);
     for bad in 0..n {
         // Fresh sequences (same structure: no re-attach), so every reference starts at step 0.
-        for (i, spec) in CHAINS.iter().enumerate() {
+        for (i, spec) in chains.iter().enumerate() {
             b.seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(spec).unwrap()));
         }
         let other = (bad + 5) % n;
@@ -338,14 +442,14 @@ pub fn bad_rows(v: usize, backend: Box<dyn Backend>, fallback: Option<Box<dyn Ba
                         Err(sampling::SamplingError::BadRow { .. } | sampling::SamplingError::BadLogit { .. })
                     ),
                     "`{}` with a {} logit: {:?}",
-                    CHAINS[r],
+                    chains[r],
                     if r == bad { "NaN" } else { "+inf" },
                     row.result
                 );
             } else {
-                let mut c = Chain::parse(CHAINS[r]).unwrap();
+                let mut c = Chain::parse(chains[r]).unwrap();
                 let want = c.sample(&row_of(r)).unwrap();
-                assert_eq!(row.result.as_ref().unwrap().token, Some(want), "`{}` beside bad rows", CHAINS[r]);
+                assert_eq!(row.result.as_ref().unwrap().token, Some(want), "`{}` beside bad rows", chains[r]);
             }
         }
     }
