@@ -1,8 +1,8 @@
 //! The cuts of the list stages on a candidate list sorted by logit (descending), as the CPU
 //! sampler chain decides them, for the CPU backend's `list_filter` op: top-p in llama.cpp's `f32`
-//! arithmetic ([`crate::llama_f32`], which the chain's `top_p` on a list calls), min-p the walk of
-//! the chain's `min_p` on a sorted list (`sampling::samplers::min_p`; the sampling crate's
-//! `tests/list_filter.rs` checks the op against the chain bit for bit).
+//! arithmetic ([`crate::llama_f32`], which the chain's `top_p` on a list calls), min-p the walk
+//! the chain's `min_p` on a sorted list calls too (`sampling::samplers::min_p`; the sampling
+//! crate's `tests/list_filter.rs` checks the op against the chain bit for bit).
 
 use crate::llama_f32;
 

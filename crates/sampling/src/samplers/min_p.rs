@@ -125,15 +125,8 @@ impl Sampler for MinP {
             }
             top_k_list(list, list.len());
         }
-        let thr = list[0].logit + ln_p;
-        let mut i = 1;
-        while i < list.len() {
-            if list[i].logit < thr && i >= min_keep {
-                break;
-            }
-            i += 1;
-        }
-        list.truncate(i);
+        let kept = ::kernels::list::min_p_kept(list.len(), |i| list[i].logit, ln_p, min_keep);
+        list.truncate(kept);
         cur.set_sorted(true);
         cur.set_selected(None);
         Ok(())

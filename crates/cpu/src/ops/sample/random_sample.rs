@@ -562,7 +562,7 @@ fn bucket(y: f64) -> u16 {
 /// product and the quotient round the same real number (the same bits, subnormals included).
 #[inline(always)]
 fn weights_body<T: Elem>(x: &[T], x0: f64, t: f64, e: &mut [f64], bk: &mut [u16], sub: &mut Subsample) -> f64 {
-    const _: () = assert!(LANES % STRIDE == 0);
+    const _: () = assert!(LANES.is_multiple_of(STRIDE));
     let inv = 1.0 / t;
     let pow2 = t.is_finite() && t > 0.0 && (t.to_bits() & ((1u64 << 52) - 1)) == 0 && inv.is_normal();
     let mut acc = [0.0f64; LANES];
