@@ -4,16 +4,15 @@
 //! reports, with fixed seeds and enough draws that a wrong distribution fails. And the resolution of the draw: a
 //! token of probability 2^-26 (below f32's 2^-24) is drawn exactly where the uniform falls in its
 //! bracket, on the graph path and on the CPU chain alike.
+mod common;
 mod scenarios;
+
+use common::CHI2_999;
 
 use graph::{DType, Graph};
 use sampling::Chain;
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sched::Scheduler;
-
-/// Chi-squared critical values at p = 0.001 for 1..=15 degrees of freedom.
-const CHI2_999: [f64; 15] =
-    [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.70];
 
 const V: usize = 16;
 

@@ -10,53 +10,12 @@
 mod common;
 mod scenarios;
 
+use common::{CHI2_999, chi2_on_support, draw_from, shuffled_list};
 use graph::{DType, Graph, SpecAux};
 use sampling::backend::{SeqConfig, SeqId, Sequences};
 use sampling::{Chain, SamplingError, Token};
 
 const V: usize = 12;
-
-/// Chi-squared critical values at p = 0.001 for 1..=11 degrees of freedom.
-const CHI2_999: [f64; 11] = [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26];
-
-/// Chi-squared of `counts` against `p` (cells below an expected 5 pooled); a token of target
-/// probability 0 that is emitted fails outright.
-fn chi2(counts: &[u64], p: &[f64]) -> (f64, usize) {
-    let n = counts.iter().sum::<u64>() as f64;
-    let (mut c2, mut cells, mut pe, mut po) = (0.0, 0, 0.0, 0.0);
-    for (t, &c) in counts.iter().enumerate() {
-        let e = p[t] * n;
-        if e == 0.0 {
-            if c > 0 {
-                return (f64::INFINITY, 1);
-            }
-        } else if e < 5.0 {
-            pe += e;
-            po += c as f64;
-        } else {
-            c2 += (c as f64 - e).powi(2) / e;
-            cells += 1;
-        }
-    }
-    if pe > 0.0 {
-        c2 += (po - pe).powi(2) / pe;
-        cells += 1;
-    }
-    (c2, cells - 1)
-}
-
-/// A draw from `q` (pairs) with an independent uniform (not the verifier's streams).
-fn draw_from(q: &[(Token, f32)], u: f64) -> Token {
-    let total: f64 = q.iter().map(|e| f64::from(e.1)).sum();
-    let mut cum = 0.0;
-    for &(t, w) in q {
-        cum += f64::from(w) / total;
-        if u < cum {
-            return t;
-        }
-    }
-    q.last().unwrap().0
-}
 
 fn row() -> Vec<f32> {
     (0..V).map(|i| (((i * 37) % 13) as f32) * 0.35 - 1.5).collect()
@@ -107,18 +66,7 @@ fn sampled_verifier_emits_the_target_distribution_and_biased_ones_do_not() {
     let draft: Vec<Token> = (0..N as u64).map(|t| draw_from(&q, graph::philox::uniform_f64(11, t, 0))).collect();
     // The list form: a shuffled order with token ids, three entries removed (id -1, -inf), two
     // of them tokens q likes.
-    let order: Vec<usize> = (0..V).map(|i| (i * 5 + 3) % V).collect();
-    let removed = |j: usize| j == 2 || j == 4 || j == 9;
-    let list_x: Vec<f32> =
-        order.iter().enumerate().map(|(j, &i)| if removed(j) { f32::NEG_INFINITY } else { row[i] }).collect();
-    let list_ids: Vec<i32> = order.iter().enumerate().map(|(j, &i)| if removed(j) { -1 } else { i as i32 }).collect();
-    let wl: Vec<f64> =
-        list_x.iter().map(|&x| if x == f32::NEG_INFINITY { 0.0 } else { f64::from(x - m).exp() }).collect();
-    let tl: f64 = wl.iter().sum();
-    let mut pl = vec![0.0; V];
-    for (j, &i) in order.iter().enumerate() {
-        pl[i] = wl[j] / tl;
-    }
+    let (list_x, list_ids, pl) = shuffled_list(&row, m, |j| j == 2 || j == 4 || j == 9);
 
     let keys: Vec<i32> =
         (0..N).flat_map(|t| [t as i32 * 13 + 5, 9, t as i32, 0, i32::try_from(draft[t]).unwrap()]).collect();
@@ -174,19 +122,19 @@ fn sampled_verifier_emits_the_target_distribution_and_biased_ones_do_not() {
     {
         let accepted = (0..N).filter(|&t| sampled[t] == draft[t] as i32).count();
         assert!(accepted > 2000 && accepted < N - 2000, "{form}: {accepted} of {N} drafts accepted");
-        let (c2, df) = chi2(&count(sampled), target);
+        let (c2, df) = chi2_on_support(&count(sampled), target);
         assert!(c2 < CHI2_999[df - 1], "{form}: chi2 {c2} with {df} df, counts {:?} vs {target:?}", count(sampled));
         // Ignoring `q` (the one-hot verifier, accepting with probability `p(d)`) is exact too,
         // for any proposal, but accepts fewer drafts: `sum q p` against `sum min(p, q)`.
-        let (c1, d1) = chi2(&count(one_hot), target);
+        let (c1, d1) = chi2_on_support(&count(one_hot), target);
         assert!(c1 < CHI2_999[d1 - 1], "{form}: the one-hot verifier is exact too: chi2 {c1} with {d1} df");
         let accepted_one_hot = (0..N).filter(|&t| one_hot[t] == draft[t] as i32).count();
         assert!(accepted_one_hot + 1000 < accepted, "{form}: one-hot accepts {accepted_one_hot}, sampled {accepted}");
         // Biased verifiers fail: the residual drawn from `p`, and every draft accepted.
-        let (c3, d3) = chi2(&count(&from_p(sampled, plain)), target);
+        let (c3, d3) = chi2_on_support(&count(&from_p(sampled, plain)), target);
         assert!(c3 > 2.0 * CHI2_999[d3 - 1], "{form}: residual-from-p should fail: chi2 {c3} with {d3} df");
         let all: Vec<i32> = draft.iter().map(|&t| t as i32).collect();
-        let (c4, d4) = chi2(&count(&all), target);
+        let (c4, d4) = chi2_on_support(&count(&all), target);
         assert!(c4 > 2.0 * CHI2_999[d4 - 1], "{form}: accepting every draft should fail: chi2 {c4} with {d4} df");
     }
 }

@@ -5,13 +5,13 @@
 //! fails the same test; rejected drafts change nothing later; penalties see every emitted token;
 //! bad inputs are errors.
 
+mod common;
+
+use common::{CHI2_999, chi2_on_support, draw_from, shuffled_list};
 use sampling::speculative::{DraftProbs, Verdict, verify};
 use sampling::{Chain, Sampler, SamplingError, Token};
 
 const V: usize = 12;
-
-/// Chi-squared critical values at p = 0.001 for 1..=11 degrees of freedom.
-const CHI2_999: [f64; 11] = [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26];
 
 fn rows() -> Vec<Vec<f32>> {
     (0..3).map(|r| (0..V).map(|i| (((i * 37 + r * 11) % 13) as f32) * 0.35 - 1.5).collect()).collect()
@@ -30,45 +30,9 @@ fn target_p(spec: &str, rows: &[Vec<f32>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// Chi-squared of `counts` against `p` (cells below an expected 5 pooled).
-fn chi2(counts: &[u64], p: &[f64]) -> (f64, usize) {
-    let n = counts.iter().sum::<u64>() as f64;
-    let (mut c2, mut cells, mut pe, mut po) = (0.0, 0, 0.0, 0.0);
-    for (t, &c) in counts.iter().enumerate() {
-        let e = p[t] * n;
-        if e == 0.0 {
-            assert_eq!(c, 0, "token {t} has target probability 0 but was emitted {c} times");
-        } else if e < 5.0 {
-            pe += e;
-            po += c as f64;
-        } else {
-            c2 += (c as f64 - e).powi(2) / e;
-            cells += 1;
-        }
-    }
-    if pe > 0.0 {
-        c2 += (po - pe).powi(2) / pe;
-        cells += 1;
-    }
-    (c2, cells - 1)
-}
-
 fn fits(counts: &[u64], p: &[f64]) -> bool {
-    let (c2, df) = chi2(counts, p);
+    let (c2, df) = chi2_on_support(counts, p);
     c2 < CHI2_999[df - 1]
-}
-
-/// A draw from `q` (pairs) with an independent uniform (not the verifier's streams).
-fn draw_from(q: &[(Token, f32)], u: f64) -> Token {
-    let total: f64 = q.iter().map(|e| f64::from(e.1)).sum();
-    let mut cum = 0.0;
-    for &(t, w) in q {
-        cum += f64::from(w) / total;
-        if u < cum {
-            return t;
-        }
-    }
-    q.last().unwrap().0
 }
 
 /// Runs `trials` verifications of 2-token drafts drawn from `q` (one distribution per position);
@@ -113,7 +77,7 @@ fn emitted_tokens_follow_the_target_distribution_whatever_the_draft() {
             "{what}: position 0 {:?} vs {:?} ({:?})",
             counts[0],
             p[0],
-            chi2(&counts[0], &p[0])
+            chi2_on_support(&counts[0], &p[0])
         );
         assert!(counts[1].iter().sum::<u64>() > 300, "{what}: too few accepted");
         assert!(fits(&counts[1], &p[1]), "{what}: position 1 {:?} vs {:?}", counts[1], p[1]);
@@ -139,7 +103,7 @@ fn a_verifier_told_the_wrong_draft_distribution_fails_the_same_test() {
     let wrong: Vec<(Token, f32)> = (0..V as Token).map(|t| (t, if t % 3 == 0 { 8.0 } else { 0.25 })).collect();
     let uniform: Vec<Vec<(Token, f32)>> = vec![(0..V as Token).map(|t| (t, 1.0)).collect(); 2];
     let counts = run_trials(SPEC, &[wrong.clone(), wrong], Some(DraftProbs::Sampled(&uniform)), 20_000);
-    let (c2, df) = chi2(&counts[0], &p[0]);
+    let (c2, df) = chi2_on_support(&counts[0], &p[0]);
     assert!(c2 > 10.0 * CHI2_999[df - 1], "the biased verifier should fail: chi2 {c2} with {df} df");
 }
 
@@ -271,18 +235,7 @@ fn the_graph_verifier_emits_the_target_distribution_and_a_biased_one_does_not() 
         .collect();
     let draft: Vec<Token> = (0..N as u64).map(|t| draw_from(&wrong, graph::philox::uniform_f64(7, t, 0))).collect();
     // The list form: the entries in a shuffled order with token ids, two removed (id -1, -inf).
-    let order: Vec<usize> = (0..V).map(|i| (i * 5 + 3) % V).collect();
-    let removed = |j: usize| j == 4 || j == 9;
-    let list_x: Vec<f32> =
-        order.iter().enumerate().map(|(j, &i)| if removed(j) { f32::NEG_INFINITY } else { row[i] }).collect();
-    let list_ids: Vec<i32> = order.iter().enumerate().map(|(j, &i)| if removed(j) { -1 } else { i as i32 }).collect();
-    let mut pl = vec![0.0; V];
-    let wl: Vec<f64> =
-        list_x.iter().map(|&x| if x == f32::NEG_INFINITY { 0.0 } else { f64::from(x - m).exp() }).collect();
-    let tl: f64 = wl.iter().sum();
-    for (j, &i) in order.iter().enumerate() {
-        pl[i] = wl[j] / tl;
-    }
+    let (list_x, list_ids, pl) = shuffled_list(row, m, |j| j == 4 || j == 9);
 
     let keys: Vec<i32> =
         (0..N).flat_map(|t| [t as i32 * 7 + 1, 3, t as i32, 0, i32::try_from(draft[t]).unwrap()]).collect();
@@ -324,13 +277,13 @@ fn the_graph_verifier_emits_the_target_distribution_and_a_biased_one_does_not() 
         biased[if tok == d { d } else { got_p[t] as usize }] += 1;
     }
     assert!(accepted > 1000 && accepted < N - 1000, "{accepted} of {N} drafts accepted");
-    assert!(fits(&counts, &p), "vocabulary: {counts:?} vs {p:?} ({:?})", chi2(&counts, &p));
-    let (c2, df) = chi2(&biased, &p);
+    assert!(fits(&counts, &p), "vocabulary: {counts:?} vs {p:?} ({:?})", chi2_on_support(&counts, &p));
+    let (c2, df) = chi2_on_support(&biased, &p);
     assert!(c2 > 2.0 * CHI2_999[df - 1], "the biased verifier should fail: chi2 {c2} with {df} df");
     let mut counts_l = vec![0u64; V];
     // With the list's ids the verifier returns the token itself.
     for &tok in &got_l {
         counts_l[usize::try_from(tok).expect("a kept entry's token")] += 1;
     }
-    assert!(fits(&counts_l, &pl), "list: {counts_l:?} vs {pl:?} ({:?})", chi2(&counts_l, &pl));
+    assert!(fits(&counts_l, &pl), "list: {counts_l:?} vs {pl:?} ({:?})", chi2_on_support(&counts_l, &pl));
 }

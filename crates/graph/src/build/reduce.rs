@@ -124,16 +124,7 @@ impl Graph {
     /// rows..]` of a candidate list; i32 `[1, rows..]`, see [`Op::SpecVerify`].
     pub fn spec_verify(&mut self, logits: NodeId, keys: NodeId, aux: SpecAux, stream: u32) -> R {
         const OP: &str = "spec_verify";
-        let words = "seed lo, seed hi, step lo, step hi, draft token";
-        let (params, ids) = match aux {
-            SpecAux::None => (None, None),
-            SpecAux::Params(p) => (Some(p), None),
-            SpecAux::Ids(i) => (None, Some(i)),
-        };
-        let ne = self.draw_checks(OP, logits, keys, words, params)?;
-        if let Some(i) = ids {
-            self.per_row_src(OP, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
-        }
+        let (ne, params, ids) = self.spec_checks(OP, logits, keys, aux)?;
         let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).chain(ids).collect();
         Ok(self.new_node(Op::SpecVerify { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
     }
@@ -152,16 +143,7 @@ impl Graph {
         stream: u32,
     ) -> R {
         const OP: &str = "spec_verify_sampled";
-        let words = "seed lo, seed hi, step lo, step hi, draft token";
-        let (params, ids) = match aux {
-            SpecAux::None => (None, None),
-            SpecAux::Params(p) => (Some(p), None),
-            SpecAux::Ids(i) => (None, Some(i)),
-        };
-        let ne = self.draw_checks(OP, logits, keys, words, params)?;
-        if let Some(i) = ids {
-            self.per_row_src(OP, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
-        }
+        let (ne, params, ids) = self.spec_checks(OP, logits, keys, aux)?;
         let m = self.src(OP, q_ids)?.layout.ne[0];
         if m == 0 {
             return Err(self.err(OP, format!("q_ids {} must have at least one entry per row", self.describe(q_ids))));
@@ -170,6 +152,28 @@ impl Graph {
         self.per_row_src(OP, "q_probs", q_probs, DType::F32, m, logits)?;
         let srcs: Vec<NodeId> = [logits, keys, q_ids, q_probs].into_iter().chain(params).chain(ids).collect();
         Ok(self.new_node(Op::SpecVerifySampled { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
+    }
+
+    /// The checks of a speculative verification's `logits`, `keys` and `aux` (see
+    /// [`Graph::spec_verify`]): the result's shape, the optional `params` and `ids`.
+    fn spec_checks(
+        &self,
+        op: &'static str,
+        logits: NodeId,
+        keys: NodeId,
+        aux: SpecAux,
+    ) -> Result<(crate::shape::Shape, Option<NodeId>, Option<NodeId>), crate::GraphError> {
+        let words = "seed lo, seed hi, step lo, step hi, draft token";
+        let (params, ids) = match aux {
+            SpecAux::None => (None, None),
+            SpecAux::Params(p) => (Some(p), None),
+            SpecAux::Ids(i) => (None, Some(i)),
+        };
+        let ne = self.draw_checks(op, logits, keys, words, params)?;
+        if let Some(i) = ids {
+            self.per_row_src(op, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
+        }
+        Ok((ne, params, ids))
     }
 
     /// The checks of a draw (`categorical`, `spec_verify`): f32 `logits` rows, i32 `keys` holding

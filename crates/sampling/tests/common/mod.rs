@@ -222,3 +222,50 @@ pub fn counts_of(tokens: &[u32], n: usize) -> Vec<u64> {
     }
     c
 }
+
+/// Chi-squared critical values at p = 0.001 for 1..=15 degrees of freedom.
+pub const CHI2_999: [f64; 15] =
+    [10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.70];
+
+/// [`chi2`] of emitted tokens against a target that gives some tokens probability 0: one of
+/// those emitted fails outright (an infinite statistic).
+pub fn chi2_on_support(counts: &[u64], p: &[f64]) -> (f64, usize) {
+    if counts.iter().zip(p).any(|(&c, &p)| p == 0.0 && c > 0) {
+        return (f64::INFINITY, 1);
+    }
+    chi2(counts, p)
+}
+
+/// A draw from `q` (`(token, weight)` pairs, normalised here) with a uniform `u` of its own (not
+/// the verifier's streams).
+pub fn draw_from(q: &[(u32, f32)], u: f64) -> u32 {
+    let total: f64 = q.iter().map(|e| f64::from(e.1)).sum();
+    let mut cum = 0.0;
+    for &(t, w) in q {
+        cum += f64::from(w) / total;
+        if u < cum {
+            return t;
+        }
+    }
+    q.last().unwrap().0
+}
+
+/// A candidate list of the whole `row` in a shuffled order (entry `j` holds token `(5 j + 3) mod
+/// V`; `V` must not be a multiple of 5), the entries `removed(j)` removed (`-inf`, id -1): the
+/// list's values, its ids, and each token's probability under the list's softmax (`m` the
+/// row's maximum, subtracted first), 0 for a removed token.
+pub fn shuffled_list(row: &[f32], m: f32, removed: impl Fn(usize) -> bool) -> (Vec<f32>, Vec<i32>, Vec<f64>) {
+    let v = row.len();
+    let order: Vec<usize> = (0..v).map(|i| (i * 5 + 3) % v).collect();
+    let list_x: Vec<f32> =
+        order.iter().enumerate().map(|(j, &i)| if removed(j) { f32::NEG_INFINITY } else { row[i] }).collect();
+    let list_ids: Vec<i32> = order.iter().enumerate().map(|(j, &i)| if removed(j) { -1 } else { i as i32 }).collect();
+    let wl: Vec<f64> =
+        list_x.iter().map(|&x| if x == f32::NEG_INFINITY { 0.0 } else { f64::from(x - m).exp() }).collect();
+    let tl: f64 = wl.iter().sum();
+    let mut pl = vec![0.0; v];
+    for (j, &i) in order.iter().enumerate() {
+        pl[i] = wl[j] / tl;
+    }
+    (list_x, list_ids, pl)
+}

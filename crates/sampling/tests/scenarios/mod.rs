@@ -37,52 +37,13 @@ pub fn verification(
     peak: f32,
     logits_for: impl Fn(usize, usize) -> Vec<f32>,
 ) -> Verified {
-    let seq = SeqId(2);
-    let mut seqs = Sequences::new(4).unwrap();
-    seqs.set(seq, SeqConfig::new(Chain::parse(spec).unwrap()));
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, 4]).unwrap();
-    let rows: Vec<(SeqId, usize)> = (0..4).map(|j| (seq, j)).collect();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, backend.as_ref()).unwrap();
-    let placement = tail.placement()[0].1.clone();
-    let reserved = tail.reserved_bytes();
-    let mut sched = Scheduler::new(std::iter::once(backend).chain(fallback).collect()).unwrap();
-    sched.plan(&g).unwrap();
-    let mut reference = Chain::parse(spec).unwrap();
-    let (mut accepted, mut rejected) = (0, 0);
-    for step in 0..steps {
-        let rows_now: Vec<Vec<f32>> = (0..4)
-            .map(|j| {
-                let mut r = logits_for(step, j);
-                r[(7 * j + step) % v] += peak;
-                r
-            })
-            .collect();
-        let draft: Vec<u32> = (0..step % 4)
+    let seqs = Sequences::new(4).unwrap();
+    run_verification(spec, backend, fallback, seqs, v, steps, peak, logits_for, |step| {
+        let draft = (0..step % 4)
             .map(|j| if (step + j) % 3 == 0 { 999 - j as u32 } else { ((7 * j + step) % v) as u32 })
             .collect();
-        seqs.set_draft(seq, &draft).unwrap();
-        sched.set_input_f32(logits, &rows_now.concat()).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        assert_eq!(out.bytes_read, tail.reserved_bytes(), "{spec}: step {step}");
-        let n = draft.len();
-        let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
-        let got = accept_rows(&seqs.get(seq).unwrap().chain, &emitted, &draft).unwrap();
-        let mut cpu = reference.clone();
-        cpu.set_step(seqs.step(seq).unwrap());
-        let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
-        let want = verify(&mut cpu, &refs, &draft, DraftProbs::Deterministic).unwrap();
-        assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}");
-        accepted += got.accepted;
-        rejected += usize::from(got.accepted < n);
-        tail.accept(&mut seqs, seq, &got.tokens).unwrap();
-        for &t in &got.tokens {
-            reference.accept(t);
-        }
-    }
-    Verified { accepted, rejected, placement, reserved }
+        (draft, None)
+    })
 }
 
 /// A (seed, step) whose 53-bit draw uniform is at least `1 - 2^-27` (found by search; checked by
@@ -144,27 +105,8 @@ pub fn verification_sampled(
     q_len: usize,
     logits_for: impl Fn(usize, usize) -> Vec<f32>,
 ) -> Verified {
-    let seq = SeqId(2);
-    let mut seqs = Sequences::with_draft_distributions(4, q_len).unwrap();
-    seqs.set(seq, SeqConfig::new(Chain::parse(spec).unwrap()));
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, 4]).unwrap();
-    let rows: Vec<(SeqId, usize)> = (0..4).map(|j| (seq, j)).collect();
-    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, backend.as_ref()).unwrap();
-    let placement = tail.placement()[0].1.clone();
-    let reserved = tail.reserved_bytes();
-    let mut sched = Scheduler::new(std::iter::once(backend).chain(fallback).collect()).unwrap();
-    sched.plan(&g).unwrap();
-    let mut reference = Chain::parse(spec).unwrap();
-    let (mut accepted, mut rejected) = (0, 0);
-    for step in 0..steps {
-        let rows_now: Vec<Vec<f32>> = (0..4)
-            .map(|j| {
-                let mut r = logits_for(step, j);
-                r[(7 * j + step) % v] += peak;
-                r
-            })
-            .collect();
+    let seqs = Sequences::with_draft_distributions(4, q_len).unwrap();
+    run_verification(spec, backend, fallback, seqs, v, steps, peak, logits_for, |step| {
         let n = step % 4;
         let mut qs: Vec<Vec<(u32, f32)>> = Vec::new();
         let mut draft: Vec<u32> = Vec::new();
@@ -195,23 +137,62 @@ pub fn verification_sampled(
             draft.push(d);
             qs.push(q);
         }
-        let sampled = step % 3 != 2;
-        if sampled {
-            seqs.set_draft_sampled(seq, &draft, &qs).unwrap();
-        } else {
-            seqs.set_draft(seq, &draft).unwrap();
+        // Every third step's draft is deterministic: the same tail verifies it as a one-entry `q`.
+        (draft, (step % 3 != 2).then_some(qs))
+    })
+}
+
+/// The loop of [`verification`] and [`verification_sampled`]: `draft_for(step)` gives the step's
+/// draft and, for a sampled draft, each token's `q`.
+#[allow(clippy::too_many_arguments)]
+fn run_verification(
+    spec: &str,
+    backend: Box<dyn Backend>,
+    fallback: Option<Box<dyn Backend>>,
+    mut seqs: Sequences,
+    v: usize,
+    steps: usize,
+    peak: f32,
+    logits_for: impl Fn(usize, usize) -> Vec<f32>,
+    mut draft_for: impl FnMut(usize) -> (Vec<u32>, Option<Vec<Vec<(u32, f32)>>>),
+) -> Verified {
+    let seq = SeqId(2);
+    seqs.set(seq, SeqConfig::new(Chain::parse(spec).unwrap()));
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, 4]).unwrap();
+    let rows: Vec<(SeqId, usize)> = (0..4).map(|j| (seq, j)).collect();
+    let mut tail = Tail::attach(&mut g, logits, &rows, &seqs, backend.as_ref()).unwrap();
+    let placement = tail.placement()[0].1.clone();
+    let reserved = tail.reserved_bytes();
+    let mut sched = Scheduler::new(std::iter::once(backend).chain(fallback).collect()).unwrap();
+    sched.plan(&g).unwrap();
+    let mut reference = Chain::parse(spec).unwrap();
+    let (mut accepted, mut rejected) = (0, 0);
+    for step in 0..steps {
+        let rows_now: Vec<Vec<f32>> = (0..4)
+            .map(|j| {
+                let mut r = logits_for(step, j);
+                r[(7 * j + step) % v] += peak;
+                r
+            })
+            .collect();
+        let (draft, qs) = draft_for(step);
+        match &qs {
+            Some(qs) => seqs.set_draft_sampled(seq, &draft, qs).unwrap(),
+            None => seqs.set_draft(seq, &draft).unwrap(),
         }
         sched.set_input_f32(logits, &rows_now.concat()).unwrap();
         tail.set_inputs(&mut sched, &seqs).unwrap();
         sched.compute().unwrap();
         let out = tail.sample(&mut sched, &mut seqs).unwrap();
         assert_eq!(out.bytes_read, tail.reserved_bytes(), "{spec}: step {step}");
+        let n = draft.len();
         let emitted: Vec<u32> = (0..=n).map(|j| out.token(j).unwrap()).collect();
         let got = accept_rows(&seqs.get(seq).unwrap().chain, &emitted, &draft).unwrap();
         let mut cpu = reference.clone();
         cpu.set_step(seqs.step(seq).unwrap());
         let refs: Vec<&[f32]> = rows_now[..=n].iter().map(|r| &r[..]).collect();
-        let probs = if sampled { DraftProbs::Sampled(&qs) } else { DraftProbs::Deterministic };
+        let probs = qs.as_deref().map_or(DraftProbs::Deterministic, DraftProbs::Sampled);
         let want = verify(&mut cpu, &refs, &draft, probs).unwrap();
         assert_eq!(got, want, "{spec}: step {step}, draft {draft:?}, q {qs:?}");
         accepted += got.accepted;
