@@ -138,11 +138,30 @@ pub fn top_k(xs: &[f32], k: usize, out: &mut Vec<(u32, f32)>) -> bool {
 /// maxima hold k tokens `>= T`), so every top-k token is `>= T` and lies in a sub-block whose max
 /// is `>= T`: only those (about k of them) are rescanned, and only their tokens `>= T` are
 /// selected from. Requires `1 <= k <= xs.len()`.
+///
+/// Where `T` is `-inf` (fewer than `k` sub-blocks hold a finite value: a masked row, or a short
+/// one), every entry would pass; so the finite entries are rescanned, and the first `-inf` entries
+/// by index (the order's ties) fill what they leave of `k`: the same `k` entries, without
+/// ordering the whole row.
 pub fn top_k_from_maxima(xs: &[f32], maxima: &[f32], k: usize, out: &mut Vec<(u32, f32)>) {
     let mut scratch = Vec::new();
     let thr = kth_largest(maxima, k, &mut scratch);
     let mut keys = Vec::with_capacity(2 * k + SUB);
-    rescan(xs, maxima, thr, &mut keys);
+    if thr == f32::NEG_INFINITY {
+        rescan(xs, maxima, f32::MIN, &mut keys);
+        let mut need = k.saturating_sub(keys.len());
+        for (i, &x) in xs.iter().enumerate() {
+            if need == 0 {
+                break;
+            }
+            if x == f32::NEG_INFINITY {
+                keys.push(crate::key::rank_key(i as u32, x));
+                need -= 1;
+            }
+        }
+    } else {
+        rescan(xs, maxima, thr, &mut keys);
+    }
     finish_top_k(&mut keys, k, out);
 }
 
@@ -540,5 +559,54 @@ pub(crate) mod x86 {
             buf.push(index_key(order_key(v), base + j));
             true
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::rank_key;
+
+    /// The `k` best of `xs` by a whole sort of their rank keys.
+    fn sorted_top_k(xs: &[f32], k: usize) -> Vec<(u32, f32)> {
+        let mut keys: Vec<u64> = xs.iter().enumerate().map(|(i, &x)| rank_key(i as u32, x)).collect();
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        keys[..k].iter().map(|&key| rank_key_value(key)).collect()
+    }
+
+    /// Rows mostly `-inf` (a masked row): fewer finite entries than `k`, more than `k` in fewer
+    /// than `k` sub-blocks, none but one, and short rows; the selection equals the whole sort's.
+    #[test]
+    fn masked_rows_select_as_the_whole_sort() {
+        let n = 20_000;
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        let mut few = vec![f32::NEG_INFINITY; n];
+        for (j, i) in [5usize, 900, 901, 7000, 19_999].into_iter().enumerate() {
+            few[i] = j as f32 * 0.5 - 1.0;
+        }
+        few[12_000] = 0.0;
+        few[12_001] = -0.0;
+        rows.push(few);
+        let mut clustered = vec![f32::NEG_INFINITY; n];
+        for (i, x) in clustered.iter_mut().enumerate().take(3300).skip(3000) {
+            *x = ((i * 37) % 101) as f32 * 0.1;
+        }
+        rows.push(clustered);
+        let mut one = vec![f32::NEG_INFINITY; n];
+        one[n - 1] = 3.0;
+        rows.push(one);
+        rows.push(vec![f32::NEG_INFINITY; 300]);
+        rows.push((0..100).map(|i| if i % 3 == 0 { f32::NEG_INFINITY } else { (i % 7) as f32 }).collect());
+        for (r, xs) in rows.iter().enumerate() {
+            for k in [1, 2, 5, 6, 64, 100, 300].into_iter().filter(|&k| k <= xs.len()) {
+                let mut out = Vec::new();
+                top_k(xs, k, &mut out);
+                let want = sorted_top_k(xs, k);
+                assert_eq!(out.len(), k, "row {r}, k {k}");
+                for (g, w) in out.iter().zip(&want) {
+                    assert_eq!((g.0, g.1.to_bits()), (w.0, w.1.to_bits()), "row {r}, k {k}");
+                }
+            }
+        }
     }
 }

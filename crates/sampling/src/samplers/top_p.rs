@@ -57,26 +57,25 @@ impl TopP {
 
 impl TopP {
     /// After a cut on the vocabulary (a token-order list of finite entries, standing for the
-    /// masked row): the vocabulary view's selection on that masked row (the row the backend's
-    /// `top_p_mask` receives, so both decide alike), the nucleus left in token-id order.
+    /// masked row the backend's `top_p_mask` receives): the vocabulary view's selection, the
+    /// nucleus left in token-id order. It runs on the list's values as a short row: the masked
+    /// row's `-inf` entries add exactly 0 to every sum and come after every finite value, and the
+    /// list keeps the token order (ties: lower id first), so the decision is the masked row's (a
+    /// pass over the whole vocabulary, full of `-inf` ties, cost about 1.5 ms a row).
     fn apply_cut(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        let n_vocab = cur.n_vocab();
         let list = cur.list(NAME)?;
         check_list(NAME, list)?;
-        let mut row = vec![f32::NEG_INFINITY; n_vocab];
-        for t in list {
-            row[t.id as usize] = t.logit;
-        }
+        let row: Vec<f32> = list.iter().map(|t| t.logit).collect();
         let nuc = match nucleus::select(&row, 1.0, self.p, self.min_keep, &mut self.scratch) {
             Ok(nuc) => nuc,
             Err(bad) => return check_scan(NAME, &row, bad.bad, f32::NEG_INFINITY),
         };
         let kept = &mut self.scratch.buf[..nuc.kept];
-        kept.sort_unstable_by_key(|&(id, _)| id);
+        kept.sort_unstable_by_key(|&(pos, _)| pos);
         let list = kept
             .iter()
             .filter(|&&(_, x)| x != f32::NEG_INFINITY)
-            .map(|&(id, x)| TokenData { id, logit: x, p: nuc.probs.prob(x, 1.0) })
+            .map(|&(pos, x)| TokenData { id: list[pos as usize].id, logit: x, p: nuc.probs.prob(x, 1.0) })
             .collect();
         cur.set_cut_list(list);
         Ok(())
