@@ -334,6 +334,15 @@ fn run(args: Args) -> Result<()> {
             g.decode_tokens as f64 / (g.steps * n_seq) as f64
         );
     }
+    if g.steps > 0 {
+        let per = |d: Duration| ms(d) / g.steps as f64;
+        println!(
+            "per decode step: graph {:.2} ms, sampling {:.3} ms, read back {} bytes",
+            per(g.graph_time),
+            per(g.sample_time),
+            g.bytes_read / g.steps
+        );
+    }
     if let Some(spec) = &args.spec {
         println!(
             "speculative ({spec}, at most {k} drafts): {} of {} draft tokens accepted ({:.1}%), {} steps with a rejection, drafting {:.1} ms",

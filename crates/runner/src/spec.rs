@@ -238,6 +238,13 @@ pub struct Generation {
     pub decode_tokens: usize,
     /// Plans the target's scheduler made after the prefill.
     pub plans_after_prefill: u64,
+    /// The decode steps' graph time: building or planning a new step shape, writing inputs and
+    /// computing (the forward pass and the backend sampling ops).
+    pub graph_time: Duration,
+    /// The decode steps' sampling time: reading back, finishing on the CPU, verifying, accepting.
+    pub sample_time: Duration,
+    /// Bytes the decode steps read back to the host (the scheduler's count).
+    pub bytes_read: usize,
 }
 
 impl Generation {
@@ -306,13 +313,22 @@ pub fn generate(
         draft_time: Duration::ZERO,
         decode_tokens: 0,
         plans_after_prefill: 0,
+        graph_time: Duration::ZERO,
+        sample_time: Duration::ZERO,
+        bytes_read: 0,
     };
     let t1 = Instant::now();
     while out.iter().any(|o| o.len() < n) {
         let last: Vec<[Token; 1]> = contexts.iter().map(|c| [*c.last().expect("non-empty")]).collect();
         let last: Vec<&[Token]> = last.iter().map(|x| x.as_slice()).collect();
         let emitted: Vec<Vec<Token>> = match drafter.as_deref_mut() {
-            None => session.step(&last)?.tokens.into_iter().map(|t| vec![t]).collect(),
+            None => {
+                let o = session.step(&last)?;
+                g.graph_time += o.prepare_time + o.graph_time;
+                g.sample_time += o.sample_time;
+                g.bytes_read += o.bytes_read;
+                o.tokens.into_iter().map(|t| vec![t]).collect()
+            }
             Some(d) => {
                 let k = session.options().n_draft_max;
                 // Never draft past `n`: the last needed token is the target's own.
@@ -327,6 +343,9 @@ pub fn generate(
                 } else {
                     session.step_spec(&last, &refs)?
                 };
+                g.graph_time += o.prepare_time + o.graph_time;
+                g.sample_time += o.sample_time;
+                g.bytes_read += o.bytes_read;
                 for (dr, &a) in drafts.iter().zip(&o.accepted) {
                     g.drafted += dr.len();
                     g.accepted += a;
