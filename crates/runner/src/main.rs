@@ -334,13 +334,12 @@ fn run(args: Args) -> Result<()> {
             g.decode_tokens as f64 / (g.steps * n_seq) as f64
         );
     }
-    if g.steps > 0 {
+    if let Some(bytes_per_step) = g.bytes_read.checked_div(g.steps) {
         let per = |d: Duration| ms(d) / g.steps as f64;
         println!(
-            "per decode step: graph {:.2} ms, sampling {:.3} ms, read back {} bytes",
+            "per decode step: graph {:.2} ms, sampling {:.3} ms, read back {bytes_per_step} bytes",
             per(g.graph_time),
             per(g.sample_time),
-            g.bytes_read / g.steps
         );
     }
     if let Some(spec) = &args.spec {
