@@ -118,7 +118,7 @@ fn run_graph(args: &Args, chain: sampling::Chain, rows: usize, n_vocab: usize, d
     let mut sched = sched::Scheduler::new(backends)?;
     sched.plan(&g).context("planning")?;
     sched.set_input_f32(logits, data)?;
-    tail.set_inputs(&mut sched, &seqs)?;
+    tail.set_inputs(&mut sched, &mut seqs)?;
     sched.compute().context("running the graph")?;
     let step = tail.sample(&mut sched, &mut seqs)?;
     if args.placement {

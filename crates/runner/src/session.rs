@@ -335,7 +335,7 @@ impl Session {
             s.set_input_i32(rows, &inputs.out_rows).map_err(RunnerError::sched("writing the step's inputs"))?;
         }
         if let Some(tail) = &sg.tail {
-            tail.set_inputs(s, &self.seqs).map_err(RunnerError::sampling("writing the sampling inputs".into()))?;
+            tail.set_inputs(s, &mut self.seqs).map_err(RunnerError::sampling("writing the sampling inputs".into()))?;
         }
         s.compute().map_err(RunnerError::sched("computing the forward graph"))
     }

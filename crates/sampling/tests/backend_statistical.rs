@@ -61,7 +61,7 @@ fn counts_of(spec: &str, batch: usize, steps: usize, chain: impl Fn(usize, usize
             }
         }
         sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
+        tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = tail.sample(&mut sched, &mut seqs).unwrap();
         for r in &out.rows {

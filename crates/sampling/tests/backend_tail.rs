@@ -115,7 +115,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
                     refs[4] = None;
                     seqs.remove(SeqId(4));
                 }
-                assert!(matches!(setup.tail.set_inputs(&mut sched, &seqs), Err(SamplingError::StaleTail { .. })));
+                assert!(matches!(setup.tail.set_inputs(&mut sched, &mut seqs), Err(SamplingError::StaleTail { .. })));
                 setup = attach(&seqs, &rows_of(&seqs), n_rows);
             }
             _ => {}
@@ -126,7 +126,7 @@ fn mixed_batch_matches_each_chain_alone_over_50_steps() {
             all.extend(logits_for(step, r));
         }
         sched.set_input_f32(setup.logits, &all).unwrap();
-        setup.tail.set_inputs(&mut sched, &seqs).unwrap();
+        setup.tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = setup.tail.sample(&mut sched, &mut seqs).unwrap();
         assert_eq!(out.bytes_read, setup.tail.reserved_bytes(), "step {step}");
@@ -179,7 +179,7 @@ fn reservation_reads_only_what_each_row_needs() {
     sched.plan(&s.g).unwrap();
     let all: Vec<f32> = (0..4).flat_map(|r| logits_for(1, r)).collect();
     sched.set_input_f32(s.logits, &all).unwrap();
-    s.tail.set_inputs(&mut sched, &seqs).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
     sched.compute().unwrap();
     let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
     assert_eq!(out.bytes_read, s.tail.reserved_bytes());
@@ -217,7 +217,7 @@ fn candidates_match_the_cpu_chain() {
         sched.plan(&s.g).unwrap();
         let row = logits_for(3, 2);
         sched.set_input_f32(s.logits, &row).unwrap();
-        s.tail.set_inputs(&mut sched, &seqs).unwrap();
+        s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
         let want = Chain::parse(spec).unwrap().run(&row).unwrap();
@@ -249,7 +249,7 @@ fn bad_rows_fail_alone_and_bad_configurations_are_errors() {
     }
     all[5] = f32::NAN; // row 0
     sched.set_input_f32(s.logits, &all).unwrap();
-    s.tail.set_inputs(&mut sched, &seqs).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
     sched.compute().unwrap();
     let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
     for r in [0, 1, 2, 4] {
@@ -288,7 +288,7 @@ fn several_outputs_per_sequence_and_accepting_a_prefix() {
     for (step, accept) in [(0usize, 2usize), (1, 3), (2, 0), (3, 1), (4, 3)] {
         let all: Vec<f32> = (0..4).flat_map(|r| logits_for(step, r)).collect();
         sched.set_input_f32(s.logits, &all).unwrap();
-        s.tail.set_inputs(&mut sched, &seqs).unwrap();
+        s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
         let got = out.tokens_of(SeqId(5));
@@ -331,7 +331,7 @@ fn rows_of_a_group_that_are_not_adjacent_are_gathered() {
     sched.plan(&s.g).unwrap();
     let all: Vec<f32> = (0..4).flat_map(|r| logits_for(4, r)).collect();
     sched.set_input_f32(s.logits, &all).unwrap();
-    s.tail.set_inputs(&mut sched, &seqs).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
     sched.compute().unwrap();
     let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
     assert_eq!(out.bytes_read, s.tail.reserved_bytes());
@@ -367,7 +367,7 @@ fn f16_logits_are_converted_once_and_sampled_like_their_f32_values() {
     sched.plan(&g).unwrap();
     let all: Vec<f32> = (0..3).flat_map(|r| logits_for(6, r)).collect();
     sched.set_input_f32(logits, &all).unwrap();
-    tail.set_inputs(&mut sched, &seqs).unwrap();
+    tail.set_inputs(&mut sched, &mut seqs).unwrap();
     sched.compute().unwrap();
     let out = tail.sample(&mut sched, &mut seqs).unwrap();
     for (r, spec) in specs.iter().enumerate() {
@@ -409,7 +409,7 @@ fn drafted_outputs_see_the_draft_and_greedy_verification_matches_the_cpu() {
             seqs.set_draft(SeqId(1), draft).unwrap();
             let all: Vec<f32> = rows_now.concat();
             sched.set_input_f32(s.logits, &all).unwrap();
-            s.tail.set_inputs(&mut sched, &seqs).unwrap();
+            s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
             sched.compute().unwrap();
             let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
             let got = out.tokens_of(SeqId(1));
@@ -474,4 +474,76 @@ fn backend_verification_equals_the_cpu_verifier() {
         assert_eq!(r.placement.matches('-').count(), suffix, "{spec}: {}", r.placement);
         assert!(r.accepted > 5 && r.rejected > 5, "{spec}: {r:?}");
     }
+}
+
+#[test]
+fn penalty_counts_are_device_state_written_as_they_change() {
+    // The whole history (`last_n = -1`, which has a backend form only because the counts live on
+    // the device) and windows shorter than the run (tokens leave them); the last two sequences
+    // share a group (two columns, two count tensors). Logits rows 8 and up stay the same every
+    // step, so the penalties decide what comes next.
+    let specs = [
+        "penalties(last_n=-1,repeat=1.3,freq=0.2,present=0.3);top_k(k=20);dist(seed=5)",
+        "penalties(last_n=4,repeat=1.5,present=0.5);greedy",
+        "penalties(last_n=3,repeat=2,freq=0.1);greedy",
+    ];
+    let mut refs: Vec<Chain> = specs.iter().map(|s| Chain::parse(s).unwrap()).collect();
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, c) in refs.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
+    }
+    let mut s = attach(&seqs, &[(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2)], 3);
+    let placement: Vec<String> = s.tail.placement().into_iter().map(|(_, p)| p).collect();
+    assert_eq!(placement, ["+penalties +top_k +dist", "+penalties +greedy", "+penalties +greedy"]);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    let all: Vec<f32> = (0..3).flat_map(|r| logits_for(0, 8 + r)).collect();
+    // What a step writes besides the counts (step 0 has none to write).
+    let mut params_bytes = None;
+    let mut seen = vec![std::collections::BTreeSet::new(); 3];
+    for step in 0..40 {
+        match step {
+            // A new registry on the same tensors cannot know what they hold: it writes them whole,
+            // once.
+            15 => {
+                let mut fresh = Sequences::new(1).unwrap();
+                for id in [SeqId(0), SeqId(1), SeqId(2)] {
+                    fresh.set(id, seqs.get(id).unwrap().clone());
+                    fresh.set_step(id, seqs.step(id).unwrap()).unwrap();
+                }
+                seqs = fresh;
+            }
+            // A fresh chain for sequence 1 (the same structure): its counts start again, and the
+            // tensor's entries go back to zero.
+            25 => {
+                refs[1] = Chain::parse(specs[1]).unwrap();
+                seqs.set(SeqId(1), SeqConfig::new(refs[1].clone()));
+            }
+            _ => {}
+        }
+        sched.set_input_f32(s.logits, &all).unwrap();
+        let before = sched.stats().bytes_from_host;
+        s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
+        let written = (sched.stats().bytes_from_host - before) as usize;
+        let counts_bytes = written - *params_bytes.get_or_insert(written);
+        match step {
+            0 => {}
+            15 => assert_eq!(counts_bytes, 3 * 4 * V, "step {step}"),
+            // Sequence 1's window held at most 4 tokens.
+            25 => assert!((4..=4 * 7).contains(&counts_bytes), "step {step}: {counts_bytes}"),
+            // One entry for the whole history's new token, at most two for each window's.
+            _ => assert!((4..=20).contains(&counts_bytes), "step {step}: {counts_bytes}"),
+        }
+        sched.compute().unwrap();
+        let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+        for (r, row) in out.rows.iter().enumerate() {
+            refs[r].set_step(seqs.step(row.seq).unwrap());
+            let want = refs[r].sample(&all[r * V..(r + 1) * V]).unwrap();
+            assert_eq!(row.result.as_ref().unwrap().token, Some(want), "step {step} row {r}");
+            seen[r].insert(want);
+            s.tail.accept(&mut seqs, row.seq, &[want]).unwrap();
+        }
+    }
+    // The penalties moved both sequences across several tokens (fixed logits otherwise repeat one).
+    assert!(seen.iter().all(|s| s.len() >= 3), "{seen:?}");
 }

@@ -24,7 +24,7 @@ fn logits_for(step: usize, row: usize) -> Vec<f32> {
     (0..V as u64).map(|i| (graph::philox::uniform(row as u64 + 77, step as u64, i) - 0.5) * scale).collect()
 }
 
-const CHAINS: [&str; 12] = [
+const CHAINS: [&str; 13] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
     "min_p(p=0.05);temp(t=0.9);dist(seed=4)",
@@ -38,6 +38,8 @@ const CHAINS: [&str; 12] = [
     // top-p on the whole vocabulary: the top_p_mask op, then the draw from the masked row.
     "top_p(p=0.9);temp(t=0.8);dist(seed=13)",
     "temp(t=0.7);top_p(p=0.5,min_keep=2);min_p(p=0.1);dist(seed=14)",
+    // Penalties over the whole history (the counts are device state, any window).
+    "penalties(last_n=-1,repeat=1.2,freq=0.01,present=0.05);top_k(k=20);temp(t=0.9);dist(seed=15)",
 ];
 
 fn mixed_batch(staged: bool) {
@@ -59,6 +61,8 @@ fn mixed_batch(staged: bool) {
     let placement = tail.placement();
     assert_eq!(placement[10].1, "+top_p +temp +dist", "top_p on the vocabulary runs on Vulkan");
     assert_eq!(placement[11].1, "+temp +top_p +min_p +dist");
+    assert_eq!(placement[6].1, "+penalties +greedy", "penalties from device-state counts run on Vulkan");
+    assert_eq!(placement[12].1, "+penalties +top_k +temp +dist");
     let mut sched = Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
     sched.plan(&g).unwrap();
     let plans = sched.stats().plans;
@@ -66,7 +70,7 @@ fn mixed_batch(staged: bool) {
         let all: Vec<f32> = (0..n).flat_map(|r| logits_for(step, r)).collect();
         sched.plan(&g).unwrap();
         sched.set_input_f32(logits, &all).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
+        tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = tail.sample(&mut sched, &mut seqs).unwrap();
         assert_eq!(out.bytes_read, tail.reserved_bytes(), "step {step}");

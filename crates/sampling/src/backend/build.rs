@@ -64,14 +64,14 @@ pub enum Param {
         /// and `categorical` then skips all-`-inf` blocks).
         masked: bool,
     },
-    /// `i32 [m, n]`: the seen tokens of penalties stage `.0` (padded by repeating an entry, or
-    /// with an identity entry when none was seen).
-    PenaltyIds(usize),
-    /// `f32 [m, n]`: the repetition penalty of each entry (1 for an identity entry).
-    PenaltyRepeat(usize),
-    /// `f32 [m, n]`: `count * freq + present` of each entry, in f32 as the CPU sampler computes
-    /// it (0 for an identity entry).
-    PenaltySub(usize),
+    /// `f32 [3, n]` of penalties stage `.0`: the repetition, frequency and presence penalties.
+    Penalties(usize),
+    /// `i32 [m, n]` of penalties stage `.0`, in a tail with several outputs per sequence: the
+    /// tokens whose count differs, for this output's chain (which has accepted the draft before
+    /// it), from the sequence's own, the count held by its state tensor (-1: padding).
+    PenaltyDraftIds(usize),
+    /// `f32 [m, n]`: the count differences of [`Param::PenaltyDraftIds`]' tokens.
+    PenaltyDraftDeltas(usize),
     /// `f32 [4, n]` of xtc stage `.0`: `t`, `-min_keep`, this step's flag (1: the coin says
     /// apply), 0 (padding).
     Xtc(usize),
@@ -136,6 +136,9 @@ pub struct Outputs {
 pub struct Built {
     /// Input nodes and their meaning.
     pub inputs: Vec<(NodeId, Param)>,
+    /// The penalty count state tensors the group reads: `(node, sequence, stage)`, one per
+    /// sequence and penalties stage (`f32 [1, n_vocab]`, named by [`penalty_counts_name`]).
+    pub counts: Vec<(NodeId, u32, usize)>,
     /// What to read back.
     pub outputs: Outputs,
     /// Every node this group appended (for the capability check).
@@ -195,6 +198,24 @@ struct Ctx<'g> {
     /// The group's constants, one node per (shape, value): each is computed once a step however
     /// many stages use it.
     fills: Vec<((Vec<usize>, u32), NodeId)>,
+    /// Each column's sequence.
+    col_seqs: Vec<u32>,
+    /// The most outputs a sequence has per step.
+    max_outputs: usize,
+    /// The penalty count states read so far: `(node, sequence, stage)`.
+    counts: Vec<(NodeId, u32, usize)>,
+}
+
+/// The name of the state tensor holding `seq`'s token counts for its chain's penalties stage
+/// `stage` (`f32 [1, n_vocab]`, one element per token: the scheduler writes single elements).
+pub fn penalty_counts_name(seq: u32, stage: usize) -> String {
+    format!("sampling.seq{seq}.s{stage}.penalty_counts")
+}
+
+/// The entries of a drafted output's penalty count corrections: each draft token before it adds
+/// one and may push one out of the window.
+pub fn penalty_draft_len(max_outputs: usize) -> usize {
+    2 * max_outputs.saturating_sub(1)
 }
 
 type R<T> = Result<T, GraphError>;
@@ -248,6 +269,46 @@ impl Ctx<'_> {
         let id = self.g.fill(DType::F32, shape, v)?;
         self.fills.push((key, id));
         Ok(id)
+    }
+
+    /// `f32 [n_vocab, n]`: the token counts of penalties stage `idx` for each column: its
+    /// sequence's state tensor, plus for a drafted output the corrections of the draft before it
+    /// (in a tail with several outputs per sequence).
+    fn penalty_counts(&mut self, idx: usize) -> R<NodeId> {
+        let (nv, n) = (self.n_vocab, self.n);
+        let column = |c: &mut Self, col: usize| -> R<NodeId> {
+            let seq = c.col_seqs[col];
+            let state = match c.counts.iter().find(|e| e.1 == seq && e.2 == idx) {
+                Some(e) => e.0,
+                None => {
+                    let st = c.g.state(&penalty_counts_name(seq, idx), DType::F32, &[1, nv])?;
+                    c.counts.push((st, seq, idx));
+                    st
+                }
+            };
+            c.g.reshape(state, &[nv, 1])
+        };
+        // One column reads its tensor where it lies; several are copied into one matrix.
+        let mut c = if n == 1 {
+            column(self, 0)?
+        } else {
+            let mut c = self.g.fill(DType::F32, &[nv, n], 0.0)?;
+            let at = self.g.arange(DType::I32, &[n], 0.0, 1.0)?;
+            for col in 0..n {
+                let values = column(self, col)?;
+                let at = self.g.view(at, &[1], &[4], 4 * col)?;
+                c = self.g.set_rows(c, values, at)?;
+            }
+            c
+        };
+        let m = penalty_draft_len(self.max_outputs);
+        if m > 0 {
+            let ids = self.input(&format!("s{idx}.pen_draft_ids"), DType::I32, &[m, n], Param::PenaltyDraftIds(idx))?;
+            let d =
+                self.input(&format!("s{idx}.pen_draft_deltas"), DType::F32, &[m, n], Param::PenaltyDraftDeltas(idx))?;
+            c = self.g.scatter_add(c, ids, d)?;
+        }
+        Ok(c)
     }
 
     /// `[1, n]` of `0, step, 2 step, ..`: the flat offset of each column.
@@ -834,31 +895,24 @@ impl Ctx<'_> {
                     unmasked,
                 }
             }
-            (StageKey::Penalties(m), Rec::Vocab { x, unmasked, .. }) => {
-                // The seen tokens' logits are gathered, penalised as the CPU sampler does, and
-                // written into a copy of the row (the logits themselves stay as they are).
-                let ids = self.input(&format!("s{idx}.pen_ids"), DType::I32, &[m, n], Param::PenaltyIds(idx))?;
-                let rep = self.input(&format!("s{idx}.pen_repeat"), DType::F32, &[m, n], Param::PenaltyRepeat(idx))?;
-                let sub = self.input(&format!("s{idx}.pen_sub"), DType::F32, &[m, n], Param::PenaltySub(idx))?;
-                let v = self.gather(x, ids, nv, m)?;
+            (StageKey::Penalties, Rec::Vocab { x, unmasked, .. }) => {
+                let c = self.penalty_counts(idx)?;
+                let par = self.input(&format!("s{idx}.penalties"), DType::F32, &[3, n], Param::Penalties(idx))?;
+                let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 12], 4 * i);
+                let (repeat, freq, present) = (row(self, 0)?, row(self, 1)?, row(self, 2)?);
+                // As the CPU sampler, where a token's count is positive: `x / repeat` for a
+                // positive logit, else `x * repeat`, minus `count * freq + present` (in f32).
                 let zero = self.fill(&[1, 1], 0.0)?;
-                let positive = self.g.gt(v, zero)?;
-                let down = self.g.div(v, rep)?;
-                let up = self.g.mul(v, rep)?;
+                let seen = self.g.gt(c, zero)?;
+                let positive = self.g.gt(x, zero)?;
+                let down = self.g.div(x, repeat)?;
+                let up = self.g.mul(x, repeat)?;
                 let scaled = self.g.where_(positive, down, up)?;
+                let by_count = self.g.mul(c, freq)?;
+                let sub = self.g.add(by_count, present)?;
                 let pen = self.g.sub(scaled, sub)?;
-                let copy = self.g.cont(x)?;
-                let flat = self.g.reshape(copy, &[1, nv * n])?;
-                let at = self.flat_index(ids, nv, m)?;
-                let vals = self.g.reshape(pen, &[1, m * n])?;
-                let written = self.g.set_rows(flat, vals, at)?;
                 // Penalties keep finite values finite: the unmasked row stays as it was.
-                Rec::Vocab {
-                    x: self.g.reshape(written, &[nv, n])?,
-                    touched: true,
-                    pending: Pending::default(),
-                    unmasked,
-                }
+                Rec::Vocab { x: self.g.where_(seen, pen, x)?, touched: true, pending: Pending::default(), unmasked }
             }
             (StageKey::Xtc, Rec::List { ids, vals, k, init, .. }) => {
                 // Sorted, so the tokens with p >= t are a prefix of `cnt`; all but the last of it
@@ -941,7 +995,7 @@ impl Ctx<'_> {
             | (StageKey::TempExt, Rec::Vocab { .. })
             | (StageKey::Typical, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
-            | (StageKey::Penalties(_), Rec::List { .. })
+            | (StageKey::Penalties, Rec::List { .. })
             | (
                 StageKey::MirostatV2Vocab | StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab,
                 Rec::List { .. },
@@ -1000,6 +1054,18 @@ pub enum Verify {
     Sampled(usize),
 }
 
+/// Who a group's columns are and how its draws verify drafts.
+#[derive(Debug, Clone)]
+pub struct Columns<'a> {
+    /// Each column's sequence (its penalty counts are that sequence's state tensors).
+    pub seqs: &'a [u32],
+    /// How `dist` draws.
+    pub verify: Verify,
+    /// The most outputs a sequence has per step (a drafted output's penalty counts are
+    /// corrected by [`penalty_draft_len`] entries).
+    pub max_outputs: usize,
+}
+
 /// How many of `keys` (from the first) one `list_filter` node applies to the record `rec`: a run
 /// of top-p, min-p and temp stages on a list of at most `graph::ListStages::MAX_LEN` entries, at
 /// most `graph::ListStages::MAX` stages; on an unsorted list (after typical) top-p and min-p sort
@@ -1043,10 +1109,11 @@ pub fn build(
     keys: &[StageKey],
     extras: Extras,
     prefix: &str,
-    verify: Verify,
+    cols: &Columns<'_>,
 ) -> R<Built> {
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();
+    assert_eq!(cols.seqs.len(), n, "one sequence per column");
     let mut c = Ctx {
         g,
         n_vocab,
@@ -1055,8 +1122,11 @@ pub fn build(
         inputs: Vec::new(),
         selected_p: None,
         pre_select: None,
-        verify,
+        verify: cols.verify,
         fills: Vec::new(),
+        col_seqs: cols.seqs.to_vec(),
+        max_outputs: cols.max_outputs,
+        counts: Vec::new(),
     };
     let mut rec = Rec::Vocab { x, touched: false, pending: Pending::default(), unmasked: None };
     let mut before_select = rec;
@@ -1146,8 +1216,9 @@ pub fn build(
         out.selected_p = Some((name(c.g, p, "selected_p"), i));
     }
     let inputs = std::mem::take(&mut c.inputs);
+    let counts = std::mem::take(&mut c.counts);
     let nodes = (first..g.len()).map(|i| NodeId(i as u32)).collect();
-    Ok(Built { inputs, outputs: out, nodes })
+    Ok(Built { inputs, counts, outputs: out, nodes })
 }
 
 #[path = "vocab_select.rs"]

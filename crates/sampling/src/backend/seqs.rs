@@ -6,7 +6,7 @@ use super::stage::{Form, StageKey};
 use crate::chain::Chain;
 use crate::error::{Result, SamplingError};
 use crate::sampler::{Sampler, Token};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 /// A sequence id (llama.cpp's `llama_seq_id`).
@@ -130,12 +130,21 @@ impl SeqState {
 }
 
 /// The registry of sequences.
+///
+/// It also remembers what the device's penalty count tensors hold (so that each step writes only
+/// the counts that changed): use one registry with one scheduler. A clone used with another
+/// scheduler is safe (that scheduler's tensors start unwritten, and are written whole), but two
+/// registries taking turns on one scheduler's tensors are not.
 #[derive(Debug, Clone)]
 pub struct Sequences {
     max_outputs: usize,
     /// Entries reserved per drafted output for a sampled draft's distribution (0: none).
     q_len: usize,
     seqs: BTreeMap<SeqId, SeqState>,
+    /// What each penalty count state tensor on the device holds, by sequence and stage (the
+    /// tokens with a nonzero count): the tail writes only the entries that differ from the
+    /// chain's counts. Kept when a sequence is removed (the tensor may outlive it).
+    pub(crate) device_counts: BTreeMap<(SeqId, usize), HashMap<Token, u32>>,
 }
 
 impl Sequences {
@@ -145,7 +154,7 @@ impl Sequences {
         if max_outputs == 0 {
             return Err(SamplingError::InvalidConfig { what: "max_outputs".into(), reason: "must be at least 1" });
         }
-        Ok(Self { max_outputs, q_len: 0, seqs: BTreeMap::new() })
+        Ok(Self { max_outputs, q_len: 0, seqs: BTreeMap::new(), device_counts: BTreeMap::new() })
     }
 
     /// A registry as [`Sequences::new`] that can also verify sampled drafts: each drafted output
@@ -162,7 +171,7 @@ impl Sequences {
                 reason: "sampled drafts need at least 2 outputs per sequence and 1 entry per distribution",
             });
         }
-        Ok(Self { max_outputs, q_len, seqs: BTreeMap::new() })
+        Ok(Self { max_outputs, q_len, seqs: BTreeMap::new(), device_counts: BTreeMap::new() })
     }
 
     /// The entries reserved per drafted output for a sampled draft's distribution (0: sampled

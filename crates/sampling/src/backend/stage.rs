@@ -59,11 +59,10 @@ pub enum BackendStage {
         /// The pairs, in order.
         biases: Vec<(Token, f32)>,
     },
-    /// `penalties` over a window of `capacity` tokens: the seen tokens and their counts are this
-    /// step's inputs (at most `capacity` entries, uploaded, never a vocabulary-sized table).
+    /// `penalties` over the last `last_n` tokens or the whole history: the counts live on the
+    /// device, one state tensor per sequence and stage, which the tail keeps equal to `counts`
+    /// by writing only the entries that changed (see `backend::tail`).
     Penalties {
-        /// The window (`last_n`): the most distinct tokens it can hold.
-        capacity: usize,
         /// Repetition penalty.
         repeat: f32,
         /// Frequency penalty.
@@ -164,8 +163,8 @@ pub enum StageKey {
     TempExt,
     /// scatter-add of this many biases.
     LogitBias(usize),
-    /// penalties over this many window entries.
-    Penalties(usize),
+    /// penalties from device-state token counts (any window).
+    Penalties,
     /// xtc on a list.
     Xtc,
     /// mirostat v2 on a list (selects).
@@ -219,7 +218,7 @@ impl StageKey {
             StageKey::Temp => "temp",
             StageKey::TempExt => "temp_ext",
             StageKey::LogitBias(_) => "logit_bias",
-            StageKey::Penalties(_) => "penalties",
+            StageKey::Penalties => "penalties",
             StageKey::Xtc => "xtc",
             StageKey::MirostatV2 => "mirostat_v2",
             StageKey::Mirostat => "mirostat",
@@ -267,7 +266,7 @@ impl BackendStage {
     ///
     /// The cases without one: a record that is already a token; a temperature that is not finite
     /// and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit bias or
-    /// penalties on a list; penalties over the whole history (no fixed window). On the
+    /// penalties on a list. On the
     /// vocabulary view itself the CPU samplers keep their survivors in token-id order, so these
     /// stages have forms there: mirostat_v2, xtc, top-n-sigma and min-p's fallback in
     /// `backend::build`'s `vocab_select`, a dynamic temp_ext, mirostat (v1) and typical in
@@ -312,7 +311,7 @@ impl BackendStage {
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
             (S::LogitBias { biases }, _) if vocab => (StageKey::LogitBias(biases.len()), form),
             (S::LogitBias { .. }, _) => return None,
-            (S::Penalties { capacity, .. }, _) if vocab => (StageKey::Penalties((*capacity).min(n_vocab)), form),
+            (S::Penalties { .. }, _) if vocab => (StageKey::Penalties, form),
             (S::Penalties { .. }, _) => return None,
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
             (S::Xtc { .. }, Form::Vocab) if n_vocab < 2 => (StageKey::Nothing, form),

@@ -25,13 +25,13 @@ use super::build::{self, Built, Extras, Param};
 use super::output::{RowOutput, RowResult, StepOutput};
 use super::params;
 use super::seqs::{SeqId, Sequences};
-use super::stage::{Form, StageKey};
+use super::stage::{BackendStage, Form, StageKey};
 use crate::candidates::{Candidates, TokenData};
 use crate::error::{Result, SamplingError};
 use crate::sampler::Token;
 use graph::{DType, Graph, NodeId};
 use sched::{Backend, Scheduler};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Largest `n_vocab * n` of one group: flat indices into a group are carried through f32.
 const MAX_FLAT: usize = 1 << 24;
@@ -114,6 +114,51 @@ fn write_draft_q(bytes: &mut Vec<u8>, ids: bool, draft: i32, q: Option<&[(Token,
         };
         bytes.extend_from_slice(&w);
     }
+}
+
+/// The token counts of `chain`'s penalties stage `stage` inside a vocabulary of `n_vocab` (the
+/// CPU sampler ignores tokens outside it too).
+fn penalty_counts(chain: &crate::chain::Chain, stage: usize, n_vocab: usize) -> HashMap<Token, u32> {
+    match chain.stages()[stage].backend_stage() {
+        Some(BackendStage::Penalties { counts, .. }) => {
+            counts.into_iter().filter(|&(t, _)| (t as usize) < n_vocab).collect()
+        }
+        s => unreachable!("penalty counts of {s:?}"),
+    }
+}
+
+/// Appends one row of a drafted output's penalty count corrections (`ids`: the tokens, else the
+/// differences): the counts of penalties stage `stage` of `row_chain` (the sequence's chain after
+/// the draft before this output) minus those of `own` (its chain, which the state tensor holds),
+/// padded with id -1 and 0 to `m` entries.
+fn write_penalty_draft(
+    bytes: &mut Vec<u8>,
+    ids: bool,
+    own: &crate::chain::Chain,
+    row_chain: &crate::chain::Chain,
+    stage: usize,
+    m: usize,
+    n_vocab: usize,
+) -> Result<()> {
+    let (a, b) = (penalty_counts(own, stage, n_vocab), penalty_counts(row_chain, stage, n_vocab));
+    let mut d: Vec<(i32, f32)> = b
+        .iter()
+        .filter(|(t, c)| a.get(t) != Some(c))
+        .map(|(&t, &c)| (t as i32, c as f32 - a.get(&t).map_or(0.0, |&x| x as f32)))
+        .chain(a.iter().filter(|(t, _)| !b.contains_key(t)).map(|(&t, &c)| (t as i32, -(c as f32))))
+        .collect();
+    if d.len() > m {
+        return Err(SamplingError::Engine {
+            context: "writing the penalty count corrections",
+            message: format!("{} tokens changed count over the draft, more than the {m} reserved", d.len()),
+        });
+    }
+    d.sort_unstable_by_key(|e| e.0);
+    d.resize(m, (-1, 0.0));
+    for (t, v) in d {
+        bytes.extend_from_slice(&if ids { t.to_le_bytes() } else { v.to_le_bytes() });
+    }
+    Ok(())
 }
 
 /// The length of the candidate list a prefix of `keys` reads back (its last top-k).
@@ -223,15 +268,24 @@ impl Tail {
             (true, 0) => build::Verify::OneHot,
             (true, m) => build::Verify::Sampled(m),
         };
+        let col_seqs = |gi: usize, n: usize| {
+            let mut v = vec![0u32; n];
+            for sl in slots.iter().filter(|s| s.group == gi) {
+                v[sl.col] = sl.seq.0;
+            }
+            v
+        };
         // The capability check: the longest prefix of each group the backend runs at this width.
-        for gr in &mut groups {
+        for (gi, gr) in groups.iter_mut().enumerate() {
             let n = gr.rows.len();
+            let seqs_of = col_seqs(gi, n);
+            let cols = build::Columns { seqs: &seqs_of, verify: how, max_outputs: seqs.max_outputs() };
             let mut len = gr.keys.len();
             loop {
                 let mut scratch = Graph::new();
                 let x = scratch.input("x", DType::F32, &[n_vocab, n]).map_err(|e| engine("attach")(&e))?;
                 // A build error is a bug here, not a capability: it is reported, never a fallback.
-                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check", how)
+                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check", &cols)
                     .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
                 let ok = built.nodes.iter().all(|&id| backend.supports(&scratch, id));
                 if ok {
@@ -267,7 +321,9 @@ impl Tail {
                 })
             }
             .map_err(|e| engine("attach")(&e))?;
-            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix, how)
+            let seqs_of = col_seqs(gi, n);
+            let cols = build::Columns { seqs: &seqs_of, verify: how, max_outputs: seqs.max_outputs() };
+            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix, &cols)
                 .map_err(|e| engine("attach")(&e))?;
             if let Some(ids) = row_ids {
                 built.inputs.push((ids, Param::RowIds));
@@ -360,10 +416,12 @@ impl Tail {
     }
 
     /// Writes this step's inputs: every backend stage's current parameters and each draw's key
-    /// (the sequence's seed and `step + output index`). Fails with [`SamplingError::StaleTail`]
-    /// if a sequence's structure changed since [`Tail::attach`].
-    pub fn set_inputs(&self, sched: &mut Scheduler, seqs: &Sequences) -> Result<()> {
+    /// (the sequence's seed and `step + output index`), and brings the penalty count state
+    /// tensors up to date (the counts that changed since the last step). Fails with
+    /// [`SamplingError::StaleTail`] if a sequence's structure changed since [`Tail::attach`].
+    pub fn set_inputs(&self, sched: &mut Scheduler, seqs: &mut Sequences) -> Result<()> {
         self.check_current(seqs)?;
+        self.sync_counts(sched, seqs)?;
         let mut bytes: Vec<u8> = Vec::new();
         for (gi, gr) in self.groups.iter().enumerate() {
             let cols: Vec<&Slot> = self.slots.iter().filter(|s| s.group == gi).collect();
@@ -383,10 +441,64 @@ impl Tail {
                         Param::DraftQIds | Param::DraftQProbs => {
                             write_draft_q(&mut bytes, param == Param::DraftQIds, *draft, *q, self.q_len);
                         }
-                        _ => params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab),
+                        Param::PenaltyDraftIds(j) | Param::PenaltyDraftDeltas(j) => {
+                            let own = &seqs.state(sl.seq)?.cfg.chain;
+                            let m = build::penalty_draft_len(seqs.max_outputs());
+                            let ids = matches!(param, Param::PenaltyDraftIds(_));
+                            write_penalty_draft(&mut bytes, ids, own, chain, j, m, self.n_vocab)?;
+                        }
+                        _ => params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col]),
                     }
                 }
                 sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every penalty count state tensor of this tail hold its chain's counts (the
+    /// CPU sampler's, which `accept` advanced): where the registry knows what the tensor holds,
+    /// only the tokens whose count changed are written, one element each (two a step for an
+    /// accepted token that pushed another out of the window); a tensor the scheduler has just
+    /// allocated holds zeros; one of unknown contents (another registry wrote it) is written whole.
+    fn sync_counts(&self, sched: &mut Scheduler, seqs: &mut Sequences) -> Result<()> {
+        let wr = |e: sched::SchedError| engine("writing the penalty counts")(&e);
+        let nv = self.n_vocab;
+        let mut writes: Vec<(usize, f32)> = Vec::new();
+        let mut bytes: Vec<u8> = Vec::new();
+        for gr in &self.groups {
+            for &(node, seq, stage) in &gr.built.counts {
+                let seq = SeqId(seq);
+                let now = penalty_counts(&seqs.state(seq)?.cfg.chain, stage, nv);
+                let held = if sched.is_set(node).map_err(wr)? {
+                    seqs.device_counts.remove(&(seq, stage))
+                } else {
+                    Some(HashMap::new())
+                };
+                match held {
+                    Some(held) => {
+                        writes.clear();
+                        writes.extend(
+                            now.iter().filter(|(t, c)| held.get(t) != Some(c)).map(|(&t, &c)| (t as usize, c as f32)),
+                        );
+                        writes.extend(held.keys().filter(|t| !now.contains_key(t)).map(|&t| (t as usize, 0.0)));
+                        if !writes.is_empty() {
+                            writes.sort_unstable_by_key(|w| w.0);
+                            let rows: Vec<usize> = writes.iter().map(|w| w.0).collect();
+                            bytes.clear();
+                            writes.iter().for_each(|w| bytes.extend_from_slice(&w.1.to_le_bytes()));
+                            sched.set_input_rows(node, &rows, &bytes).map_err(wr)?;
+                        }
+                    }
+                    None => {
+                        let mut row = vec![0f32; nv];
+                        for (&t, &c) in &now {
+                            row[t as usize] = c as f32;
+                        }
+                        sched.set_input_f32(node, &row).map_err(wr)?;
+                    }
+                }
+                seqs.device_counts.insert((seq, stage), now);
             }
         }
         Ok(())

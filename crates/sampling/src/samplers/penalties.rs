@@ -134,18 +134,15 @@ impl Sampler for Penalties {
         Box::new(self.clone())
     }
 
-    /// Disabled: nothing to append. A window of the whole history (`last_n = -1`) has no fixed
-    /// size, so no backend form; otherwise the seen tokens and their counts (at most `last_n`)
-    /// are this step's inputs.
+    /// Disabled: nothing to append. Otherwise, for any window (the whole history too), the
+    /// parameters and the seen tokens' counts, which the tail mirrors into a device state tensor.
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
         if self.last_n == Some(0) || (self.repeat == 1.0 && self.freq == 0.0 && self.present == 0.0) {
             return Some(crate::backend::BackendStage::Disabled(NAME));
         }
-        let capacity = self.last_n?;
         let mut counts: Vec<(Token, u32)> = self.counts.iter().map(|(&t, &c)| (t, c)).collect();
         counts.sort_unstable();
         Some(crate::backend::BackendStage::Penalties {
-            capacity,
             repeat: self.repeat,
             freq: self.freq,
             present: self.present,

@@ -76,7 +76,7 @@ pub fn tiny_token(backend: Box<dyn Backend>) -> String {
     for (step, want) in [(TINY_STEP, 1), (0, 0), (1, 0), (2, 0)] {
         seqs.set_step(SeqId(0), step).unwrap();
         sched.set_input_f32(x, &logits).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
+        tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = tail.sample(&mut sched, &mut seqs).unwrap();
         assert_eq!(out.token(0).unwrap(), want, "graph path, step {step}");
@@ -182,7 +182,7 @@ fn run_verification(
             None => seqs.set_draft(seq, &draft).unwrap(),
         }
         sched.set_input_f32(logits, &rows_now.concat()).unwrap();
-        tail.set_inputs(&mut sched, &seqs).unwrap();
+        tail.set_inputs(&mut sched, &mut seqs).unwrap();
         sched.compute().unwrap();
         let out = tail.sample(&mut sched, &mut seqs).unwrap();
         assert_eq!(out.bytes_read, tail.reserved_bytes(), "{spec}: step {step}");

@@ -103,7 +103,7 @@ impl Batch {
     /// One step on the rows `all` (`[v, n]`, row-major by sequence).
     fn step(&mut self, all: &[f32]) -> sampling::backend::StepOutput {
         self.sched.set_input_f32(self.logits, all).unwrap();
-        self.tail.set_inputs(&mut self.sched, &self.seqs).unwrap();
+        self.tail.set_inputs(&mut self.sched, &mut self.seqs).unwrap();
         self.sched.compute().unwrap();
         self.tail.sample(&mut self.sched, &mut self.seqs).unwrap()
     }
