@@ -61,8 +61,11 @@ fn mixed_batch(staged: bool) {
     let placement = tail.placement();
     assert_eq!(placement[10].1, "+top_p +temp +dist", "top_p on the vocabulary runs on Vulkan");
     assert_eq!(placement[11].1, "+temp +top_p +min_p +dist");
-    assert_eq!(placement[6].1, "+penalties +greedy", "penalties from device-state counts run on Vulkan");
-    assert_eq!(placement[12].1, "+penalties +top_k +temp +dist");
+    assert_eq!(placement[6].1, "+penalties +greedy");
+    assert_eq!(
+        placement[12].1, "+penalties +top_k +temp +dist",
+        "whole-history penalties (device-state counts) run on Vulkan"
+    );
     let mut sched = Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::with_threads(1))]).unwrap();
     sched.plan(&g).unwrap();
     let plans = sched.stats().plans;

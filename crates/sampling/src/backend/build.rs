@@ -64,7 +64,16 @@ pub enum Param {
         /// and `categorical` then skips all-`-inf` blocks).
         masked: bool,
     },
-    /// `f32 [3, n]` of penalties stage `.0`: the repetition, frequency and presence penalties.
+    /// `i32 [m, n]`: the seen tokens of windowed penalties stage `.0` (padded by repeating an
+    /// entry, or with an identity entry when none was seen).
+    PenaltyIds(usize),
+    /// `f32 [m, n]`: the repetition penalty of each entry (1 for an identity entry).
+    PenaltyRepeat(usize),
+    /// `f32 [m, n]`: `count * freq + present` of each entry, in f32 as the CPU sampler computes
+    /// it (0 for an identity entry).
+    PenaltySub(usize),
+    /// `f32 [3, n]` of whole-history penalties stage `.0`: the repetition, frequency and presence
+    /// penalties (the counts are the sequence's state tensor).
     Penalties(usize),
     /// `i32 [m, n]` of penalties stage `.0`, in a tail with several outputs per sequence: the
     /// tokens whose count differs, for this output's chain (which has accepted the draft before
@@ -895,7 +904,33 @@ impl Ctx<'_> {
                     unmasked,
                 }
             }
-            (StageKey::Penalties, Rec::Vocab { x, unmasked, .. }) => {
+            (StageKey::Penalties(m), Rec::Vocab { x, unmasked, .. }) => {
+                // The window's tokens' logits are gathered, penalised as the CPU sampler does,
+                // and written into a copy of the row (the logits themselves stay as they are).
+                let ids = self.input(&format!("s{idx}.pen_ids"), DType::I32, &[m, n], Param::PenaltyIds(idx))?;
+                let rep = self.input(&format!("s{idx}.pen_repeat"), DType::F32, &[m, n], Param::PenaltyRepeat(idx))?;
+                let sub = self.input(&format!("s{idx}.pen_sub"), DType::F32, &[m, n], Param::PenaltySub(idx))?;
+                let v = self.gather(x, ids, nv, m)?;
+                let zero = self.fill(&[1, 1], 0.0)?;
+                let positive = self.g.gt(v, zero)?;
+                let down = self.g.div(v, rep)?;
+                let up = self.g.mul(v, rep)?;
+                let scaled = self.g.where_(positive, down, up)?;
+                let pen = self.g.sub(scaled, sub)?;
+                let copy = self.g.cont(x)?;
+                let flat = self.g.reshape(copy, &[1, nv * n])?;
+                let at = self.flat_index(ids, nv, m)?;
+                let vals = self.g.reshape(pen, &[1, m * n])?;
+                let written = self.g.set_rows(flat, vals, at)?;
+                // Penalties keep finite values finite: the unmasked row stays as it was.
+                Rec::Vocab {
+                    x: self.g.reshape(written, &[nv, n])?,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked,
+                }
+            }
+            (StageKey::PenaltiesHistory, Rec::Vocab { x, unmasked, .. }) => {
                 let c = self.penalty_counts(idx)?;
                 let par = self.input(&format!("s{idx}.penalties"), DType::F32, &[3, n], Param::Penalties(idx))?;
                 let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 12], 4 * i);
@@ -995,7 +1030,7 @@ impl Ctx<'_> {
             | (StageKey::TempExt, Rec::Vocab { .. })
             | (StageKey::Typical, Rec::Vocab { .. })
             | (StageKey::LogitBias(_), Rec::List { .. })
-            | (StageKey::Penalties, Rec::List { .. })
+            | (StageKey::Penalties(_) | StageKey::PenaltiesHistory, Rec::List { .. })
             | (
                 StageKey::MirostatV2Vocab | StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab,
                 Rec::List { .. },

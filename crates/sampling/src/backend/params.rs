@@ -8,7 +8,15 @@ use crate::chain::Chain;
 /// Appends the entries of input `param` for logits row `row`, whose sequence's chain (as this
 /// output sees it) is `chain`, whose draws use `step` (the sequence's step plus the output index)
 /// and whose draft token is `draft` (-1: none).
-pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64, draft: i32, row: usize) {
+pub(super) fn write(
+    bytes: &mut Vec<u8>,
+    param: Param,
+    chain: &Chain,
+    step: u64,
+    draft: i32,
+    row: usize,
+    n_vocab: usize,
+) {
     let stage = |i: usize| chain.stages()[i].backend_stage().expect("a backend prefix stage has a backend form");
     let f = |b: &mut Vec<u8>, v: f32| b.extend_from_slice(&v.to_le_bytes());
     let i = |b: &mut Vec<u8>, v: i32| b.extend_from_slice(&v.to_le_bytes());
@@ -143,6 +151,28 @@ pub(super) fn write(bytes: &mut Vec<u8>, param: Param, chain: &Chain, step: u64,
                 }
             }
         }
+        Param::PenaltyIds(j) | Param::PenaltyRepeat(j) | Param::PenaltySub(j) => match stage(j) {
+            BackendStage::Penalties { window: Some(capacity), repeat, freq, present, counts } => {
+                let m = capacity.min(n_vocab);
+                // Tokens outside the vocabulary are ignored, as on the CPU.
+                let seen: Vec<(i32, f32, f32)> = counts
+                    .iter()
+                    .filter(|(t, _)| (*t as usize) < n_vocab)
+                    .map(|&(t, c)| (t as i32, repeat, c as f32 * freq + present))
+                    .collect();
+                // Padding repeats an entry (the same value written twice), or is
+                // an identity entry (token 0, `x * 1 - 0`) when none was seen.
+                let pad = seen.first().copied().unwrap_or((0, 1.0, 0.0));
+                for e in seen.iter().copied().chain(std::iter::repeat(pad)).take(m) {
+                    match param {
+                        Param::PenaltyIds(_) => i(bytes, e.0),
+                        Param::PenaltyRepeat(_) => f(bytes, e.1),
+                        _ => f(bytes, e.2),
+                    }
+                }
+            }
+            s => unreachable!("windowed penalty input of {s:?}"),
+        },
         Param::Penalties(j) => match stage(j) {
             BackendStage::Penalties { repeat, freq, present, .. } => {
                 for v in [repeat, freq, present] {

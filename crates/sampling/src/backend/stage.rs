@@ -59,10 +59,14 @@ pub enum BackendStage {
         /// The pairs, in order.
         biases: Vec<(Token, f32)>,
     },
-    /// `penalties` over the last `last_n` tokens or the whole history: the counts live on the
-    /// device, one state tensor per sequence and stage, which the tail keeps equal to `counts`
-    /// by writing only the entries that changed (see `backend::tail`).
+    /// `penalties` over the last `last_n` tokens (`window`), or the whole history (`None`). A
+    /// window's seen tokens and counts are each step's inputs (at most `last_n` entries, never a
+    /// vocabulary-sized table); the whole history's counts live on the device, one state tensor
+    /// per sequence and stage, which the tail keeps equal to `counts` by writing only the
+    /// entries that changed (see `backend::tail`).
     Penalties {
+        /// The window (`last_n`): the most distinct tokens it can hold; `None`: the whole history.
+        window: Option<usize>,
         /// Repetition penalty.
         repeat: f32,
         /// Frequency penalty.
@@ -163,8 +167,10 @@ pub enum StageKey {
     TempExt,
     /// scatter-add of this many biases.
     LogitBias(usize),
-    /// penalties from device-state token counts (any window).
-    Penalties,
+    /// penalties over a window of this many entries (the window's tokens and counts as inputs).
+    Penalties(usize),
+    /// penalties over the whole history, from device-state token counts.
+    PenaltiesHistory,
     /// xtc on a list.
     Xtc,
     /// mirostat v2 on a list (selects).
@@ -218,7 +224,7 @@ impl StageKey {
             StageKey::Temp => "temp",
             StageKey::TempExt => "temp_ext",
             StageKey::LogitBias(_) => "logit_bias",
-            StageKey::Penalties => "penalties",
+            StageKey::Penalties(_) | StageKey::PenaltiesHistory => "penalties",
             StageKey::Xtc => "xtc",
             StageKey::MirostatV2 => "mirostat_v2",
             StageKey::Mirostat => "mirostat",
@@ -311,7 +317,8 @@ impl BackendStage {
             (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
             (S::LogitBias { biases }, _) if vocab => (StageKey::LogitBias(biases.len()), form),
             (S::LogitBias { .. }, _) => return None,
-            (S::Penalties { .. }, _) if vocab => (StageKey::Penalties, form),
+            (S::Penalties { window: Some(w), .. }, _) if vocab => (StageKey::Penalties((*w).min(n_vocab)), form),
+            (S::Penalties { window: None, .. }, _) if vocab => (StageKey::PenaltiesHistory, form),
             (S::Penalties { .. }, _) => return None,
             (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
             (S::Xtc { .. }, Form::Vocab) if n_vocab < 2 => (StageKey::Nothing, form),

@@ -1,6 +1,6 @@
 //! [`Tail`]: the sampling subgraphs appended after a graph's logits, and each step's work around
-//! them: writing their inputs, reading back what was reserved, finishing rows on the CPU, and
-//! accepting tokens.
+//! them: writing their inputs (and the changed elements of the penalty count state tensors),
+//! reading back what was reserved, finishing rows on the CPU, and accepting tokens.
 //!
 //! # Attaching
 //!
@@ -447,7 +447,7 @@ impl Tail {
                             let ids = matches!(param, Param::PenaltyDraftIds(_));
                             write_penalty_draft(&mut bytes, ids, own, chain, j, m, self.n_vocab)?;
                         }
-                        _ => params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col]),
+                        _ => params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab),
                     }
                 }
                 sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;

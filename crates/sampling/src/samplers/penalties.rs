@@ -134,8 +134,9 @@ impl Sampler for Penalties {
         Box::new(self.clone())
     }
 
-    /// Disabled: nothing to append. Otherwise, for any window (the whole history too), the
-    /// parameters and the seen tokens' counts, which the tail mirrors into a device state tensor.
+    /// Disabled: nothing to append. Otherwise the window (`None` for the whole history), the
+    /// parameters and the seen tokens' counts: a window's are each step's inputs, the whole
+    /// history's a device state tensor that the tail keeps current.
     fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
         if self.last_n == Some(0) || (self.repeat == 1.0 && self.freq == 0.0 && self.present == 0.0) {
             return Some(crate::backend::BackendStage::Disabled(NAME));
@@ -143,6 +144,7 @@ impl Sampler for Penalties {
         let mut counts: Vec<(Token, u32)> = self.counts.iter().map(|(&t, &c)| (t, c)).collect();
         counts.sort_unstable();
         Some(crate::backend::BackendStage::Penalties {
+            window: self.last_n,
             repeat: self.repeat,
             freq: self.freq,
             present: self.present,
