@@ -388,6 +388,9 @@ fn drafted_outputs_see_the_draft_and_greedy_verification_matches_the_cpu() {
         "penalties(last_n=8,repeat=3,present=2);greedy",
         "penalties(last_n=8,repeat=2,freq=1);top_k(k=20);dry(multiplier=2,base=2,allowed_length=1);greedy",
         "penalties(last_n=6,repeat=1.5,present=1);top_k(k=40);temp(t=0.8);dist(seed=41)",
+        // The whole history: device-state counts, the draft added with a scatter_add.
+        "penalties(last_n=-1,repeat=3,freq=0.5,present=2);greedy",
+        "penalties(last_n=-1,repeat=1.5,present=1);top_k(k=40);temp(t=0.8);dist(seed=42)",
     ];
     for spec in specs {
         let mut seqs = Sequences::new(4).unwrap();
@@ -467,6 +470,7 @@ fn backend_verification_equals_the_cpu_verifier() {
         ("top_n_sigma(n=2);dist(seed=57)", 0),
         ("dry(multiplier=0.8,last_n=16);dist(seed=58)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
+        ("penalties(last_n=-1,repeat=1.4,freq=0.3,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=59)", 0),
     ];
     for (spec, suffix) in specs {
         let backend = Box::new(cpu::CpuBackend::new());

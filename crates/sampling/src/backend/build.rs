@@ -75,7 +75,8 @@ pub enum Param {
     /// `f32 [3, n]` of whole-history penalties stage `.0`: the repetition, frequency and presence
     /// penalties (the counts are the sequence's state tensor).
     Penalties(usize),
-    /// `i32 [m, n]` of penalties stage `.0`, in a tail with several outputs per sequence: the
+    /// `i32 [m, n]` of whole-history penalties stage `.0`, in a tail with several outputs per
+    /// sequence: the
     /// tokens whose count differs, for this output's chain (which has accepted the draft before
     /// it), from the sequence's own, the count held by its state tensor (-1: padding).
     PenaltyDraftIds(usize),
@@ -221,10 +222,10 @@ pub fn penalty_counts_name(seq: u32, stage: usize) -> String {
     format!("sampling.seq{seq}.s{stage}.penalty_counts")
 }
 
-/// The entries of a drafted output's penalty count corrections: each draft token before it adds
-/// one and may push one out of the window.
+/// The entries of a drafted output's penalty count corrections (whole-history penalties): one
+/// for each draft token before it (nothing leaves the whole history).
 pub fn penalty_draft_len(max_outputs: usize) -> usize {
-    2 * max_outputs.saturating_sub(1)
+    max_outputs.saturating_sub(1)
 }
 
 type R<T> = Result<T, GraphError>;
