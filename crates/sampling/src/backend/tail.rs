@@ -456,11 +456,12 @@ impl Tail {
         Ok(())
     }
 
-    /// Makes every penalty count state tensor of this tail hold its chain's counts (the
-    /// CPU sampler's, which `accept` advanced): where the registry knows what the tensor holds,
-    /// only the tokens whose count changed are written, one element each (two a step for an
-    /// accepted token that pushed another out of the window); a tensor the scheduler has just
-    /// allocated holds zeros; one of unknown contents (another registry wrote it) is written whole.
+    /// Makes every penalty count state tensor of this tail (whole-history penalties) hold its
+    /// chain's counts (the CPU sampler's, which `accept` advanced): where the registry knows what
+    /// the tensor holds, only the tokens whose count changed are written, one element each (one a
+    /// step per accepted token); a tensor the scheduler has just allocated holds zeros; one of
+    /// unknown contents (another registry wrote it) is written whole. On an error the registry
+    /// forgets the tensor, so the next call writes it whole.
     fn sync_counts(&self, sched: &mut Scheduler, seqs: &mut Sequences) -> Result<()> {
         let wr = |e: sched::SchedError| engine("writing the penalty counts")(&e);
         let nv = self.n_vocab;
