@@ -50,6 +50,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::SpecVerify { .. } => 33,
         Op::SpecVerifySampled { .. } => 34,
         Op::ListFilter(_) => 35,
+        Op::Penalize => 36,
     }
 }
 
@@ -95,6 +96,7 @@ pub fn representatives() -> [Op; VARIANTS] {
             graph::ListStages::new(&[graph::ListStage::TopP, graph::ListStage::MinP, graph::ListStage::Temp])
                 .expect("three stages"),
         ),
+        Op::Penalize,
     ]
 }
 
@@ -148,6 +150,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SpecVerifySampled { ids: false, .. } => &[4, 5],
         Op::SpecVerifySampled { ids: true, .. } => &[5],
         Op::ListFilter(_) => &[2],
+        Op::Penalize => &[3],
     }
 }
 

@@ -109,6 +109,10 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let (a, p) = (x(&mut g, 0, &[4, 2])?, x(&mut g, 1, &[3, 2])?);
             g.top_p_mask(a, p)?
         }
+        Op::Penalize => {
+            let (a, c, p) = (x(&mut g, 0, &[4, 2])?, x(&mut g, 1, &[4, 2])?, x(&mut g, 2, &[3, 2])?);
+            g.penalize(a, c, p)?
+        }
         Op::ListFilter(stages) => {
             let (a, p) = (x(&mut g, 0, &[4, 2])?, x(&mut g, 1, &[stages.param_rows(), 2])?);
             g.list_filter(a, p, stages)?

@@ -447,6 +447,10 @@ impl Parser {
                 a.nsrc(2..=2)?;
                 g.top_p_mask(s[0], s[1])
             }
+            "penalize" => {
+                a.nsrc(3..=3)?;
+                g.penalize(s[0], s[1], s[2])
+            }
             "random_uniform" => {
                 a.nsrc(1..=1)?;
                 let n = a.usize_req("n")?;

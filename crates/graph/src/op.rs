@@ -450,6 +450,12 @@ pub enum Op {
     /// may place a top-p cut differently where the running sum at the cut lies within its
     /// rounding of `p` (the conformance suite's `Cmp::ListFilter` allows it only there).
     ListFilter(crate::list_filter::ListStages),
+    /// `penalize(x, counts, params)`: llama.cpp's repetition, frequency and presence penalties on
+    /// whole rows, one pass. `x` and `counts` f32 `[n, rows..]` (the same shape; `counts` holds each
+    /// token's count), `params` f32 `[3, rows..]` holding per row `repeat`, `freq` and `present`;
+    /// gives f32 `[n, rows..]`: where `counts > 0`, `(x > 0 ? x / repeat : x * repeat) - (counts *
+    /// freq + present)`, each operation rounded to f32 as the CPU sampler does; elsewhere `x`.
+    Penalize,
 }
 
 impl Op {
@@ -492,6 +498,7 @@ impl Op {
             Op::SpecVerify { .. } => "spec_verify",
             Op::SpecVerifySampled { .. } => "spec_verify_sampled",
             Op::ListFilter(_) => "list_filter",
+            Op::Penalize => "penalize",
         }
     }
 
@@ -556,6 +563,7 @@ impl Op {
             Op::ListFilter(stages) => vec![("stages", stages.to_string())],
             Op::Input
             | Op::TopPMask
+            | Op::Penalize
             | Op::View
             | Op::Reshape
             | Op::Transpose

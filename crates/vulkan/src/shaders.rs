@@ -74,6 +74,8 @@ pub enum ShaderId {
     SpecVerifySampled,
     /// list_filter.comp
     ListFilter,
+    /// penalize.comp
+    Penalize,
 }
 
 /// One row of the variant table.
@@ -170,6 +172,7 @@ variants! {
     (SampleExp2, "sample_exp2", "sample.comp", ["EXP2"], 256, false),
     (SpecVerifySampled, "spec_verify_sampled", "random.comp", ["CATEGORICAL", "SAMPLED"], 256, false),
     (ListFilter, "list_filter", "list_filter.comp", [], 64, false),
+    (Penalize, "penalize", "penalize.comp", [], 256, false),
 }
 
 /// The table row of `id`.

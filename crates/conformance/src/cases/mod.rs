@@ -12,6 +12,7 @@ pub mod draw_ids;
 pub mod elementwise;
 pub mod fixtures;
 pub mod list_filter;
+pub mod penalize;
 pub mod quant;
 pub mod rows;
 pub mod sample;
@@ -158,6 +159,7 @@ pub fn all() -> Vec<Case> {
     v.extend(fixtures::cases());
     v.extend(quant::cases());
     v.extend(list_filter::cases());
+    v.extend(penalize::cases());
     v
 }
 

@@ -330,6 +330,16 @@ impl<'g> Reference<'g> {
                 }
                 self.put(id, n, out);
             }
+            Op::Penalize => self.map(id, n, |r, idx| {
+                let (x, c) = (r.at(s(0), idx), r.at(s(1), idx));
+                if c > 0.0 {
+                    let p = |j: usize| r.at(s(2), [j, idx[1], idx[2], idx[3]]);
+                    let scaled = if x > 0.0 { x / p(0) } else { x * p(0) };
+                    scaled - (c * p(1) + p(2))
+                } else {
+                    x
+                }
+            }),
             Op::ListFilter(stages) => {
                 let ne = n.ne();
                 let mut out = Vec::with_capacity(n.layout.ne.numel());

@@ -8,6 +8,7 @@ mod fill;
 mod list_filter;
 mod mul_mat;
 mod norm;
+mod penalize;
 mod quant;
 mod random;
 mod reduce;
@@ -73,6 +74,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::RandomSample { f64_rows, .. } => sample::random_sample(k, f64_rows),
         Op::SpecVerifySampled { stream, ids } => random::spec_verify_sampled(k, stream, ids),
         Op::ListFilter(stages) => list_filter::list_filter(k, stages),
+        Op::Penalize => penalize::penalize(k),
     }
 }
 

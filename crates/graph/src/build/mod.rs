@@ -18,6 +18,7 @@ mod elementwise;
 mod leaves;
 mod linalg;
 mod list_filter;
+mod penalize;
 mod reduce;
 mod rows;
 mod sample;

@@ -932,23 +932,12 @@ impl Ctx<'_> {
                 }
             }
             (StageKey::PenaltiesHistory, Rec::Vocab { x, unmasked, .. }) => {
+                // One pass (`graph::Op::Penalize`, the CPU sampler's f32 arithmetic) where a
+                // token's count is positive. Penalties keep finite values finite: the unmasked row
+                // stays as it was.
                 let c = self.penalty_counts(idx)?;
                 let par = self.input(&format!("s{idx}.penalties"), DType::F32, &[3, n], Param::Penalties(idx))?;
-                let row = |c: &mut Self, i: usize| c.g.view(par, &[1, n], &[4, 12], 4 * i);
-                let (repeat, freq, present) = (row(self, 0)?, row(self, 1)?, row(self, 2)?);
-                // As the CPU sampler, where a token's count is positive: `x / repeat` for a
-                // positive logit, else `x * repeat`, minus `count * freq + present` (in f32).
-                let zero = self.fill(&[1, 1], 0.0)?;
-                let seen = self.g.gt(c, zero)?;
-                let positive = self.g.gt(x, zero)?;
-                let down = self.g.div(x, repeat)?;
-                let up = self.g.mul(x, repeat)?;
-                let scaled = self.g.where_(positive, down, up)?;
-                let by_count = self.g.mul(c, freq)?;
-                let sub = self.g.add(by_count, present)?;
-                let pen = self.g.sub(scaled, sub)?;
-                // Penalties keep finite values finite: the unmasked row stays as it was.
-                Rec::Vocab { x: self.g.where_(seen, pen, x)?, touched: true, pending: Pending::default(), unmasked }
+                Rec::Vocab { x: self.g.penalize(x, c, par)?, touched: true, pending: Pending::default(), unmasked }
             }
             (StageKey::Xtc, Rec::List { ids, vals, k, init, .. }) => {
                 // Sorted, so the tokens with p >= t are a prefix of `cnt`; all but the last of it

@@ -11,6 +11,7 @@ mod fill;
 mod list_filter;
 mod mul_mat;
 mod norm;
+mod penalize;
 mod quant;
 mod random;
 mod reduce;
@@ -98,6 +99,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::TopPMask => sort::supports_top_p_mask(g, n),
         Op::SpecVerifySampled { .. } => random::supports_verify_sampled(g, n),
         Op::ListFilter(_) => list_filter::supports(g, n),
+        Op::Penalize => penalize::supports(g, n),
     }
 }
 
@@ -154,5 +156,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::RandomSample { f64_rows, .. } => sample::random_sample(enc, g, id, f64_rows),
         Op::SpecVerifySampled { stream, ids } => random::verify_sampled(enc, g, id, stream, ids),
         Op::ListFilter(stages) => list_filter::list_filter(enc, g, id, stages),
+        Op::Penalize => penalize::penalize(enc, g, id),
     }
 }
