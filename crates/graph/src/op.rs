@@ -450,6 +450,7 @@ pub enum Op {
     /// may place a top-p cut differently where the running sum at the cut lies within its
     /// rounding of `p` (the conformance suite's `Cmp::ListFilter` allows it only there).
     ListFilter(crate::list_filter::ListStages),
+    // ----- penalties on whole rows (family `penalize`) -----
     /// `penalize(x, counts, params)`: llama.cpp's repetition, frequency and presence penalties on
     /// whole rows, one pass. `x` and `counts` f32 `[n, rows..]` (the same shape; `counts` holds each
     /// token's count), `params` f32 `[3, rows..]` holding per row `repeat`, `freq` and `present`;

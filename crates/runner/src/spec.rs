@@ -248,6 +248,13 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// Adds one decode step's graph time, sampling time and bytes read back.
+    fn count_step(&mut self, graph: Duration, sample: Duration, bytes: usize) {
+        self.graph_time += graph;
+        self.sample_time += sample;
+        self.bytes_read += bytes;
+    }
+
     /// Accepted over drafted tokens (0 when nothing was drafted).
     pub fn acceptance(&self) -> f64 {
         if self.drafted == 0 { 0.0 } else { self.accepted as f64 / self.drafted as f64 }
@@ -324,9 +331,7 @@ pub fn generate(
         let emitted: Vec<Vec<Token>> = match drafter.as_deref_mut() {
             None => {
                 let o = session.step(&last)?;
-                g.graph_time += o.prepare_time + o.graph_time;
-                g.sample_time += o.sample_time;
-                g.bytes_read += o.bytes_read;
+                g.count_step(o.prepare_time + o.graph_time, o.sample_time, o.bytes_read);
                 o.tokens.into_iter().map(|t| vec![t]).collect()
             }
             Some(d) => {
@@ -343,9 +348,7 @@ pub fn generate(
                 } else {
                     session.step_spec(&last, &refs)?
                 };
-                g.graph_time += o.prepare_time + o.graph_time;
-                g.sample_time += o.sample_time;
-                g.bytes_read += o.bytes_read;
+                g.count_step(o.prepare_time + o.graph_time, o.sample_time, o.bytes_read);
                 for (dr, &a) in drafts.iter().zip(&o.accepted) {
                     g.drafted += dr.len();
                     g.accepted += a;

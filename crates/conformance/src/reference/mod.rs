@@ -37,6 +37,15 @@ pub struct Reference<'g> {
 
 type R<T> = Result<T, ConformanceError>;
 
+/// A row of i32 key words (as the reference holds them, f64) as `u32`s, with the 64-bit pairs of
+/// words 0-1 (a seed) and 2-3 (a step or an offset).
+fn key_words(row: &[f64]) -> (Vec<u32>, u64, u64) {
+    let key: Vec<u32> = row.iter().map(|&v| v as i32 as u32).collect();
+    let lo_hi = |i: usize| u64::from(key[i]) | u64::from(key[i + 1]) << 32;
+    let (a, b) = (lo_hi(0), lo_hi(2));
+    (key, a, b)
+}
+
 impl<'g> Reference<'g> {
     /// Evaluates every node of `g`, reading input and parameter data from `inputs` (bytes of the node's
     /// dtype, contiguous, ggml order).
@@ -121,9 +130,7 @@ impl<'g> Reference<'g> {
         };
         (0..ne[1] * ne[2] * ne[3]).map(move |r| {
             let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
-            let key = self.row(srcs[1], i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
-            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
-            let step = u64::from(key[2]) | u64::from(key[3]) << 32;
+            let (key, seed, step) = key_words(&self.row(srcs[1], i1, i2, i3));
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
             let x = self.row(srcs[0], i1, i2, i3);
             let (sc, off) = match (srcs.get(2), has_ids) {
@@ -157,9 +164,7 @@ impl<'g> Reference<'g> {
         let has_ids = matches!(n.op, Op::SpecVerifySampled { ids: true, .. });
         (0..ne[1] * ne[2] * ne[3]).map(move |r| {
             let (i1, i2, i3) = (r % ne[1], (r / ne[1]) % ne[2], r / (ne[1] * ne[2]));
-            let key = self.row(srcs[1], i1, i2, i3).iter().map(|&v| v as i32 as u32).collect::<Vec<_>>();
-            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
-            let step = u64::from(key[2]) | u64::from(key[3]) << 32;
+            let (key, seed, step) = key_words(&self.row(srcs[1], i1, i2, i3));
             let u = philox::uniform_f64(seed, step, philox::stream::element(u64::from(stream), 0));
             let a = philox::uniform_f64(seed, step, philox::stream::element(philox::stream::SPECULATIVE, 0));
             let (s, off) = match (srcs.get(4), has_ids) {
@@ -394,10 +399,7 @@ impl<'g> Reference<'g> {
                             sample::RefPost::QSample(&qrow)
                         }
                         (graph::fused::PostSample::Multinomial, Some((q, nq))) => {
-                            let key =
-                                self.row(q, r.min(nq - 1), 0, 0).iter().map(|&t| t as i32 as u32).collect::<Vec<_>>();
-                            let seed = u64::from(key[0]) | u64::from(key[1]) << 32;
-                            let off = u64::from(key[2]) | u64::from(key[3]) << 32;
+                            let (_, seed, off) = key_words(&self.row(q, r.min(nq - 1), 0, 0));
                             sample::RefPost::Multinomial(graph::fused::multinomial_uniform(seed, off))
                         }
                         _ => sample::RefPost::None,

@@ -76,9 +76,8 @@ pub enum Param {
     /// penalties (the counts are the sequence's state tensor).
     Penalties(usize),
     /// `i32 [m, n]` of whole-history penalties stage `.0`, in a tail with several outputs per
-    /// sequence: the
-    /// tokens whose count differs, for this output's chain (which has accepted the draft before
-    /// it), from the sequence's own, the count held by its state tensor (-1: padding).
+    /// sequence: the tokens whose count differs, for this output's chain (which has accepted the
+    /// draft before it), from the sequence's own, the count held by its state tensor (-1: padding).
     PenaltyDraftIds(usize),
     /// `f32 [m, n]`: the count differences of [`Param::PenaltyDraftIds`]' tokens.
     PenaltyDraftDeltas(usize),

@@ -274,8 +274,8 @@ impl BackendStage {
     /// and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit bias or
     /// penalties on a list. (Penalties over the whole history have a form: their counts are a
     /// device state tensor.) On the vocabulary view itself the CPU samplers keep their survivors
-    /// in token-id order, so these
-    /// stages have forms there: mirostat_v2, xtc, top-n-sigma and min-p's fallback in
+    /// in token-id order, so these stages have forms there: mirostat_v2, xtc, top-n-sigma and
+    /// min-p's fallback in
     /// `backend::build`'s `vocab_select`, a dynamic temp_ext, mirostat (v1) and typical in
     /// `backend/vocab_sorted.rs`. After a cut on the vocabulary (`Form::Masked`) the CPU chain's
     /// list keeps token-id order too ([`crate::Candidates`]' cut list), so they and top-p run on

@@ -159,15 +159,19 @@ impl Mirostat {
     /// After a cut on the vocabulary (a token-order list of `n` finite entries, standing for the
     /// masked row): the vocabulary view's form on that masked row with `n` for its length (the
     /// estimate from at most `n` tokens, `k` clamped into `[1, n]`), the draw in token-id order.
+    /// It runs on the list's values as a short row: the masked row's `-inf` entries add exactly 0
+    /// to the sum and rank after every finite value, and the list keeps the token order (ties:
+    /// lower id first), so the kept tokens are the masked row's, without a vocabulary-sized pass.
     fn apply_cut(&mut self, cur: &mut Candidates<'_>, n: usize, u: f64) -> Result<()> {
-        let n_vocab = cur.n_vocab();
         let list = cur.list(V1)?;
         check_list(V1, list)?;
-        let mut row = vec![f32::NEG_INFINITY; n_vocab];
-        for t in list {
-            row[t.id as usize] = t.logit;
+        let row: Vec<f32> = list.iter().map(|t| t.logit).collect();
+        let ids: Vec<u32> = list.iter().map(|t| t.id).collect();
+        let mut kept = self.keep_on_row(&row, n, cur.n_vocab())?;
+        // Positions to token ids: increasing both, so the kept list stays in token-id order.
+        for t in &mut kept {
+            t.id = ids[t.id as usize];
         }
-        let kept = self.keep_on_row(&row, n, n_vocab)?;
         self.draw_kept(cur, kept, u)
     }
 
@@ -184,8 +188,9 @@ impl Mirostat {
         Ok(())
     }
 
-    /// The top `k` of `row` (token-id order) in token-id order: the estimate from its `m` most
-    /// probable entries (at most `n`, the row's candidates), `k` clamped into `[1, n]`.
+    /// The top `k` of `row` in row order, each entry's id its position in `row`: the estimate
+    /// from its `m` most probable entries (at most `n`, the row's candidates), `k` clamped into
+    /// `[1, n]`.
     fn keep_on_row(&self, row: &[f32], n: usize, n_vocab: usize) -> Result<Vec<crate::candidates::TokenData>> {
         let (max, bad) = kernels::max_bad(row);
         check_scan(V1, row, bad, max)?;

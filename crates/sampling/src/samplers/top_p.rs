@@ -66,19 +66,37 @@ impl TopP {
         let list = cur.list(NAME)?;
         check_list(NAME, list)?;
         let row: Vec<f32> = list.iter().map(|t| t.logit).collect();
-        let nuc = match nucleus::select(&row, 1.0, self.p, self.min_keep, &mut self.scratch) {
+        let ids: Vec<u32> = list.iter().map(|t| t.id).collect();
+        if let Some(list) = self.nucleus_in_order(&row, 1.0, |pos| ids[pos as usize])? {
+            cur.set_cut_list(list);
+        }
+        Ok(())
+    }
+
+    /// The nucleus of `row` (divided by `div`) in position order, as the list a cut leaves:
+    /// position `i` is token `id_of(i)`, with its divided logit and its probability in the row's
+    /// softmax. `None` where the row is bad and `check_scan` lets it pass.
+    fn nucleus_in_order(
+        &mut self,
+        row: &[f32],
+        div: f32,
+        id_of: impl Fn(u32) -> u32,
+    ) -> Result<Option<Vec<TokenData>>> {
+        let nuc = match nucleus::select(row, div, self.p, self.min_keep, &mut self.scratch) {
             Ok(nuc) => nuc,
-            Err(bad) => return check_scan(NAME, &row, bad.bad, f32::NEG_INFINITY),
+            Err(bad) => return check_scan(NAME, row, bad.bad, f32::NEG_INFINITY).map(|()| None),
         };
         let kept = &mut self.scratch.buf[..nuc.kept];
         kept.sort_unstable_by_key(|&(pos, _)| pos);
-        let list = kept
-            .iter()
-            .filter(|&&(_, x)| x != f32::NEG_INFINITY)
-            .map(|&(pos, x)| TokenData { id: list[pos as usize].id, logit: x, p: nuc.probs.prob(x, 1.0) })
-            .collect();
-        cur.set_cut_list(list);
-        Ok(())
+        Ok(Some(
+            kept.iter()
+                .map(|&(pos, x)| TokenData {
+                    id: id_of(pos),
+                    logit: if div == 1.0 { x } else { x / div },
+                    p: nuc.probs.prob(x, div),
+                })
+                .collect(),
+        ))
     }
 }
 
@@ -92,22 +110,10 @@ impl Sampler for TopP {
             return Ok(());
         }
         if let Some((row, div)) = cur.vocab_row() {
-            let nuc = match nucleus::select(row, div, self.p, self.min_keep, &mut self.scratch) {
-                Ok(nuc) => nuc,
-                Err(bad) => return check_scan(NAME, row, bad.bad, f32::NEG_INFINITY),
-            };
-            let kept = &mut self.scratch.buf[..nuc.kept];
             // Vocabulary order (see the module documentation).
-            kept.sort_unstable_by_key(|&(id, _)| id);
-            let list = kept
-                .iter()
-                .map(|&(id, x)| TokenData {
-                    id,
-                    logit: if div == 1.0 { x } else { x / div },
-                    p: nuc.probs.prob(x, div),
-                })
-                .collect();
-            cur.set_cut_list(list);
+            if let Some(list) = self.nucleus_in_order(row, div, |id| id)? {
+                cur.set_cut_list(list);
+            }
             return Ok(());
         }
         if cur.cut_len().is_some() {

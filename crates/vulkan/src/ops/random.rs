@@ -40,12 +40,17 @@ const MAX_CATEGORICAL_ROW: usize = 1 << 23;
 /// (`[4, rows..]`, or `[5, rows..]` with the draft), and the optional third source with contiguous
 /// rows: f32 params, or with `ids` the i32 token ids.
 pub(super) fn supports_draw(g: &Graph, n: &Node) -> bool {
+    let ids = matches!(n.op, graph::Op::SpecVerify { ids: true, .. } | graph::Op::Categorical { ids: true, .. });
+    draw_sources_ok(g, n, 2, ids)
+}
+
+/// What every draw needs (a contiguous result; f32 logits with contiguous rows of at most 2^23
+/// entries; i32 keys with contiguous rows) and its optional source `srcs[aux]` with contiguous
+/// rows: f32 params, or with `ids` the i32 token ids.
+fn draw_sources_ok(g: &Graph, n: &Node, aux: usize, ids: bool) -> bool {
     let (x, k) = (g.node(n.srcs[0]), g.node(n.srcs[1]));
-    let aux_dtype = match n.op {
-        graph::Op::SpecVerify { ids: true, .. } | graph::Op::Categorical { ids: true, .. } => DType::I32,
-        _ => DType::F32,
-    };
-    let aux_ok = n.srcs.get(2).is_none_or(|&p| {
+    let aux_dtype = if ids { DType::I32 } else { DType::F32 };
+    let aux_ok = n.srcs.get(aux).is_none_or(|&p| {
         let p = g.node(p);
         p.dtype == aux_dtype && p.layout.rows_contiguous(p.dtype)
     });
@@ -88,28 +93,17 @@ const SAMPLED_SLOT: usize = 4;
 /// i32 `q_ids` and f32 `q_probs` rows of at most [`MAX_Q`] pairs, and a scratch addressable by
 /// 32-bit offsets.
 pub(super) fn supports_verify_sampled(g: &Graph, n: &Node) -> bool {
-    let (x, k, qi, qp) = (g.node(n.srcs[0]), g.node(n.srcs[1]), g.node(n.srcs[2]), g.node(n.srcs[3]));
-    let aux_dtype =
-        if matches!(n.op, graph::Op::SpecVerifySampled { ids: true, .. }) { DType::I32 } else { DType::F32 };
-    let aux_ok = n.srcs.get(4).is_none_or(|&p| {
-        let p = g.node(p);
-        p.dtype == aux_dtype && p.layout.rows_contiguous(p.dtype)
-    });
+    let (x, qi, qp) = (g.node(n.srcs[0]), g.node(n.srcs[2]), g.node(n.srcs[3]));
+    let ids = matches!(n.op, graph::Op::SpecVerifySampled { ids: true, .. });
     let m = qi.layout.ne[0];
     let rows = x.layout.ne.nrows();
-    contiguous(n)
-        && x.layout.ne[0] <= MAX_CATEGORICAL_ROW
-        && x.dtype == DType::F32
-        && x.layout.rows_contiguous(x.dtype)
-        && k.dtype == DType::I32
-        && k.layout.rows_contiguous(k.dtype)
+    draw_sources_ok(g, n, 4, ids)
         && qi.dtype == DType::I32
         && qi.layout.rows_contiguous(qi.dtype)
         && qp.dtype == DType::F32
         && qp.layout.rows_contiguous(qp.dtype)
         && (1..=MAX_Q).contains(&m)
         && (5 + 2 * m).checked_mul(rows).and_then(|w| w.checked_mul(4)).is_some_and(|b| u32::try_from(b).is_ok())
-        && aux_ok
 }
 
 /// SpecVerifySampled: three copies (`shaders/copy.comp`) pack the keys, the `q` ids and the `q`
