@@ -19,6 +19,8 @@
 //! assert_eq!(same.sample(&logits).unwrap(), tok);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod candidates;
 pub mod chain;

@@ -20,6 +20,7 @@
 
 use crate::candidates::Candidates;
 use crate::error::Result;
+use std::any::Any;
 use std::fmt;
 
 /// Token id type (index into the vocabulary).
@@ -32,8 +33,8 @@ pub const DEFAULT_SEED: u64 = 0;
 /// A sampler: one stage of a chain, or a chain itself.
 ///
 /// A sampler that can also run as graph ops after the logits describes itself through
-/// [`Sampler::backend_stage`] (see [`crate::backend`]); the CPU path is unchanged by it.
-pub trait Sampler: Send + fmt::Debug {
+/// [`Sampler::backend`] (see [`crate::backend`]); the CPU path is unchanged by it.
+pub trait Sampler: Any + Send + fmt::Debug {
     /// Name as used in a SPEC (`top_k`, `dist`, ...).
     fn name(&self) -> &'static str;
 
@@ -65,17 +66,17 @@ pub trait Sampler: Send + fmt::Debug {
         None
     }
 
-    /// The sampler as a backend stage with its current parameters, if it has a backend form
-    /// (whether the backend can run it for a given record and row width is decided when the
-    /// tail is attached, see [`crate::backend::Tail::attach`]).
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+    /// The sampler's backend form, if it has one (whether it runs on the backend for a given
+    /// record, its parameters and the row width is decided when the tail is attached, see
+    /// [`crate::backend::Tail::attach`]).
+    fn backend(&self) -> Option<&dyn crate::backend::BackendStage> {
         None
     }
 
-    /// Called by the backend tail after this stage selected a token on the backend, with the
-    /// token's probability in the distribution it was drawn from: what a stateful selecting stage
-    /// (mirostat) would have learnt in its own `apply`.
-    fn backend_feedback(&mut self, _selected_p: f32) {}
+    /// Called by the backend tail after this stage selected `token` on the backend, with the
+    /// probability its backend form reads back ([`crate::backend::Lowering::feedback`]): what a
+    /// stateful selecting stage (mirostat, adaptive-p) would have learnt in its own `apply`.
+    fn backend_feedback(&mut self, _token: Token, _selected_p: f32) {}
 }
 
 impl Clone for Box<dyn Sampler> {

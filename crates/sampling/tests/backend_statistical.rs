@@ -172,7 +172,7 @@ fn a_token_below_f32_resolution_is_drawable() {
 #[test]
 fn vocabulary_selections_follow_their_distributions() {
     // No top_k before them: mirostat_v2's surprise mask over the whole row and its draw in token
-    // order, and xtc's mask with the step's coin (backend/vocab_select.rs).
+    // order, and xtc's mask with the step's coin (their vocabulary forms in `samplers/`).
     for spec in ["mirostat_v2(tau=1.5,eta=0.1,seed=SEED)", "temp(t=0.8);mirostat_v2(tau=2,eta=0.1,seed=SEED)"] {
         let p = chain_distribution(spec);
         let kept = p.iter().filter(|&&x| x > 0.0).count();
@@ -188,7 +188,7 @@ fn vocabulary_selections_follow_their_distributions() {
 }
 
 /// Mirostat (v1), the dynamic temperature and typical on the whole vocabulary (no `top_k` before
-/// them: `backend/vocab_sorted.rs`), drawn by sequences in their initial state.
+/// them: their vocabulary forms in `samplers/`), drawn by sequences in their initial state.
 #[test]
 fn vocabulary_sorted_stages_follow_the_chain_distribution() {
     for (spec, truncates) in [

@@ -1,5 +1,5 @@
 //! Backend sampling of the stages whose vocabulary-view paths keep their survivors in token-id
-//! order (`backend/vocab_select.rs`): mirostat_v2, min_p with `min_keep > 1` or `p > 1`,
+//! order (their vocabulary forms in `samplers/`): mirostat_v2, min_p with `min_keep > 1` or `p > 1`,
 //! top_n_sigma and xtc on the whole vocabulary, on the CPU backend (`vocab_cases`, also run on
 //! Vulkan), at a small vocabulary over 60 steps and at 151936.
 

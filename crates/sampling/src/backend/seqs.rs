@@ -51,8 +51,8 @@ impl SeqConfig {
     }
 
     /// The extras this configuration reserves.
-    pub(crate) fn extras(&self) -> super::build::Extras {
-        super::build::Extras { candidates: self.candidates, logprobs: self.logprobs, logits: self.logits }
+    pub(crate) fn extras(&self) -> super::group::Extras {
+        super::group::Extras { candidates: self.candidates, logprobs: self.logprobs, logits: self.logits }
     }
 
     /// Also read back the top-`n` log-probabilities.
@@ -62,8 +62,8 @@ impl SeqConfig {
     }
 
     /// The structure of the chain's longest prefix with a backend form (before the capability check
-    /// on a real backend): one key per stage.
-    pub(crate) fn wanted_prefix(&self, n_vocab: usize) -> Vec<StageKey> {
+    /// on a real backend): one key per stage, with the form it leaves.
+    pub(crate) fn wanted_prefix(&self, n_vocab: usize) -> Vec<(StageKey, Form)> {
         let mut keys = Vec::new();
         self.each_wanted(n_vocab, |k| {
             keys.push(k);
@@ -73,7 +73,7 @@ impl SeqConfig {
     }
 
     /// Whether [`SeqConfig::wanted_prefix`] is `keys` (without building it: checked every step).
-    pub(crate) fn wants_prefix(&self, n_vocab: usize, keys: &[StageKey]) -> bool {
+    pub(crate) fn wants_prefix(&self, n_vocab: usize, keys: &[(StageKey, Form)]) -> bool {
         let mut n = 0;
         let same = self.each_wanted(n_vocab, |k| {
             let eq = keys.get(n) == Some(&k);
@@ -84,13 +84,17 @@ impl SeqConfig {
     }
 
     /// Calls `f` with each key of the wanted prefix in order while it returns true; false if it
-    /// returned false.
-    fn each_wanted(&self, n_vocab: usize, mut f: impl FnMut(StageKey) -> bool) -> bool {
+    /// returned false. The prefix ends at the first stage without a backend form for the record
+    /// it gets, and after a selecting stage (nothing follows a token).
+    fn each_wanted(&self, n_vocab: usize, mut f: impl FnMut((StageKey, Form)) -> bool) -> bool {
         let mut form = Form::Vocab;
         for s in self.chain.stages() {
-            match s.backend_stage().and_then(|b| b.key(form, n_vocab)) {
+            if form == Form::Token {
+                break;
+            }
+            match s.backend().and_then(|b| b.key(form, n_vocab)) {
                 Some((k, next)) => {
-                    if !f(k) {
+                    if !f((k, next)) {
                         return false;
                     }
                     form = next;

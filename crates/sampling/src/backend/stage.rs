@@ -1,131 +1,32 @@
-//! What a sampler looks like as graph ops: [`BackendStage`], the description a CPU sampler gives of
-//! itself ([`crate::Sampler::backend_stage`]), and how it transforms the flowing record, which is
-//! one of three [`Form`]s.
+//! The stage interface: what a sampler implements to run as graph ops after the logits
+//! ([`BackendStage`], given by [`crate::Sampler::backend`]), the record that flows between stages
+//! (one of four [`Form`]s), the structure a stage appends ([`StageKey`]) and the typed per-step
+//! inputs it registers ([`Field`]).
 //!
-//! The description separates *structure* (what ops are appended: the stage kind, fixed sizes such as
+//! A stage separates *structure* (what ops are appended: the stage's kind, fixed sizes such as
 //! top-k's `k`, and the class of a parameter where its value changes the semantics, such as a
-//! temperature of 1 (nothing) or `<= 0` (argmax only)) from *values* (written as inputs every step,
-//! so changing a temperature or a `p` between steps rebuilds nothing). [`StageKey`] is the
-//! structure; two sequences whose backend prefixes have equal keys share one subgraph.
+//! temperature of 1, which appends nothing) from *values* (written as inputs every step, so
+//! changing a temperature or a `p` between steps rebuilds nothing). Two sequences whose backend
+//! prefixes have equal keys share one subgraph, which the first of them lowers:
+//! [`BackendStage::lower`] must depend on the key only, never on the sampler's current values, which reach the
+//! graph through [`Field`]s that each row's own sampler writes every step.
+//!
+//! A stage outside this crate (a model runner's own) implements the same trait: it composes
+//! existing graph ops ([`graph::Op`] is a closed set) with the helpers of
+//! [`Lowering`](super::Lowering), and a stage that draws at random takes its numbers from its own
+//! Philox stream (`graph::philox`, keyed by the sequence's seed and step, on a stream id of its
+//! own above the library's, see `graph::philox::stream`).
 
-use crate::sampler::Token;
+use super::seqs::SeqId;
+use crate::chain::Chain;
+use crate::error::{Result, SamplingError};
+use crate::sampler::{Sampler, Token};
+use graph::GraphError;
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::sync::Arc;
 
-/// A backend-capable sampler stage and its current parameter values.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BackendStage {
-    /// `greedy`: the first index of the largest logit.
-    Greedy,
-    /// `dist(seed)`: a draw from the softmax ([`graph::Op::Categorical`]).
-    Dist {
-        /// The sampler's seed.
-        seed: u64,
-    },
-    /// `top_k(k)`: `k <= 0` does nothing.
-    TopK {
-        /// How many to keep.
-        k: i32,
-    },
-    /// `top_p(p, min_keep)`: `p >= 1` does nothing.
-    TopP {
-        /// Mass to keep (already clamped at 0 by [`crate::samplers::TopP::new`]).
-        p: f32,
-        /// At least this many.
-        min_keep: usize,
-    },
-    /// `min_p(p, min_keep)`: `p <= 0` does nothing.
-    MinP {
-        /// Ratio to the largest probability.
-        p: f32,
-        /// At least this many.
-        min_keep: usize,
-    },
-    /// `temp(t)` (and `temp_ext` with `delta <= 0`).
-    Temp {
-        /// The temperature.
-        t: f32,
-    },
-    /// `temp_ext` with `delta > 0`: the dynamic temperature `min_t + range * (H / ln n)^exponent`
-    /// from the entropy `H` of the `n` candidates (a sorted list, or the whole vocabulary).
-    TempExt {
-        /// `max(0, t - delta)`.
-        min_t: f32,
-        /// `max_t - min_t`, as the CPU sampler computes it.
-        range: f32,
-        /// The exponent.
-        exponent: f32,
-    },
-    /// `logit_bias`: `(token, bias)` pairs added to the logits.
-    LogitBias {
-        /// The pairs, in order.
-        biases: Vec<(Token, f32)>,
-    },
-    /// `penalties` over the last `last_n` tokens (`window`), or the whole history (`None`). A
-    /// window's seen tokens and counts are each step's inputs (at most `last_n` entries, never a
-    /// vocabulary-sized table); the whole history's counts live on the device, one state tensor
-    /// per sequence and stage, which the tail keeps equal to `counts` by writing only the
-    /// entries that changed (see `backend::tail`).
-    Penalties {
-        /// The window (`last_n`): the most distinct tokens it can hold; `None`: the whole history.
-        window: Option<usize>,
-        /// Repetition penalty.
-        repeat: f32,
-        /// Frequency penalty.
-        freq: f32,
-        /// Presence penalty.
-        present: f32,
-        /// Seen tokens and their counts in the window, by token.
-        counts: Vec<(Token, u32)>,
-    },
-    /// `xtc(p, t, min_keep, seed)` on a sorted list; the step's coin (the Philox `XTC` stream at
-    /// the sequence's step) is drawn on the host and passed as a flag.
-    Xtc {
-        /// Probability of applying at a step.
-        p: f32,
-        /// Probability threshold.
-        t: f32,
-        /// At least this many remain.
-        min_keep: usize,
-        /// The sampler's seed.
-        seed: u64,
-    },
-    /// `mirostat_v2(tau, eta)` on a sorted list, with its current `mu`: the truncation and the draw
-    /// run on the backend, which also reads back the drawn token's probability so that the CPU
-    /// sampler updates `mu` ([`crate::Sampler::backend_feedback`]).
-    MirostatV2 {
-        /// The sampler's current `mu`.
-        mu: f32,
-        /// The sampler's seed.
-        seed: u64,
-    },
-    /// `mirostat(tau, eta, m)` (v1) on a sorted list, with its current `mu`: the Zipf estimate
-    /// from the `m` most probable candidates, the truncation to the top `k` and the draw run on
-    /// the backend, which reads back the drawn token's probability for the CPU sampler's `mu`
-    /// update, as for [`BackendStage::MirostatV2`].
-    Mirostat {
-        /// The sampler's current `mu`.
-        mu: f32,
-        /// Candidates in the estimate (`m <= 0`: all).
-        m: i32,
-        /// The sampler's seed.
-        seed: u64,
-    },
-    /// `typical(p, min_keep)` with `p < 1` (a list, which comes out in typical order; or the
-    /// vocabulary, masked).
-    Typical {
-        /// Mass to keep.
-        p: f32,
-        /// At least this many.
-        min_keep: usize,
-    },
-    /// `top_n_sigma(n)` with `n > 0`.
-    TopNSigma {
-        /// Standard deviations below the maximum.
-        n: f32,
-    },
-    /// A stage whose parameters disable it (llama.cpp's samplers that return at once): it appends
-    /// nothing, so it does not end the backend prefix.
-    Disabled(&'static str),
-}
+use super::lower::{Lowering, Record};
 
 /// The flowing record's shape between stages (per row of a group of `n` rows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,210 +39,290 @@ pub enum Form {
     /// order, as `categorical` walks the masked row); entries outside it are `-inf`.
     Masked,
     /// `k` candidates per row: ids `[k, n]` i32 and logits `[k, n]` f32, sorted by logit
-    /// descending (ties: lower id first), masked entries `-inf`.
+    /// descending (ties: lower id first) unless a stage reordered them, masked entries `-inf`.
     List(usize),
     /// One selected token per row, `[1, n]` i32 (-1 for a row whose logits were bad).
     Token,
 }
 
-/// The structure of one stage as appended: equal keys append equal ops.
+/// The structure of one stage as appended: equal keys append equal ops. A key names the sampler
+/// type that lowers it, a variant of the stage's own choosing (its forms: on the vocabulary, on a
+/// list ...) and a fixed size (`k`, a window), plus properties the group driver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StageKey {
-    /// No ops (a disabled stage: `top_k(0)`, `temp(1)`, `top_p(1)`, `min_p(0)`, no biases).
-    Nothing,
-    /// argmax.
-    Greedy,
-    /// categorical.
-    Dist,
-    /// top-k keeping this many.
-    TopK(usize),
-    /// top-p mask on a list.
-    TopP,
-    /// top-p on the vocabulary: the `top_p_mask` op (the nucleus, in vocabulary order).
-    Nucleus,
-    /// min-p mask.
-    MinP,
-    /// division by the temperature.
-    Temp,
-    /// the dynamic temperature on a list.
-    TempExt,
-    /// scatter-add of this many biases.
-    LogitBias(usize),
-    /// penalties over a window of this many entries (the window's tokens and counts as inputs).
-    Penalties(usize),
-    /// penalties over the whole history, from device-state token counts.
-    PenaltiesHistory,
-    /// xtc on a list.
-    Xtc,
-    /// mirostat v2 on a list (selects).
-    MirostatV2,
-    /// mirostat v1 on a list (selects).
-    Mirostat,
-    /// top-n-sigma mask.
-    TopNSigma,
-    /// locally typical sampling on a list (reorders it).
-    Typical,
-    /// the dynamic temperature on the vocabulary (`backend/vocab_sorted.rs`).
-    TempExtVocab,
-    /// mirostat v1 on the vocabulary, its estimate from this many most probable tokens (selects;
-    /// `backend/vocab_sorted.rs`).
-    MirostatVocab(usize),
-    /// locally typical sampling on the vocabulary: a mask (`backend/vocab_sorted.rs`).
-    TypicalVocab,
-    /// mirostat v2 on the vocabulary (selects: the surprise mask over the row, the draw in token
-    /// order; `backend::build`'s `vocab_select`).
-    MirostatV2Vocab,
-    /// min-p on the vocabulary with `min_keep > 1` or `p > 1`: the passing tokens, or where fewer
-    /// than `max(min_keep, 1)` pass, the top this many, in token order (a mask).
-    MinPKeep(usize),
-    /// top-n-sigma on the vocabulary (finite `n`): the threshold mask, survivors in token order.
-    TopNSigmaVocab,
-    /// xtc on the vocabulary: the removal as a mask (the `-inf` entries stay, see
-    /// `backend::build`'s `vocab_select`).
-    XtcVocab,
-    /// the dynamic temperature after a cut on the vocabulary (a masked row): as
-    /// [`StageKey::TempExtVocab`] with `n` the row's finite entries (`backend/vocab_sorted.rs`).
-    TempExtMasked,
-    /// xtc after a cut on the vocabulary: as [`StageKey::XtcVocab`] with `min_keep` against the
-    /// row's finite entries (`backend::build`'s `vocab_select`).
-    XtcMasked,
-    /// mirostat v1 after a cut on the vocabulary: as [`StageKey::MirostatVocab`], its estimate
-    /// from at most this many and at most the row's finite entries, `k` clamped to their count
-    /// (selects; `backend/vocab_sorted.rs`).
-    MirostatMasked(usize),
+pub struct StageKey {
+    owner: Option<TypeId>,
+    name: &'static str,
+    variant: u32,
+    size: usize,
+    flags: u8,
 }
+
+/// The stage writes a vocabulary-sized mask (top-p on the vocabulary): its groups go in blocks of
+/// a few rows, so that the mask is still in cache when the next stage reads it.
+const VOCAB_MASK: u8 = 1;
+/// The stage leaves `-inf` entries the CPU chain's list still holds, which a read-back of the
+/// masked row cannot tell from removed ones (xtc on the vocabulary).
+const KEEPS_INF: u8 = 2;
+/// The stage makes such a record safe again (a top-k, a min-p cut, a selection).
+const CLEARS_INF: u8 = 4;
 
 impl StageKey {
+    /// The key of variant `variant` of stage `name`, lowered by sampler type `S`, with fixed size
+    /// `size` (0 where the stage has none).
+    pub fn new<S: Sampler>(name: &'static str, variant: u32, size: usize) -> Self {
+        Self { owner: Some(TypeId::of::<S>()), name, variant, size, flags: 0 }
+    }
+
+    /// A stage that appends nothing (its parameters disable it: `top_k(0)`, `temp(1)`): it does
+    /// not end the backend prefix, and it is never lowered.
+    pub fn nothing() -> Self {
+        Self { owner: None, name: "nothing", variant: 0, size: 0, flags: 0 }
+    }
+
+    /// Whether this is [`StageKey::nothing`].
+    pub fn is_nothing(&self) -> bool {
+        self.owner.is_none()
+    }
+
     /// The stage's name in node names and dumps.
-    pub fn name(self) -> &'static str {
-        match self {
-            StageKey::Nothing => "nothing",
-            StageKey::Greedy => "greedy",
-            StageKey::Dist => "dist",
-            StageKey::TopK(_) => "top_k",
-            StageKey::TopP | StageKey::Nucleus => "top_p",
-            StageKey::MinP => "min_p",
-            StageKey::Temp => "temp",
-            StageKey::TempExt => "temp_ext",
-            StageKey::LogitBias(_) => "logit_bias",
-            StageKey::Penalties(_) | StageKey::PenaltiesHistory => "penalties",
-            StageKey::Xtc => "xtc",
-            StageKey::MirostatV2 => "mirostat_v2",
-            StageKey::Mirostat => "mirostat",
-            StageKey::TopNSigma => "top_n_sigma",
-            StageKey::Typical => "typical",
-            StageKey::TempExtVocab => "temp_ext",
-            StageKey::MirostatVocab(_) => "mirostat",
-            StageKey::TypicalVocab => "typical",
-            StageKey::MirostatV2Vocab => "mirostat_v2",
-            StageKey::MinPKeep(_) => "min_p",
-            StageKey::TopNSigmaVocab => "top_n_sigma",
-            StageKey::XtcVocab => "xtc",
-            StageKey::TempExtMasked => "temp_ext",
-            StageKey::XtcMasked => "xtc",
-            StageKey::MirostatMasked(_) => "mirostat",
-        }
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The stage's own variant.
+    pub fn variant(&self) -> u32 {
+        self.variant
+    }
+
+    /// The fixed size.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Marks a stage that writes a vocabulary-sized mask (its groups are kept small).
+    pub fn with_vocab_mask(mut self) -> Self {
+        self.flags |= VOCAB_MASK;
+        self
+    }
+
+    /// Marks a stage that keeps `-inf` entries the CPU chain's list holds in a masked row (a
+    /// prefix never ends with such a record read back for the CPU: it ends before the stage).
+    pub fn keeping_inf(mut self) -> Self {
+        self.flags |= KEEPS_INF;
+        self
+    }
+
+    /// Marks a stage after which such `-inf` entries no longer matter (a top-k, a cut, a draw).
+    pub fn clearing_inf(mut self) -> Self {
+        self.flags |= CLEARS_INF;
+        self
+    }
+
+    pub(crate) fn writes_vocab_mask(&self) -> bool {
+        self.flags & VOCAB_MASK != 0
+    }
+
+    pub(crate) fn keeps_inf(&self) -> bool {
+        self.flags & KEEPS_INF != 0
+    }
+
+    pub(crate) fn clears_inf(&self) -> bool {
+        self.flags & CLEARS_INF != 0
     }
 }
 
-impl BackendStage {
-    /// The stage's name, as in a SPEC.
-    pub fn name(&self) -> &'static str {
-        match self {
-            BackendStage::Greedy => "greedy",
-            BackendStage::Dist { .. } => "dist",
-            BackendStage::TopK { .. } => "top_k",
-            BackendStage::TopP { .. } => "top_p",
-            BackendStage::MinP { .. } => "min_p",
-            BackendStage::Temp { .. } => "temp",
-            BackendStage::TempExt { .. } => "temp_ext",
-            BackendStage::LogitBias { .. } => "logit_bias",
-            BackendStage::Penalties { .. } => "penalties",
-            BackendStage::Xtc { .. } => "xtc",
-            BackendStage::MirostatV2 { .. } => "mirostat_v2",
-            BackendStage::Mirostat { .. } => "mirostat",
-            BackendStage::TopNSigma { .. } => "top_n_sigma",
-            BackendStage::Typical { .. } => "typical",
-            BackendStage::Disabled(name) => name,
-        }
+/// A sampler's backend form: how it transforms the record as graph ops.
+///
+/// Implemented next to the sampler's CPU form (`samplers/<family>.rs`) and returned by
+/// [`crate::Sampler::backend`]. See ARCHITECTURE.md, "Adding a sampler stage".
+pub trait BackendStage {
+    /// The structure this stage appends on a record of form `form` over a vocabulary of
+    /// `n_vocab`, and the form it leaves; `None` where it has no backend form for these values
+    /// (the backend prefix ends before it and the CPU runs it). A record that is already a token
+    /// never reaches a stage.
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)>;
+
+    /// Appends the ops of `key` (one this stage's [`BackendStage::key`] gave) to the record
+    /// `rec`, and returns the record it leaves. It depends on `key` only: the values come from
+    /// inputs ([`Lowering::param`], [`Lowering::input`]) that each row's sampler writes.
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> std::result::Result<Record, GraphError>;
+
+    /// Where this stage is one of the fused list stages (top-p, min-p, temp on a short list,
+    /// [`graph::ListStages`]): its kind and its two parameter values per row. A run of such
+    /// stages is one `list_filter` node.
+    fn list_stage(&self, _key: StageKey, _stage: usize) -> Option<(graph::ListStage, Field)> {
+        None
+    }
+}
+
+/// What an input's writer sees of one row each step.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    pub(crate) seq: SeqId,
+    /// The chain as this output sees it (a drafted output's has accepted the draft before it).
+    pub(crate) chain: &'a Chain,
+    /// The sequence's own chain (what its device state holds).
+    pub(crate) own: &'a Chain,
+    pub(crate) step: u64,
+    pub(crate) draft: i32,
+    pub(crate) q: Option<&'a [(Token, f32)]>,
+    pub(crate) q_len: usize,
+    pub(crate) row: usize,
+    pub(crate) n_vocab: usize,
+}
+
+fn stage_of<'c, S: Sampler>(chain: &'c Chain, seq: SeqId, stage: usize) -> Result<&'c S> {
+    let s: Option<&dyn Any> = chain.stages().get(stage).map(|s| -> &dyn Any { s.as_ref() });
+    s.and_then(|s| s.downcast_ref::<S>()).ok_or_else(|| SamplingError::StaleTail {
+        what: format!("stage {stage} of {seq}'s chain is no longer a {}", std::any::type_name::<S>()),
+    })
+}
+
+impl<'a> Row<'a> {
+    /// Stage `stage` of this output's chain, as a sampler of type `S`: a stage whose type changed
+    /// under a built tail is [`SamplingError::StaleTail`].
+    pub fn stage<S: Sampler>(&self, stage: usize) -> Result<&'a S> {
+        stage_of(self.chain, self.seq, stage)
     }
 
-    /// The structure this stage appends on a record of form `form` over a vocabulary of `n_vocab`,
-    /// and the form it leaves; `None` where it has no backend form for these values (the backend
-    /// prefix ends before it and the CPU runs it).
-    ///
-    /// The cases without one: a record that is already a token; a temperature that is not finite
-    /// and positive (llama.cpp keeps only the argmax, or divides by infinity); a logit bias or
-    /// penalties on a list. (Penalties over the whole history have a form: their counts are a
-    /// device state tensor.) On the vocabulary view itself the CPU samplers keep their survivors
-    /// in token-id order, so these stages have forms there: mirostat_v2, xtc, top-n-sigma and
-    /// min-p's fallback in
-    /// `backend::build`'s `vocab_select`, a dynamic temp_ext, mirostat (v1) and typical in
-    /// `backend/vocab_sorted.rs`. After a cut on the vocabulary (`Form::Masked`) the CPU chain's
-    /// list keeps token-id order too ([`crate::Candidates`]' cut list), so they and top-p run on
-    /// the masked row, counting its finite entries wherever a count matters (`min_keep`,
-    /// temp_ext's `n`, mirostat's estimate): top-p's `top_p_mask`, min-p's fallback, top-n-sigma,
-    /// mirostat_v2 and typical as on the vocabulary, a dynamic temp_ext, xtc and mirostat (v1)
-    /// in their masked forms.
-    pub fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
-        use BackendStage as S;
-        let vocab = matches!(form, Form::Vocab | Form::Masked);
-        Some(match (self, form) {
-            (_, Form::Token) => return None,
-            (S::Greedy, _) => (StageKey::Greedy, Form::Token),
-            (S::Dist { .. }, _) => (StageKey::Dist, Form::Token),
-            (S::TopK { k }, _) if *k <= 0 => (StageKey::Nothing, form),
-            (S::TopK { k }, Form::List(k0)) => {
-                let k = (*k as usize).min(k0);
-                (StageKey::TopK(k), Form::List(k))
-            }
-            (S::TopK { k }, _) => {
-                let k = (*k as usize).min(n_vocab);
-                (StageKey::TopK(k), Form::List(k))
-            }
-            (S::TopP { p, .. }, _) if *p >= 1.0 => (StageKey::Nothing, form),
-            (S::TopP { .. }, Form::List(_)) => (StageKey::TopP, form),
-            (S::TopP { .. }, _) => (StageKey::Nucleus, Form::Masked),
-            (S::MinP { p, .. }, _) if *p <= 0.0 => (StageKey::Nothing, form),
-            (S::MinP { p, min_keep }, _) if vocab && (*p > 1.0 || *min_keep > 1) => {
-                (StageKey::MinPKeep((*min_keep).clamp(1, n_vocab)), Form::Masked)
-            }
-            (S::MinP { .. }, _) if vocab => (StageKey::MinP, Form::Masked),
-            (S::MinP { .. }, _) => (StageKey::MinP, form),
-            (S::Temp { t }, _) if *t == 1.0 => (StageKey::Nothing, form),
-            (S::Temp { t }, _) if *t > 0.0 && t.is_finite() => (StageKey::Temp, form),
-            (S::Temp { .. }, _) => return None,
-            (S::TempExt { .. }, Form::List(_)) => (StageKey::TempExt, form),
-            (S::TempExt { .. }, Form::Vocab) if n_vocab <= 1 => (StageKey::Nothing, form),
-            (S::TempExt { .. }, Form::Vocab) => (StageKey::TempExtVocab, form),
-            (S::TempExt { .. }, _) => (StageKey::TempExtMasked, form),
-            (S::LogitBias { biases }, _) if biases.is_empty() => (StageKey::Nothing, form),
-            (S::LogitBias { biases }, _) if vocab => (StageKey::LogitBias(biases.len()), form),
-            (S::LogitBias { .. }, _) => return None,
-            (S::Penalties { window: Some(w), .. }, _) if vocab => (StageKey::Penalties((*w).min(n_vocab)), form),
-            (S::Penalties { window: None, .. }, _) if vocab => (StageKey::PenaltiesHistory, form),
-            (S::Penalties { .. }, _) => return None,
-            (S::Xtc { .. }, Form::List(_)) => (StageKey::Xtc, form),
-            (S::Xtc { .. }, Form::Vocab) if n_vocab < 2 => (StageKey::Nothing, form),
-            (S::Xtc { .. }, Form::Vocab) => (StageKey::XtcVocab, Form::Masked),
-            (S::Xtc { .. }, _) => (StageKey::XtcMasked, Form::Masked),
-            (S::MirostatV2 { .. }, Form::List(_)) => (StageKey::MirostatV2, Form::Token),
-            (S::MirostatV2 { .. }, _) => (StageKey::MirostatV2Vocab, Form::Token),
-            (S::Mirostat { .. }, Form::List(_)) => (StageKey::Mirostat, Form::Token),
-            (S::Mirostat { m, .. }, _) => {
-                let m = if *m <= 0 { n_vocab } else { (*m as usize).min(n_vocab) };
-                if form == Form::Vocab {
-                    (StageKey::MirostatVocab(m), Form::Token)
-                } else {
-                    (StageKey::MirostatMasked(m), Form::Token)
-                }
-            }
-            (S::TopNSigma { .. }, Form::List(_)) => (StageKey::TopNSigma, form),
-            (S::TopNSigma { n }, _) if *n == f32::INFINITY || n_vocab < 2 => (StageKey::Nothing, form),
-            (S::TopNSigma { .. }, _) => (StageKey::TopNSigmaVocab, Form::Masked),
-            (S::Typical { .. }, Form::List(_)) => (StageKey::Typical, form),
-            (S::Typical { .. }, _) => (StageKey::TypicalVocab, Form::Masked),
-            (S::Disabled(_), _) => (StageKey::Nothing, form),
+    /// Stage `stage` of the sequence's own chain (for a drafted output, the chain before its
+    /// draft; what state tensors on the device hold).
+    pub fn own_stage<S: Sampler>(&self, stage: usize) -> Result<&'a S> {
+        stage_of(self.own, self.seq, stage)
+    }
+
+    /// The step this row's draws use (the sequence's step plus the output index).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The logits row.
+    pub fn row(&self) -> usize {
+        self.row
+    }
+
+    /// The vocabulary size.
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// The row's draft token (-1: none).
+    pub fn draft(&self) -> i32 {
+        self.draft
+    }
+}
+
+/// The bytes of one row of an input, written value by value (little-endian).
+#[derive(Debug)]
+pub struct Out<'a>(pub(crate) &'a mut Vec<u8>);
+
+impl Out<'_> {
+    /// Appends an f32.
+    pub fn f32(&mut self, v: f32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends an i32.
+    pub fn i32(&mut self, v: i32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends a token id (-1 where it does not fit an i32: it never matches).
+    pub fn token(&mut self, t: Token) {
+        self.i32(i32::try_from(t).unwrap_or(-1));
+    }
+}
+
+type WriteFn = dyn Fn(&Row<'_>, &mut Out<'_>) -> Result<()> + Send + Sync;
+
+/// A part of one row of an input, written every step: values of a stage of the row's chain (read
+/// from the stage as its own type, [`Field::of`]), or of the row itself. An input's row is the
+/// concatenation of its fields.
+#[derive(Clone)]
+pub struct Field(Arc<WriteFn>);
+
+impl fmt::Debug for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Field")
+    }
+}
+
+impl Field {
+    /// A field written from the row (its step, draft, logits row, chains).
+    pub fn new(f: impl Fn(&Row<'_>, &mut Out<'_>) -> Result<()> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// A field written from stage `stage` of the row's chain, a sampler of type `S`.
+    pub fn of<S: Sampler>(stage: usize, f: impl Fn(&S, &mut Out<'_>) + Send + Sync + 'static) -> Self {
+        Self::new(move |row, out| {
+            f(row.stage::<S>(stage)?, out);
+            Ok(())
+        })
+    }
+
+    /// Constant values.
+    pub fn constant(values: &[f32]) -> Self {
+        let v = values.to_vec();
+        Self::new(move |_, out| {
+            v.iter().for_each(|&x| out.f32(x));
+            Ok(())
+        })
+    }
+
+    /// Constant `i32` values.
+    pub fn constant_i32(values: &[i32]) -> Self {
+        let v = values.to_vec();
+        Self::new(move |_, out| {
+            v.iter().for_each(|&x| out.i32(x));
+            Ok(())
+        })
+    }
+
+    /// A field of one value, `map` of `scalar` (the constant `none` without one).
+    pub fn scalar(scalar: Option<Scalar>, map: fn(f32) -> f32, none: f32) -> Self {
+        Self::new(move |row, out| {
+            out.f32(match scalar {
+                Some(s) => map(s.get(row)?),
+                None => none,
+            });
+            Ok(())
+        })
+    }
+
+    pub(crate) fn write(&self, row: &Row<'_>, out: &mut Out<'_>) -> Result<()> {
+        (self.0)(row, out)
+    }
+}
+
+/// One parameter value of a stage, read each step from the row's sampler: what a pending
+/// transform (a temperature or a min-p cut folded into a later stage) carries, so that the
+/// stage that applies it writes the value in the form it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Scalar {
+    stage: usize,
+    get: fn(&dyn Any) -> Option<f32>,
+    owner: &'static str,
+}
+
+impl Scalar {
+    /// The value `get` reads from stage `stage`; `get` gives `None` for a stage of another type
+    /// (`owner` names the expected one).
+    pub fn new(stage: usize, owner: &'static str, get: fn(&dyn Any) -> Option<f32>) -> Self {
+        Self { stage, get, owner }
+    }
+
+    /// The value for `row`.
+    pub fn get(&self, row: &Row<'_>) -> Result<f32> {
+        let s: Option<&dyn Any> = row.chain.stages().get(self.stage).map(|s| -> &dyn Any { s.as_ref() });
+        s.and_then(self.get).ok_or_else(|| SamplingError::StaleTail {
+            what: format!("stage {} of {}'s chain is no longer a {}", self.stage, row.seq, self.owner),
         })
     }
 }
+
+/// A per-sequence state tensor of token values (`f32 [1, n_vocab]`) that lives on the device
+/// and is kept equal to what a stage's sampler holds (the whole history's token counts of
+/// penalties), writing only the entries that changed: `get` reads the sparse values from the
+/// sampler (`None`: the stage is of another type).
+pub(crate) type TokenValues = fn(&dyn Any, usize) -> Option<std::collections::HashMap<Token, u32>>;

@@ -21,11 +21,11 @@
 //! stateful selecting stage (mirostat_v2). [`Tail::reserved_bytes`] is that total, and a step's
 //! [`StepOutput::bytes_read`] (the scheduler's own count) equals it.
 
-use super::build::{self, Built, Extras, Param};
+use super::group::{self, Built, Columns, Extras, Stage, Verify};
+use super::lower::{row_ids_field, token_values};
 use super::output::{RowOutput, RowResult, StepOutput};
-use super::params;
 use super::seqs::{SeqId, Sequences};
-use super::stage::{BackendStage, Form, StageKey};
+use super::stage::{Form, Out, Row, StageKey};
 use crate::candidates::{Candidates, TokenData};
 use crate::error::{Result, SamplingError};
 use crate::sampler::Token;
@@ -46,7 +46,7 @@ fn engine(context: &'static str) -> impl Fn(&dyn std::fmt::Display) -> SamplingE
 
 #[derive(Debug, Clone)]
 struct Group {
-    keys: Vec<StageKey>,
+    keys: Vec<(StageKey, Form)>,
     extras: Extras,
     form: Form,
     rows: Vec<usize>,
@@ -56,7 +56,7 @@ struct Group {
 #[derive(Debug, Clone)]
 struct SeqPlan {
     prefix: usize,
-    keys: Vec<StageKey>,
+    keys: Vec<(StageKey, Form)>,
     extras: Extras,
     rows: Vec<usize>,
     placement: String,
@@ -94,95 +94,212 @@ pub struct Tail {
     q_len: usize,
 }
 
-/// Appends one row of a draft distribution input (`ids`: the token ids, else the probabilities),
-/// `q_len` entries: a sampled draft's `q` (checked by `Sequences::set_draft_sampled`), `[d]`
-/// with probability 1 for a deterministic draft `d`, nothing without a draft; padded with id -1
-/// and probability 0 (no entry, no mass).
-fn write_draft_q(bytes: &mut Vec<u8>, ids: bool, draft: i32, q: Option<&[(Token, f32)]>, q_len: usize) {
-    let one = [(draft as Token, 1.0f32)];
-    let entries: &[(Token, f32)] = match q {
-        Some(q) => q,
-        None if draft >= 0 => &one,
-        None => &[],
-    };
-    for j in 0..q_len {
-        let w = match (entries.get(j), ids) {
-            (Some(&(t, _)), true) => (t as i32).to_le_bytes(),
-            (Some(&(_, p)), false) => p.to_le_bytes(),
-            (None, true) => (-1i32).to_le_bytes(),
-            (None, false) => 0f32.to_le_bytes(),
-        };
-        bytes.extend_from_slice(&w);
-    }
+/// The length of the candidate list a prefix reads back (its last list's).
+fn list_len(keys: &[(StageKey, Form)]) -> usize {
+    keys.iter().rev().find_map(|(_, f)| if let Form::List(k) = f { Some(*k) } else { None }).unwrap_or(0)
 }
 
-/// The token counts of `chain`'s penalties stage `stage` inside a vocabulary of `n_vocab` (the
-/// CPU sampler ignores tokens outside it too).
-fn penalty_counts(chain: &crate::chain::Chain, stage: usize, n_vocab: usize) -> HashMap<Token, u32> {
-    match chain.stages()[stage].backend_stage() {
-        Some(BackendStage::Penalties { counts, .. }) => {
-            counts.into_iter().filter(|&(t, _)| (t as usize) < n_vocab).collect()
-        }
-        s => unreachable!("penalty counts of {s:?}"),
-    }
+/// The form a prefix leaves.
+fn final_form(keys: &[(StageKey, Form)]) -> Form {
+    keys.last().map_or(Form::Vocab, |k| k.1)
 }
 
-/// Appends one row of a drafted output's penalty count corrections (`ids`: the tokens, else the
-/// differences): the counts of penalties stage `stage` of `row_chain` (the sequence's chain after
-/// the draft before this output) minus those of `own` (its chain, which the state tensor holds),
-/// padded with id -1 and 0 to `m` entries.
-fn write_penalty_draft(
-    bytes: &mut Vec<u8>,
-    ids: bool,
-    own: &crate::chain::Chain,
-    row_chain: &crate::chain::Chain,
-    stage: usize,
-    m: usize,
-    n_vocab: usize,
-) -> Result<()> {
-    let (a, b) = (penalty_counts(own, stage, n_vocab), penalty_counts(row_chain, stage, n_vocab));
-    let mut d: Vec<(i32, f32)> = b
+/// The backend forms of the first `keys.len()` stages of `chain` (the group's first row's), with
+/// their keys: what the group driver lowers.
+fn stages_of<'c>(chain: &'c crate::Chain, keys: &[(StageKey, Form)], seq: SeqId) -> Result<Vec<Stage<'c>>> {
+    chain
+        .stages()
         .iter()
-        .filter(|(t, c)| a.get(t) != Some(c))
-        .map(|(&t, &c)| (t as i32, c as f32 - a.get(&t).map_or(0.0, |&x| x as f32)))
-        .chain(a.iter().filter(|(t, _)| !b.contains_key(t)).map(|(&t, &c)| (t as i32, -(c as f32))))
-        .collect();
-    if d.len() > m {
-        return Err(SamplingError::Engine {
-            context: "writing the penalty count corrections",
-            message: format!("{} tokens changed count over the draft, more than the {m} reserved", d.len()),
-        });
-    }
-    d.sort_unstable_by_key(|e| e.0);
-    d.resize(m, (-1, 0.0));
-    for (t, v) in d {
-        bytes.extend_from_slice(&if ids { t.to_le_bytes() } else { v.to_le_bytes() });
-    }
-    Ok(())
+        .zip(keys)
+        .map(|(s, &(k, _))| {
+            s.backend().map(|b| (b, k)).ok_or_else(|| SamplingError::StaleTail {
+                what: format!("{seq}'s stage {} has no backend form any more", s.name()),
+            })
+        })
+        .collect()
 }
 
-/// The length of the candidate list a prefix of `keys` reads back (its last top-k).
-fn list_len(keys: &[StageKey]) -> usize {
-    keys.iter().rev().find_map(|k| if let StageKey::TopK(k) = k { Some(*k) } else { None }).unwrap_or(0)
+/// What [`Tail::attach`] works with: the logits, the registry, the backend and how draws verify.
+struct Attach<'a> {
+    logits: NodeId,
+    n_vocab: usize,
+    seqs: &'a Sequences,
+    backend: &'a dyn Backend,
+    verify: Verify,
 }
 
-/// The form a prefix of `keys` leaves.
-fn final_form(keys: &[StageKey]) -> Form {
-    let mut f = Form::Vocab;
-    for k in keys {
-        f = match (*k, f) {
-            (StageKey::Greedy | StageKey::Dist | StageKey::MirostatV2 | StageKey::Mirostat, _) => Form::Token,
-            (StageKey::MirostatVocab(_) | StageKey::MirostatMasked(_), _) => Form::Token,
-            (StageKey::XtcMasked, _) => Form::Masked,
-            (StageKey::TopK(k), _) => Form::List(k),
-            (StageKey::Nucleus, _) | (StageKey::MinP, Form::Vocab) => Form::Masked,
-            (StageKey::TypicalVocab, _) => Form::Masked,
-            (StageKey::MirostatV2Vocab, _) => Form::Token,
-            (StageKey::MinPKeep(_) | StageKey::TopNSigmaVocab | StageKey::XtcVocab, _) => Form::Masked,
-            _ => f,
-        };
+impl Attach<'_> {
+    /// The logits' `[n_vocab, n_rows]`, checked.
+    fn logits_shape(g: &Graph, logits: NodeId) -> Result<(usize, usize)> {
+        let ln = g.get(logits).ok_or(SamplingError::InvalidConfig {
+            what: format!("logits node {logits}"),
+            reason: "is not a node of the graph",
+        })?;
+        let [n_vocab, n_rows, n2, n3] = ln.ne();
+        if n2 * n3 != 1 || !ln.dtype.is_float() {
+            return Err(SamplingError::InvalidConfig {
+                what: format!("logits {}", g.describe(logits)),
+                reason: "must be a float [n_vocab, n_rows] tensor",
+            });
+        }
+        Ok((n_vocab, n_rows))
     }
-    f
+
+    /// One slot per output row (rows inside the logits and listed once, sequences known, at most
+    /// `max_outputs` a sequence), and each sequence's rows in order.
+    fn slots(&self, rows: &[(SeqId, usize)], n_rows: usize) -> Result<(Vec<Slot>, BTreeMap<SeqId, Vec<usize>>)> {
+        let mut slots = Vec::with_capacity(rows.len());
+        let mut per_seq: BTreeMap<SeqId, Vec<usize>> = BTreeMap::new();
+        let mut used = vec![false; n_rows];
+        for &(seq, row) in rows {
+            if row >= n_rows || std::mem::replace(&mut used[row], true) {
+                return Err(SamplingError::InvalidConfig {
+                    what: format!("output row {row} of {seq}"),
+                    reason: "is outside the logits or listed twice",
+                });
+            }
+            self.seqs.state(seq)?;
+            let outs = per_seq.entry(seq).or_default();
+            outs.push(row);
+            let max = self.seqs.max_outputs();
+            if outs.len() > max {
+                return Err(SamplingError::TooManyOutputs { seq: seq.0, n: outs.len(), max });
+            }
+            slots.push(Slot { seq, output: outs.len() - 1, group: 0, col: 0 });
+        }
+        Ok((slots, per_seq))
+    }
+
+    /// Each sequence's wanted structure (before the capability check).
+    fn plans(&self, per_seq: &BTreeMap<SeqId, Vec<usize>>) -> Result<BTreeMap<SeqId, SeqPlan>> {
+        let mut plans = BTreeMap::new();
+        for (&seq, rs) in per_seq {
+            let cfg = &self.seqs.state(seq)?.cfg;
+            let keys = cfg.wanted_prefix(self.n_vocab);
+            let plan =
+                SeqPlan { prefix: keys.len(), keys, extras: cfg.extras(), rows: rs.clone(), placement: String::new() };
+            plans.insert(seq, plan);
+        }
+        Ok(plans)
+    }
+
+    /// Groups of rows with equal structure and extras, in row order, at most `MAX_FLAT / n_vocab`
+    /// rows (flat indices go through f32), or `MASK_BLOCK` for a prefix that writes a masked
+    /// vocabulary (so that the masked rows are still in cache when the draw reads them); each
+    /// slot learns its group and column.
+    fn groups(&self, rows: &[(SeqId, usize)], plans: &BTreeMap<SeqId, SeqPlan>, slots: &mut [Slot]) -> Vec<Group> {
+        let flat_cap = (MAX_FLAT / self.n_vocab).max(1);
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, &(seq, row)) in rows.iter().enumerate() {
+            let p = &plans[&seq];
+            let cap = if p.keys.iter().any(|k| k.0.writes_vocab_mask()) { flat_cap.min(MASK_BLOCK) } else { flat_cap };
+            let fits = |gr: &Group| gr.keys == p.keys && gr.extras == p.extras && gr.rows.len() < cap;
+            let gi = groups.iter().position(fits).unwrap_or_else(|| {
+                groups.push(Group {
+                    keys: p.keys.clone(),
+                    extras: p.extras,
+                    form: Form::Vocab,
+                    rows: Vec::new(),
+                    built: Built::default(),
+                });
+                groups.len() - 1
+            });
+            slots[i].group = gi;
+            slots[i].col = groups[gi].rows.len();
+            groups[gi].rows.push(row);
+        }
+        groups
+    }
+
+    /// Group `gi`'s column sequences, and the backend forms of its stages (its first row's
+    /// sampler lowers the group: equal keys append equal ops).
+    fn columns<'s>(&'s self, slots: &[Slot], gi: usize, gr: &Group) -> Result<(Vec<u32>, Vec<Stage<'s>>)> {
+        let mut v = vec![0u32; gr.rows.len()];
+        for sl in slots.iter().filter(|s| s.group == gi) {
+            v[sl.col] = sl.seq.0;
+        }
+        let first = slots.iter().find(|s| s.group == gi).map_or(SeqId(0), |s| s.seq);
+        let stages = stages_of(&self.seqs.state(first)?.cfg.chain, &gr.keys, first)?;
+        Ok((v, stages))
+    }
+
+    /// The capability check: shortens group `gi`'s prefix to the longest the backend runs at its
+    /// width, built on a scratch graph and checked node by node with the backend's own
+    /// `supports` (never a silent fallback: the placement says where each stage ran).
+    fn probe(&self, slots: &[Slot], gi: usize, gr: &mut Group) -> Result<()> {
+        let n = gr.rows.len();
+        let (seqs_of, stages) = self.columns(slots, gi, gr)?;
+        let cols = Columns { seqs: &seqs_of, verify: self.verify, max_outputs: self.seqs.max_outputs() };
+        let mut len = gr.keys.len();
+        loop {
+            let mut scratch = Graph::new();
+            let x = scratch.input("x", DType::F32, &[self.n_vocab, n]).map_err(|e| engine("attach")(&e))?;
+            // A build error is a bug here, not a capability: it is reported, never a fallback.
+            let built = group::build(&mut scratch, x, false, &stages[..len], gr.extras, "check", &cols)
+                .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
+            if built.nodes.iter().all(|&id| self.backend.supports(&scratch, id)) {
+                break;
+            }
+            if len == 0 {
+                return Err(SamplingError::InvalidConfig {
+                    what: format!("backend {} cannot compute the reserved extras {:?}", self.backend.name(), gr.extras),
+                    reason: "(top-k and soft_max over the vocabulary are needed for log-probabilities)",
+                });
+            }
+            len -= 1;
+        }
+        gr.keys.truncate(len);
+        group::end_before_kept_inf(&mut gr.keys);
+        gr.form = final_form(&gr.keys);
+        Ok(())
+    }
+
+    /// Appends group `gi` to `g`: on a view of the logits where its rows are contiguous f32, else
+    /// on rows gathered through a row-id input.
+    fn build(&self, g: &mut Graph, slots: &[Slot], gi: usize, gr: &mut Group) -> Result<()> {
+        let (n, n_vocab, logits) = (gr.rows.len(), self.n_vocab, self.logits);
+        let ln = g.node(logits);
+        let contiguous_f32 = ln.dtype == DType::F32 && ln.layout.is_contiguous(ln.dtype);
+        let row_bytes = ln.layout.nb[1];
+        let consecutive = gr.rows.windows(2).all(|w| w[1] == w[0] + 1);
+        let prefix = format!("tail.g{gi}");
+        let mut row_ids = None;
+        let x = if contiguous_f32 && consecutive {
+            g.view(logits, &[n_vocab, n], &[4, row_bytes], gr.rows[0] * row_bytes)
+        } else {
+            let ids = g.input(&format!("{prefix}.rows"), DType::I32, &[n]);
+            ids.and_then(|ids| {
+                row_ids = Some(ids);
+                g.get_rows(logits, ids)
+            })
+        }
+        .map_err(|e| engine("attach")(&e))?;
+        let (seqs_of, stages) = self.columns(slots, gi, gr)?;
+        let cols = Columns { seqs: &seqs_of, verify: self.verify, max_outputs: self.seqs.max_outputs() };
+        let mut built = group::build(g, x, row_ids.is_none(), &stages, gr.extras, &prefix, &cols)
+            .map_err(|e| engine("attach")(&e))?;
+        if let Some(ids) = row_ids {
+            built.inputs.push((ids, vec![row_ids_field()]));
+        }
+        if built.outputs.vocab_is_logits {
+            g.set_output(logits);
+        }
+        gr.built = built;
+        Ok(())
+    }
+
+    /// Each sequence's backend prefix (its group's, after the capability check) and placement:
+    /// `+name` for a stage on the backend, `-name` on the CPU.
+    fn place(&self, plans: &mut BTreeMap<SeqId, SeqPlan>, slots: &[Slot], groups: &[Group]) -> Result<()> {
+        for (seq, p) in plans.iter_mut() {
+            p.prefix = slots.iter().find(|s| s.seq == *seq).map_or(0, |s| groups[s.group].keys.len());
+            let names: Vec<String> = (self.seqs.state(*seq)?.cfg.chain.stages().iter().enumerate())
+                .map(|(i, s)| format!("{}{}", if i < p.prefix { '+' } else { '-' }, s.name()))
+                .collect();
+            p.placement = names.join(" ");
+        }
+        Ok(())
+    }
 }
 
 impl Tail {
@@ -197,156 +314,26 @@ impl Tail {
         seqs: &Sequences,
         backend: &dyn Backend,
     ) -> Result<Tail> {
-        let ln = g.get(logits).ok_or(SamplingError::InvalidConfig {
-            what: format!("logits node {logits}"),
-            reason: "is not a node of the graph",
-        })?;
-        let [n_vocab, n_rows, n2, n3] = ln.ne();
-        if n2 * n3 != 1 || !ln.dtype.is_float() {
-            return Err(SamplingError::InvalidConfig {
-                what: format!("logits {}", g.describe(logits)),
-                reason: "must be a float [n_vocab, n_rows] tensor",
-            });
-        }
-        let mut slots = Vec::with_capacity(rows.len());
-        let mut per_seq: BTreeMap<SeqId, Vec<usize>> = BTreeMap::new();
-        let mut used = vec![false; n_rows];
-        for &(seq, row) in rows {
-            if row >= n_rows || std::mem::replace(&mut used[row], true) {
-                return Err(SamplingError::InvalidConfig {
-                    what: format!("output row {row} of {seq}"),
-                    reason: "is outside the logits or listed twice",
-                });
-            }
-            seqs.state(seq)?;
-            let outs = per_seq.entry(seq).or_default();
-            outs.push(row);
-            if outs.len() > seqs.max_outputs() {
-                return Err(SamplingError::TooManyOutputs { seq: seq.0, n: outs.len(), max: seqs.max_outputs() });
-            }
-            slots.push(Slot { seq, output: outs.len() - 1, group: 0, col: 0 });
-        }
-        // Wanted structure per sequence, then groups of equal structure (in row order).
-        let mut plans: BTreeMap<SeqId, SeqPlan> = BTreeMap::new();
-        for (&seq, rs) in &per_seq {
-            let cfg = &seqs.state(seq)?.cfg;
-            let keys = cfg.wanted_prefix(n_vocab);
-            let extras = cfg.extras();
-            plans.insert(seq, SeqPlan { prefix: keys.len(), keys, extras, rows: rs.clone(), placement: String::new() });
-        }
-        let flat_cap = (MAX_FLAT / n_vocab).max(1);
-        let mut groups: Vec<Group> = Vec::new();
-        for (i, &(seq, row)) in rows.iter().enumerate() {
-            let p = &plans[&seq];
-            // A prefix that writes a masked vocabulary (top-p on it) goes in blocks of
-            // `MASK_BLOCK` rows, so that the masked rows are still in cache when the draw reads them.
-            let cap = if p.keys.contains(&StageKey::Nucleus) { flat_cap.min(MASK_BLOCK) } else { flat_cap };
-            let gi =
-                match groups.iter().position(|gr| gr.keys == p.keys && gr.extras == p.extras && gr.rows.len() < cap) {
-                    Some(gi) => gi,
-                    None => {
-                        groups.push(Group {
-                            keys: p.keys.clone(),
-                            extras: p.extras,
-                            form: Form::Vocab,
-                            rows: Vec::new(),
-                            built: Built::default(),
-                        });
-                        groups.len() - 1
-                    }
-                };
-            slots[i].group = gi;
-            slots[i].col = groups[gi].rows.len();
-            groups[gi].rows.push(row);
-        }
+        let (n_vocab, n_rows) = Attach::logits_shape(g, logits)?;
         // With several outputs per sequence, `dist` verifies each output's draft token (without a
         // draft it is the same draw as `categorical`'s).
-        let verify = seqs.max_outputs() > 1;
-        let q_len = if verify { seqs.draft_q_len() } else { 0 };
-        let how = match (verify, q_len) {
-            (false, _) => build::Verify::No,
-            (true, 0) => build::Verify::OneHot,
-            (true, m) => build::Verify::Sampled(m),
+        let q_len = if seqs.max_outputs() > 1 { seqs.draft_q_len() } else { 0 };
+        let verify = match (seqs.max_outputs() > 1, q_len) {
+            (false, _) => Verify::No,
+            (true, 0) => Verify::OneHot,
+            (true, m) => Verify::Sampled(m),
         };
-        let col_seqs = |gi: usize, n: usize| {
-            let mut v = vec![0u32; n];
-            for sl in slots.iter().filter(|s| s.group == gi) {
-                v[sl.col] = sl.seq.0;
-            }
-            v
-        };
-        // The capability check: the longest prefix of each group the backend runs at this width.
+        let a = Attach { logits, n_vocab, seqs, backend, verify };
+        let (mut slots, per_seq) = a.slots(rows, n_rows)?;
+        let mut plans = a.plans(&per_seq)?;
+        let mut groups = a.groups(rows, &plans, &mut slots);
         for (gi, gr) in groups.iter_mut().enumerate() {
-            let n = gr.rows.len();
-            let seqs_of = col_seqs(gi, n);
-            let cols = build::Columns { seqs: &seqs_of, verify: how, max_outputs: seqs.max_outputs() };
-            let mut len = gr.keys.len();
-            loop {
-                let mut scratch = Graph::new();
-                let x = scratch.input("x", DType::F32, &[n_vocab, n]).map_err(|e| engine("attach")(&e))?;
-                // A build error is a bug here, not a capability: it is reported, never a fallback.
-                let built = build::build(&mut scratch, x, false, &gr.keys[..len], gr.extras, "check", &cols)
-                    .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
-                let ok = built.nodes.iter().all(|&id| backend.supports(&scratch, id));
-                if ok {
-                    break;
-                }
-                if len == 0 {
-                    return Err(SamplingError::InvalidConfig {
-                        what: format!("backend {} cannot compute the reserved extras {:?}", backend.name(), gr.extras),
-                        reason: "(top-k and soft_max over the vocabulary are needed for log-probabilities)",
-                    });
-                }
-                len -= 1;
-            }
-            gr.keys.truncate(len);
-            build::vocab_select::end_before_kept_inf(&mut gr.keys);
-            gr.form = final_form(&gr.keys);
+            a.probe(&slots, gi, gr)?;
         }
-        // Build for real.
-        let contiguous_f32 = ln.dtype == DType::F32 && ln.layout.is_contiguous(ln.dtype);
-        let row_bytes = ln.layout.nb[1];
         for (gi, gr) in groups.iter_mut().enumerate() {
-            let n = gr.rows.len();
-            let consecutive = gr.rows.windows(2).all(|w| w[1] == w[0] + 1);
-            let prefix = format!("tail.g{gi}");
-            let mut row_ids = None;
-            let x = if contiguous_f32 && consecutive {
-                g.view(logits, &[n_vocab, n], &[4, row_bytes], gr.rows[0] * row_bytes)
-            } else {
-                let ids = g.input(&format!("{prefix}.rows"), DType::I32, &[n]);
-                ids.and_then(|ids| {
-                    row_ids = Some(ids);
-                    g.get_rows(logits, ids)
-                })
-            }
-            .map_err(|e| engine("attach")(&e))?;
-            let seqs_of = col_seqs(gi, n);
-            let cols = build::Columns { seqs: &seqs_of, verify: how, max_outputs: seqs.max_outputs() };
-            let mut built = build::build(g, x, row_ids.is_none(), &gr.keys, gr.extras, &prefix, &cols)
-                .map_err(|e| engine("attach")(&e))?;
-            if let Some(ids) = row_ids {
-                built.inputs.push((ids, Param::RowIds));
-            }
-            if built.outputs.vocab_is_logits {
-                g.set_output(logits);
-            }
-            gr.built = built;
+            a.build(g, &slots, gi, gr)?;
         }
-        // Placement, per sequence.
-        for (seq, p) in plans.iter_mut() {
-            let gi = slots.iter().find(|s| s.seq == *seq).map(|s| s.group).expect("a sequence has rows");
-            p.prefix = groups[gi].keys.len();
-            let cfg = &seqs.state(*seq)?.cfg;
-            let names: Vec<String> = cfg
-                .chain
-                .stages()
-                .iter()
-                .enumerate()
-                .map(|(i, s)| format!("{}{}", if i < p.prefix { '+' } else { '-' }, s.name()))
-                .collect();
-            p.placement = names.join(" ");
-        }
+        a.place(&mut plans, &slots, &groups)?;
         Ok(Tail { n_vocab, logits, slots, groups, seqs: plans, vocab_buf: Vec::new(), raw_buf: Vec::new(), q_len })
     }
 
@@ -432,25 +419,27 @@ impl Tail {
                 let st = seqs.state(sl.seq)?;
                 let draft = st.draft.get(sl.output).map_or(-1, |&t| i32::try_from(t).unwrap_or(-1));
                 let q = st.draft_q.get(sl.output).map(Vec::as_slice);
-                chains.push((st.chain_for(sl.output), st.step + sl.output as u64, draft, q));
+                chains.push((st.chain_for(sl.output), &st.cfg.chain, st.step + sl.output as u64, draft, q));
             }
-            for &(node, param) in &gr.built.inputs {
+            for (node, fields) in &gr.built.inputs {
                 bytes.clear();
-                for (sl, (chain, step, draft, q)) in cols.iter().zip(&chains) {
-                    match param {
-                        Param::DraftQIds | Param::DraftQProbs => {
-                            write_draft_q(&mut bytes, param == Param::DraftQIds, *draft, *q, self.q_len);
-                        }
-                        Param::PenaltyDraftIds(j) | Param::PenaltyDraftDeltas(j) => {
-                            let own = &seqs.state(sl.seq)?.cfg.chain;
-                            let m = build::penalty_draft_len(seqs.max_outputs());
-                            let ids = matches!(param, Param::PenaltyDraftIds(_));
-                            write_penalty_draft(&mut bytes, ids, own, chain, j, m, self.n_vocab)?;
-                        }
-                        _ => params::write(&mut bytes, param, chain, *step, *draft, gr.rows[sl.col], self.n_vocab),
+                for (sl, (chain, own, step, draft, q)) in cols.iter().zip(&chains) {
+                    let row = Row {
+                        seq: sl.seq,
+                        chain,
+                        own,
+                        step: *step,
+                        draft: *draft,
+                        q: *q,
+                        q_len: self.q_len,
+                        row: gr.rows[sl.col],
+                        n_vocab: self.n_vocab,
+                    };
+                    for f in fields {
+                        f.write(&row, &mut Out(&mut bytes))?;
                     }
                 }
-                sched.set_input(node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
+                sched.set_input(*node, &bytes).map_err(|e| engine("set_inputs")(&e))?;
             }
         }
         Ok(())
@@ -468,9 +457,9 @@ impl Tail {
         let mut writes: Vec<(usize, f32)> = Vec::new();
         let mut bytes: Vec<u8> = Vec::new();
         for gr in &self.groups {
-            for &(node, seq, stage) in &gr.built.counts {
-                let seq = SeqId(seq);
-                let now = penalty_counts(&seqs.state(seq)?.cfg.chain, stage, nv);
+            for st in &gr.built.states {
+                let (node, seq, stage) = (st.node, SeqId(st.seq), st.stage);
+                let now = token_values(&seqs.state(seq)?.cfg.chain, seq, stage, st.get, nv)?;
                 let held = if sched.is_set(node).map_err(wr)? {
                     seqs.device_counts.remove(&(seq, stage))
                 } else {
@@ -596,11 +585,12 @@ impl Tail {
             let result = self.finish_row(seqs, sl, read.tokens.as_ref().map(|t| t[c]), row_list, row_vocab);
             // A stateful selecting stage learns the probability its token was drawn with (output
             // 0's: later outputs predict positions after a draft that may not be accepted).
-            if let (Ok(_), Some(p), Some((_, stage)), 0) =
+            if let (Ok(RowOutput { token: Some(t), .. }), Some(p), Some((_, stage)), 0) =
                 (&result, &read.sel_p, gr.built.outputs.selected_p, sl.output)
                 && let Ok(st) = seqs.state_mut(sl.seq)
+                && let Some(s) = st.cfg.chain.stages_mut().get_mut(stage)
             {
-                st.cfg.chain.stages_mut()[stage].backend_feedback(p[c]);
+                s.backend_feedback(*t, p[c]);
             }
             let result = result.map(|mut out| {
                 if let Some((ids, lp)) = &read.lps {

@@ -12,6 +12,7 @@
 //! takes a `uint32_t` and treats `LLAMA_DEFAULT_SEED` as "random"; here every seed is a seed).
 //! One candidate: selected (llama.cpp's `llama_sampler_dist_apply` returns early with it).
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, check_scan, draw_index};
 use crate::error::Result;
 use crate::kernels::{self, BlockStats};
@@ -71,7 +72,52 @@ impl Sampler for Dist {
 
     rng_methods!();
 
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::Dist { seed: self.rng.seed })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+/// `categorical` on the `DRAW` stream (`spec_verify` of each row's draft where the group
+/// verifies): on the vocabulary with the pending temperature and min-p cut as its parameters (a
+/// masked row is drawn with a cut that removes no finite value, so that `categorical` skips the
+/// blocks the mask left all `-inf`); on a list in list order.
+impl BackendStage for Dist {
+    fn key(&self, _form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        Some((StageKey::new::<Self>(NAME, 0, 0).clearing_inf(), Form::Token))
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        let stream = graph::philox::stream::DRAW;
+        Ok(Record::Token(match rec {
+            Record::Vocab { x, pending, unmasked, .. } => {
+                draw_vocab(cx, x, pending, unmasked.is_some(), cx.verifies())?
+            }
+            Record::List { ids, vals, .. } => cx.draw_token(ids, vals, stream)?,
+            Record::Token(t) => t,
+        }))
+    }
+}
+
+/// A draw on the `DRAW` stream from the vocabulary row `x` with its pending transforms as
+/// `categorical`'s parameters (`masked`: after a cut, drawn with a cut that removes no finite
+/// value, so that `categorical` skips the blocks the mask left all `-inf`); with `verify`, each
+/// row's draft verified (`spec_verify`).
+pub(crate) fn draw_vocab(cx: &mut Lowering<'_>, x: NodeId, pending: Pending, masked: bool, verify: bool) -> R<NodeId> {
+    let stream = graph::philox::stream::DRAW as u32;
+    let params = if pending.is_empty() && !masked {
+        None
+    } else {
+        // `1 / t` in f32, as the CPU chain's dist on a vocabulary view scales.
+        let scale = Field::scalar(pending.temp.map(|t| t.1), |t| 1.0 / t, 1.0);
+        let none = if masked { -f32::MAX } else { f32::NEG_INFINITY };
+        let cut = Field::scalar(pending.min_p.map(|m| m.1), f32::ln, none);
+        Some(cx.input("draw", DType::F32, &[2, cx.n()], vec![scale, cut])?)
+    };
+    if verify {
+        let aux = params.map_or(graph::SpecAux::None, graph::SpecAux::Params);
+        cx.verify_draw(x, aux, stream)
+    } else {
+        let keys = cx.draw_keys_input()?;
+        cx.g.categorical(x, keys, params, None, stream)
     }
 }

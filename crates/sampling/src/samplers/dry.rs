@@ -32,6 +32,7 @@
 //! * NaN `multiplier` or `base`: error (llama.cpp's enable test `base >= 1` or the penalty would
 //!   decide by accident).
 
+use crate::backend::prelude::*;
 use crate::candidates::Candidates;
 use crate::error::{Result, SamplingError, not_nan};
 use crate::sampler::{Sampler, Token};
@@ -285,8 +286,18 @@ impl Sampler for Dry {
         Box::new(self.clone())
     }
 
-    /// Only the disabled form: DRY's sequence matching stays on the CPU.
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        (!self.enabled()).then_some(crate::backend::BackendStage::Disabled("dry"))
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+/// Only the disabled form (appends nothing): DRY's sequence matching stays on the CPU.
+impl BackendStage for Dry {
+    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        (!self.enabled()).then_some((StageKey::nothing(), form))
+    }
+
+    fn lower(&self, _cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        Ok(rec)
     }
 }

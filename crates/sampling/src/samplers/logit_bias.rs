@@ -13,6 +13,7 @@
 //! * NaN or `+inf` bias: error (the logit would become NaN or `+inf`, which no later stage can
 //!   use).
 
+use crate::backend::prelude::*;
 use crate::candidates::Candidates;
 use crate::error::{Result, invalid};
 use crate::sampler::{Sampler, Token};
@@ -85,7 +86,28 @@ impl Sampler for LogitBias {
         Box::new(self.clone())
     }
 
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::LogitBias { biases: self.biases.clone() })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+/// On the vocabulary (or after a cut on it): a `scatter_add` of the `(token, bias)` pairs. On a
+/// list it has no form (the CPU runs it).
+impl BackendStage for LogitBias {
+    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        match form {
+            _ if self.biases.is_empty() => Some((StageKey::nothing(), form)),
+            Form::Vocab | Form::Masked => Some((StageKey::new::<Self>(NAME, 0, self.biases.len()), form)),
+            _ => None,
+        }
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        let (m, n) = (key.size(), cx.n());
+        let ids = Field::of::<Self>(cx.stage(), |s, out| s.biases.iter().for_each(|&(t, _)| out.token(t)));
+        let vals = Field::of::<Self>(cx.stage(), |s, out| s.biases.iter().for_each(|&(_, b)| out.f32(b)));
+        let ids = cx.input(&format!("s{}.bias_ids", cx.stage()), DType::I32, &[m, n], vec![ids])?;
+        let vals = cx.input(&format!("s{}.bias", cx.stage()), DType::F32, &[m, n], vec![vals])?;
+        cx.add_sparse(rec, ids, vals)
     }
 }

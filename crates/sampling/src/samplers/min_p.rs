@@ -29,6 +29,7 @@
 //! `Candidates::cut_len`) the vocabulary view's rule runs on the list: its fallback's top
 //! `max(min_keep, 1)` are left in token order too (docs/SAMPLING.md, "Deliberate differences").
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};
 use crate::kernels;
@@ -136,7 +137,102 @@ impl Sampler for MinP {
         Box::new(self.clone())
     }
 
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::MinP { p: self.p, min_keep: self.min_keep })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
     }
+}
+
+const LIST: u32 = 0;
+const VOCAB: u32 = 1;
+const KEEP: u32 = 2;
+
+/// On the vocabulary: a pending cut (`max + ln p`) folded into the stage that consumes the row
+/// (the draw's parameters, top-k's `k` values), or with `min_keep > 1` or `p > 1` the passing
+/// tokens with the top `max(min_keep, 1)` written back over them ([`keep_top`]). On a list: the
+/// threshold against the first (largest) value, at least `min_keep`, or fused into one
+/// `list_filter`.
+impl BackendStage for MinP {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        let key = |v, size| StageKey::new::<Self>(NAME, v, size).clearing_inf();
+        Some(match form {
+            _ if self.p <= 0.0 => (StageKey::nothing(), form),
+            Form::List(_) => (key(LIST, 0), form),
+            _ if self.p > 1.0 || self.min_keep > 1 => (key(KEEP, self.min_keep.clamp(1, n_vocab)), Form::Masked),
+            _ => (key(VOCAB, 0), Form::Masked),
+        })
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        let ln_p = |cx: &mut Lowering<'_>| cx.param::<Self>("ln_p", 1, |s, out| out.f32(s.p.ln()));
+        Ok(match (key.variant(), rec) {
+            (VOCAB, Record::Vocab { x, touched, pending, unmasked }) if pending.is_empty() => {
+                let lnp = ln_p(cx)?;
+                let p = Scalar::new(cx.stage(), NAME, |s| s.downcast_ref::<Self>().map(|m| m.p));
+                Record::Vocab { x, touched, pending: Pending { min_p: Some((lnp, p)), ..pending }, unmasked }
+            }
+            (VOCAB, rec @ Record::Vocab { .. }) => {
+                let rec = cx.materialize(rec)?;
+                return self.lower(cx, key, rec);
+            }
+            (KEEP, rec @ Record::Vocab { .. }) => match cx.materialize(rec)? {
+                Record::Vocab { x, unmasked, .. } => keep_top(cx, x, unmasked, key.size())?,
+                r => r,
+            },
+            (_, rec @ Record::List { .. }) => match cx.sorted(rec)? {
+                Record::List { ids, vals, k, init, .. } => {
+                    let lnp = ln_p(cx)?;
+                    let mk = cx.param::<Self>("neg_min_keep", 1, |s, out| out.f32(-(s.min_keep.max(1) as f32)))?;
+                    let m = cx.first_row(vals)?;
+                    let thr = cx.g.add(m, lnp)?;
+                    let pass = cx.g.ge(vals, thr)?;
+                    let pos = cx.neg_positions(k)?;
+                    let first = cx.g.gt(pos, mk)?;
+                    let keep = cx.g.add(pass, first)?;
+                    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+                    Record::List { ids, vals: cx.g.where_(keep, vals, ninf)?, k, init, sorted: true }
+                }
+                r => r,
+            },
+            (_, r) => r,
+        })
+    }
+
+    fn list_stage(&self, key: StageKey, stage: usize) -> Option<(graph::ListStage, Field)> {
+        (key.variant() == LIST).then(|| {
+            // `ln p` in f32, as the CPU sampler takes it.
+            let f = Field::of::<Self>(stage, |s, out| {
+                out.f32(s.p.ln());
+                out.f32(s.min_keep as f32);
+            });
+            (graph::ListStage::MinP, f)
+        })
+    }
+}
+
+/// Min-p with `min_keep > 1` or `p > 1` on the vocabulary row `x` (the CPU
+/// sampler's vocabulary-view path): the tokens `>= max + ln p` where at least
+/// `k = max(min_keep, 1)` pass, else the top `k`, in token order; the rest `-inf`
+/// (`Form::Masked`). Both are the passing tokens with the top `k` written back over them: where
+/// `k` or more pass, the top `k` are among them (the `k`-th largest passes); where fewer pass,
+/// they are all among the top `k` (the `k`-th largest does not). No count, no branch, no
+/// vocabulary-sized mask of the top `k`; the threshold is the CPU sampler's own f32 sum, and
+/// top-k's ties go to the lower id as the CPU's, so the decision is exact.
+fn keep_top(cx: &mut Lowering<'_>, x: NodeId, unmasked: Option<NodeId>, k: usize) -> R<Record> {
+    let n = cx.n;
+    let nv = cx.n_vocab;
+    let lnp = cx.param::<MinP>("ln_p", 1, |s, out| out.f32(s.p.ln()))?;
+    let x = cx.contiguous(x)?;
+    let m = cx.g.max_rows(x)?;
+    let thr = cx.g.add(m, lnp)?;
+    let pass = cx.g.ge(x, thr)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    let masked = cx.g.where_(pass, x, ninf)?;
+    let top = cx.g.top_k(x, k)?;
+    let vals = cx.gather(x, top, nv, k)?;
+    let vals = cx.g.reshape(vals, &[1, k * n])?;
+    let at = cx.flat_index(top, nv, k)?;
+    let flat = cx.g.reshape(masked, &[1, nv * n])?;
+    let written = cx.g.set_rows(flat, vals, at)?;
+    let kept = cx.g.reshape(written, &[nv, n])?;
+    Ok(Record::Vocab { x: kept, touched: true, pending: Pending::default(), unmasked: Some(unmasked.unwrap_or(x)) })
 }

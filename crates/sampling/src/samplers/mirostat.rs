@@ -37,6 +37,7 @@
 //! `Candidates::cut_len`) both run their vocabulary-view forms on the list's finite entries (v1:
 //! the estimate from at most their count, `k` clamped to it), drawing in token order.
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, check_list, check_scan, draw_index};
 use crate::error::{Result, invalid, not_nan};
 use crate::kernels;
@@ -257,14 +258,12 @@ impl Sampler for Mirostat {
 
     rng_methods!();
 
-    /// On a list or the vocabulary: the estimate, the truncation and the draw as graph ops
-    /// ([`crate::backend`]).
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::Mirostat { mu: self.mu, m: self.m, seed: self.rng.seed })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
     }
 
     /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
-    fn backend_feedback(&mut self, p: f32) {
+    fn backend_feedback(&mut self, _token: crate::Token, p: f32) {
         self.mu = updated_mu(self.mu, self.eta, self.tau, p);
     }
 }
@@ -333,13 +332,294 @@ impl Sampler for MirostatV2 {
 
     rng_methods!();
 
-    /// On a sorted list: truncation by `mu` and the draw as graph ops ([`crate::backend`]).
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::MirostatV2 { mu: self.mu, seed: self.rng.seed })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
     }
 
     /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
-    fn backend_feedback(&mut self, p: f32) {
+    fn backend_feedback(&mut self, _token: crate::Token, p: f32) {
         self.mu = updated_mu(self.mu, self.eta, self.tau, p);
     }
+}
+
+const LIST: u32 = 0;
+const VOCAB: u32 = 1;
+const MASKED: u32 = 2;
+
+/// The key of a mirostat stage (selecting, so the prefix ends there): on a list, on the
+/// vocabulary, or after a cut on it; `size`: v1's estimate bound on the vocabulary.
+fn key<S: Sampler>(name: &'static str, form: Form, size: usize) -> Option<(StageKey, Form)> {
+    let v = match form {
+        Form::List(_) => LIST,
+        Form::Vocab => VOCAB,
+        _ => MASKED,
+    };
+    let size = if v == LIST { 0 } else { size };
+    Some((StageKey::new::<S>(name, v, size).clearing_inf(), Form::Token))
+}
+
+/// On a sorted list: the Zipf estimate, the truncation to the top `k` ([`mirostat_v1`]) and the
+/// draw ([`mirostat_draw`]); on the vocabulary, or after a cut on it, [`mirostat_vocab`].
+impl BackendStage for Mirostat {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        let m = if self.m <= 0 { n_vocab } else { (self.m as usize).min(n_vocab) };
+        key::<Self>(V1, form, m)
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        match cx.sorted(rec)? {
+            Record::List { ids, vals, k, init, .. } => {
+                let vals = cx.contiguous(vals)?;
+                let kept = mirostat_v1(cx, vals, init, k)?;
+                mirostat_draw(cx, ids, kept, k, init)
+            }
+            Record::Vocab { x, .. } => mirostat_vocab(cx, x, key.size(), key.variant() == MASKED),
+            r => Ok(r),
+        }
+    }
+}
+
+/// On a sorted list: the tokens of surprise `-log2 p <= mu` are a prefix (at least one); the
+/// draw from their renormalised softmax on the `MIROSTAT` stream, and the drawn token's
+/// probability read back for the `mu` update. On the vocabulary, or after a cut on it,
+/// [`vocab_mirostat_v2`].
+impl BackendStage for MirostatV2 {
+    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        key::<Self>(V2, form, 0)
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        match cx.sorted(rec)? {
+            Record::List { ids, vals, k, init, .. } => {
+                let neg_mu = cx.param::<Self>("neg_mu", 1, |s, out| out.f32(-s.mu))?;
+                let vals = cx.contiguous(vals)?;
+                let probs = cx.g.soft_max(vals, None, 1.0)?;
+                let lnp = cx.g.log(probs)?;
+                let neg_surprise = cx.g.scale(lnp, std::f32::consts::LOG2_E)?;
+                let within = cx.g.ge(neg_surprise, neg_mu)?;
+                let pos = cx.neg_positions(k)?;
+                let first = cx.fill(&[1, 1], -1.0)?;
+                let first = cx.g.gt(pos, first)?;
+                let keep = cx.g.add(within, first)?;
+                let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let kept = cx.g.where_(keep, vals, ninf)?;
+                mirostat_draw(cx, ids, kept, k, init)
+            }
+            Record::Vocab { x, .. } => vocab_mirostat_v2(cx, x),
+            r => Ok(r),
+        }
+    }
+}
+
+/// Mirostat (v1)'s `f32 [2, n]` rows: `2^mu` (in f32, as the CPU sampler computes it) and the
+/// negated bound of the estimate's pairs, `-(m - 1)` (`-inf` for `m <= 0`: every pair).
+fn v1_params(cx: &mut Lowering<'_>) -> R<[NodeId; 2]> {
+    let par = cx.param::<Mirostat>("mirostat", 2, |s, out| {
+        out.f32(2f32.powf(s.mu));
+        out.f32(if s.m <= 0 { f32::NEG_INFINITY } else { -((s.m - 1) as f32) });
+    })?;
+    cx.param_rows(par)
+}
+
+/// The mirostat samplers' draw of stage `idx` from their truncated sorted list `kept`, on the
+/// `MIROSTAT` stream; the drawn token's probability (for the CPU sampler's `mu` update) and
+/// the list it was drawn from are recorded for read-back.
+fn mirostat_draw(cx: &mut Lowering<'_>, ids: NodeId, kept: NodeId, k: usize, init: NodeId) -> R<Record> {
+    cx.selects_from(Record::List { ids, vals: kept, k, init, sorted: true });
+    let (pos, valid) = cx.draw_position(kept, k, graph::philox::stream::MIROSTAT)?;
+    let p2 = cx.g.soft_max(kept, None, 1.0)?;
+    let p_sel = cx.gather(p2, pos, k, 1)?;
+    cx.feedback(p_sel);
+    let tok = cx.gather(ids, pos, k, 1)?;
+    Ok(Record::Token(cx.fold_token(tok, valid)?))
+}
+
+/// Mirostat 1.0's truncation of the sorted list `vals [k, n]` (llama.cpp's
+/// `llama_sampler_mirostat_apply`, as the CPU sampler computes it): the Zipf exponent
+/// `s = sum t_i b_i / sum t_i^2` over the first `lim = min(m - 1, len - 1)` pairs, with
+/// `t_i = ln((i + 2) / (i + 1))` and `b_i = ln(p_i / p_{i+1})` of the list's softmax, then
+/// `k = (eps 2^mu / (1 - n_vocab^-eps))^(1/s)` with `eps = s - 1`; the first `k` entries
+/// (clamped into `[1, len]`, 1 for a NaN `k`) are kept, the rest masked. `len` counts the list
+/// as the CPU chain holds it (entries a stage removed are not in it). The powers are
+/// `exp(y ln x)`, so `k` can differ from the CPU's `powf` in its last bits, which matters only
+/// where `k` lands within that of an integer.
+fn mirostat_v1(cx: &mut Lowering<'_>, vals: NodeId, init: NodeId, k: usize) -> R<NodeId> {
+    let n = cx.n;
+    let [two_mu, neg_m_lim] = v1_params(cx)?;
+    let gone = cx.removed(init, vals)?;
+    let n_gone = cx.g.sum_rows(gone)?;
+    let len = cx.g.scale_bias(n_gone, -1.0, k as f32)?;
+    let probs = cx.g.soft_max(vals, None, 1.0)?;
+    // Pair i enters while i < m - 1 and i < len - 1: -i > 1 - len too.
+    let neg_last = cx.g.scale_bias(len, -1.0, 1.0)?;
+    let kf = mirostat_k(cx, probs, k, Some(neg_last), neg_m_lim, two_mu, len)?;
+    // Position i is kept when i + 1 <= k (the CPU truncates k to an integer), or i = 0.
+    let neg_pos1 = cx.g.arange(DType::F32, &[k, n], -1.0, -1.0)?;
+    let neg_k = cx.g.scale(kf, -1.0)?;
+    let within = cx.g.ge(neg_pos1, neg_k)?;
+    let pos = cx.neg_positions(k)?;
+    let neg_one = cx.fill(&[1, 1], -1.0)?;
+    let first = cx.g.gt(pos, neg_one)?;
+    let keep = cx.g.add(within, first)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    cx.g.where_(keep, vals, ninf)
+}
+
+/// Mirostat (v1)'s `k` (`[1, n]` f32) from the probabilities `sorted [len_max, n]`, most probable
+/// first: the Zipf exponent `s` from the pairs `i` that enter (`i < m - 1`, that is
+/// `-i > neg_m_lim`; where `neg_last` is given also `-i > neg_last`), `b_i = ln(p_i / p_{i+1})`,
+/// `t_i = ln((i + 2) / (i + 1))`, `s = sum t_i b_i / sum t_i^2` (NaN without a pair, as on the
+/// CPU); then `k = (eps 2^mu / (1 - n_vocab^-eps))^(1/s)` with `eps = s - 1`, the powers as
+/// `exp(y ln x)` (`2^mu` comes from the host as the CPU sampler computes it), raised to 1 and
+/// lowered to `len`; a NaN `k` stays NaN (the callers keep the first token for it).
+fn mirostat_k(
+    cx: &mut Lowering<'_>,
+    sorted: NodeId,
+    len_max: usize,
+    neg_last: Option<NodeId>,
+    neg_m_lim: NodeId,
+    two_mu: NodeId,
+    len: NodeId,
+) -> R<NodeId> {
+    let n = cx.n;
+    let zero = cx.fill(&[1, 1], 0.0)?;
+    let one = cx.fill(&[1, n], 1.0)?;
+    let s_hat = if len_max > 1 {
+        let pairs = len_max - 1;
+        let nb1 = cx.g.node(sorted).layout.nb[1];
+        let head = cx.g.view(sorted, &[pairs, n], &[4, nb1], 0)?;
+        let next = cx.g.view(sorted, &[pairs, n], &[4, nb1], 4)?;
+        let ratio = cx.g.div(head, next)?;
+        let b = cx.g.log(ratio)?;
+        let num = cx.g.arange(DType::F32, &[pairs, n], 2.0, 1.0)?;
+        let den = cx.g.arange(DType::F32, &[pairs, n], 1.0, 1.0)?;
+        let q = cx.g.div(num, den)?;
+        let t = cx.g.log(q)?;
+        let pos = cx.g.arange(DType::F32, &[pairs, n], 0.0, -1.0)?;
+        let mut used = cx.g.gt(pos, neg_m_lim)?;
+        if let Some(neg_last) = neg_last {
+            let by_len = cx.g.gt(pos, neg_last)?;
+            used = cx.g.mul(used, by_len)?;
+        }
+        let tb = cx.g.mul(t, b)?;
+        let tb = cx.g.where_(used, tb, zero)?;
+        let tt = cx.g.sqr(t)?;
+        let tt = cx.g.where_(used, tt, zero)?;
+        let sum_tb = cx.g.sum_rows(tb)?;
+        let sum_tt = cx.g.sum_rows(tt)?;
+        cx.g.div(sum_tb, sum_tt)?
+    } else {
+        // No pair at all: s = 0 / 0, as on the CPU.
+        cx.fill(&[1, n], f32::NAN)?
+    };
+    let eps = cx.g.scale_bias(s_hat, 1.0, -1.0)?;
+    let ln_n = (cx.n_vocab as f32).ln();
+    let neg = cx.g.scale(eps, -ln_n)?;
+    let n_pow = cx.g.exp(neg)?;
+    let denom = cx.g.scale_bias(n_pow, -1.0, 1.0)?;
+    let numer = cx.g.mul(eps, two_mu)?;
+    let base = cx.g.div(numer, denom)?;
+    let ln_base = cx.g.log(base)?;
+    let inv_s = cx.g.div(one, s_hat)?;
+    let e = cx.g.mul(ln_base, inv_s)?;
+    let kf = cx.g.exp(e)?;
+    // max(k, 1), then min(k, len); NaN compares false everywhere and stays.
+    let small = cx.g.gt(one, kf)?;
+    let kf = cx.g.where_(small, one, kf)?;
+    let big = cx.g.gt(kf, len)?;
+    cx.g.where_(big, len, kf)
+}
+
+/// `[n_vocab, n]` mask of each row's first maximum (the argmax, lowest id among ties).
+fn first_max_mask(cx: &mut Lowering<'_>, x: NodeId) -> R<NodeId> {
+    let am = cx.g.argmax(x)?;
+    let amf = cx.g.cast(am, DType::F32)?;
+    let ids = cx.g.arange(DType::F32, &[cx.n_vocab, cx.n], 0.0, 1.0)?;
+    cx.g.equal(ids, amf)
+}
+
+/// Mirostat 2.0 of stage `idx` on the vocabulary row `x` (the CPU sampler's vocabulary-view
+/// path): the softmax over the row, the tokens of surprise `-log2 p <= mu` and the argmax (which
+/// is among them unless none is) kept, the rest `-inf`; `categorical` draws from the masked row
+/// in token order on the `MIROSTAT` stream, and the drawn token's probability (the softmax of the
+/// kept row, as the CPU sampler renormalises) is read back for its `mu` update. The surprise is
+/// `log(p) log2(e)` of the graph's softmax, so a token within f32 rounding of `mu` can be decided
+/// otherwise than the CPU sampler's `f64`-summed softmax decides it (as on a list).
+fn vocab_mirostat_v2(cx: &mut Lowering<'_>, x: NodeId) -> R<Record> {
+    let n = cx.n;
+    let neg_mu = cx.param::<MirostatV2>("neg_mu", 1, |s, out| out.f32(-s.mu))?;
+    let x = cx.contiguous(x)?;
+    let probs = cx.g.soft_max(x, None, 1.0)?;
+    let lnp = cx.g.log(probs)?;
+    let neg_surprise = cx.g.scale(lnp, std::f32::consts::LOG2_E)?;
+    let within = cx.g.ge(neg_surprise, neg_mu)?;
+    let top = first_max_mask(cx, x)?;
+    let keep = cx.g.add(within, top)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    let kept = cx.g.where_(keep, x, ninf)?;
+    cx.selects_from(Record::Vocab { x: kept, touched: true, pending: Pending::default(), unmasked: Some(x) });
+    // The masked row's draw: a cut that removes no finite value (categorical skips the blocks
+    // the mask left all -inf), as `dist` after a top-p mask.
+    let params = cx.input("draw", DType::F32, &[2, n], vec![Field::constant(&[1.0, -f32::MAX])])?;
+    let keys = cx.draw_keys_input()?;
+    let tok = cx.g.categorical(kept, keys, Some(params), None, graph::philox::stream::MIROSTAT as u32)?;
+    // The drawn token's probability (clamped index: a bad row's -1 reads entry 0, unused).
+    let tf = cx.g.cast(tok, DType::F32)?;
+    let tc = cx.g.clamp(tf, 0.0, (cx.n_vocab - 1) as f32)?;
+    let at = cx.g.cast(tc, DType::I32)?;
+    let p2 = cx.g.soft_max(kept, None, 1.0)?;
+    let p_sel = cx.gather(p2, at, cx.n_vocab, 1)?;
+    cx.feedback(p_sel);
+    Ok(Record::Token(tok))
+}
+
+/// Mirostat (v1) of stage `idx` on the vocabulary row `x [n_vocab, n]`, as the CPU sampler
+/// does on its vocabulary view: the Zipf exponent `s` from the softmax of the `m` most
+/// probable tokens (`m` as the key gives it: every token for `m <= 0` or `m > n_vocab`), in
+/// the order value descending, ties by lower id (the first `min(m - 1, n_vocab - 1)` pairs,
+/// `b_i = ln(p_i / p_{i+1})`, `t_i = ln((i + 2) / (i + 1))`), then
+/// `k = (eps 2^mu / (1 - n_vocab^-eps))^(1/s)` clamped into `[1, n_vocab]` (1 for a NaN `k`)
+/// as in the list form ([`Ctx::mirostat_v1`], the powers as `exp(y ln x)`), the row masked
+/// outside its top `k` (`argsort` and a threshold at the `k`-th), and `categorical` on the masked row in token
+/// order on the `MIROSTAT` stream; the drawn token's probability in the masked row's softmax
+/// is read back for the `mu` update.
+///
+/// `masked` (after a cut on the vocabulary): the row's finite
+/// entries are its candidates (the CPU chain's list): the estimate from at most that many
+/// (the pairs before the last finite entry), `k` clamped to their count.
+fn mirostat_vocab(cx: &mut Lowering<'_>, x: NodeId, m: usize, masked: bool) -> R<Record> {
+    let (n, nv) = (cx.n, cx.n_vocab);
+    let [two_mu, neg_m_lim] = v1_params(cx)?;
+    let x = cx.contiguous(x)?;
+    let one = cx.fill(&[1, n], 1.0)?;
+    let probs = cx.g.soft_max(x, None, 1.0)?;
+    let perm = cx.g.argsort(x, graph::SortOrder::Desc)?;
+    // The `m` most probable in order (every pair enters while i < m - 1 < n_vocab - 1).
+    let nb1 = cx.g.node(perm).layout.nb[1];
+    let top = cx.g.view(perm, &[m, n], &[4, nb1], 0)?;
+    let top = cx.g.cont(top)?;
+    let sorted = cx.gather(probs, top, nv, m)?;
+    let (len, neg_last) = if masked {
+        let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+        let alive = cx.g.gt(x, ninf)?;
+        let len = cx.g.sum_rows(alive)?;
+        (len, Some(cx.g.scale_bias(len, -1.0, 1.0)?))
+    } else {
+        (cx.fill(&[1, n], nv as f32)?, None)
+    };
+    let kf = mirostat_k(cx, sorted, m, neg_last, neg_m_lim, two_mu, len)?;
+    // Truncated (the CPU's `as usize`); a NaN k keeps 1.
+    let num = cx.g.equal(kf, kf)?;
+    let kf = cx.g.where_(num, kf, one)?;
+    let kf = cx.g.cast(kf, DType::I32)?;
+    let kf = cx.g.cast(kf, DType::F32)?;
+    let keep = cx.first_in_order(x, perm, kf, true)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    let kept = cx.g.where_(keep, x, ninf)?;
+    cx.selects_from(Record::Vocab { x: kept, touched: true, pending: Pending::default(), unmasked: Some(x) });
+    let (tok, valid) = cx.draw_position(kept, nv, graph::philox::stream::MIROSTAT)?;
+    let p2 = cx.g.soft_max(kept, None, 1.0)?;
+    let p_sel = cx.gather(p2, tok, nv, 1)?;
+    cx.feedback(p_sel);
+    Ok(Record::Token(cx.fold_token(tok, valid)?))
 }

@@ -21,6 +21,7 @@
 //!   `-inf` would make it `+inf` and is an error;
 //! * NaN `repeat`, `freq` or `present`: error.
 
+use crate::backend::prelude::*;
 use crate::candidates::Candidates;
 use crate::error::{Result, invalid, not_nan};
 use crate::sampler::{Sampler, Token};
@@ -134,21 +135,95 @@ impl Sampler for Penalties {
         Box::new(self.clone())
     }
 
-    /// Disabled: nothing to append. Otherwise the window (`None` for the whole history), the
-    /// parameters and the seen tokens' counts: a window's are each step's inputs, the whole
-    /// history's a device state tensor that the tail keeps current.
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+const WINDOW: u32 = 0;
+const HISTORY: u32 = 1;
+
+/// On the vocabulary (or after a cut on it); on a list it has no form. Over a window of `last_n`
+/// tokens: the window's seen tokens and `count * freq + present` are each step's inputs (at most
+/// `last_n` entries, never a vocabulary-sized table), their logits gathered, penalised and
+/// written into a copy of the row. Over the whole history: the counts live on the device (one
+/// state tensor per sequence and stage, written as they change), and one `penalize` pass.
+impl BackendStage for Penalties {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         if self.last_n == Some(0) || (self.repeat == 1.0 && self.freq == 0.0 && self.present == 0.0) {
-            return Some(crate::backend::BackendStage::Disabled(NAME));
+            return Some((StageKey::nothing(), form));
         }
-        let mut counts: Vec<(Token, u32)> = self.counts.iter().map(|(&t, &c)| (t, c)).collect();
-        counts.sort_unstable();
-        Some(crate::backend::BackendStage::Penalties {
-            window: self.last_n,
-            repeat: self.repeat,
-            freq: self.freq,
-            present: self.present,
-            counts,
+        if !matches!(form, Form::Vocab | Form::Masked) {
+            return None;
+        }
+        Some(match self.last_n {
+            Some(w) => (StageKey::new::<Self>(NAME, WINDOW, w.min(n_vocab)), form),
+            None => (StageKey::new::<Self>(NAME, HISTORY, 0), form),
         })
     }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        let Record::Vocab { x, unmasked, .. } = cx.materialize(rec)? else { return Ok(rec) };
+        let (n, nv) = (cx.n(), cx.n_vocab());
+        if key.variant() == HISTORY {
+            // One pass (`graph::Op::Penalize`, the CPU sampler's f32 arithmetic) where a token's
+            // count is positive. Penalties keep finite values finite: the unmasked row stays.
+            let c = cx.token_values(|s, _| s.downcast_ref::<Self>().map(|p| p.counts.clone()))?;
+            let par = cx.param::<Self>("penalties", 3, |s, out| {
+                for v in [s.repeat, s.freq, s.present] {
+                    out.f32(v);
+                }
+            })?;
+            let x = cx.g.penalize(x, c, par)?;
+            return Ok(Record::Vocab { x, touched: true, pending: Pending::default(), unmasked });
+        }
+        let m = key.size();
+        let stage = cx.stage();
+        let field = |part: u8| {
+            Field::new(move |row, out| {
+                let s = row.stage::<Self>(stage)?;
+                window_entries(s, m, row.n_vocab(), |e| match part {
+                    0 => out.i32(e.0),
+                    1 => out.f32(e.1),
+                    _ => out.f32(e.2),
+                });
+                Ok(())
+            })
+        };
+        // The window's tokens' logits are gathered, penalised as the CPU sampler does, and
+        // written into a copy of the row (the logits themselves stay as they are).
+        let ids = cx.input(&format!("s{stage}.pen_ids"), DType::I32, &[m, n], vec![field(0)])?;
+        let rep = cx.input(&format!("s{stage}.pen_repeat"), DType::F32, &[m, n], vec![field(1)])?;
+        let sub = cx.input(&format!("s{stage}.pen_sub"), DType::F32, &[m, n], vec![field(2)])?;
+        let v = cx.gather(x, ids, nv, m)?;
+        let zero = cx.fill(&[1, 1], 0.0)?;
+        let positive = cx.g.gt(v, zero)?;
+        let down = cx.g.div(v, rep)?;
+        let up = cx.g.mul(v, rep)?;
+        let scaled = cx.g.where_(positive, down, up)?;
+        let pen = cx.g.sub(scaled, sub)?;
+        let copy = cx.g.cont(x)?;
+        let flat = cx.g.reshape(copy, &[1, nv * n])?;
+        let at = cx.flat_index(ids, nv, m)?;
+        let vals = cx.g.reshape(pen, &[1, m * n])?;
+        let written = cx.g.set_rows(flat, vals, at)?;
+        // Penalties keep finite values finite: the unmasked row stays as it was.
+        Ok(Record::Vocab { x: cx.g.reshape(written, &[nv, n])?, touched: true, pending: Pending::default(), unmasked })
+    }
+}
+
+/// The `m` entries of a window's penalties, `(token, repeat, count * freq + present)` in f32 as
+/// the CPU sampler computes it, by token: padded by repeating an entry (the same value written
+/// twice), or with an identity entry (token 0, `x * 1 - 0`) when none was seen. Tokens outside
+/// the vocabulary are ignored, as on the CPU.
+fn window_entries(s: &Penalties, m: usize, n_vocab: usize, mut put: impl FnMut((i32, f32, f32))) {
+    let mut seen: Vec<(i32, f32, f32)> = s
+        .counts
+        .iter()
+        .filter(|&(&t, _)| (t as usize) < n_vocab)
+        .map(|(&t, &c)| (t as i32, s.repeat, c as f32 * s.freq + s.present))
+        .collect();
+    seen.sort_unstable_by_key(|e| e.0);
+    let pad = seen.first().copied().unwrap_or((0, 1.0, 0.0));
+    seen.iter().copied().chain(std::iter::repeat(pad)).take(m).for_each(&mut put);
 }

@@ -36,6 +36,7 @@
 //! `Candidates::cut_len`) a dynamic `temp_ext` runs the vocabulary view's form on the list, `n` its
 //! finite entries, never sorting it (docs/SAMPLING.md, "Deliberate differences").
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, invalid, not_nan};
 use crate::kernels;
@@ -127,8 +128,8 @@ impl Sampler for Temp {
         Box::new(self.clone())
     }
 
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::Temp { t: self.t })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
     }
 }
 
@@ -320,13 +321,244 @@ impl Sampler for TempExt {
         Box::new(self.clone())
     }
 
-    /// With `delta <= 0` this is `temp(t)`; otherwise the dynamic temperature (on a list or the
-    /// vocabulary).
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        if self.delta <= 0.0 {
-            return Some(crate::backend::BackendStage::Temp { t: self.t });
-        }
-        let (min_t, max_t) = self.range();
-        Some(crate::backend::BackendStage::TempExt { min_t, range: max_t - min_t, exponent: self.exponent })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
     }
+}
+
+/// The fixed temperature of `temp`, and of `temp_ext` with `delta <= 0`.
+trait FixedTemp: Sampler {
+    fn fixed_t(&self) -> f32;
+}
+
+impl FixedTemp for Temp {
+    fn fixed_t(&self) -> f32 {
+        self.t
+    }
+}
+
+impl FixedTemp for TempExt {
+    fn fixed_t(&self) -> f32 {
+        self.t
+    }
+}
+
+fn fixed_t<S: FixedTemp>(s: &dyn std::any::Any) -> Option<f32> {
+    s.downcast_ref::<S>().map(FixedTemp::fixed_t)
+}
+
+const FIXED: u32 = 0;
+const EXT_LIST: u32 = 1;
+const EXT_VOCAB: u32 = 2;
+const EXT_MASKED: u32 = 3;
+
+/// The key of a fixed temperature `t` on `form`: nothing for 1, none where it is not finite and
+/// positive (llama.cpp keeps only the argmax, or divides by infinity: the CPU runs it).
+fn fixed_key<S: FixedTemp>(t: f32, form: Form) -> Option<(StageKey, Form)> {
+    if t == 1.0 {
+        Some((StageKey::nothing(), form))
+    } else if t > 0.0 && t.is_finite() {
+        Some((StageKey::new::<S>("temp", FIXED, 0), form))
+    } else {
+        None
+    }
+}
+
+/// A fixed temperature: on the vocabulary a pending division (folded into the stage that
+/// consumes the row; a second one applies the first), on a list the division.
+fn lower_fixed<S: FixedTemp>(cx: &mut Lowering<'_>, rec: Record) -> R<Record> {
+    let rec = match rec {
+        Record::Vocab { pending, .. } if pending.temp.is_some() => cx.materialize(rec)?,
+        r => r,
+    };
+    let t = cx.param::<S>("t", 1, |s, out| out.f32(s.fixed_t()))?;
+    Ok(match rec {
+        Record::Vocab { x, touched, pending, unmasked } => {
+            let scalar = Scalar::new(cx.stage(), "temp", fixed_t::<S>);
+            Record::Vocab { x, touched, pending: Pending { temp: Some((t, scalar)), ..pending }, unmasked }
+        }
+        Record::List { ids, vals, k, init, sorted } => Record::List { ids, vals: cx.g.div(vals, t)?, k, init, sorted },
+        r => r,
+    })
+}
+
+fn fixed_list_stage<S: FixedTemp>(key: StageKey, stage: usize) -> Option<(graph::ListStage, Field)> {
+    (key.variant() == FIXED).then(|| {
+        let f = Field::of::<S>(stage, |s, out| {
+            out.f32(s.fixed_t());
+            out.f32(0.0);
+        });
+        (graph::ListStage::Temp, f)
+    })
+}
+
+impl BackendStage for Temp {
+    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        fixed_key::<Self>(self.t, form)
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        lower_fixed::<Self>(cx, rec)
+    }
+
+    fn list_stage(&self, key: StageKey, stage: usize) -> Option<(graph::ListStage, Field)> {
+        fixed_list_stage::<Self>(key, stage)
+    }
+}
+
+/// With `delta <= 0` this is `temp(t)`; otherwise the dynamic temperature: on a sorted list
+/// ([`ext_list`]), on the vocabulary ([`ext_vocab`]) or after a cut on it (the masked row, its
+/// finite entries counted).
+impl BackendStage for TempExt {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        if self.delta <= 0.0 {
+            return fixed_key::<Self>(self.t, form);
+        }
+        let key = |v| Some((StageKey::new::<Self>(EXT, v, 0), form));
+        match form {
+            Form::List(_) => key(EXT_LIST),
+            Form::Vocab if n_vocab <= 1 => Some((StageKey::nothing(), form)),
+            Form::Vocab => key(EXT_VOCAB),
+            _ => key(EXT_MASKED),
+        }
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        if key.variant() == FIXED {
+            return lower_fixed::<Self>(cx, rec);
+        }
+        match cx.sorted(rec)? {
+            Record::Vocab { x, unmasked, .. } => Ok(Record::Vocab {
+                x: ext_vocab(cx, x, key.variant() == EXT_MASKED)?,
+                touched: true,
+                pending: Pending::default(),
+                unmasked,
+            }),
+            Record::List { ids, vals, k, init, .. } => ext_list(cx, ids, vals, k, init),
+            r => Ok(r),
+        }
+    }
+
+    fn list_stage(&self, key: StageKey, stage: usize) -> Option<(graph::ListStage, Field)> {
+        fixed_list_stage::<Self>(key, stage)
+    }
+}
+
+/// `f32 [4, n]`: `min_t`, `max_t - min_t`, `exponent`, and 1 where the exponent is 0
+/// (`powf(x, 0) = 1`, which `exp(0 * ln x)` misses at `x = 0`), as rows `[1, n]`.
+fn ext_params(cx: &mut Lowering<'_>) -> R<[NodeId; 4]> {
+    let par = cx.param::<TempExt>("temp_ext", 4, |s, out| {
+        let (min_t, max_t) = s.range();
+        out.f32(min_t);
+        out.f32(max_t - min_t);
+        out.f32(s.exponent);
+        out.f32(if s.exponent == 0.0 { 1.0 } else { 0.0 });
+    })?;
+    cx.param_rows(par)
+}
+
+/// The dynamic temperature on a sorted list: the entropy of the softmax over the finite
+/// candidates against `ln(len)`, then as temp: `t <= 0` keeps the first (largest) only; with one
+/// candidate or none the stage does nothing (`t = 1`).
+fn ext_list(cx: &mut Lowering<'_>, ids: NodeId, vals: NodeId, k: usize, init: NodeId) -> R<Record> {
+    let n = cx.n();
+    let par = ext_params(cx)?;
+    let vals = cx.contiguous(vals)?;
+    let zero = cx.fill(&[1, 1], 0.0)?;
+    let one = cx.fill(&[1, n], 1.0)?;
+    // The CPU chain's count: its list still holds entries that were -inf from the
+    // start, but not those a stage removed.
+    let gone = cx.removed(init, vals)?;
+    let n_gone = cx.g.sum_rows(gone)?;
+    let len = cx.g.scale_bias(n_gone, -1.0, k as f32)?;
+    let (_, _, neg_h) = cx.softmax_entropy(vals)?;
+    let h = cx.g.scale(neg_h, -1.0)?;
+    let inv_len = cx.g.div(one, len)?;
+    let ln_inv = cx.g.log(inv_len)?;
+    let max_h = cx.g.scale(ln_inv, -1.0)?;
+    let norm = cx.g.div(h, max_h)?;
+    let dyn_t = dynamic_temp(cx, norm, par)?;
+    let several = cx.g.gt(len, one)?;
+    let t = cx.g.where_(several, dyn_t, one)?;
+    // t <= 0: the first only, undivided.
+    let warm = cx.g.gt(t, zero)?;
+    let cold = cx.g.scale_bias(warm, -1.0, 1.0)?;
+    let t = cx.g.where_(cold, one, t)?;
+    let pos = cx.neg_positions(k)?;
+    let neg_one = cx.fill(&[1, 1], -1.0)?;
+    let first = cx.g.gt(pos, neg_one)?;
+    let not_first = cx.g.scale_bias(first, -1.0, 1.0)?;
+    let drop = cx.g.mul(not_first, cold)?;
+    let ninf_full = cx.fill(&[k, n], f32::NEG_INFINITY)?;
+    let vals = cx.g.where_(drop, ninf_full, vals)?;
+    Ok(Record::List { ids, vals: cx.g.div(vals, t)?, k, init, sorted: true })
+}
+
+/// `temp_ext` (`delta > 0`) on the vocabulary row `x [n_vocab, n]` (pending
+/// transforms applied), as the CPU sampler does on its vocabulary view: the entropy `H` of the
+/// softmax over the whole row (zero probabilities add nothing) against `ln n_vocab` (every
+/// entry counts, `-inf` ones included), `t = min_t + range (H / ln n)^exponent` (the power as
+/// `exp(e ln x)`, `x^0 = 1` kept), and the row divided by `t`; `t <= 0` keeps the first
+/// maximum, undivided, and masks every other entry (`-inf`), as llama.cpp's `temp_impl` does.
+/// A NaN `t` makes the row NaN (a bad row: the CPU sampler's error).
+///
+/// `masked` (after a cut on the vocabulary, the masked variant): `n` is the row's
+/// count of finite entries (the CPU chain's list), `ln(1 / n)` computed in the graph; with
+/// `n <= 1` the stage does nothing (`t = 1`), and the masked entries stay `-inf` (also for
+/// `t = +inf`, where the CPU chain's list holds only finite entries).
+fn ext_vocab(cx: &mut Lowering<'_>, x: NodeId, masked: bool) -> R<NodeId> {
+    let (n, nv) = (cx.n, cx.n_vocab);
+    let par = ext_params(cx)?;
+    let x = cx.contiguous(x)?;
+    let (_, _, _, neg_h) = cx.row_entropy(x)?;
+    // norm = H / max_h = (-H) / (-max_h), with max_h = -ln(1 / n) in f32 as the CPU computes it.
+    let one = cx.fill(&[1, n], 1.0)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    let (neg_max_h, several) = if masked {
+        // Not -inf (a NaN entry counts and stays: the row fails as a bad row).
+        let dead = cx.g.equal(x, ninf)?;
+        let alive = cx.g.scale_bias(dead, -1.0, 1.0)?;
+        let len = cx.g.sum_rows(alive)?;
+        let inv = cx.g.div(one, len)?;
+        let several = cx.g.gt(len, one)?;
+        (cx.g.log(inv)?, Some((alive, several)))
+    } else {
+        (cx.fill(&[1, 1], (1.0 / nv as f32).ln())?, None)
+    };
+    let norm = cx.g.div(neg_h, neg_max_h)?;
+    let mut dyn_t = dynamic_temp(cx, norm, par)?;
+    if let Some((_, several)) = several {
+        dyn_t = cx.g.where_(several, dyn_t, one)?;
+    }
+    // t <= 0 (a NaN t is not: it divides the row into NaN).
+    let zero = cx.fill(&[1, 1], 0.0)?;
+    let neg_t = cx.g.neg(dyn_t)?;
+    let cold = cx.g.ge(neg_t, zero)?;
+    let t = cx.g.where_(cold, one, dyn_t)?;
+    let at = cx.g.argmax(x)?;
+    let at = cx.g.cast(at, DType::F32)?;
+    let pos = cx.g.arange(DType::F32, &[nv, n], 0.0, 1.0)?;
+    let first = cx.g.equal(pos, at)?;
+    let warm = cx.g.scale_bias(cold, -1.0, 1.0)?;
+    let keep = cx.g.add(first, warm)?;
+    let x = cx.g.where_(keep, x, ninf)?;
+    let divided = cx.g.div(x, t)?;
+    match several {
+        // -inf / +inf would be NaN: the masked entries stay -inf.
+        Some((alive, _)) => cx.g.where_(alive, divided, ninf),
+        None => Ok(divided),
+    }
+}
+
+/// temp_ext's dynamic temperature `min_t + range norm^e` (`[1, n]`) for the normalised entropy
+/// `norm`, from its parameter rows `[min_t, range, e, e0]` (`e0`: 1 where `e = 0`, keeping
+/// `x^0 = 1`), the power as `exp(e ln norm)`: the list form and the vocabulary form alike.
+fn dynamic_temp(cx: &mut Lowering<'_>, norm: NodeId, [min_t, range, expo, expo0]: [NodeId; 4]) -> R<NodeId> {
+    let one = cx.fill(&[1, cx.n], 1.0)?;
+    let ln_norm = cx.g.log(norm)?;
+    let e_ln = cx.g.mul(ln_norm, expo)?;
+    let pow = cx.g.exp(e_ln)?;
+    let pow = cx.g.where_(expo0, one, pow)?;
+    let spread = cx.g.mul(range, pow)?;
+    cx.g.add(min_t, spread)
 }

@@ -9,6 +9,7 @@
 //! the about `k` sub-blocks that can hold a top-k token (see `kernels::top_k`); only the `k`
 //! survivors are sorted.
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
 use crate::error::Result;
 use crate::kernels;
@@ -80,7 +81,67 @@ impl Sampler for TopK {
         Box::new(self.clone())
     }
 
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::TopK { k: self.k })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+/// On the vocabulary: `top_k` of the raw row (as the CPU chain's), the pending transforms then
+/// applied to the `k` values; the first value is the row's maximum, and a NaN or `+inf` anywhere
+/// in the row ranks first (`graph::Op::TopK`), so it alone tells whether the row is usable (a bad
+/// row's values become NaN). On a list: its first `k` (sorted first).
+impl BackendStage for TopK {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        if self.k <= 0 {
+            return Some((StageKey::nothing(), form));
+        }
+        let k = (self.k as usize).min(match form {
+            Form::List(k0) => k0,
+            _ => n_vocab,
+        });
+        Some((StageKey::new::<Self>(NAME, 0, k).clearing_inf(), Form::List(k)))
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        let (kk, nv, n) = (key.size(), cx.n_vocab(), cx.n());
+        Ok(match rec {
+            Record::Vocab { x, pending, unmasked, .. } => {
+                let ids = cx.g.top_k(x, kk)?;
+                let raw = cx.gather(x, ids, nv, kk)?;
+                // Entries a cut removed are finite in the unmasked row: removed, not -inf from
+                // the start (the CPU chain's list does not hold them).
+                let init = match unmasked {
+                    Some(u) => cx.gather(u, ids, nv, kk)?,
+                    None => raw,
+                };
+                let mut vals = raw;
+                let m = cx.first_row(vals)?;
+                let ok = cx.finite(m)?;
+                let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+                if let Some((lnp, _)) = pending.min_p {
+                    let thr = cx.g.add(m, lnp)?;
+                    let keep = cx.g.ge(vals, thr)?;
+                    vals = cx.g.where_(keep, vals, ninf)?;
+                }
+                if let Some((t, _)) = pending.temp {
+                    vals = cx.g.div(vals, t)?;
+                }
+                let nan = cx.fill(&[1, 1], f32::NAN)?;
+                let vals = cx.g.where_(ok, vals, nan)?;
+                Record::List { ids, vals, k: kk, init, sorted: true }
+            }
+            rec @ Record::List { .. } => match cx.sorted(rec)? {
+                Record::List { ids, vals, k, init, .. } if kk < k => {
+                    let first = |c: &mut Lowering<'_>, t: NodeId| {
+                        let nb1 = c.g.node(t).layout.nb[1];
+                        c.g.view(t, &[kk, n], &[4, nb1], 0)
+                    };
+                    let (ids, vals, init) = (first(cx, ids)?, first(cx, vals)?, first(cx, init)?);
+                    Record::List { ids, vals, k: kk, init, sorted: true }
+                }
+                r => r,
+            },
+            r => r,
+        })
     }
 }

@@ -24,6 +24,7 @@
 //! After a cut on the vocabulary (the CPU chain's token-order list that stands for the masked row,
 //! `Candidates::cut_len`) it runs as on the view: the survivors stay in token order.
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, check_list, check_scan};
 use crate::error::{Result, not_nan};
 use crate::sampler::Sampler;
@@ -103,12 +104,74 @@ impl Sampler for TopNSigma {
         Box::new(self.clone())
     }
 
-    /// Disabled for `n <= 0`.
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(if self.n <= 0.0 {
-            crate::backend::BackendStage::Disabled(NAME)
-        } else {
-            crate::backend::BackendStage::TopNSigma { n: self.n }
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+const LIST: u32 = 0;
+const VOCAB: u32 = 1;
+
+/// On a sorted list, on the vocabulary or after a cut on it (the survivors in token order):
+/// [`top_n_sigma`], the mask of the entries below `max - n sigma`.
+impl BackendStage for TopNSigma {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        Some(match form {
+            _ if self.n <= 0.0 => (StageKey::nothing(), form),
+            Form::List(_) => (StageKey::new::<Self>(NAME, LIST, 0), form),
+            _ if self.n == f32::INFINITY || n_vocab < 2 => (StageKey::nothing(), form),
+            _ => (StageKey::new::<Self>(NAME, VOCAB, 0), Form::Masked),
         })
     }
+
+    fn lower(&self, cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        Ok(match cx.sorted(rec)? {
+            Record::List { ids, vals, k, init, .. } => {
+                Record::List { ids, vals: top_n_sigma(cx, vals, false)?, k, init, sorted: true }
+            }
+            // A NaN or `+inf` logit makes the threshold NaN, which masks nothing: the row keeps
+            // its bad value and fails as a bad row.
+            Record::Vocab { x, unmasked, .. } => {
+                let x = cx.contiguous(x)?;
+                let kept = top_n_sigma(cx, x, true)?;
+                Record::Vocab {
+                    x: kept,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked: Some(unmasked.unwrap_or(x)),
+                }
+            }
+            r => r,
+        })
+    }
+}
+
+/// `x [k, n]` with the entries below `max - n sigma` masked (sigma over the finite entries,
+/// llama.cpp's `logit < threshold` test: a NaN threshold masks nothing). With `vocab` (`x` the
+/// contiguous `[n_vocab, n]` row) the sums are two-level ([`Ctx::row_sum`]).
+fn top_n_sigma(cx: &mut Lowering<'_>, x: NodeId, vocab: bool) -> R<NodeId> {
+    let nn = cx.param::<TopNSigma>("n", 1, |s, out| out.f32(s.n))?;
+    let sum = |c: &mut Lowering<'_>, v: NodeId| if vocab { c.row_sum(v) } else { c.g.sum_rows(v) };
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    let zero = cx.fill(&[1, 1], 0.0)?;
+    let finite = cx.g.gt(x, ninf)?;
+    let count = sum(cx, finite)?;
+    let xs = cx.g.where_(finite, x, zero)?;
+    let sum_x = sum(cx, xs)?;
+    let mean = cx.g.div(sum_x, count)?;
+    let dev = cx.g.sub(xs, mean)?;
+    let dev = cx.g.mul(dev, finite)?;
+    let sq = cx.g.sqr(dev)?;
+    let var = sum(cx, sq)?;
+    let var = cx.g.div(var, count)?;
+    let std = cx.g.sqrt(var)?;
+    let m = cx.g.max_rows(x)?;
+    let spread = cx.g.mul(std, nn)?;
+    let thr = cx.g.sub(m, spread)?;
+    let keep = cx.g.ge(x, thr)?;
+    let same = cx.g.equal(thr, thr)?;
+    let nan_thr = cx.g.scale_bias(same, -1.0, 1.0)?;
+    let keep = cx.g.add(keep, nan_thr)?;
+    let ninf2 = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    cx.g.where_(keep, x, ninf2)
 }

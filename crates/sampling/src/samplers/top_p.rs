@@ -30,6 +30,7 @@
 //! `Candidates::cut_len`) the selection runs on that masked row as on the view (the row the
 //! backend's `top_p_mask` receives), and the nucleus stays in token order.
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
 use crate::error::{Result, not_nan};
 use crate::sampler::Sampler;
@@ -141,7 +142,75 @@ impl Sampler for TopP {
         Box::new(self.clone())
     }
 
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(crate::backend::BackendStage::TopP { p: self.p, min_keep: self.min_keep })
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+const LIST: u32 = 0;
+const VOCAB: u32 = 1;
+
+/// On a list: the softmax, its running mass, the entries after the mass reached `p` masked (at
+/// least `min_keep`), or fused with its neighbours into one `list_filter`. On the vocabulary: the
+/// `top_p_mask` op (the nucleus in vocabulary order, the CPU sampler's own selection on the CPU
+/// backend), a pending temperature divided in, a pending min-p cut applied first.
+impl BackendStage for TopP {
+    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        Some(match form {
+            _ if self.p >= 1.0 => (StageKey::nothing(), form),
+            Form::List(_) => (StageKey::new::<Self>(NAME, LIST, 0), form),
+            _ => (StageKey::new::<Self>(NAME, VOCAB, 0).with_vocab_mask(), Form::Masked),
+        })
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        let n = cx.n();
+        let rec = match rec {
+            Record::Vocab { pending, .. } if pending.min_p.is_some() => cx.materialize(rec)?,
+            r @ Record::Vocab { .. } => r,
+            r => cx.sorted(r)?,
+        };
+        Ok(match rec {
+            Record::Vocab { x, pending, unmasked, .. } => {
+                let t = Field::scalar(pending.temp.map(|t| t.1), |t| t, 1.0);
+                let pm = Field::of::<Self>(cx.stage(), |s, out| {
+                    out.f32(s.p);
+                    out.f32(s.min_keep as f32);
+                });
+                let params = cx.input(&format!("s{}.top_p", cx.stage()), DType::F32, &[3, n], vec![t, pm])?;
+                let x = cx.contiguous(x)?;
+                let masked = cx.g.top_p_mask(x, params)?;
+                Record::Vocab {
+                    x: masked,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked: Some(unmasked.unwrap_or(x)),
+                }
+            }
+            Record::List { ids, vals, k, init, .. } => {
+                let p = cx.param::<Self>("p", 1, |s, out| out.f32(s.p))?;
+                let mk = cx.param::<Self>("neg_min_keep", 1, |s, out| out.f32(-(s.min_keep.max(1) as f32)))?;
+                let probs = cx.g.soft_max(vals, None, 1.0)?;
+                let cum = cx.g.cumsum(probs)?;
+                let before = cx.g.sub(cum, probs)?;
+                let drop = cx.g.ge(before, p)?;
+                let ninf = cx.fill(&[k, n], f32::NEG_INFINITY)?;
+                let cut = cx.g.where_(drop, ninf, vals)?;
+                let pos = cx.neg_positions(k)?;
+                let first = cx.g.gt(pos, mk)?;
+                Record::List { ids, vals: cx.g.where_(first, vals, cut)?, k, init, sorted: true }
+            }
+            r => r,
+        })
+    }
+
+    fn list_stage(&self, key: StageKey, stage: usize) -> Option<(graph::ListStage, Field)> {
+        (key.variant() == LIST).then(|| {
+            let f = Field::of::<Self>(stage, |s, out| {
+                out.f32(s.p);
+                out.f32(s.min_keep as f32);
+            });
+            (graph::ListStage::TopP, f)
+        })
     }
 }

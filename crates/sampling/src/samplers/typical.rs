@@ -26,6 +26,7 @@
 //! `Candidates::cut_len`) the vocabulary view's form runs on the list's finite entries, the kept
 //! tokens left in token order (docs/SAMPLING.md, "Deliberate differences").
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, TokenData, check_list, check_scan};
 use crate::error::{Result, not_nan};
 use crate::kernels;
@@ -35,7 +36,7 @@ use crate::sampler::Sampler;
 /// each probability rounded to the nearest (half up; rounding down would lose up to one unit a
 /// token, 1.8% of the mass over 151936 tokens): sums of integers below 2^24 (at most
 /// `2^23 + n / 2`), exact in `f32` in any order, so
-/// the backend's `cumsum` (`backend/vocab_sorted.rs`) decides as the CPU sampler does.
+/// the backend's `cumsum` (its vocabulary form, [`typical_vocab`]) decides as the CPU sampler does.
 pub(crate) const TYPICAL_UNITS: f32 = 8_388_608.0;
 
 /// Locally typical sampling.
@@ -174,12 +175,116 @@ impl Sampler for Typical {
         Box::new(self.clone())
     }
 
-    /// Disabled for `p >= 1`; otherwise on a list or the vocabulary (see [`crate::backend`]).
-    fn backend_stage(&self) -> Option<crate::backend::BackendStage> {
-        Some(if self.p >= 1.0 {
-            crate::backend::BackendStage::Disabled("typical")
-        } else {
-            crate::backend::BackendStage::Typical { p: self.p, min_keep: self.min_keep }
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+}
+
+const LIST: u32 = 0;
+const VOCAB: u32 = 1;
+
+/// On a sorted list ([`typical`], which leaves the list in typical order), on the vocabulary or
+/// after a cut on it ([`typical_vocab`], a mask in token order).
+impl BackendStage for Typical {
+    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        Some(match form {
+            _ if self.p >= 1.0 => (StageKey::nothing(), form),
+            Form::List(_) => (StageKey::new::<Self>(NAME, LIST, 0), form),
+            _ => (StageKey::new::<Self>(NAME, VOCAB, 0), Form::Masked),
         })
     }
+
+    fn lower(&self, cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
+        Ok(match cx.sorted(rec)? {
+            Record::List { ids, vals, k, init, .. } => {
+                let (ids, vals, init) = typical(cx, ids, vals, init, k)?;
+                Record::List { ids, vals, k, init, sorted: false }
+            }
+            Record::Vocab { x, unmasked, .. } => {
+                let x = cx.contiguous(x)?;
+                let kept = typical_vocab(cx, x)?;
+                Record::Vocab {
+                    x: kept,
+                    touched: true,
+                    pending: Pending::default(),
+                    unmasked: Some(unmasked.unwrap_or(x)),
+                }
+            }
+            r => r,
+        })
+    }
+}
+
+/// Locally typical sampling on a sorted list (llama.cpp's `typical`): the entropy `H` of the
+/// softmax, the entries ordered by `|-ln p - H|` (stable), and the shortest prefix of that order
+/// whose mass exceeds `p` (at least `min_keep`); returns the list in that order, the rest
+/// masked.
+fn typical(cx: &mut Lowering<'_>, ids: NodeId, vals: NodeId, init: NodeId, k: usize) -> R<(NodeId, NodeId, NodeId)> {
+    let n = cx.n;
+    let pp = cx.param::<Typical>("p", 1, |s, out| out.f32(s.p))?;
+    let mk = cx.param::<Typical>("neg_min_keep", 1, |s, out| out.f32(-(s.min_keep.max(1) as f32)))?;
+    let vals = if cx.g.node(vals).layout.is_contiguous(DType::F32) { vals } else { cx.g.cont(vals)? };
+    let zero = cx.fill(&[1, 1], 0.0)?;
+    let (probs, lnp, neg_h) = cx.softmax_entropy(vals)?;
+    // |-ln p - H| = |ln p + H| = |ln p - (-H)|, the absolute value by a select (exact).
+    let d = cx.g.sub(lnp, neg_h)?;
+    let nd = cx.g.neg(d)?;
+    let nonneg = cx.g.ge(d, zero)?;
+    let shifted = cx.g.where_(nonneg, d, nd)?;
+    let perm = cx.g.argsort(shifted, graph::SortOrder::Asc)?;
+    let p_perm = cx.gather(probs, perm, k, k)?;
+    let cum = cx.g.cumsum(p_perm)?;
+    let before = cx.g.sub(cum, p_perm)?;
+    let over = cx.g.gt(before, pp)?;
+    let pos = cx.neg_positions(k)?;
+    let within_mk = cx.g.gt(pos, mk)?;
+    let beyond_mk = cx.g.scale_bias(within_mk, -1.0, 1.0)?;
+    let drop = cx.g.mul(over, beyond_mk)?;
+    let (ids, v, init) = (cx.gather(ids, perm, k, k)?, cx.gather(vals, perm, k, k)?, cx.gather(init, perm, k, k)?);
+    let ninf = cx.fill(&[k, n], f32::NEG_INFINITY)?;
+    Ok((ids, cx.g.where_(drop, ninf, v)?, init))
+}
+
+/// Locally typical sampling of stage `idx` on the vocabulary row `x [n_vocab, n]`
+/// (contiguous, pending transforms applied), as the CPU sampler does on its vocabulary view:
+/// the softmax and its entropy `H`, the row's `argsort` by `|ln p + H|` ascending (stable:
+/// ties by lower id), the probabilities gathered in that order and their `cumsum`, the
+/// shortest prefix whose mass exceeds `p` (a position is dropped when the mass before it
+/// exceeds `p` and it is at least `min_keep` in), and the row masked outside it (a threshold
+/// at the prefix's last entry, in token order: `Form::Masked`).
+fn typical_vocab(cx: &mut Lowering<'_>, x: NodeId) -> R<NodeId> {
+    let nv = cx.n_vocab;
+    let pp = cx.param::<Typical>("p", 1, |s, out| out.f32(s.p))?;
+    let mk = cx.param::<Typical>("neg_min_keep", 1, |s, out| out.f32(-(s.min_keep.max(1) as f32)))?;
+    let zero = cx.fill(&[1, 1], 0.0)?;
+    let (xm, probs, ln_sum, neg_h) = cx.row_entropy(x)?;
+    // |-ln p - H| = |(x - max) - (ln sum - H)|: the centre is a value near 1 (an f32 ulp of
+    // it is small next to the logits'), subtracted once per token; |.| by a select (exact).
+    let centre = cx.g.add(ln_sum, neg_h)?;
+    let d = cx.g.sub(xm, centre)?;
+    let nd = cx.g.neg(d)?;
+    let nonneg = cx.g.ge(d, zero)?;
+    let shifted = cx.g.where_(nonneg, d, nd)?;
+    let perm = cx.g.argsort(shifted, graph::SortOrder::Asc)?;
+    // The mass in units of 2^-23, each probability rounded to the nearest (p 2^23 + 1/2 is
+    // exact, the cast truncates): integers whose every partial sum stays below 2^24, so the
+    // cumsum is exact in f32 in any summation order, on every backend, and equals the CPU
+    // sampler's.
+    let units = cx.g.scale_bias(probs, TYPICAL_UNITS, 0.5)?;
+    let units = cx.g.cast(units, DType::I32)?;
+    let units = cx.g.cast(units, DType::F32)?;
+    let p_perm = cx.gather(units, perm, nv, nv)?;
+    let cum = cx.g.cumsum(p_perm)?;
+    let before = cx.g.sub(cum, p_perm)?;
+    let threshold = cx.g.scale(pp, TYPICAL_UNITS)?;
+    let over = cx.g.gt(before, threshold)?;
+    let pos = cx.neg_positions(nv)?;
+    let within_mk = cx.g.gt(pos, mk)?;
+    let beyond_mk = cx.g.scale_bias(within_mk, -1.0, 1.0)?;
+    let drop = cx.g.mul(over, beyond_mk)?;
+    let n_drop = cx.g.sum_rows(drop)?;
+    let count = cx.g.scale_bias(n_drop, -1.0, nv as f32)?;
+    let keep = cx.first_in_order(shifted, perm, count, false)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    cx.g.where_(keep, x, ninf)
 }
