@@ -34,6 +34,7 @@ pub mod key;
 pub mod list;
 pub mod llama_f32;
 pub mod nucleus;
+pub mod penalize;
 pub mod quant;
 pub mod row;
 pub mod select;

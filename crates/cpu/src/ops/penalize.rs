@@ -27,12 +27,7 @@ pub(crate) fn penalize(k: &K<'_>) -> Result<(), CpuError> {
 /// One row of `penalize` (see `graph::Op::Penalize`).
 fn penalize_row(x: &[f32], counts: &[f32], repeat: f32, freq: f32, present: f32, out: &mut [f32]) {
     for ((o, &v), &c) in out.iter_mut().zip(x).zip(counts) {
-        *o = if c > 0.0 {
-            let scaled = if v <= 0.0 { v * repeat } else { v / repeat };
-            scaled - (c * freq + present)
-        } else {
-            v
-        };
+        *o = if c > 0.0 { kernels::penalize::penalize(v, c, repeat, freq, present) } else { v };
     }
 }
 

@@ -68,13 +68,9 @@ impl Penalties {
         Ok(Self { last_n, repeat, freq, present, prev: VecDeque::new(), counts: HashMap::new() })
     }
 
+    /// `c > 0`: the counts hold no zero (`accept` removes a token whose count reaches 0).
     fn penalise(&self, logit: &mut f32, c: u32) {
-        if *logit <= 0.0 {
-            *logit *= self.repeat;
-        } else {
-            *logit /= self.repeat;
-        }
-        *logit -= c as f32 * self.freq + if c > 0 { self.present } else { 0.0 };
+        *logit = kernels::penalize::penalize(*logit, c as f32, self.repeat, self.freq, self.present);
     }
 }
 
@@ -221,7 +217,7 @@ fn window_entries(s: &Penalties, m: usize, n_vocab: usize, mut put: impl FnMut((
         .counts
         .iter()
         .filter(|&(&t, _)| (t as usize) < n_vocab)
-        .map(|(&t, &c)| (t as i32, s.repeat, c as f32 * s.freq + s.present))
+        .map(|(&t, &c)| (t as i32, s.repeat, kernels::penalize::subtrahend(c as f32, s.freq, s.present)))
         .collect();
     seen.sort_unstable_by_key(|e| e.0);
     let pad = seen.first().copied().unwrap_or((0, 1.0, 0.0));
