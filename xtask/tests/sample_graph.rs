@@ -87,12 +87,25 @@ const CHAINS: &[&str] = &[
     "top_n_sigma(n=1);min_p(p=2,min_keep=3);temp_ext(t=0.8,delta=0.5,exponent=1)",
 ];
 
+/// DRY (its penalties from `--history`) on the vocabulary, after a cut and on a top-k list: also
+/// compared over 50 steps.
+const HISTORY_CHAINS: &[&str] = &[
+    "dry(multiplier=0.8,base=1.75,allowed_length=1);dist(seed=46)",
+    "top_k(k=40);dry(multiplier=2,allowed_length=1);temp(t=0.8);dist(seed=47)",
+    "min_p(p=0.02);dry(multiplier=inf,allowed_length=1);greedy",
+];
+
 /// Tokens accepted before the step (the penalties' window): the fixture's most likely tokens,
 /// some repeated, so the penalties decide what survives and what is drawn.
 const HISTORY: &str = "953,222,953,645,473,953,875,222,154,389";
 
 fn compare(logits: &str, backend: &str, steps: &[&str]) -> Result<(), String> {
-    for chain in CHAINS {
+    compare_chains(CHAINS, logits, backend, steps)?;
+    compare_chains(HISTORY_CHAINS, logits, backend, steps)
+}
+
+fn compare_chains(chains: &[&str], logits: &str, backend: &str, steps: &[&str]) -> Result<(), String> {
+    for chain in chains {
         for step in steps {
             // The penalties' window: tokens accepted before the step (inside the 1000-token fixture).
             let hist: &[&str] = if logits.contains("vocab1k") { &["--history", HISTORY] } else { &[] };
@@ -126,6 +139,18 @@ fn compare(logits: &str, backend: &str, steps: &[&str]) -> Result<(), String> {
 fn graph_path_matches_chain_path_on_cpu() {
     compare("fixtures/logits/vocab1k_f16.npy", "cpu", &["0", "1", "7"]).unwrap();
     compare("fixtures/logits/small_f32.npy", "cpu", &["0", "5"]).unwrap();
+}
+
+#[test]
+fn history_stages_run_on_the_backend_with_the_chains_tokens_over_50_steps() {
+    for chain in HISTORY_CHAINS {
+        let err = placement(chain);
+        let line = err.lines().find(|l| l.starts_with("seq 0: ")).unwrap_or_default().to_string();
+        assert!(!line.contains('-') && (line.contains("+dry") || line.contains("+adaptive_p")), "{err}");
+    }
+    let steps: Vec<String> = (0..50).map(|s| s.to_string()).collect();
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    compare_chains(HISTORY_CHAINS, "fixtures/logits/vocab1k_f16.npy", "cpu", &steps).unwrap();
 }
 
 #[test]
@@ -167,7 +192,7 @@ fn placement(chain: &str) -> String {
 #[test]
 fn placement_and_bytes_are_reported() {
     let err = placement("top_k(k=40);dry(multiplier=0.8)");
-    assert!(err.contains("seq 0: +top_k -dry"), "{err}");
+    assert!(err.contains("seq 0: +top_k +dry"), "{err}");
     // 40 candidates of 8 bytes, for the one row.
     assert!(err.contains("read back 320 bytes (reserved 320)"), "{err}");
     // llama.cpp's default chain runs entirely on the backend: its disabled stages append nothing.

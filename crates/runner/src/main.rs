@@ -17,8 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The four default sequences: greedy; llama.cpp's default chain (its disabled stages append
-/// nothing, so it runs on the backend); penalties; and one that finishes on the CPU (DRY has no
-/// backend form: the backend runs top-k, the CPU DRY and the draw on the 40 candidates).
+/// nothing); penalties; and DRY on the 40 candidates of a top-k. Every stage of every sequence runs
+/// on the backend, and each row reads back its token, 4 bytes (`--cpu-sampling` runs them all on
+/// the CPU; a stage without a backend form for its values, such as `temp(t=0)`, finishes its
+/// chain on the CPU).
 const DEFAULT_SEQS: [&str; 4] = [
     "greedy",
     "penalties;dry;top_n_sigma;top_k(k=40);typical;top_p(p=0.95);min_p(p=0.05);xtc;temp(t=0.8);dist(seed=1)",

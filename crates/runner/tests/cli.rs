@@ -27,9 +27,11 @@ fn main_job_prints_tokens_placements_speed_and_bytes_per_step() {
         assert_eq!(toks.matches(',').count(), 2, "three tokens for sequence {s}: {toks}");
         line(&out, &format!("seq {s} placement: "));
     }
-    // The default batch mixes backend and CPU stages: sequence 3's DRY and what follows it run
-    // on the CPU.
-    assert!(line(&out, "seq 3 placement: ").contains("-dry"), "{out}");
+    // Every stage of the default batch runs on the backend, DRY on a top-k list included.
+    assert!(line(&out, "seq 3 placement: ").contains("+dry"), "{out}");
+    for s in 0..4 {
+        assert!(!line(&out, &format!("seq {s} placement: ")).contains('-'), "{out}");
+    }
     assert!(line(&out, "seq 0 placement: ").contains("+greedy"), "{out}");
     assert!(line(&out, "decode: ").contains("tokens/s"), "{out}");
     let per = line(&out, "per decode step: ");
@@ -39,8 +41,8 @@ fn main_job_prints_tokens_placements_speed_and_bytes_per_step() {
         .and_then(|r| r.strip_suffix(" bytes"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no byte count in {per:?}"));
-    // Three backend-sampled rows read back a token or a 40-candidate list, never a logits row.
-    assert!(bytes > 0 && bytes < 151_936, "{per}");
+    // Four backend-sampled rows read back a token each: 4 bytes a row.
+    assert_eq!(bytes, 16, "{per}");
 }
 
 #[test]

@@ -7,16 +7,14 @@ use sampling::Chain;
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 
 /// Three sequences: a full backend chain, greedy with log-probabilities, and a chain that the CPU
-/// finishes after a backend prefix (dry ends it), with candidates reserved.
+/// finishes after a backend prefix (a zero temperature, which has no backend form, ends it), with
+/// candidates reserved.
 pub fn three_sequences() -> Sequences {
     let mut seqs = Sequences::new(1).unwrap();
     let c = |s: &str| Chain::parse(s).unwrap();
     seqs.set(SeqId(0), SeqConfig::new(c("top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist(seed=1)")));
     seqs.set(SeqId(1), SeqConfig::new(c("greedy")).with_logprobs(3));
-    seqs.set(
-        SeqId(2),
-        SeqConfig::new(c("min_p(p=0.05);dry(multiplier=0.8);typical(p=0.9);dist(seed=2)")).with_candidates(),
-    );
+    seqs.set(SeqId(2), SeqConfig::new(c("min_p(p=0.05);temp(t=0);typical(p=0.9);dist(seed=2)")).with_candidates());
     seqs
 }
 

@@ -169,7 +169,8 @@ fn reservation_reads_only_what_each_row_needs() {
     let mut seqs = Sequences::new(1).unwrap();
     seqs.set(SeqId(0), SeqConfig::new(Chain::parse("greedy").unwrap()).with_logits());
     seqs.set(SeqId(1), SeqConfig::new(Chain::parse("top_k(k=8);dry(multiplier=0.8)").unwrap()));
-    seqs.set(SeqId(2), SeqConfig::new(Chain::parse("dry(multiplier=0.8);dist").unwrap()));
+    // temp(t=0) has no backend form (llama.cpp keeps only the argmax): the row is read whole.
+    seqs.set(SeqId(2), SeqConfig::new(Chain::parse("temp(t=0);dist").unwrap()));
     seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];
     let mut s = attach(&seqs, &rows, 4);
@@ -458,7 +459,8 @@ fn backend_verification_equals_the_cpu_verifier() {
     // the same rule in a CPU suffix): only the tokens come back (4 bytes a row), and the accepted
     // prefix taken from them equals `verify` on the logits, token for token. The chains cover a
     // list (top-k, and typical's reordered list), the whole vocabulary (temp, min-p, a top-p
-    // mask, a top-n-sigma mask), a CPU suffix (dry and dist on the vocabulary), and greedy.
+    // mask, a top-n-sigma mask), dry on the vocabulary, a CPU suffix (a logit bias after a cut,
+    // which has no list form), and greedy.
     // (`scenarios::verification`, run on Vulkan too by `crates/vulkan/tests/tail.rs`.)
     let specs = [
         ("penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)", 0),
@@ -468,7 +470,8 @@ fn backend_verification_equals_the_cpu_verifier() {
         ("top_p(p=0.9);dist(seed=55)", 0),
         ("top_k(k=40);typical(p=0.9);dist(seed=56)", 0),
         ("top_n_sigma(n=2);dist(seed=57)", 0),
-        ("dry(multiplier=0.8,last_n=16);dist(seed=58)", 2),
+        ("dry(multiplier=0.8,last_n=16);dist(seed=58)", 0),
+        ("top_k(k=30);logit_bias(5=1.5,7=-2);dist(seed=60)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
         ("penalties(last_n=-1,repeat=1.4,freq=0.3,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=59)", 0),
     ];

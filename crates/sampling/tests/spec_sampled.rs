@@ -148,7 +148,7 @@ fn logits_for(step: usize, row: usize) -> Vec<f32> {
 /// Through the tail on the CPU backend: the verdict from the tokens read back equals
 /// `speculative::verify` with the drafts' `q` token for token, 40 steps per chain, on a list
 /// (top-k, typical's reordered list), on the vocabulary (temperature and min-p as parameters, a
-/// top-p mask) and with a CPU suffix (dry and dist on the CPU).
+/// top-p mask, dry) and with a CPU suffix (a logit bias after a cut, and dist, on the CPU).
 #[test]
 fn tail_verification_of_sampled_drafts_equals_the_cpu_verifier() {
     let specs = [
@@ -158,7 +158,8 @@ fn tail_verification_of_sampled_drafts_equals_the_cpu_verifier() {
         ("min_p(p=0.02);temp(t=0.7);dist(seed=64)", 0),
         ("top_p(p=0.9);dist(seed=65)", 0),
         ("top_k(k=40);typical(p=0.9);dist(seed=66)", 0),
-        ("dry(multiplier=0.8,last_n=16);dist(seed=68)", 2),
+        ("dry(multiplier=0.8,last_n=16);dist(seed=68)", 0),
+        ("top_k(k=30);logit_bias(5=1.5,7=-2);dist(seed=69)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
     ];
     for (spec, suffix) in specs {

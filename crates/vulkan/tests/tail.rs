@@ -107,10 +107,7 @@ fn three_sequence_tail_on_vulkan() {
     let c = |s: &str| Chain::parse(s).unwrap();
     seqs.set(SeqId(0), SeqConfig::new(c("top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist(seed=1)")));
     seqs.set(SeqId(1), SeqConfig::new(c("greedy")).with_logprobs(3));
-    seqs.set(
-        SeqId(2),
-        SeqConfig::new(c("min_p(p=0.05);dry(multiplier=0.8);typical(p=0.9);dist(seed=2)")).with_candidates(),
-    );
+    seqs.set(SeqId(2), SeqConfig::new(c("min_p(p=0.05);temp(t=0);typical(p=0.9);dist(seed=2)")).with_candidates());
     let mut g = Graph::new();
     let logits = g.input("logits", DType::F32, &[32000, 3]).unwrap();
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2)];

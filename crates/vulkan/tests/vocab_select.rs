@@ -1,7 +1,7 @@
 //! The stages on the whole vocabulary with the Vulkan backend holding the logits and the CPU as
-//! the fallback: the chains of `sampling/tests/vocab_cases` (`backend/vocab_select.rs`'s
-//! mirostat_v2, min_p with `min_keep > 1` or `p > 1`, top_n_sigma and xtc; `backend/vocab_sorted.rs`'s
-//! dynamic temp_ext, mirostat v1 and typical) in one mixed batch, every token equal to the
+//! the fallback: the chains of `sampling/tests/vocab_cases` (mirostat_v2, min_p with
+//! `min_keep > 1` or `p > 1`, top_n_sigma and xtc; dynamic temp_ext, mirostat v1 and typical; the
+//! stages after a cut; dry with samples not accepted) in one mixed batch, every token equal to the
 //! sequence's CPU chain run alone, the same placement as on the CPU backend, normal and staged
 //! memory; the candidates read back before their draws; rows with a NaN or `+inf` failing alone.
 //! The validation layer must stay silent.
@@ -12,8 +12,9 @@ mod vocab_cases;
 
 use std::sync::{Arc, Mutex};
 use vocab_cases::{
-    AFTER_CUT, AFTER_CUT_CANDIDATES, AFTER_CUT_PLACEMENTS, CHAINS, LONG_LISTS, PLACEMENTS, SORTED_CHAINS,
-    SORTED_PLACEMENTS, bad_rows, bad_rows_of, candidates, candidates_of, logits_for, run, sorted_logits,
+    AFTER_CUT, AFTER_CUT_CANDIDATES, AFTER_CUT_PLACEMENTS, CHAINS, HISTORY_CHAINS, HISTORY_PLACEMENTS, LONG_LISTS,
+    PLACEMENTS, SORTED_CHAINS, SORTED_PLACEMENTS, bad_rows, bad_rows_of, candidates, candidates_of, logits_for, run,
+    run_resampled, sorted_logits,
 };
 use vulkan::{Options, VulkanBackend};
 
@@ -123,4 +124,24 @@ fn stages_after_a_cut_on_vulkan_at_151936() {
     let Some(probe) = common::vulkan("stages_after_a_cut_on_vulkan_at_151936") else { return };
     drop(probe);
     after_cut_on_vulkan(151_936, 2, false);
+}
+
+/// Peaked rows at a small vocabulary, so that tokens repeat and DRY penalises (as
+/// `sampling/tests/backend_history.rs`).
+fn small_logits(v: usize, step: usize, row: usize) -> Vec<f32> {
+    logits_for(v, step, row).iter().map(|x| x * 1.5).collect()
+}
+
+#[test]
+fn history_stages_on_vulkan_match_the_cpu_chain_with_unaccepted_samples() {
+    let Some(probe) = common::vulkan("history_stages_on_vulkan_match_the_cpu_chain_with_unaccepted_samples") else {
+        return;
+    };
+    drop(probe);
+    with_vulkan(false, |vk, cpu| {
+        assert_eq!(run_resampled(64, 40, &HISTORY_CHAINS, small_logits, vk, Some(cpu), 3), HISTORY_PLACEMENTS)
+    });
+    with_vulkan(true, |vk, cpu| {
+        assert_eq!(run_resampled(151_936, 3, &HISTORY_CHAINS, logits_for, vk, Some(cpu), 2), HISTORY_PLACEMENTS)
+    });
 }

@@ -291,13 +291,81 @@ impl Sampler for Dry {
     }
 }
 
-/// Only the disabled form (appends nothing): DRY's sequence matching stays on the CPU.
-impl BackendStage for Dry {
-    fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
-        (!self.enabled()).then_some((StageKey::nothing(), form))
+impl Dry {
+    /// The most distinct tokens a step can penalise: each follows a position of the window (at
+    /// most `window - 1`), and all are in the vocabulary.
+    fn capacity(&self, n_vocab: usize) -> usize {
+        self.window().saturating_sub(1).clamp(1, n_vocab.max(1))
     }
 
-    fn lower(&self, _cx: &mut Lowering<'_>, _key: StageKey, rec: Record) -> R<Record> {
-        Ok(rec)
+    /// This step's penalties as `m` entries `(token, -penalty)` by token, padded with `(-1, 0)`
+    /// (which adds nothing); tokens outside the vocabulary are dropped, as the CPU path ignores them.
+    fn entries(&self, m: usize, n_vocab: usize) -> Vec<(i32, f32)> {
+        let mut e: Vec<(i32, f32)> = self
+            .penalties()
+            .into_iter()
+            .filter(|&(t, _)| (t as usize) < n_vocab)
+            .map(|(t, p)| (t as i32, -p))
+            .collect();
+        e.sort_unstable_by_key(|x| x.0);
+        e.resize(m.max(e.len()), (-1, 0.0));
+        e.truncate(m);
+        e
+    }
+}
+
+const VOCAB: u32 = 0;
+const LIST: u32 = 1;
+
+/// DRY's penalties depend only on the history, never on the logits: the host computes this
+/// step's sparse `(token, penalty)` list exactly as the CPU sampler does (the same function), and
+/// the backend adds `-penalty` at the tokens: on the vocabulary row (or after a cut on it) with
+/// `scatter_add`; on a candidate list (after a top-k) through a vocabulary row of the penalties
+/// gathered at the list's ids, which leaves the list unsorted as the CPU chain's. `x + (-p)` is
+/// `x - p` exactly. Uploaded per step: `8 m` bytes a row, `m` the capacity (the window, at most
+/// the vocabulary), never the logits.
+impl BackendStage for Dry {
+    fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        if !self.enabled() {
+            return Some((StageKey::nothing(), form));
+        }
+        let m = self.capacity(n_vocab);
+        Some(match form {
+            Form::List(_) => (StageKey::new::<Self>(NAME, LIST, m), form),
+            _ => (StageKey::new::<Self>(NAME, VOCAB, m), form),
+        })
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        let (m, n, nv, stage) = (key.size(), cx.n(), cx.n_vocab(), cx.stage());
+        let part = |ids: bool| {
+            Field::new(move |row, out| {
+                let s = row.stage::<Self>(stage)?;
+                for (t, p) in s.entries(m, row.n_vocab()) {
+                    if ids { out.i32(t) } else { out.f32(p) }
+                }
+                Ok(())
+            })
+        };
+        let ids = cx.input(&format!("s{stage}.dry_ids"), DType::I32, &[m, n], vec![part(true)])?;
+        let vals = cx.input(&format!("s{stage}.dry"), DType::F32, &[m, n], vec![part(false)])?;
+        match rec {
+            Record::List { ids: l_ids, vals: l_vals, k, init, .. } => {
+                let zero = cx.g.fill(DType::F32, &[nv, n], 0.0)?;
+                let dense = cx.g.scatter_add(zero, ids, vals)?;
+                let add = cx.gather(dense, l_ids, nv, k)?;
+                let l_vals = cx.contiguous(l_vals)?;
+                let out = cx.g.add(l_vals, add)?;
+                // An entry the penalty makes -inf is still held by the CPU chain's list: it must
+                // not look removed, so the values at the list's making move with it (entries a
+                // stage removed before stay as they were).
+                let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let alive = cx.g.gt(l_vals, ninf)?;
+                let init_moved = cx.g.add(init, add)?;
+                let init = cx.g.where_(alive, init_moved, init)?;
+                Ok(Record::List { ids: l_ids, vals: out, k, init, sorted: false })
+            }
+            rec => cx.add_sparse(rec, ids, vals),
+        }
     }
 }

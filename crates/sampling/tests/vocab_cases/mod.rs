@@ -1,8 +1,9 @@
 //! The cases of the stages on the whole vocabulary, written once and run on every backend: the
-//! selections of `backend/vocab_select.rs` (mirostat_v2, min_p with `min_keep > 1` or `p > 1`,
-//! top_n_sigma, xtc: [`CHAINS`]) and the stages of `backend/vocab_sorted.rs` (dynamic temp_ext,
+//! selections on the vocabulary (mirostat_v2, min_p with `min_keep > 1` or `p > 1`, top_n_sigma,
+//! xtc: [`CHAINS`]) and the stages that order the vocabulary (dynamic temp_ext,
 //! mirostat v1, typical: [`SORTED_CHAINS`]), the vocabulary stages and top-p after a cut on the
-//! vocabulary ([`AFTER_CUT`], on the masked row), with [`run`], which checks a mixed batch against each
+//! vocabulary ([`AFTER_CUT`], on the masked row), the history stages (dry:
+//! [`HISTORY_CHAINS`]), with [`run`] and [`run_resampled`], which check a mixed batch against each
 //! chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
 //! `crates/vulkan/tests/vocab_select.rs` and `vocab_sorted.rs` include this file (`#[path]`) and
 //! run them on Vulkan. Every chain's tokens over many steps must equal its CPU chain's, token for
@@ -120,9 +121,32 @@ pub fn run(
     backend: Box<dyn Backend>,
     fallback: Option<Box<dyn Backend>>,
 ) -> Vec<String> {
+    run_resampled(v, steps, chains, logits_for, backend, fallback, 0)
+}
+
+/// [`run`], where every `every`-th step (0: never) is first sampled on another step's logits and
+/// not accepted, on the backend and by the CPU chains alike: a stage whose state moved while
+/// sampling (not only on accept) diverges from its CPU chain.
+pub fn run_resampled(
+    v: usize,
+    steps: usize,
+    chains: &[&str],
+    logits_for: Logits,
+    backend: Box<dyn Backend>,
+    fallback: Option<Box<dyn Backend>>,
+    every: usize,
+) -> Vec<String> {
     let n = chains.len();
     let mut b = Batch::new(v, chains, SeqConfig::new, backend, fallback);
     for step in 0..steps {
+        if every > 0 && step % every == every - 1 {
+            let other: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step + 1000, r)).collect();
+            b.step(&other);
+            for (r, chain) in b.refs.iter_mut().enumerate() {
+                chain.set_step(b.seqs.step(SeqId(r as u32)).unwrap());
+                chain.run(&logits_for(v, step + 1000, r)).unwrap();
+            }
+        }
         let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
         let out = b.step(&all);
         let Batch { seqs, refs, tail, .. } = &mut b;
@@ -199,7 +223,7 @@ pub const PLACEMENTS: [&str; 27] = [
     "+xtc +temp +min_p +top_k +dist",
 ];
 
-/// The chains of `backend/vocab_sorted.rs`'s stages: each stage alone, after temp and penalties, followed by top_k, min_p, top_p, dist
+/// The chains of the stages that order the vocabulary (their vocabulary forms in `samplers/`): each stage alone, after temp and penalties, followed by top_k, min_p, top_p, dist
 /// and greedy.
 pub const SORTED_CHAINS: [&str; 21] = [
     "temp_ext(t=0.8,delta=0.5,exponent=1);dist(seed=1)",
@@ -360,6 +384,30 @@ pub const AFTER_CUT: [&str; 28] = [
     "min_p(p=0.3);xtc(p=1,t=0.01,min_keep=6,seed=68);dist(seed=68)",
 ];
 
+/// The stages whose state is the token history (dry), on the vocabulary, after a cut, on a
+/// sorted list (which it leaves unsorted), with a pending temperature, mixed with penalties; run
+/// with resampled steps ([`run_resampled`]).
+pub const HISTORY_CHAINS: [&str; 7] = [
+    "dry(multiplier=0.8,base=1.75,allowed_length=1,last_n=32);dist(seed=31)",
+    "top_k(k=40);dry(multiplier=2,base=2,allowed_length=1);dist(seed=32)",
+    "top_k(k=20);dry(multiplier=inf,allowed_length=1,last_n=16);temp(t=0.8);top_p(p=0.9);dist(seed=33)",
+    "temp(t=0.7);dry(multiplier=1.5,allowed_length=1,breakers=3|5 6);min_p(p=0.05);dist(seed=34)",
+    "min_p(p=0.05);dry(multiplier=3,allowed_length=1);greedy",
+    "penalties(last_n=-1,repeat=1.2,freq=0.1);dry(multiplier=1,allowed_length=2,last_n=-1,n_ctx=64);top_k(k=40);dist(seed=41)",
+    "dry(multiplier=-0.5,base=1.5,allowed_length=0,last_n=8);top_k(k=8);dist(seed=42)",
+];
+
+/// Where each of [`HISTORY_CHAINS`] runs: everywhere on the backend.
+pub const HISTORY_PLACEMENTS: [&str; 7] = [
+    "+dry +dist",
+    "+top_k +dry +dist",
+    "+top_k +dry +temp +top_p +dist",
+    "+temp +dry +min_p +dist",
+    "+min_p +dry +greedy",
+    "+penalties +dry +top_k +dist",
+    "+dry +top_k +dist",
+];
+
 /// Where each of [`AFTER_CUT`] runs.
 pub const AFTER_CUT_PLACEMENTS: [&str; 28] = [
     "+min_p +temp_ext +dist",
@@ -388,7 +436,7 @@ pub const AFTER_CUT_PLACEMENTS: [&str; 28] = [
     "+min_p +temp_ext +dist",
     "+min_p +typical +mirostat",
     "+top_n_sigma +min_p +top_p +temp_ext +dist",
-    "+min_p +temp_ext -dry -typical -dist",
+    "+min_p +temp_ext +dry +typical +dist",
     "+min_p +xtc +dist",
 ];
 
