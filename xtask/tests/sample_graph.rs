@@ -87,12 +87,15 @@ const CHAINS: &[&str] = &[
     "top_n_sigma(n=1);min_p(p=2,min_keep=3);temp_ext(t=0.8,delta=0.5,exponent=1)",
 ];
 
-/// DRY (its penalties from `--history`) on the vocabulary, after a cut and on a top-k list: also
-/// compared over 50 steps.
+/// DRY (its penalties from `--history`) and adaptive-p, on the vocabulary, after a cut and on a
+/// top-k list: also compared over 50 steps.
 const HISTORY_CHAINS: &[&str] = &[
     "dry(multiplier=0.8,base=1.75,allowed_length=1);dist(seed=46)",
     "top_k(k=40);dry(multiplier=2,allowed_length=1);temp(t=0.8);dist(seed=47)",
     "min_p(p=0.02);dry(multiplier=inf,allowed_length=1);greedy",
+    "adaptive_p(target=0.3,decay=0.9,seed=48)",
+    "top_k(k=40);adaptive_p(target=0.5,seed=49)",
+    "top_k(k=40);dry(multiplier=1,allowed_length=1);adaptive_p(target=0.2,seed=50)",
 ];
 
 /// Tokens accepted before the step (the penalties' window): the fixture's most likely tokens,

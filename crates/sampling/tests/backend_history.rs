@@ -1,4 +1,5 @@
-//! Backend sampling of the stages whose state is the token history (dry): the shared cases of `vocab_cases::HISTORY_CHAINS` in one mixed batch on the CPU
+//! Backend sampling of the stages whose state is the token history (dry) or what they selected
+//! (adaptive-p): the shared cases of `vocab_cases::HISTORY_CHAINS` in one mixed batch on the CPU
 //! backend, token for token against each chain run alone on the CPU, with every third step first
 //! sampled on other logits and not accepted (state moves only on accept). The Vulkan counterpart is
 //! in `crates/vulkan/tests/vocab_select.rs`.
@@ -59,5 +60,66 @@ fn dry_penalises_on_the_backend_as_on_the_cpu() {
     assert_eq!(logit(&want, 4), 0.25 - 4.0);
     for t in &want {
         assert_eq!(logit(got, t.id), t.logit, "token {}", t.id);
+    }
+}
+
+/// adaptive-p's average after `unaccepted` samples on other logits (none accepted) and then one
+/// sample accepted, on the backend (a tail on the CPU backend) or by the CPU chain alone.
+fn adaptive_average(backend: bool, unaccepted: usize) -> f32 {
+    use graph::{DType, Graph};
+    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+    use sampling::samplers::AdaptiveP;
+    use sampling::{Chain, Sampler};
+    let spec = "top_k(k=20);adaptive_p(target=0.2,decay=0.5,seed=7)";
+    let v = 500;
+    let row = |step: usize| vocab_cases::logits_for(v, step, 0);
+    let average = |chain: &Chain| {
+        let s: &dyn std::any::Any = chain.stages()[1].as_ref();
+        s.downcast_ref::<AdaptiveP>().unwrap().average()
+    };
+    if !backend {
+        let mut chain = Chain::parse(spec).unwrap();
+        for i in 0..unaccepted {
+            chain.run(&row(100 + i)).unwrap();
+        }
+        // The draw's step counter advances on every apply (as llama.cpp's generator does); the
+        // step is set as the tail sets it (the sequence's accepted tokens).
+        chain.set_step(0);
+        chain.sample(&row(0)).unwrap();
+        return average(&chain);
+    }
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()));
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[v, 1]).unwrap();
+    let cpu = cpu::CpuBackend::new();
+    let mut tail = Tail::attach(&mut g, logits, &[(SeqId(0), 0)], &seqs, &cpu).unwrap();
+    assert_eq!(tail.placement()[0].1, "+top_k +adaptive_p");
+    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
+    sched.plan(&g).unwrap();
+    let mut step = |sched: &mut sched::Scheduler, x: &[f32]| {
+        sched.set_input_f32(logits, x).unwrap();
+        tail.set_inputs(sched, &mut seqs).unwrap();
+        sched.compute().unwrap();
+        tail.sample(sched, &mut seqs).unwrap().token(0).unwrap()
+    };
+    for i in 0..unaccepted {
+        step(&mut sched, &row(100 + i));
+    }
+    let t = step(&mut sched, &row(0));
+    tail.accept(&mut seqs, SeqId(0), &[t]).unwrap();
+    average(&seqs.get(SeqId(0)).unwrap().chain)
+}
+
+#[test]
+fn adaptive_p_state_moves_only_on_accept() {
+    // Sampling N times without accepting, then sampling once and accepting, leaves the state of
+    // sampling once and accepting: on the CPU chain and on the backend alike.
+    for backend in [false, true] {
+        let once = adaptive_average(backend, 0);
+        assert_ne!(once, 0.2, "the average moved (backend {backend})");
+        for n in [1, 3] {
+            assert_eq!(adaptive_average(backend, n), once, "backend {backend}, {n} unaccepted samples");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The stages on the whole vocabulary with the Vulkan backend holding the logits and the CPU as
 //! the fallback: the chains of `sampling/tests/vocab_cases` (mirostat_v2, min_p with
 //! `min_keep > 1` or `p > 1`, top_n_sigma and xtc; dynamic temp_ext, mirostat v1 and typical; the
-//! stages after a cut; dry with samples not accepted) in one mixed batch, every token equal to the
+//! stages after a cut; dry and adaptive-p with samples not accepted) in one mixed batch, every token equal to the
 //! sequence's CPU chain run alone, the same placement as on the CPU backend, normal and staged
 //! memory; the candidates read back before their draws; rows with a NaN or `+inf` failing alone.
 //! The validation layer must stay silent.

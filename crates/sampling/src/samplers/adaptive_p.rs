@@ -20,6 +20,7 @@
 //! * `decay` is clamped to `[0, 0.99]` (`-inf` and `+inf` included), as `init_adaptive_p` does;
 //! * NaN `target` or `decay`: error (`std::clamp` passes NaN through, every logit would be NaN).
 
+use crate::backend::prelude::*;
 use crate::candidates::{Candidates, draw_index};
 use crate::error::{Result, invalid, not_nan};
 use crate::sampler::{Rng, Sampler, Token, rng_methods};
@@ -128,4 +129,96 @@ impl Sampler for AdaptiveP {
     }
 
     rng_methods!();
+
+    fn backend(&self) -> Option<&dyn BackendStage> {
+        Some(self)
+    }
+
+    /// The backend drew `token` with original probability `p`: what `apply` records; the
+    /// average moves only when the token is accepted.
+    fn backend_feedback(&mut self, token: Token, p: f32) {
+        self.pending = Some((token, p));
+    }
+}
+
+impl AdaptiveP {
+    /// The adapted target `clamp(2 target - average, 0, 1)` (`target` clamped to `[0, 1]`
+    /// where nothing is averaged yet), in f32 as `apply` computes it.
+    fn adapted(&self) -> f32 {
+        let target = self.target.clamp(0.0, 1.0);
+        if self.total_weight == 0.0 { target } else { 2.0 * target - self.weighted_sum / self.total_weight }
+            .clamp(0.0, 1.0)
+    }
+}
+
+const PLAIN: u32 = 0;
+const ADAPT: u32 = 1;
+
+/// A selecting stage on any record. `target < 0`: a plain draw from the softmax, as `dist`.
+/// Otherwise the softmax `p`, each finite logit replaced by `5 - 10 d^2 / (1 + d)` with
+/// `d = |p - adapted| / 0.3` (the adapted target an input the host computes from the average, in
+/// the CPU sampler's f32 arithmetic), and the draw on the `DRAW` stream in the record's order; the
+/// drawn token's original probability is read back (4 bytes) for the average, which the sampler
+/// commits when the token is accepted.
+impl BackendStage for AdaptiveP {
+    fn key(&self, _form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        let v = if self.target < 0.0 { PLAIN } else { ADAPT };
+        Some((StageKey::new::<Self>(NAME, v, 0).clearing_inf(), Form::Token))
+    }
+
+    fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
+        let stream = graph::philox::stream::DRAW;
+        if key.variant() == PLAIN {
+            return Ok(Record::Token(match rec {
+                Record::Vocab { x, pending, unmasked, .. } => {
+                    crate::samplers::dist::draw_vocab(cx, x, pending, unmasked.is_some(), false)?
+                }
+                Record::List { ids, vals, k, .. } => {
+                    let vals = cx.contiguous(vals)?;
+                    let (pos, valid) = cx.draw_position(vals, k, stream)?;
+                    let tok = cx.gather(ids, pos, k, 1)?;
+                    cx.fold_token(tok, valid)?
+                }
+                Record::Token(t) => t,
+            }));
+        }
+        let rec = cx.materialize(rec)?;
+        let (vals, width) = match rec {
+            Record::Vocab { x, .. } => (cx.contiguous(x)?, cx.n_vocab()),
+            Record::List { vals, k, .. } => (cx.contiguous(vals)?, k),
+            Record::Token(t) => return Ok(Record::Token(t)),
+        };
+        let adapted = cx.param::<Self>("adapted", 1, |s, out| out.f32(s.adapted()))?;
+        let probs = cx.g.soft_max(vals, None, 1.0)?;
+        let diff = cx.g.sub(probs, adapted)?;
+        let w = cx.fill(&[1, 1], WIDTH)?;
+        let q = cx.g.div(diff, w)?;
+        let zero = cx.fill(&[1, 1], 0.0)?;
+        let nonneg = cx.g.ge(q, zero)?;
+        let nq = cx.g.neg(q)?;
+        let d = cx.g.where_(nonneg, q, nq)?;
+        let sd = cx.g.scale(d, SHARPNESS)?;
+        let sdd = cx.g.mul(sd, d)?;
+        let one_d = cx.g.scale_bias(d, 1.0, 1.0)?;
+        let frac = cx.g.div(sdd, one_d)?;
+        let t = cx.g.scale_bias(frac, -1.0, PEAK)?;
+        let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+        let finite = cx.g.gt(vals, ninf)?;
+        let t = cx.g.where_(finite, t, ninf)?;
+        let (pos, valid) = cx.draw_position(t, width, stream)?;
+        let p_sel = cx.gather(probs, pos, width, 1)?;
+        cx.feedback(p_sel);
+        Ok(Record::Token(match rec {
+            Record::List { ids, k, init, .. } => {
+                cx.selects_from(Record::List { ids, vals: t, k, init, sorted: false });
+                let tok = cx.gather(ids, pos, k, 1)?;
+                cx.fold_token(tok, valid)?
+            }
+            _ => {
+                let rec = Record::Vocab { x: t, touched: true, pending: Pending::default(), unmasked: None };
+                cx.selects_from(rec);
+                cx.fold_token(pos, valid)?
+            }
+        }))
+    }
 }

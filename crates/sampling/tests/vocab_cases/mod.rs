@@ -2,7 +2,7 @@
 //! selections on the vocabulary (mirostat_v2, min_p with `min_keep > 1` or `p > 1`, top_n_sigma,
 //! xtc: [`CHAINS`]) and the stages that order the vocabulary (dynamic temp_ext,
 //! mirostat v1, typical: [`SORTED_CHAINS`]), the vocabulary stages and top-p after a cut on the
-//! vocabulary ([`AFTER_CUT`], on the masked row), the history stages (dry:
+//! vocabulary ([`AFTER_CUT`], on the masked row), the history stages (dry, adaptive-p:
 //! [`HISTORY_CHAINS`]), with [`run`] and [`run_resampled`], which check a mixed batch against each
 //! chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
 //! `crates/vulkan/tests/vocab_select.rs` and `vocab_sorted.rs` include this file (`#[path]`) and
@@ -384,10 +384,10 @@ pub const AFTER_CUT: [&str; 28] = [
     "min_p(p=0.3);xtc(p=1,t=0.01,min_keep=6,seed=68);dist(seed=68)",
 ];
 
-/// The stages whose state is the token history (dry), on the vocabulary, after a cut, on a
-/// sorted list (which it leaves unsorted), with a pending temperature, mixed with penalties; run
-/// with resampled steps ([`run_resampled`]).
-pub const HISTORY_CHAINS: [&str; 7] = [
+/// The stages whose state is the token history (dry) or moves with what they selected
+/// (adaptive-p), on the vocabulary, after a cut, on a sorted and an unsorted list, with a pending
+/// temperature, mixed with penalties; run with resampled steps ([`run_resampled`]).
+pub const HISTORY_CHAINS: [&str; 14] = [
     "dry(multiplier=0.8,base=1.75,allowed_length=1,last_n=32);dist(seed=31)",
     "top_k(k=40);dry(multiplier=2,base=2,allowed_length=1);dist(seed=32)",
     "top_k(k=20);dry(multiplier=inf,allowed_length=1,last_n=16);temp(t=0.8);top_p(p=0.9);dist(seed=33)",
@@ -395,10 +395,17 @@ pub const HISTORY_CHAINS: [&str; 7] = [
     "min_p(p=0.05);dry(multiplier=3,allowed_length=1);greedy",
     "penalties(last_n=-1,repeat=1.2,freq=0.1);dry(multiplier=1,allowed_length=2,last_n=-1,n_ctx=64);top_k(k=40);dist(seed=41)",
     "dry(multiplier=-0.5,base=1.5,allowed_length=0,last_n=8);top_k(k=8);dist(seed=42)",
+    "adaptive_p(target=0.3,decay=0.9,seed=35)",
+    "top_k(k=40);adaptive_p(target=0.5,decay=0.5,seed=36)",
+    "min_p(p=0.02);temp(t=0.9);adaptive_p(target=0.2,seed=37)",
+    "adaptive_p(target=-1,seed=38)",
+    "top_k(k=30);dry(multiplier=1,allowed_length=1);temp(t=1.3);adaptive_p(target=0.4,seed=39)",
+    "top_k(k=40);dry(multiplier=0.8,allowed_length=1);adaptive_p(target=0.3,seed=40)",
+    "dry(multiplier=-0.5,base=1.5,allowed_length=0,last_n=8);top_k(k=8);adaptive_p(target=1.5,decay=0,seed=43)",
 ];
 
 /// Where each of [`HISTORY_CHAINS`] runs: everywhere on the backend.
-pub const HISTORY_PLACEMENTS: [&str; 7] = [
+pub const HISTORY_PLACEMENTS: [&str; 14] = [
     "+dry +dist",
     "+top_k +dry +dist",
     "+top_k +dry +temp +top_p +dist",
@@ -406,6 +413,13 @@ pub const HISTORY_PLACEMENTS: [&str; 7] = [
     "+min_p +dry +greedy",
     "+penalties +dry +top_k +dist",
     "+dry +top_k +dist",
+    "+adaptive_p",
+    "+top_k +adaptive_p",
+    "+min_p +temp +adaptive_p",
+    "+adaptive_p",
+    "+top_k +dry +temp +adaptive_p",
+    "+top_k +dry +adaptive_p",
+    "+dry +top_k +adaptive_p",
 ];
 
 /// Where each of [`AFTER_CUT`] runs.
