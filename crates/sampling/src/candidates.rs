@@ -244,8 +244,9 @@ impl<'a> Candidates<'a> {
         }
     }
 
-    /// Mutable logits of a vocabulary view (copies the row once, applies any pending division).
-    pub(crate) fn vocab_logits_mut(&mut self) -> Option<&mut [f32]> {
+    /// Mutable logits of a vocabulary view (copies the row once, applies any pending division);
+    /// `None` once a stage made a list (use [`Candidates::list_mut`]).
+    pub fn vocab_logits_mut(&mut self) -> Option<&mut [f32]> {
         self.flush_div();
         match &mut self.repr {
             Repr::Vocab { logits, .. } => Some(logits.to_mut()),
