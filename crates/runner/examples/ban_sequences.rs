@@ -10,6 +10,7 @@
 //! batch (the stage on the backend, a chain that finishes on the CPU, plain chains) and checks every
 //! token against each chain run alone on the CPU. `crates/runner/tests/custom_stage.rs` runs it on
 //! the CPU and on Vulkan.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use graph::{DType, GraphError, NodeId};
 use sampling::backend::{BackendStage, Field, Form, Lowering, Record, SeqConfig, SeqId, Sequences, StageKey, Tail};

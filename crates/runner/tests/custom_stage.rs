@@ -1,6 +1,7 @@
 //! A sampler stage defined outside `sampling` (`examples/ban_sequences.rs`) runs in a mixed batch
 //! on the CPU backend and on Vulkan, token for token equal to the chains alone on the CPU, and its
 //! bans hold.
+#![allow(clippy::print_stderr)]
 
 #[path = "../examples/ban_sequences.rs"]
 mod example;

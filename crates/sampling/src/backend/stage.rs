@@ -171,7 +171,7 @@ pub struct Row<'a> {
     pub(crate) n_vocab: usize,
 }
 
-fn stage_of<'c, S: Sampler>(chain: &'c Chain, seq: SeqId, stage: usize) -> Result<&'c S> {
+fn stage_of<S: Sampler>(chain: &Chain, seq: SeqId, stage: usize) -> Result<&S> {
     let s: Option<&dyn Any> = chain.stages().get(stage).map(|s| -> &dyn Any { s.as_ref() });
     s.and_then(|s| s.downcast_ref::<S>()).ok_or_else(|| SamplingError::StaleTail {
         what: format!("stage {stage} of {seq}'s chain is no longer a {}", std::any::type_name::<S>()),

@@ -119,6 +119,9 @@ fn stages_of<'c>(chain: &'c crate::Chain, keys: &[(StageKey, Form)], seq: SeqId)
         .collect()
 }
 
+/// Each sequence's logits rows, in output order.
+type RowsOf = BTreeMap<SeqId, Vec<usize>>;
+
 /// What [`Tail::attach`] works with: the logits, the registry, the backend and how draws verify.
 struct Attach<'a> {
     logits: NodeId,
@@ -147,7 +150,7 @@ impl Attach<'_> {
 
     /// One slot per output row (rows inside the logits and listed once, sequences known, at most
     /// `max_outputs` a sequence), and each sequence's rows in order.
-    fn slots(&self, rows: &[(SeqId, usize)], n_rows: usize) -> Result<(Vec<Slot>, BTreeMap<SeqId, Vec<usize>>)> {
+    fn slots(&self, rows: &[(SeqId, usize)], n_rows: usize) -> Result<(Vec<Slot>, RowsOf)> {
         let mut slots = Vec::with_capacity(rows.len());
         let mut per_seq: BTreeMap<SeqId, Vec<usize>> = BTreeMap::new();
         let mut used = vec![false; n_rows];
@@ -171,7 +174,7 @@ impl Attach<'_> {
     }
 
     /// Each sequence's wanted structure (before the capability check).
-    fn plans(&self, per_seq: &BTreeMap<SeqId, Vec<usize>>) -> Result<BTreeMap<SeqId, SeqPlan>> {
+    fn plans(&self, per_seq: &RowsOf) -> Result<BTreeMap<SeqId, SeqPlan>> {
         let mut plans = BTreeMap::new();
         for (&seq, rs) in per_seq {
             let cfg = &self.seqs.state(seq)?.cfg;
