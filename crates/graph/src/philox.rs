@@ -113,6 +113,9 @@ pub mod stream {
     pub const MIROSTAT: u64 = 2;
     /// Speculative verification's acceptance coins.
     pub const SPECULATIVE: u64 = 3;
+    /// The first stream a sampler stage defined outside the library takes for its own numbers
+    /// (`FIRST_USER + j` for its `j`-th use): the library keeps 0 to 15.
+    pub const FIRST_USER: u64 = 16;
 
     /// Element index `i` of stream `s`.
     #[inline]

@@ -16,7 +16,7 @@
 //! that row's error.
 
 use super::group::Verify;
-use super::stage::{Field, Out, Row, Scalar, TokenValues};
+use super::stage::{Field, Out, Row, Scalar, TokenValues, stage_any};
 use crate::error::{Result as SResult, SamplingError};
 use crate::sampler::{Sampler, Token};
 use graph::{DType, Graph, GraphError, NodeId};
@@ -144,8 +144,7 @@ pub(crate) fn token_values(
     get: TokenValues,
     n_vocab: usize,
 ) -> SResult<HashMap<Token, u32>> {
-    let s: Option<&dyn std::any::Any> = chain.stages().get(stage).map(|s| -> &dyn std::any::Any { s.as_ref() });
-    let values = s.and_then(|s| get(s, n_vocab)).ok_or_else(|| SamplingError::StaleTail {
+    let values = stage_any(chain, stage).and_then(|s| get(s, n_vocab)).ok_or_else(|| SamplingError::StaleTail {
         what: format!("stage {stage} of {seq}'s chain no longer holds device-state token values"),
     })?;
     Ok(values.into_iter().filter(|&(t, _)| (t as usize) < n_vocab).collect())

@@ -14,8 +14,8 @@
 //! A stage outside this crate (a model runner's own) implements the same trait: it composes
 //! existing graph ops ([`graph::Op`] is a closed set) with the helpers of
 //! [`Lowering`](super::Lowering), and a stage that draws at random takes its numbers from its own
-//! Philox stream (`graph::philox`, keyed by the sequence's seed and step, on a stream id of its
-//! own above the library's, see `graph::philox::stream`).
+//! Philox stream (`graph::philox`, keyed by its seed and the row's step, [`Row::step`], on a
+//! stream of its own from `graph::philox::stream::FIRST_USER` on).
 
 use super::seqs::SeqId;
 use crate::chain::Chain;
@@ -171,9 +171,13 @@ pub struct Row<'a> {
     pub(crate) n_vocab: usize,
 }
 
+/// Stage `stage` of `chain` as `Any` (to be read as its own type).
+pub(crate) fn stage_any(chain: &Chain, stage: usize) -> Option<&dyn Any> {
+    chain.stages().get(stage).map(|s| -> &dyn Any { s.as_ref() })
+}
+
 fn stage_of<S: Sampler>(chain: &Chain, seq: SeqId, stage: usize) -> Result<&S> {
-    let s: Option<&dyn Any> = chain.stages().get(stage).map(|s| -> &dyn Any { s.as_ref() });
-    s.and_then(|s| s.downcast_ref::<S>()).ok_or_else(|| SamplingError::StaleTail {
+    stage_any(chain, stage).and_then(|s| s.downcast_ref::<S>()).ok_or_else(|| SamplingError::StaleTail {
         what: format!("stage {stage} of {seq}'s chain is no longer a {}", std::any::type_name::<S>()),
     })
 }
@@ -314,8 +318,7 @@ impl Scalar {
 
     /// The value for `row`.
     pub fn get(&self, row: &Row<'_>) -> Result<f32> {
-        let s: Option<&dyn Any> = row.chain.stages().get(self.stage).map(|s| -> &dyn Any { s.as_ref() });
-        s.and_then(self.get).ok_or_else(|| SamplingError::StaleTail {
+        stage_any(row.chain, self.stage).and_then(self.get).ok_or_else(|| SamplingError::StaleTail {
             what: format!("stage {} of {}'s chain is no longer a {}", self.stage, row.seq, self.owner),
         })
     }
