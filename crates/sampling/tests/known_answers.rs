@@ -358,6 +358,9 @@ fn mirostat_v1_known_k() {
     let mut c = Candidates::from_row(&l).unwrap();
     m.apply(&mut c).unwrap();
     assert_eq!(c.selected_token(), Some(sel));
+    // mu moves when the token is accepted, not when it is drawn.
+    assert_eq!(m.mu(), 2.0);
+    m.accept(sel);
     let p_sel = if sel == 0 { 0.8f32 } else { 0.2 };
     assert!((m.mu() - (2.0 - 0.1 * (-p_sel.log2() - 1.0))).abs() < 1e-5);
     m.reset();
@@ -394,6 +397,7 @@ fn mirostat_v2_truncation_and_mu() {
     let mut c = Candidates::from_row(&l).unwrap();
     m.apply(&mut c).unwrap();
     assert_eq!(c.selected_token(), Some(0));
+    m.accept(0);
     assert!((m.mu() - 0.84).abs() < 1e-6);
     m.reset();
     assert!((m.mu() - 0.8).abs() < 1e-7);
@@ -405,6 +409,7 @@ fn mirostat_v2_truncation_and_mu() {
     for _ in 0..3 {
         let mut c = Candidates::from_row(&l).unwrap();
         m.apply(&mut c).unwrap();
+        m.accept(c.selected_token().unwrap());
         assert_eq!(m.mu(), f32::INFINITY);
     }
     // tau = -inf (eta > 0): mu = -inf keeps only the most likely token; mu stays -inf.
@@ -413,6 +418,7 @@ fn mirostat_v2_truncation_and_mu() {
         let mut c = Candidates::from_row(&l).unwrap();
         m.apply(&mut c).unwrap();
         assert_eq!(c.selected_token(), Some(0));
+        m.accept(0);
         assert_eq!(m.mu(), f32::NEG_INFINITY);
     }
     assert_probs(&run_both("mirostat_v2(tau=-inf,eta=0.1)", &l), &[(0, 1.0)]);

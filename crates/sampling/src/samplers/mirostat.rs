@@ -1,7 +1,10 @@
 //! `mirostat` (v1) and `mirostat_v2`: target-surprise samplers (llama.cpp's
 //! `llama_sampler_init_mirostat` and `llama_sampler_init_mirostat_v2`). Both select a token and keep
 //! `mu` (initially `2 * tau`) as state, updated after each draw by `mu -= eta * (surprise - tau)`
-//! with `surprise = -log2 p(selected)`; `reset` restores `mu = 2 * tau` and step 0. The draw comes
+//! with `surprise = -log2 p(selected)`, committed when the drawn token is accepted (llama.cpp
+//! updates it in `apply`: the same state wherever each sampled token is accepted, and a step that
+//! is sampled and not accepted, or resampled, leaves `mu` as it was; docs/SAMPLING.md,
+//! "Deliberate differences"); `reset` restores `mu = 2 * tau` and step 0. The draw comes
 //! from the Philox `MIROSTAT` stream.
 //!
 //! v1 estimates the Zipf exponent `s` from the `m` most probable tokens, computes
@@ -41,7 +44,7 @@ use crate::backend::prelude::*;
 use crate::candidates::{Candidates, check_list, check_scan, draw_index};
 use crate::error::{Result, invalid, not_nan};
 use crate::kernels;
-use crate::sampler::{Rng, Sampler, rng_methods};
+use crate::sampler::{Rng, Sampler, Token, rng_methods};
 use crate::samplers::top_k::top_k_row;
 use graph::philox::stream;
 
@@ -63,6 +66,16 @@ fn finite_eta(stage: &'static str, eta: f32) -> Result<()> {
 /// `-log2 p` (both versions, in `apply` and in [`Sampler::backend_feedback`]).
 fn updated_mu(mu: f32, eta: f32, tau: f32, p: f32) -> f32 {
     mu - eta * (-p.log2() - tau)
+}
+
+/// Commits a pending `mu` update if `token` is the token it was drawn with (a token accepted
+/// after another was sampled, or without a sample, leaves `mu` as it is).
+fn commit(mu: &mut f32, pending: &mut Option<(Token, f32)>, token: Token) {
+    if let Some((t, next)) = pending.take()
+        && t == token
+    {
+        *mu = next;
+    }
 }
 
 /// Both versions' end: keeps the first `keep` of the sorted list, renormalises, draws with `u`,
@@ -102,6 +115,8 @@ pub struct Mirostat {
     eta: f32,
     m: i32,
     mu: f32,
+    /// The token drawn and the `mu` it would leave, committed when that token is accepted.
+    pending: Option<(Token, f32)>,
     rng: Rng,
 }
 
@@ -128,7 +143,7 @@ impl Mirostat {
         if m == i32::MIN {
             return Err(invalid(V1, "m", m, "llama.cpp computes m - 1, which overflows int32 (undefined)"));
         }
-        Ok(Self { tau, eta, m, mu: 2.0 * tau, rng: Rng::new(seed, stream::MIROSTAT) })
+        Ok(Self { tau, eta, m, mu: 2.0 * tau, pending: None, rng: Rng::new(seed, stream::MIROSTAT) })
     }
 
     /// Current `mu`.
@@ -177,15 +192,15 @@ impl Mirostat {
     }
 
     /// The drawn token among `kept` (token-id order): renormalised, drawn with `u`, selected;
-    /// `mu` updated.
+    /// its `mu` update pending.
     fn draw_kept(&mut self, cur: &mut Candidates<'_>, kept: Vec<crate::candidates::TokenData>, u: f64) -> Result<()> {
         cur.set_list(kept, false);
         cur.softmax(V1, false)?;
         let list = cur.list(V1)?;
         let idx = draw_index(list, u);
-        let p = list[idx].p;
+        let (id, p) = (list[idx].id, list[idx].p);
         cur.set_selected(Some(idx));
-        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+        self.pending = Some((id, updated_mu(self.mu, self.eta, self.tau, p)));
         Ok(())
     }
 
@@ -243,12 +258,17 @@ impl Sampler for Mirostat {
         }
         let k = self.k(sum_ti_bi / sum_ti_sq, n_vocab, list.len());
         let p = keep_and_draw(cur, V1, k, u)?;
-        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+        self.pending = cur.selected_token().map(|t| (t, updated_mu(self.mu, self.eta, self.tau, p)));
         Ok(())
+    }
+
+    fn accept(&mut self, token: Token) {
+        commit(&mut self.mu, &mut self.pending, token);
     }
 
     fn reset(&mut self) {
         self.mu = 2.0 * self.tau;
+        self.pending = None;
         self.rng.step = 0;
     }
 
@@ -262,9 +282,10 @@ impl Sampler for Mirostat {
         Some(self)
     }
 
-    /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
-    fn backend_feedback(&mut self, _token: crate::Token, p: f32) {
-        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+    /// The backend drew `token` with probability `p` (after the truncation): `apply`'s update,
+    /// pending until the token is accepted.
+    fn backend_feedback(&mut self, token: Token, p: f32) {
+        self.pending = Some((token, updated_mu(self.mu, self.eta, self.tau, p)));
     }
 }
 
@@ -274,6 +295,8 @@ pub struct MirostatV2 {
     tau: f32,
     eta: f32,
     mu: f32,
+    /// The token drawn and the `mu` it would leave, committed when that token is accepted.
+    pending: Option<(Token, f32)>,
     rng: Rng,
 }
 
@@ -291,7 +314,7 @@ impl MirostatV2 {
                 "an infinite mu = 2 tau needs eta > 0: otherwise the update makes mu NaN (0 * inf or inf - inf)",
             ));
         }
-        Ok(Self { tau, eta, mu: 2.0 * tau, rng: Rng::new(seed, stream::MIROSTAT) })
+        Ok(Self { tau, eta, mu: 2.0 * tau, pending: None, rng: Rng::new(seed, stream::MIROSTAT) })
     }
 
     /// Current `mu`.
@@ -317,12 +340,17 @@ impl Sampler for MirostatV2 {
             let keep = list.iter().position(|t| -t.p.log2() > mu).unwrap_or(list.len()).max(1);
             keep_and_draw(cur, V2, keep, u)?
         };
-        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+        self.pending = cur.selected_token().map(|t| (t, updated_mu(self.mu, self.eta, self.tau, p)));
         Ok(())
+    }
+
+    fn accept(&mut self, token: Token) {
+        commit(&mut self.mu, &mut self.pending, token);
     }
 
     fn reset(&mut self) {
         self.mu = 2.0 * self.tau;
+        self.pending = None;
         self.rng.step = 0;
     }
 
@@ -336,9 +364,10 @@ impl Sampler for MirostatV2 {
         Some(self)
     }
 
-    /// The backend drew a token of probability `p` (after the truncation): `apply`'s update.
-    fn backend_feedback(&mut self, _token: crate::Token, p: f32) {
-        self.mu = updated_mu(self.mu, self.eta, self.tau, p);
+    /// The backend drew `token` with probability `p` (after the truncation): `apply`'s update,
+    /// pending until the token is accepted.
+    fn backend_feedback(&mut self, token: Token, p: f32) {
+        self.pending = Some((token, updated_mu(self.mu, self.eta, self.tau, p)));
     }
 }
 

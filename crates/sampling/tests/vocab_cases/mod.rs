@@ -385,9 +385,9 @@ pub const AFTER_CUT: [&str; 28] = [
 ];
 
 /// The stages whose state is the token history (dry) or moves with what they selected
-/// (adaptive-p), on the vocabulary, after a cut, on a sorted and an unsorted list, with a pending
+/// (adaptive-p, mirostat's `mu`), on the vocabulary, after a cut, on a sorted and an unsorted list, with a pending
 /// temperature, mixed with penalties; run with resampled steps ([`run_resampled`]).
-pub const HISTORY_CHAINS: [&str; 14] = [
+pub const HISTORY_CHAINS: [&str; 17] = [
     "dry(multiplier=0.8,base=1.75,allowed_length=1,last_n=32);dist(seed=31)",
     "top_k(k=40);dry(multiplier=2,base=2,allowed_length=1);dist(seed=32)",
     "top_k(k=20);dry(multiplier=inf,allowed_length=1,last_n=16);temp(t=0.8);top_p(p=0.9);dist(seed=33)",
@@ -402,10 +402,13 @@ pub const HISTORY_CHAINS: [&str; 14] = [
     "top_k(k=30);dry(multiplier=1,allowed_length=1);temp(t=1.3);adaptive_p(target=0.4,seed=39)",
     "top_k(k=40);dry(multiplier=0.8,allowed_length=1);adaptive_p(target=0.3,seed=40)",
     "dry(multiplier=-0.5,base=1.5,allowed_length=0,last_n=8);top_k(k=8);adaptive_p(target=1.5,decay=0,seed=43)",
+    "top_k(k=40);mirostat_v2(tau=3,eta=0.2,seed=44)",
+    "mirostat(tau=5,eta=0.1,m=50,seed=45)",
+    "min_p(p=0.05);mirostat_v2(tau=4,eta=0.1,seed=46)",
 ];
 
 /// Where each of [`HISTORY_CHAINS`] runs: everywhere on the backend.
-pub const HISTORY_PLACEMENTS: [&str; 14] = [
+pub const HISTORY_PLACEMENTS: [&str; 17] = [
     "+dry +dist",
     "+top_k +dry +dist",
     "+top_k +dry +temp +top_p +dist",
@@ -420,6 +423,9 @@ pub const HISTORY_PLACEMENTS: [&str; 14] = [
     "+top_k +dry +temp +adaptive_p",
     "+top_k +dry +adaptive_p",
     "+dry +top_k +adaptive_p",
+    "+top_k +mirostat_v2",
+    "+mirostat",
+    "+min_p +mirostat_v2",
 ];
 
 /// Where each of [`AFTER_CUT`] runs.
