@@ -636,16 +636,55 @@ impl Lowering<'_> {
 
 impl Lowering<'_> {
     /// The record with `vals [m, n]` added at the token ids `ids i32 [m, n]` of each row (ids
-    /// outside the vocabulary, -1 the padding, add nothing): on the vocabulary row with its
-    /// pending transforms applied; after a cut the unmasked row gets them too (a `-inf` value
-    /// makes an entry the CPU chain still holds `-inf`, which must not look removed). A list is
-    /// returned as it is (a stage with a list form adds there itself).
+    /// outside the vocabulary, -1 the padding, add nothing; `x + v`, so adding `-p` is `x - p`
+    /// exactly and `-inf` bans): on the vocabulary row a `scatter_add` (see [`Lowering::add_row`]
+    /// for the rest), on a list through a dense row of the values.
     pub fn add_sparse(&mut self, rec: Record, ids: NodeId, vals: NodeId) -> R<Record> {
-        let Record::Vocab { x, unmasked, .. } = self.materialize(rec)? else { return Ok(rec) };
-        let unmasked = match unmasked {
-            Some(u) => Some(self.g.scatter_add(u, ids, vals)?),
-            None => None,
-        };
-        Ok(Record::Vocab { x: self.g.scatter_add(x, ids, vals)?, touched: true, pending: Pending::default(), unmasked })
+        match self.materialize(rec)? {
+            Record::Vocab { x, unmasked, .. } => {
+                let unmasked = match unmasked {
+                    Some(u) => Some(self.g.scatter_add(u, ids, vals)?),
+                    None => None,
+                };
+                let x = self.g.scatter_add(x, ids, vals)?;
+                Ok(Record::Vocab { x, touched: true, pending: Pending::default(), unmasked })
+            }
+            rec @ Record::List { .. } => {
+                let zero = self.g.fill(DType::F32, &[self.n_vocab, self.n], 0.0)?;
+                let dense = self.g.scatter_add(zero, ids, vals)?;
+                self.add_row(rec, dense)
+            }
+            r => Ok(r),
+        }
+    }
+
+    /// The record with the vocabulary-sized `row [n_vocab, n]` added (`x + v`). On the vocabulary
+    /// row with its pending transforms applied; after a cut the row before the cut gets it too (a
+    /// `-inf` value makes an entry the CPU chain still holds `-inf`, which must not look
+    /// removed). On a candidate list, `row` gathered at the list's ids and added, the list then
+    /// unsorted (as the CPU chain's after such a stage); the list's values at its making move with
+    /// its live entries, for the same reason.
+    pub fn add_row(&mut self, rec: Record, row: NodeId) -> R<Record> {
+        match self.materialize(rec)? {
+            Record::Vocab { x, unmasked, .. } => {
+                let unmasked = match unmasked {
+                    Some(u) => Some(self.g.add(u, row)?),
+                    None => None,
+                };
+                let x = self.g.add(x, row)?;
+                Ok(Record::Vocab { x, touched: true, pending: Pending::default(), unmasked })
+            }
+            Record::List { ids, vals, k, init, .. } => {
+                let add = self.gather(row, ids, self.n_vocab, k)?;
+                let vals = self.contiguous(vals)?;
+                let out = self.g.add(vals, add)?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let alive = self.g.gt(vals, ninf)?;
+                let moved = self.g.add(init, add)?;
+                let init = self.g.where_(alive, moved, init)?;
+                Ok(Record::List { ids, vals: out, k, init, sorted: false })
+            }
+            r => Ok(r),
+        }
     }
 }

@@ -330,14 +330,18 @@ impl BackendStage for Dry {
             return Some((StageKey::nothing(), form));
         }
         let m = self.capacity(n_vocab);
+        // An infinite penalty bans: after a cut that record keeps `-inf` entries the CPU chain's
+        // list holds (as xtc's), so a prefix never ends there for a CPU suffix.
+        let bans = self.multiplier > 0.0 && (self.multiplier == f32::INFINITY || self.base == f32::INFINITY);
         Some(match form {
             Form::List(_) => (StageKey::new::<Self>(NAME, LIST, m), form),
+            Form::Masked if bans => (StageKey::new::<Self>(NAME, VOCAB, m).keeping_inf(), form),
             _ => (StageKey::new::<Self>(NAME, VOCAB, m), form),
         })
     }
 
     fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
-        let (m, n, nv, stage) = (key.size(), cx.n(), cx.n_vocab(), cx.stage());
+        let (m, n, stage) = (key.size(), cx.n(), cx.stage());
         let part = |ids: bool| {
             Field::new(move |row, out| {
                 let s = row.stage::<Self>(stage)?;
@@ -349,23 +353,6 @@ impl BackendStage for Dry {
         };
         let ids = cx.input(&format!("s{stage}.dry_ids"), DType::I32, &[m, n], vec![part(true)])?;
         let vals = cx.input(&format!("s{stage}.dry"), DType::F32, &[m, n], vec![part(false)])?;
-        match rec {
-            Record::List { ids: l_ids, vals: l_vals, k, init, .. } => {
-                let zero = cx.g.fill(DType::F32, &[nv, n], 0.0)?;
-                let dense = cx.g.scatter_add(zero, ids, vals)?;
-                let add = cx.gather(dense, l_ids, nv, k)?;
-                let l_vals = cx.contiguous(l_vals)?;
-                let out = cx.g.add(l_vals, add)?;
-                // An entry the penalty makes -inf is still held by the CPU chain's list: it must
-                // not look removed, so the values at the list's making move with it (entries a
-                // stage removed before stay as they were).
-                let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
-                let alive = cx.g.gt(l_vals, ninf)?;
-                let init_moved = cx.g.add(init, add)?;
-                let init = cx.g.where_(alive, init_moved, init)?;
-                Ok(Record::List { ids: l_ids, vals: out, k, init, sorted: false })
-            }
-            rec => cx.add_sparse(rec, ids, vals),
-        }
+        cx.add_sparse(rec, ids, vals)
     }
 }
