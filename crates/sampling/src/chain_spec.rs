@@ -19,11 +19,16 @@
 //! | `dry` | `multiplier=0.0`, `base=1.75`, `allowed_length=2`, `last_n=-1`, `n_ctx=4096`, `breakers=` |
 //! | `logit_bias` | `TOKEN=BIAS`, any number (`-inf` bans; a negative TOKEN is ignored) |
 //! | `adaptive_p` | `target=-1.0` (disabled), `decay=0.9`, `seed` |
+//! | `allowed_tokens` | `ids=` (token ids, required: only these) |
+//! | `bad_words` | `words=` (token sequences, `1 2\|3`: each one's last token banned where the history ends with the rest) |
+//! | `min_tokens` | `n=0`, `eos=` (required: banned until `n` tokens were accepted) |
+//! | `ignore_eos` | `eos=` (required: always banned) |
 //!
 //! Names may also be written with `-` (llama.cpp's spelling: `top-k`, `min-p`, ...). A missing
 //! `seed` is the default seed given to [`parse`] ([`crate::DEFAULT_SEED`] unless overridden).
-//! DRY's `breakers` are token sequences separated by `|`, tokens within one by spaces:
-//! `dry(multiplier=0.8,breakers=13|198 271)`. Errors name the stage (index and name) and the
+//! DRY's `breakers` and `bad_words`' `words` are token sequences separated by `|`, tokens within
+//! one by spaces: `dry(multiplier=0.8,breakers=13|198 271)`; `ids` and `eos` are token ids
+//! separated by spaces. Errors name the stage (index and name) and the
 //! parameter.
 
 use crate::chain::Chain;
@@ -110,6 +115,20 @@ fn parse_f32(st: &Stage<'_>, key: &str, v: &str) -> Result<f32> {
     }
 }
 
+/// The token sequences of parameter `key`: separated by `|`, token ids within one by spaces
+/// (`13|198 271`); none where the parameter is absent.
+fn token_seqs(st: &Stage<'_>, key: &str) -> Result<Vec<Vec<u32>>> {
+    let Some(v) = st.params.get(key) else { return Ok(Vec::new()) };
+    v.split('|')
+        .map(|seq| {
+            seq.split_whitespace()
+                .map(str::parse::<u32>)
+                .collect::<std::result::Result<Vec<u32>, _>>()
+                .map_err(|_| st.err(format!("parameter `{key}`: `{seq}` is not a list of token ids")))
+        })
+        .collect()
+}
+
 /// Parses one stage into a sampler.
 fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
     let seed = || st.get::<u64>("seed", default_seed);
@@ -173,16 +192,7 @@ fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
         }
         "dry" => {
             st.allow(&["multiplier", "base", "allowed_length", "last_n", "n_ctx", "breakers"])?;
-            let mut breakers = Vec::new();
-            if let Some(b) = st.params.get("breakers") {
-                for seq in b.split('|') {
-                    let toks: std::result::Result<Vec<u32>, _> =
-                        seq.split_whitespace().map(str::parse::<u32>).collect();
-                    let toks =
-                        toks.map_err(|_| st.err(format!("parameter `breakers`: `{seq}` is not a list of token ids")))?;
-                    breakers.push(toks);
-                }
-            }
+            let breakers = token_seqs(st, "breakers")?;
             Box::new(st.wrap(Dry::new(
                 st.get("multiplier", 0.0)?,
                 st.get("base", 1.75)?,
@@ -208,13 +218,31 @@ fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
             }
             Box::new(st.wrap(LogitBias::new(biases))?)
         }
+        "allowed_tokens" => {
+            st.allow(&["ids"])?;
+            let ids = token_seqs(st, "ids")?.concat();
+            Box::new(st.wrap(AllowedTokens::new(ids))?)
+        }
+        "bad_words" => {
+            st.allow(&["words"])?;
+            Box::new(BadWords::new(token_seqs(st, "words")?))
+        }
+        "min_tokens" => {
+            st.allow(&["n", "eos"])?;
+            let eos = token_seqs(st, "eos")?.concat();
+            Box::new(st.wrap(MinTokens::new(st.get("n", 0)?, eos))?)
+        }
+        "ignore_eos" => {
+            st.allow(&["eos"])?;
+            Box::new(st.wrap(IgnoreEos::new(token_seqs(st, "eos")?.concat()))?)
+        }
         "adaptive_p" => {
             st.allow(&["target", "decay", "seed"])?;
             Box::new(st.wrap(AdaptiveP::new(st.get("target", -1.0)?, st.get("decay", 0.9)?, seed()?))?)
         }
         other => {
             return Err(st.err(format!(
-                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p)"
+                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos)"
             )));
         }
     };

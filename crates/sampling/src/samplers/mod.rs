@@ -2,6 +2,7 @@
 //! `docs/SAMPLING.md` for edge values).
 
 pub mod adaptive_p;
+pub mod constraints;
 pub mod dist;
 pub mod dry;
 pub mod greedy;
@@ -18,6 +19,7 @@ pub mod typical;
 pub mod xtc;
 
 pub use adaptive_p::AdaptiveP;
+pub use constraints::{AllowedTokens, BadWords, IgnoreEos, MinTokens};
 pub use dist::Dist;
 pub use dry::Dry;
 pub use greedy::Greedy;

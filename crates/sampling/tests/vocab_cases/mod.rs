@@ -384,10 +384,10 @@ pub const AFTER_CUT: [&str; 28] = [
     "min_p(p=0.3);xtc(p=1,t=0.01,min_keep=6,seed=68);dist(seed=68)",
 ];
 
-/// The stages whose state is the token history (dry) or moves with what they selected
-/// (adaptive-p, mirostat's `mu`), on the vocabulary, after a cut, on a sorted and an unsorted list, with a pending
+/// The stages whose state is the token history (dry, the constraints of `samplers/constraints.rs`)
+/// or moves with what they selected (adaptive-p, mirostat's `mu`), on the vocabulary, after a cut, on a sorted and an unsorted list, with a pending
 /// temperature, mixed with penalties; run with resampled steps ([`run_resampled`]).
-pub const HISTORY_CHAINS: [&str; 17] = [
+pub const HISTORY_CHAINS: [&str; 23] = [
     "dry(multiplier=0.8,base=1.75,allowed_length=1,last_n=32);dist(seed=31)",
     "top_k(k=40);dry(multiplier=2,base=2,allowed_length=1);dist(seed=32)",
     "top_k(k=20);dry(multiplier=inf,allowed_length=1,last_n=16);temp(t=0.8);top_p(p=0.9);dist(seed=33)",
@@ -405,10 +405,16 @@ pub const HISTORY_CHAINS: [&str; 17] = [
     "top_k(k=40);mirostat_v2(tau=3,eta=0.2,seed=44)",
     "mirostat(tau=5,eta=0.1,m=50,seed=45)",
     "min_p(p=0.05);mirostat_v2(tau=4,eta=0.1,seed=46)",
+    "bad_words(words=3|5 7|1 2 4|7 7);dist(seed=47)",
+    "top_k(k=10);bad_words(words=0|2 2|6 1);temp(t=0.8);dist(seed=48)",
+    "min_tokens(n=20,eos=0 1 2 3);dist(seed=49)",
+    "min_p(p=0.05);ignore_eos(eos=5 6);greedy",
+    "allowed_tokens(ids=1 3 5 7 9 11 40 63 100 70000);temp(t=0.9);dist(seed=50)",
+    "min_p(p=0.01);allowed_tokens(ids=0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);dist(seed=51)",
 ];
 
 /// Where each of [`HISTORY_CHAINS`] runs: everywhere on the backend.
-pub const HISTORY_PLACEMENTS: [&str; 17] = [
+pub const HISTORY_PLACEMENTS: [&str; 23] = [
     "+dry +dist",
     "+top_k +dry +dist",
     "+top_k +dry +temp +top_p +dist",
@@ -426,6 +432,12 @@ pub const HISTORY_PLACEMENTS: [&str; 17] = [
     "+top_k +mirostat_v2",
     "+mirostat",
     "+min_p +mirostat_v2",
+    "+bad_words +dist",
+    "+top_k +bad_words +temp +dist",
+    "+min_tokens +dist",
+    "+min_p +ignore_eos +greedy",
+    "+allowed_tokens +temp +dist",
+    "+min_p +allowed_tokens +dist",
 ];
 
 /// Where each of [`AFTER_CUT`] runs.
