@@ -33,6 +33,7 @@ const CHAINS: &[&str] = &[
     "temp(t=1.3);top_k(k=30);temp(t=0.5);greedy",
     "logit_bias(3=5,7=-inf,2000=1);greedy",
     "logit_bias(3=1.5);temp(t=0.8);min_p(p=0.02);dist(seed=8)",
+    "top_k(k=40);logit_bias(953=-inf,222=2,645=-1);temp(t=0.8);dist(seed=51)",
     "top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist(seed=9)",
     // Backend prefix + CPU suffix, and CPU only.
     "top_k(k=40);typical(p=0.9);dist(seed=10)",

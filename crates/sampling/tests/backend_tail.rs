@@ -459,8 +459,8 @@ fn backend_verification_equals_the_cpu_verifier() {
     // the same rule in a CPU suffix): only the tokens come back (4 bytes a row), and the accepted
     // prefix taken from them equals `verify` on the logits, token for token. The chains cover a
     // list (top-k, and typical's reordered list), the whole vocabulary (temp, min-p, a top-p
-    // mask, a top-n-sigma mask), dry on the vocabulary, a CPU suffix (a logit bias after a cut,
-    // which has no list form), and greedy.
+    // mask, a top-n-sigma mask), dry on the vocabulary, a logit bias on a list, a CPU suffix (a
+    // zero temperature, which has no backend form: the argmax), and greedy.
     // (`scenarios::verification`, run on Vulkan too by `crates/vulkan/tests/tail.rs`.)
     let specs = [
         ("penalties(last_n=6,repeat=1.2,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=51)", 0),
@@ -471,7 +471,8 @@ fn backend_verification_equals_the_cpu_verifier() {
         ("top_k(k=40);typical(p=0.9);dist(seed=56)", 0),
         ("top_n_sigma(n=2);dist(seed=57)", 0),
         ("dry(multiplier=0.8,last_n=16);dist(seed=58)", 0),
-        ("top_k(k=30);logit_bias(5=1.5,7=-2);dist(seed=60)", 2),
+        ("top_k(k=30);logit_bias(5=1.5,7=-2);dist(seed=60)", 0),
+        ("top_k(k=30);temp(t=0);dist(seed=61)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
         ("penalties(last_n=-1,repeat=1.4,freq=0.3,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=59)", 0),
     ];

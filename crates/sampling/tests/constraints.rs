@@ -151,3 +151,47 @@ fn allowed_tokens_on_a_list_on_the_backend_equal_the_cpu_chain() {
         }
     }
 }
+
+#[test]
+fn a_logit_bias_listing_a_token_twice_finishes_on_the_cpu_after_a_top_k() {
+    // On a list llama.cpp's first-match search decides which of the two entries adds (it depends
+    // on where the token sits in the list), so that stage has no list form; on the vocabulary
+    // both add, on the backend too.
+    use graph::{DType, Graph};
+    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+    use sampling::samplers::{Dist, LogitBias, TopK};
+    let twice = || LogitBias::new(vec![(3, 2.0), (3, 1.0), (7, -1.0)]).unwrap();
+    let chains = [
+        Chain::new().with(TopK::new(8)).with(twice()).with(Dist::new(5)),
+        Chain::new().with(twice()).with(TopK::new(8)).with(Dist::new(6)),
+    ];
+    let v = 64;
+    let logits =
+        |step: usize, r: usize| -> Vec<f32> { (0..v).map(|i| ((i * 13 + step * 5 + r) % 17) as f32 * 0.3).collect() };
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, c) in chains.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
+    }
+    let rows = [(SeqId(0), 0), (SeqId(1), 1)];
+    let mut g = Graph::new();
+    let node = g.input("logits", DType::F32, &[v, 2]).unwrap();
+    let mut tail = Tail::attach(&mut g, node, &rows, &seqs, &cpu::CpuBackend::new()).unwrap();
+    let placed: Vec<String> = tail.placement().into_iter().map(|p| p.1).collect();
+    assert_eq!(placed, ["+top_k -logit_bias -dist", "+logit_bias +top_k +dist"]);
+    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
+    sched.plan(&g).unwrap();
+    let mut refs = chains.clone();
+    for step in 0..20 {
+        let all: Vec<f32> = (0..2).flat_map(|r| logits(step, r)).collect();
+        sched.set_input_f32(node, &all).unwrap();
+        tail.set_inputs(&mut sched, &mut seqs).unwrap();
+        sched.compute().unwrap();
+        let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        for (r, chain) in refs.iter_mut().enumerate() {
+            chain.set_step(step as u64);
+            let want = chain.sample(&logits(step, r)).unwrap();
+            assert_eq!(out.token(r).unwrap(), want, "step {step} row {r}");
+            tail.accept(&mut seqs, SeqId(r as u32), &[want]).unwrap();
+        }
+    }
+}

@@ -148,7 +148,8 @@ fn logits_for(step: usize, row: usize) -> Vec<f32> {
 /// Through the tail on the CPU backend: the verdict from the tokens read back equals
 /// `speculative::verify` with the drafts' `q` token for token, 40 steps per chain, on a list
 /// (top-k, typical's reordered list), on the vocabulary (temperature and min-p as parameters, a
-/// top-p mask, dry) and with a CPU suffix (a logit bias after a cut, and dist, on the CPU).
+/// top-p mask, dry, a logit bias on a list) and with a CPU suffix (a zero temperature after a cut,
+/// and dist, on the CPU).
 #[test]
 fn tail_verification_of_sampled_drafts_equals_the_cpu_verifier() {
     let specs = [
@@ -159,7 +160,8 @@ fn tail_verification_of_sampled_drafts_equals_the_cpu_verifier() {
         ("top_p(p=0.9);dist(seed=65)", 0),
         ("top_k(k=40);typical(p=0.9);dist(seed=66)", 0),
         ("dry(multiplier=0.8,last_n=16);dist(seed=68)", 0),
-        ("top_k(k=30);logit_bias(5=1.5,7=-2);dist(seed=69)", 2),
+        ("top_k(k=30);logit_bias(5=1.5,7=-2);dist(seed=69)", 0),
+        ("top_k(k=30);temp(t=0);dist(seed=70)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
     ];
     for (spec, suffix) in specs {

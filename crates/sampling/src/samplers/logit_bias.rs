@@ -91,14 +91,29 @@ impl Sampler for LogitBias {
     }
 }
 
-/// On the vocabulary (or after a cut on it): a `scatter_add` of the `(token, bias)` pairs. On a
-/// list it has no form (the CPU runs it).
+impl LogitBias {
+    /// Whether a token is listed twice.
+    fn has_repeats(&self) -> bool {
+        let mut ids: Vec<Token> = self.biases.iter().map(|b| b.0).collect();
+        ids.sort_unstable();
+        ids.windows(2).any(|w| w[0] == w[1])
+    }
+}
+
+/// On the vocabulary (or after a cut on it) a `scatter_add` of the `(token, bias)` pairs; on a
+/// candidate list the pairs' dense row gathered at the list's ids (`Lowering::add_sparse`).
 impl BackendStage for LogitBias {
+    /// On a list only without a token listed twice: there llama.cpp's first-match search (which
+    /// depends on where each token sits in the list) decides which entries add, which a
+    /// data-independent graph cannot replay; the CPU runs such a stage. A `-inf` bias after a cut
+    /// leaves `-inf` entries the CPU chain's list holds (`StageKey::keeping_inf`).
     fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
+        let key = StageKey::new::<Self>(NAME, 0, self.biases.len());
         match form {
             _ if self.biases.is_empty() => Some((StageKey::nothing(), form)),
-            Form::Vocab | Form::Masked => Some((StageKey::new::<Self>(NAME, 0, self.biases.len()), form)),
-            _ => None,
+            Form::List(_) if self.has_repeats() => None,
+            Form::Masked if self.biases.iter().any(|b| b.1 == f32::NEG_INFINITY) => Some((key.keeping_inf(), form)),
+            _ => Some((key, form)),
         }
     }
 
