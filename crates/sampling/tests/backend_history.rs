@@ -7,7 +7,9 @@
 mod common;
 mod vocab_cases;
 
-use vocab_cases::{HISTORY_CHAINS, HISTORY_PLACEMENTS, run_resampled};
+use sampling::backend::{SeqConfig, SeqId};
+use sampling::{Chain, Sampler};
+use vocab_cases::{Batch, HISTORY_CHAINS, HISTORY_PLACEMENTS, run_resampled};
 
 /// Peaked rows at a small vocabulary, so that tokens repeat and DRY penalises.
 fn small_logits(v: usize, step: usize, row: usize) -> Vec<f32> {
@@ -31,30 +33,16 @@ fn history_stages_match_the_cpu_chain_at_151936() {
 fn dry_penalises_on_the_backend_as_on_the_cpu() {
     // The cases above are worth something only where DRY penalised: on this history the CPU
     // sampler moves token 4 by -4 (it would extend a repeat of 3 tokens, allowed 1: 1 * 2^(3 - 1))
-    // (the only token that followed an earlier 3), and the backend's candidates (read back from the penalised row) carry the
-    // same values.
-    use graph::{DType, Graph};
-    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
-    use sampling::{Chain, Sampler};
-    let spec = "dry(multiplier=1,base=2,allowed_length=1)";
-    let history = [1u32, 2, 3, 4, 1, 2, 3];
-    let mut chain = Chain::parse(spec).unwrap();
-    history.iter().for_each(|&t| chain.accept(t));
+    // (the only token that followed an earlier 3), and the backend's candidates (read back from
+    // the penalised row) carry the same values.
+    let mut chain = Chain::parse("dry(multiplier=1,base=2,allowed_length=1)").unwrap();
+    [1u32, 2, 3, 4, 1, 2, 3].iter().for_each(|&t| chain.accept(t));
     let row = [0.5f32, 0.0, 1.0, -1.0, 0.25, 2.0, 0.0, 0.0];
     let want = chain.clone().run(&row).unwrap().candidates;
-    let mut seqs = Sequences::new(1).unwrap();
-    seqs.set(SeqId(0), SeqConfig::new(chain).with_candidates());
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[8, 1]).unwrap();
-    let cpu = cpu::CpuBackend::new();
-    let mut tail = Tail::attach(&mut g, logits, &[(SeqId(0), 0)], &seqs, &cpu).unwrap();
-    assert_eq!(tail.placement()[0].1, "+dry");
-    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
-    sched.plan(&g).unwrap();
-    sched.set_input_f32(logits, &row).unwrap();
-    tail.set_inputs(&mut sched, &mut seqs).unwrap();
-    sched.compute().unwrap();
-    let out = tail.sample(&mut sched, &mut seqs).unwrap();
+    let cpu = Box::new(cpu::CpuBackend::new());
+    let mut b = Batch::of(8, vec![chain], |c| SeqConfig::new(c).with_candidates(), cpu, None);
+    assert_eq!(b.placements(), ["+dry"]);
+    let out = b.step(&row);
     let got = out.candidates(0).unwrap();
     let logit = |c: &[sampling::TokenData], id: u32| c.iter().find(|t| t.id == id).unwrap().logit;
     assert_eq!(logit(&want, 4), 0.25 - 4.0);
@@ -67,9 +55,6 @@ fn dry_penalises_on_the_backend_as_on_the_cpu() {
 /// accepted) and then one sample accepted, on the backend (a tail on the CPU backend) or by the
 /// CPU chain alone.
 fn state_after(spec: &str, get: fn(&dyn std::any::Any) -> f32, backend: bool, unaccepted: usize) -> f32 {
-    use graph::{DType, Graph};
-    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
-    use sampling::{Chain, Sampler};
     let v = 500;
     let row = |step: usize| vocab_cases::logits_for(v, step, 0);
     let state = |chain: &Chain| get(chain.stages()[1].as_ref());
@@ -84,27 +69,14 @@ fn state_after(spec: &str, get: fn(&dyn std::any::Any) -> f32, backend: bool, un
         chain.sample(&row(0)).unwrap();
         return state(&chain);
     }
-    let mut seqs = Sequences::new(1).unwrap();
-    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()));
-    let mut g = Graph::new();
-    let logits = g.input("logits", DType::F32, &[v, 1]).unwrap();
-    let cpu = cpu::CpuBackend::new();
-    let mut tail = Tail::attach(&mut g, logits, &[(SeqId(0), 0)], &seqs, &cpu).unwrap();
-    assert!(!tail.placement()[0].1.contains('-'), "{}", tail.placement()[0].1);
-    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
-    sched.plan(&g).unwrap();
-    let mut step = |sched: &mut sched::Scheduler, x: &[f32]| {
-        sched.set_input_f32(logits, x).unwrap();
-        tail.set_inputs(sched, &mut seqs).unwrap();
-        sched.compute().unwrap();
-        tail.sample(sched, &mut seqs).unwrap().token(0).unwrap()
-    };
+    let mut b = Batch::new(v, &[spec], SeqConfig::new, Box::new(cpu::CpuBackend::new()), None);
+    assert!(!b.placements()[0].contains('-'), "{:?}", b.placements());
     for i in 0..unaccepted {
-        step(&mut sched, &row(100 + i));
+        b.step(&row(100 + i));
     }
-    let t = step(&mut sched, &row(0));
-    tail.accept(&mut seqs, SeqId(0), &[t]).unwrap();
-    state(&seqs.get(SeqId(0)).unwrap().chain)
+    let t = b.step(&row(0)).token(0).unwrap();
+    b.accept(0, t);
+    state(&b.seqs.get(SeqId(0)).unwrap().chain)
 }
 
 /// Sampling N times without accepting, then sampling once and accepting, leaves the state of

@@ -2,7 +2,11 @@
 //! list, as the history moves; their bad input; and the backend's list form of `allowed_tokens`
 //! against the CPU chain (the other forms run in `vocab_cases::HISTORY_CHAINS`).
 
+mod vocab_cases;
+
+use sampling::backend::SeqConfig;
 use sampling::{Chain, Sampler, SamplingError, Token};
+use vocab_cases::Batch;
 
 /// The surviving candidates of `spec` on `row` after `history` was accepted.
 fn survivors(spec: &str, history: &[Token], row: &[f32]) -> Vec<Token> {
@@ -96,8 +100,6 @@ fn bad_parameters_are_errors_naming_stage_and_parameter() {
 
 #[test]
 fn allowed_tokens_on_a_list_on_the_backend_equal_the_cpu_chain() {
-    use graph::{DType, Graph};
-    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
     let v = 300;
     let specs = [
         "top_k(k=40);allowed_tokens(ids=1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50);dist(seed=3)",
@@ -115,39 +117,25 @@ fn allowed_tokens_on_a_list_on_the_backend_equal_the_cpu_chain() {
             })
             .collect()
     };
-    let mut seqs = Sequences::new(1).unwrap();
-    let mut refs: Vec<Chain> = specs.iter().map(|s| Chain::parse(s).unwrap()).collect();
-    for (i, c) in refs.iter().enumerate() {
-        seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()).with_candidates());
-    }
-    let rows: Vec<(SeqId, usize)> = (0..specs.len()).map(|i| (SeqId(i as u32), i)).collect();
-    let mut g = Graph::new();
-    let node = g.input("logits", DType::F32, &[v, specs.len()]).unwrap();
-    let cpu = cpu::CpuBackend::new();
-    let mut tail = Tail::attach(&mut g, node, &rows, &seqs, &cpu).unwrap();
-    assert!(tail.placement().iter().all(|(_, p)| !p.contains('-')), "{:?}", tail.placement());
-    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
-    sched.plan(&g).unwrap();
+    let mut b = Batch::new(v, &specs, |c| SeqConfig::new(c).with_candidates(), Box::new(cpu::CpuBackend::new()), None);
+    assert!(b.placements().iter().all(|p| !p.contains('-')), "{:?}", b.placements());
+    let ids = |c: &[sampling::TokenData]| {
+        let mut v: Vec<Token> = c.iter().map(|t| t.id).collect();
+        v.sort_unstable();
+        v
+    };
     for step in 0..20 {
         let all: Vec<f32> = (0..specs.len()).flat_map(|r| logits(step, r)).collect();
-        sched.set_input_f32(node, &all).unwrap();
-        tail.set_inputs(&mut sched, &mut seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        for (r, chain) in refs.iter_mut().enumerate() {
-            chain.set_step(step as u64);
-            let want = chain.run(&logits(step, r)).unwrap();
+        let out = b.step(&all);
+        for (r, spec) in specs.iter().enumerate() {
+            b.refs[r].set_step(step as u64);
+            let want = b.refs[r].run(&logits(step, r)).unwrap();
             let got = out.rows[r].result.as_ref().unwrap();
-            assert_eq!(got.token, want.selected, "step {step} `{}`", specs[r]);
-            let ids = |c: &[sampling::TokenData]| {
-                let mut v: Vec<Token> = c.iter().map(|t| t.id).collect();
-                v.sort_unstable();
-                v
-            };
-            assert_eq!(ids(got.candidates.as_ref().unwrap()), ids(&want.candidates), "step {step} `{}`", specs[r]);
+            assert_eq!(got.token, want.selected, "step {step} `{spec}`");
+            assert_eq!(ids(got.candidates.as_ref().unwrap()), ids(&want.candidates), "step {step} `{spec}`");
             let t = want.selected.unwrap();
-            chain.accept(t);
-            tail.accept(&mut seqs, SeqId(r as u32), &[t]).unwrap();
+            b.refs[r].accept(t);
+            b.accept(r, t);
         }
     }
 }
@@ -157,41 +145,25 @@ fn a_logit_bias_listing_a_token_twice_finishes_on_the_cpu_after_a_top_k() {
     // On a list llama.cpp's first-match search decides which of the two entries adds (it depends
     // on where the token sits in the list), so that stage has no list form; on the vocabulary
     // both add, on the backend too.
-    use graph::{DType, Graph};
-    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
     use sampling::samplers::{Dist, LogitBias, TopK};
     let twice = || LogitBias::new(vec![(3, 2.0), (3, 1.0), (7, -1.0)]).unwrap();
-    let chains = [
+    let chains = vec![
         Chain::new().with(TopK::new(8)).with(twice()).with(Dist::new(5)),
         Chain::new().with(twice()).with(TopK::new(8)).with(Dist::new(6)),
     ];
     let v = 64;
     let logits =
         |step: usize, r: usize| -> Vec<f32> { (0..v).map(|i| ((i * 13 + step * 5 + r) % 17) as f32 * 0.3).collect() };
-    let mut seqs = Sequences::new(1).unwrap();
-    for (i, c) in chains.iter().enumerate() {
-        seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
-    }
-    let rows = [(SeqId(0), 0), (SeqId(1), 1)];
-    let mut g = Graph::new();
-    let node = g.input("logits", DType::F32, &[v, 2]).unwrap();
-    let mut tail = Tail::attach(&mut g, node, &rows, &seqs, &cpu::CpuBackend::new()).unwrap();
-    let placed: Vec<String> = tail.placement().into_iter().map(|p| p.1).collect();
-    assert_eq!(placed, ["+top_k -logit_bias -dist", "+logit_bias +top_k +dist"]);
-    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
-    sched.plan(&g).unwrap();
-    let mut refs = chains.clone();
+    let mut b = Batch::of(v, chains, SeqConfig::new, Box::new(cpu::CpuBackend::new()), None);
+    assert_eq!(b.placements(), ["+top_k -logit_bias -dist", "+logit_bias +top_k +dist"]);
     for step in 0..20 {
         let all: Vec<f32> = (0..2).flat_map(|r| logits(step, r)).collect();
-        sched.set_input_f32(node, &all).unwrap();
-        tail.set_inputs(&mut sched, &mut seqs).unwrap();
-        sched.compute().unwrap();
-        let out = tail.sample(&mut sched, &mut seqs).unwrap();
-        for (r, chain) in refs.iter_mut().enumerate() {
-            chain.set_step(step as u64);
-            let want = chain.sample(&logits(step, r)).unwrap();
+        let out = b.step(&all);
+        for r in 0..2 {
+            b.refs[r].set_step(step as u64);
+            let want = b.refs[r].sample(&logits(step, r)).unwrap();
             assert_eq!(out.token(r).unwrap(), want, "step {step} row {r}");
-            tail.accept(&mut seqs, SeqId(r as u32), &[want]).unwrap();
+            b.accept(r, want);
         }
     }
 }

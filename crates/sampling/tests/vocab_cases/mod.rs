@@ -70,28 +70,40 @@ pub fn sorted_logits(v: usize, step: usize, row: usize) -> Vec<f32> {
 
 /// One mixed batch: sequence `i` runs `chains[i]` on logits row `i` of `[v, n]`, the logits held by
 /// `backend` (with `fallback` for CPU suffixes); `refs` are the chains to run alone on the CPU.
-struct Batch {
-    seqs: Sequences,
-    refs: Vec<Chain>,
-    tail: Tail,
-    sched: Scheduler,
-    logits: graph::NodeId,
+pub struct Batch {
+    pub seqs: Sequences,
+    pub refs: Vec<Chain>,
+    pub tail: Tail,
+    pub sched: Scheduler,
+    pub logits: graph::NodeId,
 }
 
 impl Batch {
-    fn new(
+    /// The batch of the chains `chains` (SPEC strings).
+    pub fn new(
         v: usize,
         chains: &[&str],
         config: impl Fn(Chain) -> SeqConfig,
         backend: Box<dyn Backend>,
         fallback: Option<Box<dyn Backend>>,
     ) -> Batch {
-        let mut seqs = Sequences::new(1).unwrap();
         let refs: Vec<Chain> = chains.iter().map(|spec| Chain::parse(spec).unwrap()).collect();
+        Batch::of(v, refs, config, backend, fallback)
+    }
+
+    /// The batch of the chains `refs` (built in code).
+    pub fn of(
+        v: usize,
+        refs: Vec<Chain>,
+        config: impl Fn(Chain) -> SeqConfig,
+        backend: Box<dyn Backend>,
+        fallback: Option<Box<dyn Backend>>,
+    ) -> Batch {
+        let mut seqs = Sequences::new(1).unwrap();
         for (i, chain) in refs.iter().enumerate() {
             seqs.set(SeqId(i as u32), config(chain.clone()));
         }
-        let n = chains.len();
+        let n = refs.len();
         let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
         let mut g = Graph::new();
         let logits = g.input("logits", DType::F32, &[v, n]).unwrap();
@@ -101,12 +113,22 @@ impl Batch {
         Batch { seqs, refs, tail, sched, logits }
     }
 
-    /// One step on the rows `all` (`[v, n]`, row-major by sequence).
-    fn step(&mut self, all: &[f32]) -> sampling::backend::StepOutput {
+    /// One step on the rows `all` (`[v, n]`, row-major by sequence); nothing accepted.
+    pub fn step(&mut self, all: &[f32]) -> sampling::backend::StepOutput {
         self.sched.set_input_f32(self.logits, all).unwrap();
         self.tail.set_inputs(&mut self.sched, &mut self.seqs).unwrap();
         self.sched.compute().unwrap();
         self.tail.sample(&mut self.sched, &mut self.seqs).unwrap()
+    }
+
+    /// Accepts `token` for sequence `seq`.
+    pub fn accept(&mut self, seq: usize, token: sampling::Token) {
+        self.tail.accept(&mut self.seqs, SeqId(seq as u32), &[token]).unwrap();
+    }
+
+    /// The placements, in sequence order.
+    pub fn placements(&self) -> Vec<String> {
+        self.tail.placement().into_iter().map(|(_, p)| p).collect()
     }
 }
 
