@@ -4,7 +4,10 @@
 //! installs the missing ones with `apt-get`; elsewhere it says what is missing and goes on), then runs
 //! `cargo test` over the whole workspace with the environment the Vulkan tests expect: the Khronos
 //! validation layer on, and, under `CI=true`, Vulkan required (a missing device fails instead of
-//! skipping).
+//! skipping). Every skip goes through `sched::testing::skip`, which prints one line,
+//! `SKIPPED <test>: <reason>` (and fails under CI); the run shows the passing tests' output too,
+//! counts those lines, and ends with how many tests passed, failed and skipped; any skip under CI
+//! fails the run.
 //!
 //! It also watches the disk: the test build takes a few gigabytes, and a linker that runs out of disk
 //! dies with SIGBUS ("ld terminated with signal 7 [Bus error]"), which names nothing. So the free space
@@ -55,6 +58,13 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
     cmd.args(&args.cargo_args);
+    // The passing tests' own output too, so that their `SKIPPED <test>: <reason>` lines
+    // (`sched::testing::skip`) can be counted.
+    if !args.cargo_args.iter().any(|a| a == "--") {
+        cmd.arg("--");
+    }
+    cmd.arg("--show-output");
+    cmd.stdout(std::process::Stdio::piped());
     cmd.env("VK_LOADER_LAYERS_ENABLE", "*validation*");
     if in_ci {
         cmd.env("SAMPLING_REQUIRE_VULKAN", "1");
@@ -62,7 +72,29 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         cmd.env("CARGO_INCREMENTAL", "0");
     }
     eprintln!("xtask ci: running {cmd:?}");
-    let status = cmd.status().context("running cargo test")?;
+    let mut child = cmd.spawn().context("running cargo test")?;
+    let mut tally = Tally::default();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)) {
+            let line = line.context("reading cargo test's output")?;
+            println!("{line}");
+            tally.read(&line);
+        }
+    }
+    let status = child.wait().context("running cargo test")?;
+    eprintln!(
+        "xtask ci: {} tests ran: {} passed, {} failed, {} skipped",
+        tally.passed + tally.failed,
+        tally.passed,
+        tally.failed,
+        tally.skipped.len()
+    );
+    for s in &tally.skipped {
+        eprintln!("xtask ci:   {s}");
+    }
+    if in_ci && !tally.skipped.is_empty() {
+        bail!("{} tests skipped under CI, where every test must run", tally.skipped.len());
+    }
     if !status.success() {
         if let Some(free) = free_bytes(&target).filter(|&f| f < LOW_DISK) {
             bail!(
@@ -82,6 +114,29 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     }
     eprintln!("xtask ci: all tests passed");
     Ok(())
+}
+
+/// What the test run printed: the counts of `test result:` lines and the skip lines.
+#[derive(Debug, Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    skipped: Vec<String>,
+}
+
+impl Tally {
+    /// Reads one line of `cargo test`'s output.
+    fn read(&mut self, line: &str) {
+        if line.starts_with("SKIPPED ") {
+            self.skipped.push(line.to_string());
+        } else if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |what: &str| {
+                rest.split(';').find_map(|part| part.trim().strip_suffix(what)?.trim().rsplit(' ').next()?.parse().ok())
+            };
+            self.passed += count(" passed").unwrap_or(0);
+            self.failed += count(" failed").unwrap_or(0);
+        }
+    }
 }
 
 /// Disk the test build of a clean clone takes (measured: 2.3 GB with the workspace's profiles, 3.0 GB
@@ -162,4 +217,25 @@ fn install_packages() -> Result<()> {
     let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
     install.extend(missing.iter().copied());
     apt(&install)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn the_tally_counts_results_and_skips() {
+        let mut t = Tally::default();
+        for line in [
+            "test result: ok. 9 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.49s",
+            "SKIPPED some_test: no Vulkan device (x)",
+            "test result: FAILED. 3 passed; 2 failed; 1 ignored; 0 measured; 0 filtered out; finished in 1s",
+            "test skipped_name ... ok",
+            "  SKIPPED not at the start",
+        ] {
+            t.read(line);
+        }
+        assert_eq!((t.passed, t.failed), (12, 2));
+        assert_eq!(t.skipped, ["SKIPPED some_test: no Vulkan device (x)"]);
+    }
 }

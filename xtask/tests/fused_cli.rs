@@ -398,8 +398,10 @@ fn backend_vulkan_gives_the_cpu_results() {
         )
     };
     let vk = args("vulkan");
-    if !vk.ok && vk.stderr.to_lowercase().contains("vulkan") {
-        eprintln!("skipped: no Vulkan device ({})", vk.stderr.trim());
+    // Only a missing device skips (and never under CI); any other Vulkan failure fails here.
+    if !vk.ok && vk.stderr.contains("vulkan backend unavailable") {
+        let test = "backend_vulkan_gives_the_cpu_results";
+        sched::testing::skip(test, format!("no Vulkan device ({})", vk.stderr.trim()));
         return;
     }
     let plan = std::fs::read_to_string(&plan_file).unwrap();

@@ -170,10 +170,8 @@ fn graph_path_matches_chain_path_on_vulkan() {
         "vulkan",
     ]);
     if let Err(e) = &probe {
-        if std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_some() {
-            panic!("SAMPLING_REQUIRE_VULKAN is set but xtask sample --backend vulkan failed: {e}");
-        }
-        eprintln!("SKIPPED graph_path_matches_chain_path_on_vulkan: no usable Vulkan device ({})", e.trim());
+        let why = format!("xtask sample --backend vulkan failed ({})", e.trim());
+        sched::testing::skip("graph_path_matches_chain_path_on_vulkan", why);
         return;
     }
     compare("fixtures/logits/vocab1k_f16.npy", "vulkan", &["0", "3"]).unwrap();

@@ -82,7 +82,7 @@ fn greedy_decoding_matches_llama_cpp_alone_and_batched() {
 
 #[test]
 fn greedy_decoding_matches_llama_cpp_on_vulkan() {
-    if !common::vulkan_available() {
+    if !common::vulkan_available("greedy_decoding_matches_llama_cpp_on_vulkan") {
         return;
     }
     let m = model();

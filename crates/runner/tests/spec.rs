@@ -98,7 +98,7 @@ fn greedy_ngram_speculation_equals_plain_greedy_on_cpu() {
 
 #[test]
 fn greedy_ngram_speculation_equals_plain_greedy_on_vulkan() {
-    if !common::vulkan_available() {
+    if !common::vulkan_available("greedy_ngram_speculation_equals_plain_greedy_on_vulkan") {
         return;
     }
     ngram_equals_plain(BackendKind::Vulkan);
@@ -260,7 +260,7 @@ fn sampled_draft_model_backend_verification_equals_cpu() {
 
 #[test]
 fn sampled_draft_model_backend_verification_equals_cpu_on_vulkan() {
-    if !common::vulkan_available() {
+    if !common::vulkan_available("sampled_draft_model_backend_verification_equals_cpu_on_vulkan") {
         return;
     }
     let r = sampled_drafting(BackendKind::Vulkan);

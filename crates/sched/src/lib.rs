@@ -32,6 +32,7 @@ mod planner;
 mod pool;
 pub mod scheduler;
 mod split;
+pub mod testing;
 mod transfer;
 
 pub use backend::{

@@ -15,10 +15,8 @@ fn shaders_dir() -> PathBuf {
 fn committed_spirv_matches_sources() {
     let glslc = std::env::var("GLSLC").unwrap_or_else(|_| "glslc".into());
     if Command::new(&glslc).arg("--version").output().is_err() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true")
-            || std::env::var("SAMPLING_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        assert!(!ci, "glslc is required under CI to check shaders/spv against shaders/*.comp");
-        eprintln!("SKIPPED committed_spirv_matches_sources: glslc not found (install glslc or set GLSLC)");
+        let why = "glslc not found (install glslc or set GLSLC) to check shaders/spv against shaders/*.comp";
+        sched::testing::skip("committed_spirv_matches_sources", why);
         return;
     }
     let dir = shaders_dir();

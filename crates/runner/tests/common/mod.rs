@@ -1,5 +1,5 @@
 //! Helpers shared by the runner's integration tests: the SmolLM2 model, loaded once per test binary,
-//! and the loud skip of a Vulkan test without a device.
+//! and the skip of a Vulkan test without a device.
 #![allow(dead_code, clippy::print_stderr)]
 
 use runner::Model;
@@ -17,16 +17,14 @@ pub fn smollm2() -> Arc<Model> {
     .clone()
 }
 
-/// Whether a Vulkan device opens; without one, says loudly that the test is skipped (and fails
-/// where `SAMPLING_REQUIRE_VULKAN` is set, as in CI).
-pub fn vulkan_available() -> bool {
-    if vulkan::VulkanBackend::new().is_ok() {
-        return true;
+/// Whether a Vulkan device opens; without one, test `test` is skipped (`sched::testing::skip`:
+/// said loudly, and a failure under CI).
+pub fn vulkan_available(test: &str) -> bool {
+    match vulkan::VulkanBackend::new() {
+        Ok(_) => true,
+        Err(e) => {
+            sched::testing::skip(test, format!("no Vulkan device ({e})"));
+            false
+        }
     }
-    assert!(
-        std::env::var_os("SAMPLING_REQUIRE_VULKAN").is_none(),
-        "SAMPLING_REQUIRE_VULKAN is set but no Vulkan device"
-    );
-    eprintln!("SKIPPED: no Vulkan device");
-    false
 }
