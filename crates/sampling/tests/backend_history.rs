@@ -107,3 +107,9 @@ fn mirostat_state_moves_only_on_accept() {
     moves_only_on_accept("top_k(k=20);mirostat_v2(tau=3,eta=0.1,seed=9)", mu2, 6.0);
     moves_only_on_accept("min_p(p=0.05);mirostat_v2(tau=3,eta=0.1,seed=10)", mu2, 6.0);
 }
+
+#[test]
+fn logprobs_and_candidates_read_back_values_on_the_cpu_backend() {
+    let cpu = Box::new(cpu::CpuBackend::new());
+    vocab_cases::logprobs_of(&vocab_cases::WITH_LOGPROBS, 8, 1000, 12, cpu, None);
+}

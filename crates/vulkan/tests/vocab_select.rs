@@ -145,3 +145,18 @@ fn history_stages_on_vulkan_match_the_cpu_chain_with_unaccepted_samples() {
         assert_eq!(run_resampled(151_936, 3, &HISTORY_CHAINS, logits_for, vk, Some(cpu), 2), HISTORY_PLACEMENTS)
     });
 }
+
+#[test]
+fn logprobs_and_candidates_read_back_from_vulkan_equal_the_reference_values() {
+    // Values, not only shapes: the top log-probabilities of the raw logits against the f64
+    // log-softmax, the candidates against the CPU chain's, the tokens against the CPU chain's. At
+    // 151936 without the top-p chain (the last): Vulkan's `top_p_mask` sums exactly where the CPU
+    // replays llama.cpp's f32 sums, so on long flat rows its nucleus can differ by a few tokens.
+    let test = "logprobs_and_candidates_read_back_from_vulkan_equal_the_reference_values";
+    let Some(probe) = common::vulkan(test) else { return };
+    drop(probe);
+    with_vulkan(false, |vk, cpu| vocab_cases::logprobs_of(&vocab_cases::WITH_LOGPROBS, 8, 1000, 12, vk, Some(cpu)));
+    with_vulkan(true, |vk, cpu| {
+        vocab_cases::logprobs_of(&vocab_cases::WITH_LOGPROBS[..5], 5, 151_936, 2, vk, Some(cpu))
+    });
+}

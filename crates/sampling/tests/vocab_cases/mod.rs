@@ -370,6 +370,68 @@ pub fn candidates_of(
     }
 }
 
+/// Runs `chains` with the top `n_lp` log-probabilities of the raw logits reserved (and the
+/// candidates), for `steps` steps at vocabulary `v`, and checks the values read back: the ids are
+/// the top `n_lp` of the row (value descending, ties by lower id), each log-probability within 1e-4
+/// of the f64 log-softmax, and the candidates as [`candidates_of`] checks them.
+pub fn logprobs_of(
+    chains: &[&str],
+    n_lp: usize,
+    v: usize,
+    steps: usize,
+    backend: Box<dyn Backend>,
+    fallback: Option<Box<dyn Backend>>,
+) {
+    let n = chains.len();
+    let config = |c: Chain| SeqConfig::new(c).with_logprobs(n_lp).with_candidates();
+    let mut b = Batch::new(v, chains, config, backend, fallback);
+    for step in 0..steps {
+        let all: Vec<f32> = (0..n).flat_map(|r| logits_for(v, step, r)).collect();
+        let out = b.step(&all);
+        assert_eq!(out.bytes_read, b.tail.reserved_bytes());
+        for (r, spec) in chains.iter().enumerate() {
+            let row = logits_for(v, step, r);
+            let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+            let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
+            let mut order: Vec<usize> = (0..v).collect();
+            order.sort_by(|&a, &c| row[c].total_cmp(&row[a]).then(a.cmp(&c)));
+            let lp = out.logprobs(r).unwrap();
+            assert_eq!(lp.len(), n_lp.min(v), "step {step} `{}`", spec);
+            for (j, &(id, l)) in lp.iter().enumerate() {
+                assert_eq!(id as usize, order[j], "step {step} `{}` rank {j}", spec);
+                let want = f64::from(row[order[j]]) - lse;
+                assert!((f64::from(l) - want).abs() < 1e-4, "step {step} `{}` rank {j}: {l} vs {want}", spec);
+            }
+            b.refs[r].set_step(b.seqs.step(SeqId(r as u32)).unwrap());
+            let want = b.refs[r].run(&row).unwrap();
+            let mut got = out.candidates(r).unwrap().to_vec();
+            let mut want_c = want.candidates.clone();
+            got.sort_by_key(|t| t.id);
+            want_c.sort_by_key(|t| t.id);
+            assert_eq!(got.len(), want_c.len(), "step {step} `{}`", spec);
+            for (a, c) in got.iter().zip(&want_c) {
+                assert_eq!(a.id, c.id, "step {step} `{}`", spec);
+                assert!((a.p - c.p).abs() < 1e-5, "step {step} `{}`: {a:?} vs {c:?}", spec);
+            }
+            let tok = out.token(r).unwrap();
+            assert_eq!(Some(tok), want.selected, "step {step} `{}`", spec);
+            b.refs[r].accept(tok);
+            b.accept(r, tok);
+        }
+    }
+}
+
+/// Chains whose log-probabilities and candidates [`logprobs_of`] reads back: a list, the
+/// vocabulary, after a cut, a selection with its own survivors, a history stage.
+pub const WITH_LOGPROBS: [&str; 6] = [
+    "top_k(k=20);temp(t=0.8);dist(seed=61)",
+    "greedy",
+    "min_p(p=0.05);temp(t=0.9);dist(seed=62)",
+    "top_k(k=30);mirostat_v2(tau=3,eta=0.1,seed=63)",
+    "top_k(k=40);dry(multiplier=1,allowed_length=1);adaptive_p(target=0.3,seed=64)",
+    "top_p(p=0.9);dist(seed=65)",
+];
+
 /// The vocabulary stages (and top-p) after a cut on the vocabulary (min-p, top-p, min-p's
 /// fallback, typical, top-n-sigma, xtc): the record is the masked row, the CPU chain's list the
 /// survivors in token order, and every count (`min_keep`, temp_ext's `n`, mirostat's estimate)
