@@ -189,12 +189,6 @@ impl<'a> Row<'a> {
         stage_of(self.chain, self.seq, stage)
     }
 
-    /// Stage `stage` of the sequence's own chain (for a drafted output, the chain before its
-    /// draft; what state tensors on the device hold).
-    pub fn own_stage<S: Sampler>(&self, stage: usize) -> Result<&'a S> {
-        stage_of(self.own, self.seq, stage)
-    }
-
     /// The step this row's draws use (the sequence's step plus the output index).
     pub fn step(&self) -> u64 {
         self.step

@@ -22,6 +22,8 @@ use crate::sampler::{Sampler, Token};
 #[derive(Debug, Clone)]
 pub struct LogitBias {
     biases: Vec<(Token, f32)>,
+    /// A token is listed twice (then the stage has no list form; see its `BackendStage`).
+    repeats: bool,
 }
 
 const NAME: &str = "logit_bias";
@@ -32,7 +34,10 @@ impl LogitBias {
         for &(t, b) in &biases {
             check_bias(i64::from(t), b)?;
         }
-        Ok(Self { biases })
+        let mut ids: Vec<Token> = biases.iter().map(|b| b.0).collect();
+        ids.sort_unstable();
+        let repeats = ids.windows(2).any(|w| w[0] == w[1]);
+        Ok(Self { biases, repeats })
     }
 }
 
@@ -91,15 +96,6 @@ impl Sampler for LogitBias {
     }
 }
 
-impl LogitBias {
-    /// Whether a token is listed twice.
-    fn has_repeats(&self) -> bool {
-        let mut ids: Vec<Token> = self.biases.iter().map(|b| b.0).collect();
-        ids.sort_unstable();
-        ids.windows(2).any(|w| w[0] == w[1])
-    }
-}
-
 /// On the vocabulary (or after a cut on it) a `scatter_add` of the `(token, bias)` pairs; on a
 /// candidate list the pairs' dense row gathered at the list's ids (`Lowering::add_sparse`).
 impl BackendStage for LogitBias {
@@ -111,7 +107,7 @@ impl BackendStage for LogitBias {
         let key = StageKey::new::<Self>(NAME, 0, self.biases.len());
         match form {
             _ if self.biases.is_empty() => Some((StageKey::nothing(), form)),
-            Form::List(_) if self.has_repeats() => None,
+            Form::List(_) if self.repeats => None,
             Form::Masked if self.biases.iter().any(|b| b.1 == f32::NEG_INFINITY) => Some((key.keeping_inf(), form)),
             _ => Some((key, form)),
         }

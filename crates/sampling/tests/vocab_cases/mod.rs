@@ -348,25 +348,38 @@ pub fn candidates_of(
             let mut c = refs[r].clone();
             c.set_step(seqs.step(row.seq).unwrap());
             let want = c.run(&logits_for(v, step, r)).unwrap();
-            let got = out.candidates(i).unwrap();
-            assert_eq!(got.len(), want.candidates.len(), "step {step} `{spec}`");
-            // By id: the output order is by `p`, and two tokens whose logits differ in the last
-            // bit may swap places where the two sides' `p` differ by float rounding (a dynamic
-            // temperature an ulp apart).
-            let mut got = got.to_vec();
-            let mut want_by_id = want.candidates.clone();
-            got.sort_by_key(|t| t.id);
-            want_by_id.sort_by_key(|t| t.id);
-            for (a, b) in got.iter().zip(&want_by_id) {
-                assert_eq!(a.id, b.id, "step {step} `{spec}`");
-                assert!((a.p - b.p).abs() < 1e-5, "step {step} `{spec}`: {a:?} vs {b:?}");
-            }
+            assert_same_candidates(out.candidates(i).unwrap(), &want.candidates, &format!("step {step} `{spec}`"));
             let tok = row.result.as_ref().unwrap().token.unwrap();
             assert_eq!(Some(tok), want.selected, "step {step} `{spec}`");
             refs[r] = c;
             refs[r].accept(tok);
             tail.accept(seqs, row.seq, &[tok]).unwrap();
         }
+    }
+}
+
+/// The top `n` tokens of `row` (value descending, ties by lower id) with their f64 log-softmax:
+/// the reference of a log-probability read-back.
+pub fn reference_logprobs(row: &[f32], n: usize) -> Vec<(usize, f64)> {
+    let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+    let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
+    let mut order: Vec<usize> = (0..row.len()).collect();
+    order.sort_by(|&a, &c| row[c].total_cmp(&row[a]).then(a.cmp(&c)));
+    order.into_iter().take(n).map(|i| (i, f64::from(row[i]) - lse)).collect()
+}
+
+/// `got` (read back) holds `want`'s tokens (the CPU chain's candidates), each `p` within 1e-5.
+/// By id: the output order is by `p`, and two tokens whose logits differ in the last bit may swap
+/// places where the two sides' `p` differ by float rounding (a dynamic temperature an ulp apart).
+pub fn assert_same_candidates(got: &[sampling::TokenData], want: &[sampling::TokenData], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let mut got = got.to_vec();
+    let mut want = want.to_vec();
+    got.sort_by_key(|t| t.id);
+    want.sort_by_key(|t| t.id);
+    for (a, b) in got.iter().zip(&want) {
+        assert_eq!(a.id, b.id, "{what}");
+        assert!((a.p - b.p).abs() < 1e-5, "{what}: {a:?} vs {b:?}");
     }
 }
 
@@ -391,28 +404,16 @@ pub fn logprobs_of(
         assert_eq!(out.bytes_read, b.tail.reserved_bytes());
         for (r, spec) in chains.iter().enumerate() {
             let row = logits_for(v, step, r);
-            let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
-            let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
-            let mut order: Vec<usize> = (0..v).collect();
-            order.sort_by(|&a, &c| row[c].total_cmp(&row[a]).then(a.cmp(&c)));
             let lp = out.logprobs(r).unwrap();
-            assert_eq!(lp.len(), n_lp.min(v), "step {step} `{}`", spec);
-            for (j, &(id, l)) in lp.iter().enumerate() {
-                assert_eq!(id as usize, order[j], "step {step} `{}` rank {j}", spec);
-                let want = f64::from(row[order[j]]) - lse;
-                assert!((f64::from(l) - want).abs() < 1e-4, "step {step} `{}` rank {j}: {l} vs {want}", spec);
+            let reference = reference_logprobs(&row, n_lp);
+            assert_eq!(lp.len(), reference.len(), "step {step} `{spec}`");
+            for (j, (&(id, l), &(want_id, want))) in lp.iter().zip(&reference).enumerate() {
+                assert_eq!(id as usize, want_id, "step {step} `{spec}` rank {j}");
+                assert!((f64::from(l) - want).abs() < 1e-4, "step {step} `{spec}` rank {j}: {l} vs {want}");
             }
             b.refs[r].set_step(b.seqs.step(SeqId(r as u32)).unwrap());
             let want = b.refs[r].run(&row).unwrap();
-            let mut got = out.candidates(r).unwrap().to_vec();
-            let mut want_c = want.candidates.clone();
-            got.sort_by_key(|t| t.id);
-            want_c.sort_by_key(|t| t.id);
-            assert_eq!(got.len(), want_c.len(), "step {step} `{}`", spec);
-            for (a, c) in got.iter().zip(&want_c) {
-                assert_eq!(a.id, c.id, "step {step} `{}`", spec);
-                assert!((a.p - c.p).abs() < 1e-5, "step {step} `{}`: {a:?} vs {c:?}", spec);
-            }
+            assert_same_candidates(out.candidates(r).unwrap(), &want.candidates, &format!("step {step} `{spec}`"));
             let tok = out.token(r).unwrap();
             assert_eq!(Some(tok), want.selected, "step {step} `{}`", spec);
             b.refs[r].accept(tok);
