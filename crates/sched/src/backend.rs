@@ -134,10 +134,59 @@ pub struct SplitTask<'a> {
     pub bindings: &'a Bindings,
 }
 
+/// Work a backend has handed to its device since it was created: what a GPU step costs beyond its
+/// arithmetic (each submission and each host wait is a round trip through the driver). Benchmarks
+/// report the difference across a step ([`WorkCounts::since`]); the CPU backend counts nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkCounts {
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// Command buffers submitted to a queue.
+    pub submissions: u64,
+    /// Times the host blocked on a fence (one per wait, however many submissions it retired).
+    pub host_waits: u64,
+    /// Nanoseconds the host spent submitting (ending the command buffer, creating its fence and
+    /// `vkQueueSubmit`).
+    pub submit_ns: u64,
+    /// Nanoseconds the host spent blocked in those fence waits.
+    pub wait_ns: u64,
+}
+
+impl WorkCounts {
+    /// The work done between `earlier` and `self`.
+    pub fn since(self, earlier: WorkCounts) -> WorkCounts {
+        WorkCounts {
+            dispatches: self.dispatches.saturating_sub(earlier.dispatches),
+            submissions: self.submissions.saturating_sub(earlier.submissions),
+            host_waits: self.host_waits.saturating_sub(earlier.host_waits),
+            submit_ns: self.submit_ns.saturating_sub(earlier.submit_ns),
+            wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+        }
+    }
+}
+
+impl std::ops::Add for WorkCounts {
+    type Output = WorkCounts;
+    fn add(self, o: WorkCounts) -> WorkCounts {
+        WorkCounts {
+            dispatches: self.dispatches + o.dispatches,
+            submissions: self.submissions + o.submissions,
+            host_waits: self.host_waits + o.host_waits,
+            submit_ns: self.submit_ns + o.submit_ns,
+            wait_ns: self.wait_ns + o.wait_ns,
+        }
+    }
+}
+
 /// A compute device. Object-safe; the scheduler holds `Box<dyn Backend>`.
 pub trait Backend: Send + std::fmt::Debug {
     /// Short name used in plans and errors (`cpu`, `vulkan`).
     fn name(&self) -> &str;
+
+    /// The work this backend has handed to its device so far (see [`WorkCounts`]); none by default.
+    fn work_counts(&self) -> WorkCounts {
+        WorkCounts::default()
+    }
 
     /// Whether this backend can compute `node` of `graph` (op, dtypes, layouts). The planner's only
     /// source of truth.

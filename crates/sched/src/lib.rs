@@ -36,7 +36,7 @@ pub mod testing;
 mod transfer;
 
 pub use backend::{
-    Backend, BackendError, BackendResult, Bindings, BufferId, CopyRegion, MemoryKind, SplitTask, TensorLoc,
+    Backend, BackendError, BackendResult, Bindings, BufferId, CopyRegion, MemoryKind, SplitTask, TensorLoc, WorkCounts,
 };
 pub use error::SchedError;
 pub use plan::{BufferRole, Cause, NodePlan, Plan, PlanBuffer, Region, Split, TensorCopy};

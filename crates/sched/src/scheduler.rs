@@ -354,6 +354,13 @@ impl Scheduler {
     pub fn backends(&self) -> &[Box<dyn Backend>] {
         &self.backends
     }
+
+    /// The work every backend has handed to its device so far, summed (see
+    /// [`crate::WorkCounts`]; the difference across a step is that step's dispatches, submissions
+    /// and host waits).
+    pub fn work_counts(&self) -> crate::WorkCounts {
+        self.backends.iter().map(|b| b.work_counts()).fold(crate::WorkCounts::default(), |a, b| a + b)
+    }
 }
 
 impl Drop for Scheduler {

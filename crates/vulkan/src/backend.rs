@@ -159,7 +159,25 @@ pub struct VulkanBackend {
     cpu_quantized: bool,
     /// Compute dispatches recorded so far (see [`VulkanBackend::dispatch_counter`]).
     pub(crate) dispatches: Arc<std::sync::atomic::AtomicU64>,
+    /// Command buffers submitted so far.
+    submissions: u64,
+    /// Fence waits of the host so far.
+    host_waits: u64,
+    /// Nanoseconds spent in `submit` and in fence waits so far.
+    submit_ns: u64,
+    wait_ns: u64,
+    /// Signalled-then-reset fences of retired submissions, reused by the next ones.
+    spare_fences: Vec<Fence>,
+    /// Nanoseconds per phase of a submission's life (see [`VulkanBackend::phase_times`]).
+    phase_ns: std::cell::Cell<[u64; PHASES.len()]>,
 }
+
+/// The most reset fences kept for reuse (more are destroyed): enough for every submission a step
+/// keeps in flight.
+const SPARE_FENCES: usize = 16;
+
+/// The phases [`VulkanBackend::phase_times`] reports, in a submission's order.
+pub const PHASES: [&str; 6] = ["begin", "end", "fence", "queue_submit", "wait", "retire"];
 
 impl std::fmt::Debug for VulkanBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -233,6 +251,12 @@ impl VulkanBackend {
             staged,
             cpu_quantized: opts.cpu_quantized,
             dispatches: Arc::default(),
+            submissions: 0,
+            host_waits: 0,
+            submit_ns: 0,
+            wait_ns: 0,
+            spare_fences: Vec::new(),
+            phase_ns: Default::default(),
         })
     }
 
@@ -241,6 +265,11 @@ impl VulkanBackend {
     /// dispatches per graph from its difference across one compute).
     pub fn dispatch_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
         self.dispatches.clone()
+    }
+
+    /// The opened device: identity, driver and limits (see [`crate::device::DeviceInfo`]).
+    pub fn device_info(&self) -> crate::device::DeviceInfo {
+        self.gpu.info()
     }
 
     /// The selected device's name.
@@ -379,20 +408,38 @@ impl VulkanBackend {
             other => VulkanError::Allocation { bytes, kind, cause: other.to_string() },
         })?;
         let (host_visible, coherent) = match sub.buffer().memory() {
-            BufferMemory::Normal(a) => (a.mapped_slice(..).is_some(), a.atom_size().is_none()),
+            BufferMemory::Normal(a) => (host_mapped(a.mapped_slice(..)), a.atom_size().is_none()),
             _ => (false, false),
         };
         Ok(Buf { sub, host_visible, coherent, len: bytes })
     }
 
+    /// Adds the time since `since` to phase `i` (an index into [`PHASES`]).
+    fn phase_done(&self, i: usize, since: std::time::Instant) {
+        let mut v = self.phase_ns.get();
+        v[i] += since.elapsed().as_nanos() as u64;
+        self.phase_ns.set(v);
+    }
+
+    /// Host nanoseconds spent so far in each phase of a submission's life ([`PHASES`]): allocating
+    /// and beginning command buffers, ending them, creating fences, `vkQueueSubmit`, waiting, and
+    /// retiring (status words, timestamps, freeing). A diagnostic for `gpu-report`'s latency
+    /// section: on a real GPU a round trip costs what these add up to.
+    pub fn phase_times(&self) -> Vec<(&'static str, u64)> {
+        PHASES.iter().copied().zip(self.phase_ns.get()).collect()
+    }
+
     fn begin(&self) -> Result<RecordingCommandBuffer> {
-        RecordingCommandBuffer::new(
+        let t = std::time::Instant::now();
+        let rec = RecordingCommandBuffer::new(
             self.cmd.clone(),
             self.gpu.queue.queue_family_index(),
             CommandBufferLevel::Primary,
             CommandBufferBeginInfo { usage: CommandBufferUsage::OneTimeSubmit, ..Default::default() },
         )
-        .map_err(|e| VulkanError::CommandBufferBegin { cause: e.to_string() })
+        .map_err(|e| VulkanError::CommandBufferBegin { cause: e.to_string() });
+        self.phase_done(0, t);
+        rec
     }
 
     /// Ends `rec` behind a barrier that makes its device writes visible to host reads once its
@@ -407,6 +454,7 @@ impl VulkanBackend {
         timing: Option<(Arc<QueryPool>, Vec<String>)>,
         status: Status,
     ) -> Result<u64> {
+        let started = std::time::Instant::now();
         let to_host = barrier(PipelineStages::ALL_COMMANDS, PipelineStages::HOST, AccessFlags::HOST_READ);
         // SAFETY: a memory barrier needs no resources; it only orders earlier commands' writes
         // before host reads that follow the fence wait.
@@ -415,21 +463,32 @@ impl VulkanBackend {
         }
         // SAFETY: recording followed the rules documented at each command (barriers between
         // dependent commands, resources kept alive in `InFlight` until the fence signals).
+        let t = std::time::Instant::now();
         let cb = unsafe { rec.end() }.map_err(|e| VulkanError::CommandBufferEnd { cause: e.to_string() })?;
-        let fence = Fence::new(self.gpu.device.clone(), FenceCreateInfo::default())
-            .map_err(|e| VulkanError::FenceCreation { cause: e.to_string() })?;
+        self.phase_done(1, t);
+        let t = std::time::Instant::now();
+        let fence = match self.spare_fences.pop() {
+            Some(f) => f,
+            None => Fence::new(self.gpu.device.clone(), FenceCreateInfo::default())
+                .map_err(|e| VulkanError::FenceCreation { cause: e.to_string() })?,
+        };
+        self.phase_done(2, t);
         let handles = [cb.handle()];
         let info = vk::SubmitInfo::default().command_buffers(&handles);
         let queue = self.gpu.queue.clone();
         let fns = self.gpu.device.fns();
         // SAFETY: the queue is externally synchronised by `Queue::with`; the command buffer and
         // fence are valid and unsignalled.
+        let t = std::time::Instant::now();
         let r = queue.with(|_guard| unsafe { (fns.v1_0.queue_submit)(queue.handle(), 1, &info, fence.handle()) });
+        self.phase_done(3, t);
         if r != vk::Result::SUCCESS {
             return Err(VulkanError::QueueSubmit { result: r });
         }
         let serial = self.next_serial;
         self.next_serial += 1;
+        self.submissions += 1;
+        self.submit_ns += started.elapsed().as_nanos() as u64;
         self.in_flight.push_back(InFlight { serial, fence, _cb: cb, _keep: keep, _bufs: bufs, timing, status });
         Ok(serial)
     }
@@ -475,12 +534,19 @@ impl VulkanBackend {
         let wait = |f: &InFlight| {
             f.fence.wait(None).map_err(|e| VulkanError::DeviceWait { serial: f.serial, cause: e.to_string() })
         };
-        wait(&self.in_flight[n - 1])?;
+        self.host_waits += 1;
+        let t = std::time::Instant::now();
+        let waited = wait(&self.in_flight[n - 1]);
+        self.phase_done(4, t);
+        self.wait_ns += t.elapsed().as_nanos() as u64;
+        waited?;
         let mut first_error = None;
         for _ in 0..n {
             wait(self.in_flight.front().expect("n entries are in flight"))?;
             let f = self.in_flight.pop_front().expect("n entries are in flight");
+            let t = std::time::Instant::now();
             let e = self.retire(f)?;
+            self.phase_done(5, t);
             first_error = first_error.or(e);
         }
         first_error.map_or(Ok(()), Err)
@@ -488,9 +554,10 @@ impl VulkanBackend {
 
     /// Reads a finished submission's status words and timestamps: the run-time error its first
     /// failing node flagged, if any.
-    fn retire(&self, f: InFlight) -> Result<Option<VulkanError>> {
+    fn retire(&mut self, f: InFlight) -> Result<Option<VulkanError>> {
+        let InFlight { fence, status, timing, .. } = f;
         let mut error = None;
-        if let Some((buf, owners)) = &f.status {
+        if let Some((buf, owners)) = &status {
             let words =
                 buf.read().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?;
             error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
@@ -498,7 +565,7 @@ impl VulkanBackend {
                 (w != [0, 0, 0, 0]).then_some(VulkanError::Node { node, op, error: NodeError::RowIdOutOfRange })
             });
         }
-        if let Some((pool, labels)) = &f.timing {
+        if let Some((pool, labels)) = &timing {
             let mut ticks = vec![0u64; labels.len() + 1];
             if pool.get_results(0..ticks.len() as u32, &mut ticks, QueryResultFlags::WAIT).is_ok() {
                 let period = f64::from(self.gpu.timestamp_period);
@@ -507,6 +574,12 @@ impl VulkanBackend {
                     tracing::info!(target: "vulkan::timestamps", node = %l, us, "gpu time");
                 }
             }
+        }
+        // Fences are reused: on NVIDIA's driver creating one and destroying one cost about 250 µs
+        // each (`gpu-report`'s latency section), more than the rest of a round trip together.
+        // SAFETY: the fence has signalled (the caller waited for it) and no submission uses it.
+        if unsafe { fence.reset_unchecked() }.is_ok() && self.spare_fences.len() < SPARE_FENCES {
+            self.spare_fences.push(fence);
         }
         Ok(error)
     }
@@ -677,9 +750,27 @@ fn check_disjoint(same_buffer: bool, regions: &[CopyRegion]) -> Result<()> {
     Ok(())
 }
 
+/// Whether memory is mapped for the host, from vulkano's `mapped_slice`: `Some(Err(NotHostMapped))`
+/// is device memory the host cannot see (a discrete GPU's device-local heap), so only `Some(Ok)`
+/// counts. Every memory type of a software device (lavapipe) is host-visible, so only a real GPU
+/// shows the difference: the first GPU run found `is_some()` here, which mapped device memory.
+fn host_mapped<T>(m: Option<std::result::Result<T, vulkano::sync::HostAccessError>>) -> bool {
+    matches!(m, Some(Ok(_)))
+}
+
 impl Backend for VulkanBackend {
     fn name(&self) -> &str {
         crate::NAME
+    }
+
+    fn work_counts(&self) -> sched::WorkCounts {
+        sched::WorkCounts {
+            dispatches: self.dispatches.load(std::sync::atomic::Ordering::Relaxed),
+            submissions: self.submissions,
+            host_waits: self.host_waits,
+            submit_ns: self.submit_ns,
+            wait_ns: self.wait_ns,
+        }
     }
 
     fn supports(&self, graph: &Graph, node: NodeId) -> bool {
@@ -852,6 +943,15 @@ mod tests {
 
     fn r(src_offset: usize, dst_offset: usize, len: usize) -> CopyRegion {
         CopyRegion { src_offset, dst_offset, len }
+    }
+
+    #[test]
+    fn device_memory_the_host_cannot_see_is_not_host_visible() {
+        use vulkano::sync::HostAccessError;
+        assert!(host_mapped(Some(Ok::<(), HostAccessError>(()))));
+        assert!(!host_mapped::<()>(Some(Err(HostAccessError::NotHostMapped))));
+        assert!(!host_mapped::<()>(Some(Err(HostAccessError::OutOfMappedRange))));
+        assert!(!host_mapped::<()>(None));
     }
 
     #[test]

@@ -87,6 +87,15 @@ fn pick(devices: &[Arc<PhysicalDevice>], choice: Option<&str>) -> Result<Arc<Phy
     })
 }
 
+/// A vulkano error's text with the Vulkan result code where there is one (vulkano's own text for
+/// a driver error is only "a non-validation error occurred").
+fn cause(e: vulkano::Validated<vulkano::VulkanError>) -> String {
+    match e {
+        vulkano::Validated::Error(v) => format!("{v} ({v:?})"),
+        vulkano::Validated::ValidationError(v) => v.to_string(),
+    }
+}
+
 /// Creates the instance and device. `Err` is why the backend is unavailable.
 pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> Result<Gpu> {
     let library = VulkanLibrary::new().map_err(|e| VulkanError::LoaderUnavailable { cause: e.to_string() })?;
@@ -137,8 +146,7 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         // SAFETY: the callback is valid for the instance's lifetime (it is reference counted).
         create.debug_utils_messengers = messenger_info.clone().into_iter().collect();
     }
-    let instance =
-        Instance::new(library, create).map_err(|e| VulkanError::InstanceCreation { cause: e.to_string() })?;
+    let instance = Instance::new(library, create).map_err(|e| VulkanError::InstanceCreation { cause: cause(e) })?;
     let messenger = match messenger_info {
         Some(info) => Some(
             DebugUtilsMessenger::new(instance.clone(), info)
@@ -168,7 +176,7 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
             ..Default::default()
         },
     )
-    .map_err(|e| VulkanError::DeviceCreation { device: props.device_name.clone(), cause: e.to_string() })?;
+    .map_err(|e| VulkanError::DeviceCreation { device: props.device_name.clone(), cause: cause(e) })?;
     let queue = queues.next().expect("one queue was requested");
     let timestamps_valid = pd.queue_family_properties()[family as usize].timestamp_valid_bits.is_some();
     tracing::info!(device = %props.device_name, kind = ?props.device_type, subgroups, "vulkan device selected");
@@ -184,4 +192,71 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         max_storage_range: u64::from(props.max_storage_buffer_range),
         _messenger: messenger,
     })
+}
+
+/// What a report needs to know about the opened device: identity, driver and the limits that shape
+/// the kernels (`gpu-report` prints it first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceInfo {
+    /// `deviceName`.
+    pub name: String,
+    /// Discrete, integrated, virtual or CPU (`Debug` of vulkano's `PhysicalDeviceType`).
+    pub device_type: String,
+    /// `vendorID` and `deviceID`.
+    pub vendor_id: u32,
+    /// See `vendor_id`.
+    pub device_id: u32,
+    /// The driver's name and info string (Vulkan 1.2 driver properties), where reported.
+    pub driver: String,
+    /// `driverVersion` as the vendor encodes it (NVIDIA: 10.8.8.6 bits), raw.
+    pub driver_version: u32,
+    /// The device's Vulkan version.
+    pub api_version: String,
+    /// `subgroupSize`, where reported.
+    pub subgroup_size: Option<u32>,
+    /// Whether the backend uses its subgroup shader variants.
+    pub subgroups_used: bool,
+    /// Whether `shaderFloat64` is enabled.
+    pub float64: bool,
+    /// `maxComputeWorkGroupInvocations`.
+    pub max_workgroup_invocations: u32,
+    /// `maxComputeWorkGroupSize`.
+    pub max_workgroup_size: [u32; 3],
+    /// `maxComputeWorkGroupCount`.
+    pub max_workgroup_count: [u32; 3],
+    /// `maxComputeSharedMemorySize`, bytes.
+    pub max_shared_memory: u32,
+    /// `maxStorageBufferRange`, bytes.
+    pub max_storage_buffer_range: u64,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period: f32,
+    /// Whether the validation layer is on.
+    pub validation: bool,
+}
+
+impl Gpu {
+    /// The report of this device.
+    pub(crate) fn info(&self) -> DeviceInfo {
+        let p = self.device.physical_device().properties();
+        let driver = [p.driver_name.clone(), p.driver_info.clone()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        DeviceInfo {
+            name: self.name.clone(),
+            device_type: format!("{:?}", p.device_type),
+            vendor_id: p.vendor_id,
+            device_id: p.device_id,
+            driver,
+            driver_version: p.driver_version,
+            api_version: p.api_version.to_string(),
+            subgroup_size: p.subgroup_size,
+            subgroups_used: self.subgroups,
+            float64: self.float64,
+            max_workgroup_invocations: p.max_compute_work_group_invocations,
+            max_workgroup_size: p.max_compute_work_group_size,
+            max_workgroup_count: p.max_compute_work_group_count,
+            max_shared_memory: p.max_compute_shared_memory_size,
+            max_storage_buffer_range: u64::from(p.max_storage_buffer_range),
+            timestamp_period: self.timestamp_period,
+            validation: self.validation,
+        }
+    }
 }
