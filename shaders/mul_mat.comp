@@ -1,24 +1,26 @@
 #version 450
-// mul_mat.comp: MulMat. One workgroup per output element out[i, j, i2, i3] (NE the result shape),
-// its invocations splitting the dot product over k = P0 and reducing in the workgroup.
-// A = weights [k, m, C_NE(2), C_NE(3)] (f32/f16/bf16, rows contiguous; broadcast as ggml:
-// a's i2 = i2 / (NE2 / C_NE(2))), B = f32 [k, n, NE2, NE3], D contiguous f32.
+// mul_mat.comp: MulMat with f32/f16/bf16 weights (A, rows contiguous) times f32 activations (B),
+// tiled as mul_mat_tile.glsl describes: one workgroup per TILE_R x TILE_C tile of the result, its
+// invocations striding over k = P0 (consecutive invocations read consecutive elements).
 #include "common.glsl"
-#include "reduce_wg.glsl"
+#include "mul_mat_tile.glsl"
 
 void main() {
-    uint g = group_index();
-    uint n = NE0 * NE1 * NE2 * NE3;
-    if (g >= n) return;
-    uvec4 o = unravel(g, pc_ne());
-    uint a2 = o.z / (NE2 / C_NE(2)), a3 = o.w / (NE3 / C_NE(3));
-    uint pa = A_OFF + o.x * A_NB(1) + a2 * A_NB(2) + a3 * A_NB(3);
-    uint pb = (B_OFF >> 2) + ((o.y * B_NB(1) + o.z * B_NB(2) + o.w * B_NB(3)) >> 2);
+    Tile t = tile_of(group_index());
+    if (t.w >= NE3) return;
+    uint pa[TILE_R], pb[TILE_C];
+    for (uint r = 0u; r < TILE_R; r++) pa[r] = tile_a_row(t, r);
+    for (uint c = 0u; c < TILE_C; c++) pb[c] = tile_b_col(t, c);
     uint es = dt_size(A_T);
-    float s = 0.0;
+    float acc[TILE_N];
+    for (uint a = 0u; a < TILE_N; a++) acc[a] = 0.0;
     for (uint k = gl_LocalInvocationID.x; k < P0; k += WG) {
-        s += LOAD_F(a_w, pa + k * es, A_T) * uintBitsToFloat(b_w[pb + k]);
+        float bv[TILE_C];
+        for (uint c = 0u; c < TILE_C; c++) bv[c] = uintBitsToFloat(b_w[pb[c] + k]);
+        for (uint r = 0u; r < TILE_R; r++) {
+            float av = LOAD_F(a_w, pa[r] + k * es, A_T);
+            for (uint c = 0u; c < TILE_C; c++) acc[r * TILE_C + c] += av * bv[c];
+        }
     }
-    s = wg_sum(s);
-    if (gl_LocalInvocationID.x == 0u) d_w[(D_OFF >> 2) + g] = floatBitsToUint(s);
+    tile_store(t, acc);
 }

@@ -7,13 +7,16 @@
 // P2 = 0, GetRows: one invocation per result element. NE = result shape [ne0, m, ne2, ne3],
 //   A = quantized table (contiguous rows of A_NB(1) bytes), B = i32 ids [m, ne2, ne3], D = f32
 //   contiguous; P0 = rows of A, P1 = status word (set, and 0 written, for an id outside [0, P0)).
-// P2 = 1, MulMat: one workgroup per output element (each invocation whole blocks), reduced in the
-//   workgroup as mul_mat.comp. NE = result shape, A = weights
-//   [k, m, C_NE(2), C_NE(3)] (broadcast as ggml), B = f32 [k, n, NE2, NE3] rows contiguous, D = f32
-//   contiguous; P0 = k. Products are summed in f32 over the dequantized weights (the CPU quantizes
-//   b's columns to 8 bits first, as ggml does; the two agree within that rounding).
+// P2 = 1, MulMat: tiled as mul_mat_tile.glsl describes (a workgroup per TILE_R x TILE_C tile of
+//   the result). The invocations stride over units of 4 weights of a row, 8 units per block: q8_0
+//   unit u of a block holds its bytes 4u..4u+3, a q4 unit its bytes 2u and 2u+1, that is elements
+//   2u, 2u+1 (low nibbles) and 2u+16, 2u+17 (high nibbles); each unit's 4 activations per column
+//   are read once for the tile's TILE_R rows. NE = result shape, A = weights [k, m, C_NE(2),
+//   C_NE(3)] (broadcast as ggml), B = f32 [k, n, NE2, NE3] rows contiguous, D = f32 contiguous;
+//   P0 = k. Products are summed in f32 over the dequantized weights (the CPU quantizes b's columns
+//   to 8 bits first, as ggml does; the two agree within that rounding).
 #include "common.glsl"
-#include "reduce_wg.glsl"
+#include "mul_mat_tile.glsl"
 
 #define DT_Q8_0 4u
 #define DT_Q4_0 5u
@@ -26,6 +29,15 @@ uint a_byte(uint off) { return (a_w[off >> 2] >> ((off & 3u) * 8u)) & 0xffu; }
 
 // The f16 at even byte `off` of slot A.
 float a_half(uint off) { return unpackHalf2x16(a_w[off >> 2] >> ((off & 2u) * 8u)).x; }
+
+// The 16 bits at even byte `off` of slot A.
+uint a_half_bits(uint off) { return (a_w[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu; }
+
+// The 32 bits at even byte `off` of slot A (two words when `off` is not a multiple of 4).
+uint a_word2(uint off) {
+    uint w0 = a_w[off >> 2];
+    return (off & 2u) == 0u ? w0 : (w0 >> 16) | (a_w[(off >> 2) + 1u] << 16);
+}
 
 // Element k of the quantized row starting at byte `row` of slot A.
 float load_q(uint row, uint k, uint dt) {
@@ -52,41 +64,47 @@ void main() {
         uint row = A_OFF + uint(id) * A_NB(1) + i.z * A_NB(2) + i.w * A_NB(3);
         d_w[dst] = floatBitsToUint(load_q(row, i.x, A_T));
     } else {
-        uint g = group_index();
-        if (g >= NE0 * NE1 * NE2 * NE3) return;
-        uvec4 o = unravel(g, pc_ne());
-        uint a2 = o.z / (NE2 / C_NE(2)), a3 = o.w / (NE3 / C_NE(3));
-        uint pa = A_OFF + o.x * A_NB(1) + a2 * A_NB(2) + a3 * A_NB(3);
-        uint pb = (B_OFF >> 2) + ((o.y * B_NB(1) + o.z * B_NB(2) + o.w * B_NB(3)) >> 2);
-        // each invocation takes whole blocks: their scales read once, two nibbles per byte
+        Tile t = tile_of(group_index());
+        if (t.w >= NE3) return;
+        uint pa[TILE_R], pb[TILE_C];
+        for (uint r = 0u; r < TILE_R; r++) pa[r] = tile_a_row(t, r);
+        for (uint c = 0u; c < TILE_C; c++) pb[c] = tile_b_col(t, c);
         uint bb = q_block_bytes(A_T);
-        float s = 0.0;
-        for (uint blk = gl_LocalInvocationID.x; blk < (P0 >> 5); blk += WG) {
-            uint p = pa + blk * bb, pk = pb + blk * 32u;
-            float d = a_half(p);
-            if (A_T == DT_Q8_0) {
-                for (uint j = 0u; j < 32u; j++) {
-                    s += d * float(int(a_byte(p + 2u + j) << 24) >> 24) * uintBitsToFloat(b_w[pk + j]);
-                }
-            } else {
-                bool q41 = A_T == DT_Q4_1;
-                float m = q41 ? a_half(p + 2u) : 0.0;
-                for (uint j = 0u; j < 16u; j++) {
-                    uint b = a_byte(p + (q41 ? 4u : 2u) + j);
-                    float lo, hi;
+        float acc[TILE_N];
+        for (uint a = 0u; a < TILE_N; a++) acc[a] = 0.0;
+        for (uint u = gl_LocalInvocationID.x; u < (P0 >> 2); u += WG) {
+            uint blk = u >> 3, sub = u & 7u;
+            // the unit's elements within the row, and their activations for each column
+            uvec4 ks = A_T == DT_Q8_0 ? blk * 32u + sub * 4u + uvec4(0u, 1u, 2u, 3u)
+                                      : blk * 32u + sub * 2u + uvec4(0u, 1u, 16u, 17u);
+            vec4 bv[TILE_C];
+            for (uint c = 0u; c < TILE_C; c++) {
+                bv[c] = vec4(uintBitsToFloat(b_w[pb[c] + ks.x]), uintBitsToFloat(b_w[pb[c] + ks.y]),
+                             uintBitsToFloat(b_w[pb[c] + ks.z]), uintBitsToFloat(b_w[pb[c] + ks.w]));
+            }
+            for (uint r = 0u; r < TILE_R; r++) {
+                uint p = pa[r] + blk * bb;
+                float d = a_half(p);
+                vec4 w;
+                if (A_T == DT_Q8_0) {
+                    uint q = a_word2(p + 2u + sub * 4u);
+                    w = d * vec4(float(int(q << 24) >> 24), float(int(q << 16) >> 24),
+                                 float(int(q << 8) >> 24), float(int(q) >> 24));
+                } else {
+                    bool q41 = A_T == DT_Q4_1;
+                    uint q = a_half_bits(p + (q41 ? 4u : 2u) + sub * 2u);
+                    uvec4 nib = uvec4(q & 15u, (q >> 8) & 15u, (q >> 4) & 15u, (q >> 12) & 15u);
                     if (q41) {
-                        precise float pl = d * float(b & 15u), ph = d * float(b >> 4);
-                        precise float rl = pl + m, rh = ph + m;
-                        lo = rl; hi = rh;
+                        precise vec4 pr = d * vec4(nib);
+                        precise vec4 rr = pr + a_half(p + 2u);
+                        w = rr;
                     } else {
-                        lo = d * float(int(b & 15u) - 8);
-                        hi = d * float(int(b >> 4) - 8);
+                        w = d * (vec4(nib) - 8.0);
                     }
-                    s += lo * uintBitsToFloat(b_w[pk + j]) + hi * uintBitsToFloat(b_w[pk + j + 16u]);
                 }
+                for (uint c = 0u; c < TILE_C; c++) acc[r * TILE_C + c] += dot(w, bv[c]);
             }
         }
-        s = wg_sum(s);
-        if (gl_LocalInvocationID.x == 0u) d_w[(D_OFF >> 2) + g] = floatBitsToUint(s);
+        tile_store(t, acc);
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct Gpu {
     /// `shaderFloat64` is enabled (the fused sampling shader needs it).
     pub float64: bool,
     pub validation: bool,
+    /// The device is a CPU implementation (lavapipe): the host's cores run its work.
+    pub cpu_device: bool,
     pub timestamp_period: f32,
     pub timestamps_valid: bool,
     pub max_storage_range: u64,
@@ -187,6 +189,7 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         subgroups,
         float64,
         validation: use_validation,
+        cpu_device: props.device_type == PhysicalDeviceType::Cpu,
         timestamp_period: props.timestamp_period,
         timestamps_valid,
         max_storage_range: u64::from(props.max_storage_buffer_range),

@@ -54,6 +54,8 @@ pub enum ShaderId {
     TopPMask,
     /// quant.comp: get_rows and mul_mat reading quantized weights
     Quant,
+    /// quant.comp with subgroup operations (mul_mat's reduction)
+    QuantSg,
     /// sample.comp, the per-row parameters of top_k_top_p_sample into its scratch
     SamplePack,
     /// sample.comp, top_k_top_p_sample on argsorted rows
@@ -162,6 +164,7 @@ variants! {
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
     (TopPMask, "sort_top_p", "sort.comp", ["TOP_P_PASS"], 256, false),
     (Quant, "quant", "quant.comp", [], 64, false),
+    (QuantSg, "quant_sg", "quant.comp", ["USE_SUBGROUP"], 64, true),
     (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),
     (SampleTopKTopP, "sample_top_k_top_p", "sample.comp", [], 256, false),
     (SpecVerify, "spec_verify", "random.comp", ["CATEGORICAL", "VERIFY"], 256, false),

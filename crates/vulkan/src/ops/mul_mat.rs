@@ -1,5 +1,9 @@
-//! MulMat (`shaders/mul_mat.comp`): f32/f16/bf16 weights times f32 activations, one workgroup per
-//! output element (a dot product split across the workgroup).
+//! MulMat (`shaders/mul_mat.comp`): f32/f16/bf16 weights times f32 activations, tiled for GPUs
+//! (`shaders/mul_mat_tile.glsl`): a workgroup per 4 x 4 tile of the result (4 weight rows by 4
+//! activation columns), so each weight is read once per 4 columns and each activation once per 4
+//! rows, the partial sums reduced with subgroup operations where the device has them. A decode
+//! step (1-4 columns) reads every weight row once; the quantized weights (`quant.rs`) share the
+//! tiling.
 
 use crate::encoder::{Encoder, grid};
 use crate::error::Result;
@@ -28,6 +32,17 @@ pub(super) fn mul_mat(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()
     let mut push = Push::new(ne32(n)).a(&a.arg).b(&b.arg).d(&d.arg).pu(0, an.layout.ne[0] as u32);
     push.c_ne = ne32(an);
     let shader = if enc.subgroups() { ShaderId::MulMatSg } else { ShaderId::MulMat };
-    let groups = grid(n.layout.ne.numel() as u64, 1)?;
-    enc.dispatch(shader, [&a.buf, &b.buf, &a.buf, &d.buf], &push, groups)
+    enc.dispatch(shader, [&a.buf, &b.buf, &a.buf, &d.buf], &push, tile_grid(n)?)
 }
+
+/// The workgroups of a tiled product with result `n`: one per 4 x 4 tile (`TILE_R` x `TILE_C` of
+/// `shaders/mul_mat_tile.glsl`) of each batch.
+pub(super) fn tile_grid(n: &Node) -> Result<[u32; 3]> {
+    let ne = n.layout.ne;
+    let tiles = (ne[0].div_ceil(TILE_R) * ne[1].div_ceil(TILE_C) * ne[2] * ne[3]) as u64;
+    grid(tiles, 1)
+}
+
+/// Rows and columns of a tile (`TILE_R`, `TILE_C` in `shaders/mul_mat_tile.glsl`).
+const TILE_R: usize = 4;
+const TILE_C: usize = 4;

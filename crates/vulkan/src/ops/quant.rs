@@ -1,8 +1,8 @@
 //! The ops that read ggml's block-quantized formats (`q8_0`, `q4_0`, `q4_1`; `shaders/quant.comp`),
 //! the counterpart of the CPU's `ops/quant.rs`: `get_rows` from a quantized table (rows
 //! dequantized to f32, exactly as ggml's `dequantize_row_*`) and `mul_mat` with a quantized weight
-//! times f32 `b` (one workgroup per output element, the weights dequantized as they are read, never
-//! expanded in memory). An id outside the table reads zeros and sets the node's status word (as
+//! times f32 `b` (tiled as `mul_mat.rs`: a workgroup per 4 x 4 tile of the result, the weights
+//! dequantized as they are read, never expanded in memory). An id outside the table reads zeros and sets the node's status word (as
 //! `rows.rs`).
 //!
 //! The products are summed in f32 over the dequantized weights, where the CPU (like ggml) first
@@ -77,6 +77,6 @@ pub(super) fn mul_mat(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()
     let d = enc.operand(g, id)?;
     let mut push = Push::new(ne32(n)).a(&a.arg).b(&b.arg).d(&d.arg).pu(0, an.layout.ne[0] as u32).pu(2, MUL_MAT);
     push.c_ne = ne32(an);
-    let groups = grid(n.layout.ne.numel() as u64, 1)?;
-    enc.dispatch(ShaderId::Quant, [&a.buf, &b.buf, &a.buf, &d.buf], &push, groups)
+    let shader = if enc.subgroups() { ShaderId::QuantSg } else { ShaderId::Quant };
+    enc.dispatch(shader, [&a.buf, &b.buf, &a.buf, &d.buf], &push, super::mul_mat::tile_grid(n)?)
 }
