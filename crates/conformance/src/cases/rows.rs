@@ -419,6 +419,31 @@ fn reductions(v: &mut Vec<Case>) {
         b.check(m, Cmp::Exact);
         Ok(())
     }));
+
+    // Rows long enough that a GPU backend reduces them in segments (8192 elements each on Vulkan):
+    // the specials and ties sit in different segments, so combining the partials must keep the
+    // one-pass answer (NaN first and propagated, ties to the lowest index, -inf rows, +inf).
+    v.push(Case::new("reduce/segmented/specials", |b| {
+        let x = b.input(
+            "x",
+            DType::F32,
+            &[40_000, 4],
+            Gen::func(|rng, idx| match (idx[1], idx[0]) {
+                (0, 31_000) | (0, 9000) => f64::NAN,
+                (1, 100) | (1, 30_000) => 5.0,
+                (2, _) => f64::NEG_INFINITY,
+                (3, 39_999) => f64::INFINITY,
+                _ => rng.unit(),
+            }),
+        )?;
+        let s = b.g.sum_rows(x)?;
+        let m = b.g.max_rows(x)?;
+        let am = b.g.argmax(x)?;
+        b.check(s, Cmp::Close(sum_tol(40_000)));
+        b.check(m, Cmp::Exact);
+        b.check(am, Cmp::Exact);
+        Ok(())
+    }));
 }
 
 fn indices(b: &mut Builder, y: NodeId, x: NodeId, kind: IndexKind) {
