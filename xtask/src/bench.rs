@@ -72,3 +72,13 @@ pub fn write_report(out: Option<&std::path::Path>, name: &str, doc: &serde_json:
     println!("wrote {}", out.display());
     Ok(())
 }
+
+/// Writes a suite's JSON so far to `out` (when given) without a word: long suites call it after
+/// each case, so that a run stopped at a time limit (`gpu-report`) keeps the cases it finished.
+pub fn write_partial(out: Option<&std::path::Path>, doc: &serde_json::Value) -> Result<()> {
+    if let Some(out) = out {
+        std::fs::write(out, serde_json::to_string_pretty(doc)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}

@@ -7,7 +7,8 @@
 //! Per case: a session of `batch` sequences (the default mix of chains cycled), a prefill of
 //! `--prompt` tokens per sequence timed `--reps` times (rewinding between runs; the plan is
 //! cached), then `--steps` decode steps; reported are medians (prefill) and the median decode step.
-//! Writes `target/bench/runner.json`.
+//! `d/s/w` is the last decode step's dispatches, submissions and host fence waits (`sched::WorkCounts`,
+//! all zero on the CPU backend). Writes `target/bench/runner.json`.
 #![allow(clippy::print_stdout)]
 
 use anyhow::{Result, bail};
@@ -21,7 +22,9 @@ use std::time::{Duration, Instant};
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark the reference runner: prefill/decode tokens/s, backend vs CPU sampling")]
 struct Args {
-    /// Model: `random` (the demo model), `smollm2` (fetched into target/models), or a GGUF path.
+    /// Model: `random` (the demo model), `random:NAME` (a random model shaped as a real one, see
+    /// `random_models`: demo, tiny, smollm2-135m, gemma3-270m), `smollm2` (fetched into
+    /// target/models), or a GGUF path.
     #[arg(long, default_value = "random")]
     model: String,
     /// Backend: cpu or vulkan.
@@ -81,6 +84,7 @@ fn weight_pass(m: &Model) -> Duration {
 pub(crate) fn load_model(spec: &str) -> Result<Model> {
     match spec {
         "random" => Ok(Model::random(Config::demo(), DType::F16, 42)?),
+        _ if spec.starts_with("random:") => crate::random_models::make(&spec["random:".len()..], 42),
         "smollm2" => Ok(Model::from_gguf(&crate::fetch_model::fetch()?)?),
         path => Ok(Model::from_gguf(std::path::Path::new(path))?),
     }
@@ -111,9 +115,25 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         model.weights.bytes() as f64 / floor.as_secs_f64() / 1e9
     );
     println!(
-        "{:>5} {:>7} {:>8} | {:>12} | {:>11} {:>10} {:>9} {:>9} {:>11}",
-        "batch", "threads", "sampling", "prefill t/s", "decode t/s", "step ms", "graph ms", "sample ms", "bytes/step"
+        "{:>5} {:>7} {:>8} | {:>12} | {:>11} {:>10} {:>9} {:>9} {:>11} {:>11}",
+        "batch",
+        "threads",
+        "sampling",
+        "prefill t/s",
+        "decode t/s",
+        "step ms",
+        "graph ms",
+        "sample ms",
+        "bytes/step",
+        "d/s/w"
     );
+    let doc = |rows: &[serde_json::Value]| {
+        serde_json::json!({
+            "model": model.name, "backend": args.backend, "prompt": args.prompt, "steps": args.steps,
+            "weights_bytes": model.weights.bytes(), "weight_read_pass_ms": floor.as_secs_f64() * 1e3,
+            "cases": rows,
+        })
+    };
     let mut rows = Vec::new();
     let n_vocab = model.config.n_vocab as u32;
     for &batch in &args.batch {
@@ -144,12 +164,15 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                 let pre = median(pre);
                 let (mut steps, mut graph, mut sample) = (Vec::new(), Vec::new(), Vec::new());
                 let mut bytes = 0;
+                let mut work = sched::WorkCounts::default();
                 for _ in 0..args.steps {
                     let one: Vec<[u32; 1]> = last.iter().map(|&t| [t]).collect();
                     let refs: Vec<&[u32]> = one.iter().map(|x| x.as_slice()).collect();
+                    let w0 = s.scheduler().work_counts();
                     let t = Instant::now();
                     let out = s.step(&refs)?;
                     steps.push(t.elapsed());
+                    work = s.scheduler().work_counts().since(w0);
                     graph.push(out.graph_time);
                     sample.push(out.sample_time);
                     bytes = out.bytes_read;
@@ -160,24 +183,23 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                 let decode_tps = batch as f64 / step.as_secs_f64();
                 let name = if sampling == Sampling::Backend { "backend" } else { "cpu" };
                 println!(
-                    "{batch:>5} {threads:>7} {name:>8} | {prefill_tps:>12.1} | {decode_tps:>11.1} {:>10.2} {:>9.2} {:>9.3} {bytes:>11}",
+                    "{batch:>5} {threads:>7} {name:>8} | {prefill_tps:>12.1} | {decode_tps:>11.1} {:>10.2} {:>9.2} {:>9.3} {bytes:>11} {:>11}",
                     step.as_secs_f64() * 1e3,
                     graph.as_secs_f64() * 1e3,
                     sample.as_secs_f64() * 1e3,
+                    format!("{}/{}/{}", work.dispatches, work.submissions, work.host_waits),
                 );
                 rows.push(serde_json::json!({
                     "batch": batch, "threads": threads, "sampling": name,
                     "prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps,
                     "decode_step_ms": step.as_secs_f64() * 1e3, "graph_ms": graph.as_secs_f64() * 1e3,
                     "sampling_ms": sample.as_secs_f64() * 1e3, "bytes_read_per_step": bytes,
+                    "dispatches_per_step": work.dispatches, "submissions_per_step": work.submissions,
+                    "host_waits_per_step": work.host_waits,
                 }));
+                crate::bench::write_partial(args.out.as_deref(), &doc(&rows))?;
             }
         }
     }
-    let doc = serde_json::json!({
-        "model": model.name, "backend": args.backend, "prompt": args.prompt, "steps": args.steps,
-        "weights_bytes": model.weights.bytes(), "weight_read_pass_ms": floor.as_secs_f64() * 1e3,
-        "cases": rows,
-    });
-    crate::bench::write_report(args.out.as_deref(), "runner", &doc)
+    crate::bench::write_report(args.out.as_deref(), "runner", &doc(&rows))
 }

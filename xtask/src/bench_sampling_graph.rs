@@ -7,7 +7,8 @@
 //! logits row back (`read_with`: in place on the CPU backend) and runs each row's CPU chain; "chain"
 //! is the CPU chains alone on host rows (the per-row target compares with it). Timings are the median of `--reps`
 //! runs of `--steps` steps (each after one untimed step), the three paths taking turns within
-//! each rep; bytes are what each path read back per step. The CPU backend runs with
+//! each rep; bytes are what each path read back per step, and `d/s/w` the graph path's dispatches,
+//! submissions and host fence waits in one step (`sched::WorkCounts`; zero on the CPU backend). The CPU backend runs with
 //! `--threads` threads (default 1, so per-row times compare with the single-threaded CPU chain).
 //! Writes `target/bench/sampling_graph.json` and prints a table.
 #![allow(clippy::print_stdout)]
@@ -90,6 +91,9 @@ struct Result1 {
     chain_us: f64,
     graph_bytes: usize,
     cpu_bytes: usize,
+    /// Dispatches, submissions and host waits of one graph-path step and one CPU-path step.
+    graph_work: sched::WorkCounts,
+    cpu_work: sched::WorkCounts,
     placement: String,
 }
 
@@ -144,8 +148,11 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
         }
         Ok(())
     };
+    let w0 = sched.work_counts();
     let graph_bytes = graph_step(&mut tail, &mut sched, &mut seqs)?;
+    let w1 = sched.work_counts();
     let cpu_bytes = cpu_step(&mut chains, &mut sched)?;
+    let (graph_work, cpu_work) = (w1.since(w0), sched.work_counts().since(w1));
     // The three paths take turns within each rep, so that a change in the machine's load between
     // reps (a shared machine) moves all three alike.
     let (mut gs, mut cs, mut hs) = (Vec::new(), Vec::new(), Vec::new());
@@ -156,7 +163,7 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
     }
     let (graph_us, cpu_us, chain_us) = (median(gs), median(cs), median(hs));
     let placement = tail.placement().first().map(|p| p.1.clone()).unwrap_or_default();
-    Ok(Result1 { graph_us, cpu_us, chain_us, graph_bytes, cpu_bytes, placement })
+    Ok(Result1 { graph_us, cpu_us, chain_us, graph_bytes, cpu_bytes, graph_work, cpu_work, placement })
 }
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
@@ -170,9 +177,15 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         args.threads, args.vocab, args.reps, args.steps
     );
     println!(
-        "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10}  placement",
-        "chain", "batch", "graph µs", "cpu µs", "chain µs", "g/cpu", "g/chain", "graph B", "cpu B"
+        "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10} {:>9}  placement",
+        "chain", "batch", "graph µs", "cpu µs", "chain µs", "g/cpu", "g/chain", "graph B", "cpu B", "d/s/w"
     );
+    let doc = |results: &[serde_json::Value]| {
+        serde_json::json!({
+            "suite": "sampling_graph", "backend": device, "cpu_threads": args.threads, "n_vocab": args.vocab,
+            "steps": args.steps, "reps": args.reps, "results": results,
+        })
+    };
     let mut out = Vec::new();
     let custom: Vec<(&str, &str)> = args
         .spec
@@ -187,7 +200,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         for &b in &args.batch {
             let r = measure(&args, spec, b, &rows).with_context(|| format!("chain {name}, batch {b}"))?;
             println!(
-                "{name:>8} {b:>6} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>8.2} {:>10} {:>10}  {}",
+                "{name:>8} {b:>6} {:>10.1} {:>10.1} {:>10.1} {:>8.2} {:>8.2} {:>10} {:>10} {:>9}  {}",
                 r.graph_us,
                 r.cpu_us,
                 r.chain_us,
@@ -195,6 +208,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                 r.graph_us / r.chain_us,
                 r.graph_bytes,
                 r.cpu_bytes,
+                format!("{}/{}/{}", r.graph_work.dispatches, r.graph_work.submissions, r.graph_work.host_waits),
                 r.placement
             );
             out.push(serde_json::json!({
@@ -202,15 +216,19 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                 "cpu_us_per_step": r.cpu_us, "chain_us_per_step": r.chain_us,
                 "graph_over_cpu": r.graph_us / r.cpu_us, "graph_over_chain": r.graph_us / r.chain_us,
                 "graph_bytes_per_step": r.graph_bytes, "cpu_bytes_per_step": r.cpu_bytes,
+                "graph_dispatches_per_step": r.graph_work.dispatches,
+                "graph_submissions_per_step": r.graph_work.submissions,
+                "graph_host_waits_per_step": r.graph_work.host_waits,
+                "graph_submit_us_per_step": r.graph_work.submit_ns as f64 / 1e3,
+                "graph_wait_us_per_step": r.graph_work.wait_ns as f64 / 1e3,
+                "cpu_submissions_per_step": r.cpu_work.submissions,
+                "cpu_host_waits_per_step": r.cpu_work.host_waits,
                 "placement": r.placement,
             }));
+            crate::bench::write_partial(args.out.as_deref(), &doc(&out))?;
         }
     }
-    let doc = serde_json::json!({
-        "suite": "sampling_graph", "backend": device, "cpu_threads": args.threads, "n_vocab": args.vocab,
-        "steps": args.steps, "reps": args.reps, "results": out,
-    });
     println!();
-    crate::bench::write_report(args.out.as_deref(), "sampling_graph", &doc)?;
+    crate::bench::write_report(args.out.as_deref(), "sampling_graph", &doc(&out))?;
     Ok(())
 }

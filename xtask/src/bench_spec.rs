@@ -8,7 +8,7 @@
 //! draw the verifier's decision, `spec_verify`), the tokens read back and the accepted prefix
 //! taken (`accept_rows`), against the same tail over 1 row, read back and accepted (the logits
 //! are a graph input, so only the sampling is timed), for greedy, a top-k list, the whole
-//! vocabulary and a top-p mask.
+//! vocabulary and a top-p mask, on `--backend` (the CPU backend, or Vulkan with the CPU beside it).
 //! Writes `target/bench/spec.json`.
 #![allow(clippy::print_stdout)]
 
@@ -107,8 +107,12 @@ fn verify_cost(args: &Args, chain: &str, n_out: usize, rows: &[f32]) -> Result<(
     let logits = g.input("logits", graph::DType::F32, &[V, n_out])?;
     let map: Vec<(SeqId, usize)> = (0..n_out).map(|j| (SeqId(0), j)).collect();
     let cpu: Box<dyn sched::Backend> = Box::new(cpu::CpuBackend::with_threads(args.threads));
-    let mut tail = Tail::attach(&mut g, logits, &map, &seqs, cpu.as_ref())?;
-    let mut sched = sched::Scheduler::new(vec![cpu])?;
+    let backends = match crate::bench_runner::backend_kind(&args.backend)? {
+        BackendKind::Cpu => vec![cpu],
+        BackendKind::Vulkan => vec![Box::new(vulkan::VulkanBackend::new()?) as Box<dyn sched::Backend>, cpu],
+    };
+    let mut tail = Tail::attach(&mut g, logits, &map, &seqs, backends[0].as_ref())?;
+    let mut sched = sched::Scheduler::new(backends)?;
     sched.plan(&g)?;
     sched.set_input_f32(logits, &rows[..V * n_out])?;
     // Drafts: each row's own greedy token, so every draft is checked to the end.
@@ -160,7 +164,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     // Verification cost at V = 151936.
     let rows: Vec<f32> =
         (0..V * 9).map(|i| (graph::philox::uniform_f64(5, 0, i as u64) * 20.0 - 10.0) as f32).collect();
-    println!("\nverifying {} drafts vs one plain backend draw, V = {V}, {} thread(s)", args.draft_max, args.threads);
+    println!(
+        "\nverifying {} drafts vs one plain backend draw, V = {V}, backend {}, {} CPU thread(s)",
+        args.draft_max, args.backend, args.threads
+    );
     println!(
         "{:>40} | {:>10} {:>10} {:>7} | {:>8} {:>8}",
         "chain", "plain us", "verify us", "ratio", "bytes 1", "bytes 9"

@@ -112,7 +112,50 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if !status.success() {
         bail!("cargo test --doc failed: {status}");
     }
+    gpu_report_smoke(in_ci, &target)?;
     eprintln!("xtask ci: all tests passed");
+    Ok(())
+}
+
+/// The most bytes the release `gpu-report` may take: with the Vulkan loader's packages it must fit
+/// well inside the 64 MiB that travels to a GPU machine.
+const GPU_REPORT_MAX_BYTES: u64 = 32 << 20;
+/// The most seconds `gpu-report --quick` may take on lavapipe.
+const GPU_REPORT_QUICK_MAX_S: f64 = 180.0;
+
+/// Builds the release `gpu-report` (the GPU machine's one command), checks its size, and runs
+/// `--quick` on this machine's Vulkan device (lavapipe in CI): a smoke test that the binary runs
+/// every section and names its device, within [`GPU_REPORT_QUICK_MAX_S`].
+fn gpu_report_smoke(in_ci: bool, target: &std::path::Path) -> Result<()> {
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.args(["build", "--release", "--package", "xtask", "--bin", "gpu-report"]);
+    if !build.status().context("building gpu-report")?.success() {
+        bail!("cargo build --release --bin gpu-report failed");
+    }
+    let bin = target.join("release/gpu-report");
+    let bytes = std::fs::metadata(&bin).with_context(|| format!("{}", bin.display()))?.len();
+    eprintln!("xtask ci: gpu-report is {:.1} MB (limit {} MB)", bytes as f64 / 1e6, GPU_REPORT_MAX_BYTES >> 20);
+    if bytes > GPU_REPORT_MAX_BYTES {
+        bail!("gpu-report is {bytes} bytes, over the {GPU_REPORT_MAX_BYTES} that leave room for the Vulkan loader");
+    }
+    let out = target.join("gpu-report-quick");
+    let t = std::time::Instant::now();
+    let status = Command::new(&bin).arg("--quick").arg("--out").arg(&out).status().context("running gpu-report")?;
+    let secs = t.elapsed().as_secs_f64();
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap_or_default();
+    let device = report.lines().find_map(|l| l.strip_prefix("- device: ")).unwrap_or("(no report)").to_string();
+    eprintln!("xtask ci: gpu-report --quick: {status} in {secs:.1} s on {device}");
+    if !in_ci && device.starts_with('(') {
+        // No Vulkan device outside CI: say so loudly, as the tests' skips do.
+        eprintln!("SKIPPED gpu-report --quick: no Vulkan device here (CI requires one)");
+        return Ok(());
+    }
+    if !status.success() || device.starts_with('(') {
+        bail!("gpu-report --quick failed ({status}) on {device}: see {}", out.join("report.md").display());
+    }
+    if secs > GPU_REPORT_QUICK_MAX_S {
+        bail!("gpu-report --quick took {secs:.0} s, over its {GPU_REPORT_QUICK_MAX_S} s");
+    }
     Ok(())
 }
 

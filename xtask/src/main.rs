@@ -2,25 +2,9 @@
 //! its own arguments; this file only dispatches.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-mod bench;
-mod bench_fused;
-#[cfg(feature = "ggml")]
-mod bench_ops;
-mod bench_readback;
-mod bench_runner;
-mod bench_sampling;
-mod bench_sampling_graph;
-mod bench_spec;
-mod bench_vulkan;
-mod ci;
-mod dump;
-mod fetch_model;
-mod fused;
-mod sample;
-mod shaders;
-
 use anyhow::{Result, bail};
 use std::process::ExitCode;
+use xtask::{bench, ci, dump, fetch_model, fused, sample, shaders};
 
 const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-model|ci> [args...]
   dump FIXTURE [--format text|dot]     print a graph fixture
