@@ -45,6 +45,9 @@
 // U R over the residual r_i = w_i - min(w_i, qW(i)) (R its exact total), or over w where R = 0
 // (q covers p). Chunk sums and the rescan compute r_i from the same bits, so some entry is always
 // chosen. At most 512 pairs a row (the host checks; longer ones run on another backend).
+//
+// CategoricalSeg (CATEGORICAL and SEGMENTED, main in random_segmented.glsl): Categorical over rows
+// longer than 8192 entries in four dispatches over many workgroups, with the same result.
 #include "common.glsl"
 
 uvec4 philox(uvec4 c, uvec2 key) {
@@ -81,6 +84,8 @@ uint result_of(uint i, uvec4 r) {
 
 #ifdef SAMPLED
 #include "random_sampled.glsl"
+#elif defined(SEGMENTED)
+#include "random_segmented.glsl"
 #else
 
 shared float sh_f[WG];
@@ -236,6 +241,6 @@ void main() {
     }
 }
 
-#endif // SAMPLED
+#endif // SAMPLED, SEGMENTED
 
 #endif

@@ -79,6 +79,10 @@ pub struct Options {
     /// mixed plan runs them on the CPU: lavapipe runs the `quant` shaders one workgroup per output
     /// element, too slow for long decode tests of a real model.
     pub cpu_quantized: bool,
+    /// Reduce and draw every row on one workgroup, as before rows were split into segments over
+    /// many workgroups (`sum_rows`, `max_rows`, `argmax`, `categorical` on rows over 8192 entries):
+    /// the tests compare the two.
+    pub whole_rows: bool,
 }
 
 impl Options {
@@ -157,6 +161,8 @@ pub struct VulkanBackend {
     staged: bool,
     /// See [`Options::cpu_quantized`].
     cpu_quantized: bool,
+    /// See [`Options::whole_rows`].
+    pub(crate) whole_rows: bool,
     /// Compute dispatches recorded so far (see [`VulkanBackend::dispatch_counter`]).
     pub(crate) dispatches: Arc<std::sync::atomic::AtomicU64>,
     /// Command buffers submitted so far.
@@ -253,6 +259,7 @@ impl VulkanBackend {
             timestamps,
             staged,
             cpu_quantized: opts.cpu_quantized,
+            whole_rows: opts.whole_rows,
             dispatches: Arc::default(),
             submissions: 0,
             host_waits: 0,

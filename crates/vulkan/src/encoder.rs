@@ -91,6 +91,12 @@ impl<'a> Encoder<'a> {
         self.be.gpu.subgroups
     }
 
+    /// The segments a row of `n` entries is split into, `segment` entries each, for the ops that
+    /// spread long rows over many workgroups (1: the whole row on one; see `Options::whole_rows`).
+    pub(crate) fn segments(&self, n: usize, segment: usize) -> usize {
+        if self.be.whole_rows { 1 } else { n.div_ceil(segment).max(1) }
+    }
+
     /// Sets the node errors are attributed to.
     pub(crate) fn at(&mut self, n: NodeId) {
         self.node = Some(n);

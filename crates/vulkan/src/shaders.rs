@@ -50,6 +50,8 @@ pub enum ShaderId {
     Random,
     /// random.comp, the categorical draw
     Categorical,
+    /// random.comp, the categorical draw over long rows in four passes (`random_segmented.glsl`)
+    CategoricalSeg,
     /// sort.comp, the top-p mask
     TopPMask,
     /// quant.comp: get_rows and mul_mat reading quantized weights
@@ -162,6 +164,7 @@ variants! {
     (Rope, "rope", "rope.comp", [], 256, false),
     (Random, "random", "random.comp", [], 256, false),
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
+    (CategoricalSeg, "categorical_seg", "random.comp", ["CATEGORICAL", "SEGMENTED"], 256, false),
     (TopPMask, "sort_top_p", "sort.comp", ["TOP_P_PASS"], 256, false),
     (Quant, "quant", "quant.comp", [], 64, false),
     (QuantSg, "quant_sg", "quant.comp", ["USE_SUBGROUP"], 64, true),

@@ -912,37 +912,45 @@ fn categorical(v: &mut Vec<Case>) {
         }));
     }
     // Rows 0..8: masked (-inf) entries mixed in; row 8: NaN; row 9: +inf; row 10: all -inf;
-    // row 11: one finite entry among -inf; rows 12..: a peaked row whose tail is drawn.
-    v.push(Case::new("random/categorical/special_rows", move |b| {
-        let vals = Gen::Fn(Arc::new(|r: &mut Rng, i: [usize; 4]| {
-            let ninf = f64::NEG_INFINITY;
-            match i[1] {
-                0..8 if r.below(3) == 0 => ninf,
-                8 if i[0] == 50 => f64::NAN,
-                9 if i[0] == 7 => f64::INFINITY,
-                10 => ninf,
-                11 if i[0] != 77 => ninf,
-                12.. if i[0] == 3 => 12.0,
-                _ => r.below(1000) as f64 / 100.0 - 5.0,
-            }
+    // row 11: one finite entry among -inf; rows 12..: a peaked row whose tail is drawn. The long
+    // rows put the specials in different segments of a backend that splits a row (8192 entries a
+    // workgroup on Vulkan).
+    for n in [300usize, 20_000] {
+        let (nan_at, inf_at, finite_at) = if n > 300 { (n - 17, 12_000, n - 1) } else { (50, 7, 77) };
+        v.push(Case::new(format!("random/categorical/special_rows/{n}"), move |b| {
+            let vals = Gen::Fn(Arc::new(move |r: &mut Rng, i: [usize; 4]| {
+                let ninf = f64::NEG_INFINITY;
+                match i[1] {
+                    0..8 if r.below(3) == 0 => ninf,
+                    8 if i[0] == nan_at => f64::NAN,
+                    9 if i[0] == inf_at => f64::INFINITY,
+                    10 => ninf,
+                    11 if i[0] != finite_at => ninf,
+                    12.. if i[0] == 3 => 12.0,
+                    _ => r.below(1000) as f64 / 100.0 - 5.0,
+                }
+            }));
+            let x = b.input("x", DType::F32, &[n, 16], vals)?;
+            let keys = b.input("keys", DType::I32, &[4, 16], keys_gen())?;
+            let y = b.g.categorical(x, keys, None, None, 5)?;
+            b.check(y, DRAW);
+            Ok(())
         }));
-        let x = b.input("x", DType::F32, &[300, 16], vals)?;
-        let keys = b.input("keys", DType::I32, &[4, 16], keys_gen())?;
-        let y = b.g.categorical(x, keys, None, None, 5)?;
-        b.check(y, DRAW);
-        Ok(())
-    }));
+    }
     // Per-row scale and min-p cut: rows 0..10 random (s in [0.3, 3], off in [-4, 0]); then s = +inf
     // (the first maximum; row 11 has ties of the maximum), s = 0, s = NaN, off = NaN, off = +0.5
-    // (nothing passes: -1), off = 0 (only the maxima).
-    for n in [33usize, 5000] {
+    // (nothing passes: -1), off = 0 (only the maxima). At 20,000 the second tie is in another
+    // segment than the first.
+    for n in [33usize, 5000, 20_000] {
+        let tie = if n > 8192 { 15_000 } else { 20 };
         v.push(Case::new(format!("random/categorical/params/{n}"), move |b| {
             let x = b.input(
                 "x",
                 DType::F32,
                 &[n, 17],
-                Gen::func(|r: &mut Rng, i: [usize; 4]| match (i[1], i[0]) {
-                    (11, 3) | (11, 20) => 9.0,
+                Gen::func(move |r: &mut Rng, i: [usize; 4]| match (i[1], i[0]) {
+                    (11, 3) => 9.0,
+                    (11, t) if t == tie => 9.0,
                     _ => r.below(1000) as f64 / 125.0 - 4.0,
                 }),
             )?;

@@ -64,7 +64,8 @@ fn draw_sources_ok(g: &Graph, n: &Node, aux: usize, ids: bool) -> bool {
 }
 
 /// Categorical (`verify` false) or SpecVerify (true): one workgroup per row (`shaders/random.comp`
-/// with `CATEGORICAL`, and `VERIFY`), exact 64-bit fixed-point sums. Push word 1: bit 0, a params
+/// with `CATEGORICAL`, and `VERIFY`), exact 64-bit fixed-point sums; a Categorical row longer than
+/// [`SEGMENT`] is spread over many workgroups ([`draw_segmented`], the same result). Push word 1: bit 0, a params
 /// source; bit 1, an ids source (the result is then the chosen entry's id).
 pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, verify: bool, ids: bool) -> Result<()> {
     let n = g.node(id);
@@ -78,9 +79,47 @@ pub(super) fn draw(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, stream: u32, ve
         push = push.c(&p.arg).pu(1, if ids { 2 } else { 1 });
     }
     let c_buf = p.as_ref().map_or(&k.buf, |p| &p.buf);
-    let groups = grid(x.layout.ne.nrows() as u64, 1)?;
+    let rows = x.layout.ne.nrows();
+    let segments = enc.segments(x.layout.ne[0], SEGMENT);
+    if !verify && segments > 1 {
+        return draw_segmented(enc, push, [&a.buf, &k.buf, c_buf, &d.buf], rows, segments);
+    }
+    let groups = grid(rows as u64, 1)?;
     let shader = if verify { ShaderId::SpecVerify } else { ShaderId::Categorical };
     enc.dispatch(shader, [&a.buf, &k.buf, c_buf, &d.buf], &push, groups)
+}
+
+/// Entries per workgroup of the segmented draw (`SEG` in `shaders/random_segmented.glsl`).
+const SEGMENT: usize = 8192;
+
+/// The scratch slot of the segmented draw's per-segment entries and per-row records.
+const SEGMENTED_SLOT: usize = 6;
+
+/// Categorical over rows longer than [`SEGMENT`]: four dispatches of `CategoricalSeg` (segment
+/// maxima, segment sums or first maxima, each row's target segment, the rescan), a scratch of four
+/// words per segment and per row between them. `push` is the one-workgroup draw's.
+fn draw_segmented(
+    enc: &mut Encoder<'_>,
+    push: Push,
+    [a, k, c, d]: [&vulkano::buffer::Subbuffer<[u8]>; 4],
+    rows: usize,
+    segments: usize,
+) -> Result<()> {
+    let scratch = enc.scratch(SEGMENTED_SLOT, (rows * segments + rows) * 16)?;
+    let at_zero = |mut p: Push| {
+        p.d_off = 0;
+        p
+    };
+    let pass = |p: Push, pass: u32| p.pu(2, pass | (segments as u32) << 2);
+    let per_segment = grid((rows * segments) as u64, 1)?;
+    let per_row = grid(rows as u64, 1)?;
+    let sh = ShaderId::CategoricalSeg;
+    enc.dispatch(sh, [a, k, c, &scratch], &pass(at_zero(push), 0), per_segment)?;
+    enc.dispatch(sh, [a, k, c, &scratch], &pass(at_zero(push), 1), per_segment)?;
+    enc.dispatch(sh, [a, k, c, &scratch], &pass(at_zero(push), 2), per_row)?;
+    let mut last = pass(push, 3);
+    last.b_off = 0;
+    enc.dispatch(sh, [a, &scratch, c, d], &last, per_row)
 }
 
 /// The most `(token, weight)` pairs of a sampled draft's distribution the shader holds per row.

@@ -44,7 +44,7 @@ fn run(enc: &mut Encoder<'_>, g: &Graph, id: NodeId, code: u32) -> Result<()> {
     let d = enc.operand(g, id)?;
     let shader = if enc.subgroups() { ShaderId::ReduceSg } else { ShaderId::Reduce };
     let rows = src.layout.ne.nrows();
-    let segments = src.layout.ne[0].div_ceil(SEGMENT);
+    let segments = enc.segments(src.layout.ne[0], SEGMENT);
     if segments <= 1 {
         let push = Push::new(ne32(src)).a(&a.arg).d(&d.arg).pu(2, code);
         return enc.dispatch(shader, [&a.buf, &a.buf, &a.buf, &d.buf], &push, grid(rows as u64, 1)?);
