@@ -91,7 +91,9 @@ pub(crate) fn uniform(seed: u64, step: u64, stream: u64) -> f32 {
     graph::philox::uniform(seed, step, graph::philox::stream::element(stream, 0))
 }
 
-/// Seed and step state shared by the random samplers.
+/// Seed and step state shared by the random samplers. A draw uses the current step; the step moves
+/// on when the sampler accepts a token after drawing ([`Rng::commit`]), so a step that is sampled
+/// again before it is accepted (a row resampled, a step recomputed) draws the same numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rng {
     /// The seed.
@@ -99,28 +101,49 @@ pub struct Rng {
     /// The step the next draw uses.
     pub step: u64,
     stream: u64,
+    /// A draw was made at `step` and not yet accepted.
+    drawn: bool,
 }
 
 impl Rng {
     /// A generator for `seed` on `stream`, at step 0.
     pub fn new(seed: u64, stream: u64) -> Self {
-        Self { seed, step: 0, stream }
+        Self { seed, step: 0, stream, drawn: false }
     }
 
-    /// The next uniform number; advances the step.
+    /// The uniform number of the current step.
     pub fn next_uniform(&mut self) -> f32 {
-        let u = uniform(self.seed, self.step, self.stream);
-        self.step += 1;
-        u
+        self.drawn = true;
+        uniform(self.seed, self.step, self.stream)
     }
 
-    /// The next uniform number with 53 random bits ([`graph::philox::uniform_f64`], the same bits
-    /// as `Op::Categorical` takes), for an inverse-CDF draw: it resolves probabilities far below
-    /// `2^-24`. Its top 24 bits are [`Rng::next_uniform`]'s. Advances the step.
+    /// The uniform number of the current step with 53 random bits ([`graph::philox::uniform_f64`],
+    /// the same bits as `Op::Categorical` takes), for an inverse-CDF draw: it resolves
+    /// probabilities far below `2^-24`. Its top 24 bits are [`Rng::next_uniform`]'s.
     pub fn next_draw(&mut self) -> f64 {
-        let u = graph::philox::uniform_f64(self.seed, self.step, graph::philox::stream::element(self.stream, 0));
-        self.step += 1;
-        u
+        self.drawn = true;
+        graph::philox::uniform_f64(self.seed, self.step, graph::philox::stream::element(self.stream, 0))
+    }
+
+    /// On accept: the next draw uses the next step, if this one drew (accepting a prompt or history
+    /// token, with no draw before it, leaves the step where it is).
+    pub fn commit(&mut self) {
+        if self.drawn {
+            self.step += 1;
+            self.drawn = false;
+        }
+    }
+
+    /// Back to step 0 (the sampler's reset).
+    pub fn restart(&mut self) {
+        self.step = 0;
+        self.drawn = false;
+    }
+
+    /// Sets the step the next draw uses (a draw since the last accept is forgotten).
+    pub fn set_step(&mut self, step: u64) {
+        self.step = step;
+        self.drawn = false;
     }
 }
 
@@ -128,7 +151,7 @@ impl Rng {
 macro_rules! rng_methods {
     () => {
         fn set_step(&mut self, step: u64) {
-            self.rng.step = step;
+            self.rng.set_step(step);
         }
         fn step(&self) -> Option<u64> {
             Some(self.rng.step)

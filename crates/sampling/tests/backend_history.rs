@@ -63,9 +63,7 @@ fn state_after(spec: &str, get: fn(&dyn std::any::Any) -> f32, backend: bool, un
         for i in 0..unaccepted {
             chain.run(&row(100 + i)).unwrap();
         }
-        // The draw's step counter advances on every apply (as llama.cpp's generator does); the
-        // step is set as the tail sets it (the sequence's accepted tokens).
-        chain.set_step(0);
+        // No `set_step`: the draws' step moves on accept only (`sampling::sampler::Rng`).
         chain.sample(&row(0)).unwrap();
         return state(&chain);
     }
@@ -106,6 +104,39 @@ fn mirostat_state_moves_only_on_accept() {
     let mu2 = |s: &dyn std::any::Any| s.downcast_ref::<MirostatV2>().unwrap().mu();
     moves_only_on_accept("top_k(k=20);mirostat_v2(tau=3,eta=0.1,seed=9)", mu2, 6.0);
     moves_only_on_accept("min_p(p=0.05);mirostat_v2(tau=3,eta=0.1,seed=10)", mu2, 6.0);
+}
+
+/// Every random stage's step (its draws' counter) moves on accept only: sampling a row again and
+/// again without accepting draws the same token each time, and after one accept the chain stands
+/// where sampling once and accepting leaves it; accepting a prompt token, with no draw before it,
+/// moves nothing.
+#[test]
+fn random_stages_step_moves_only_on_accept() {
+    let v = 500;
+    let row = |step: usize| vocab_cases::logits_for(v, step, 0);
+    for spec in [
+        "temp(t=0.8);dist(seed=5)",
+        "xtc(p=0.5,t=0.05,seed=3);temp(t=0.9);dist(seed=4)",
+        "top_k(k=20);mirostat_v2(tau=3,eta=0.1,seed=9)",
+        "top_k(k=20);mirostat(tau=3,eta=0.1,m=10,seed=8)",
+        "top_k(k=20);adaptive_p(target=0.2,decay=0.5,seed=7)",
+    ] {
+        let mut once = Chain::parse(spec).unwrap();
+        let want = once.sample(&row(0)).unwrap();
+        assert_eq!(once.step(), Some(1), "{spec}: one accepted draw moves the step");
+        let mut again = Chain::parse(spec).unwrap();
+        again.accept(17); // a prompt token: no draw before it
+        assert_eq!(again.step(), Some(0), "{spec}: accepting without a draw");
+        for _ in 0..3 {
+            assert_eq!(again.run(&row(0)).unwrap().selected, Some(want), "{spec}: unaccepted draws repeat");
+        }
+        assert_eq!(again.sample(&row(0)).unwrap(), want, "{spec}");
+        assert_eq!(again.step(), once.step(), "{spec}");
+        // and the next accepted draws follow alike
+        for i in 1..5 {
+            assert_eq!(again.sample(&row(i)).unwrap(), once.sample(&row(i)).unwrap(), "{spec}, draw {i}");
+        }
+    }
 }
 
 #[test]

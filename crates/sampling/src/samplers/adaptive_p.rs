@@ -109,6 +109,7 @@ impl Sampler for AdaptiveP {
     }
 
     fn accept(&mut self, token: Token) {
+        self.rng.commit();
         if let Some((t, p)) = self.pending.take()
             && t == token
         {
@@ -121,7 +122,7 @@ impl Sampler for AdaptiveP {
         self.weighted_sum = self.target / (1.0 - self.decay);
         self.total_weight = 1.0 / (1.0 - self.decay);
         self.pending = None;
-        self.rng.step = 0;
+        self.rng.restart();
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {

@@ -49,6 +49,11 @@ impl Sampler for Dist {
         NAME
     }
 
+    /// The step moves on here, not when drawing (see [`crate::sampler::Rng`]).
+    fn accept(&mut self, _token: crate::Token) {
+        self.rng.commit();
+    }
+
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let u = self.rng.next_draw();
         if let Some((row, div)) = cur.vocab_row() {
@@ -63,7 +68,7 @@ impl Sampler for Dist {
     }
 
     fn reset(&mut self) {
-        self.rng.step = 0;
+        self.rng.restart();
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {

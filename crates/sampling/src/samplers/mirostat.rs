@@ -264,12 +264,13 @@ impl Sampler for Mirostat {
 
     fn accept(&mut self, token: Token) {
         commit(&mut self.mu, &mut self.pending, token);
+        self.rng.commit();
     }
 
     fn reset(&mut self) {
         self.mu = 2.0 * self.tau;
         self.pending = None;
-        self.rng.step = 0;
+        self.rng.restart();
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {
@@ -346,12 +347,13 @@ impl Sampler for MirostatV2 {
 
     fn accept(&mut self, token: Token) {
         commit(&mut self.mu, &mut self.pending, token);
+        self.rng.commit();
     }
 
     fn reset(&mut self) {
         self.mu = 2.0 * self.tau;
         self.pending = None;
-        self.rng.step = 0;
+        self.rng.restart();
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {

@@ -95,6 +95,11 @@ impl Sampler for Xtc {
         NAME
     }
 
+    /// The step moves on here, not when drawing (see [`crate::sampler::Rng`]).
+    fn accept(&mut self, _token: crate::Token) {
+        self.rng.commit();
+    }
+
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
         let chance = self.rng.next_uniform();
         if self.p <= 0.0 || self.t > 0.5 {
@@ -129,7 +134,7 @@ impl Sampler for Xtc {
     }
 
     fn reset(&mut self) {
-        self.rng.step = 0;
+        self.rng.restart();
     }
 
     fn clone_box(&self) -> Box<dyn Sampler> {

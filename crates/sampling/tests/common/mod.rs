@@ -178,7 +178,10 @@ pub fn draws(spec: &str, logits: &[f32], n: usize) -> Vec<u32> {
         .map(|_| {
             let mut cur = Candidates::from_row(logits).unwrap();
             chain.apply(&mut cur).unwrap();
-            cur.selected_token().unwrap()
+            let t = cur.selected_token().unwrap();
+            // the draws' step moves on accept
+            chain.accept(t);
+            t
         })
         .collect()
 }
