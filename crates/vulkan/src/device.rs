@@ -1,7 +1,8 @@
 //! Instance and device selection: loads the Vulkan library, optionally enables the Khronos
 //! validation layer with a debug messenger that records every message, and picks a physical device
 //! (first discrete GPU, else integrated, else virtual, else CPU-type such as llvmpipe; the
-//! environment variable `GGS_VULKAN_DEVICE` picks one by index or name substring).
+//! environment variable `GGS_VULKAN_DEVICE` picks one by index or name substring). One thread at a
+//! time creates an instance and device (the validation layer races otherwise).
 
 use crate::error::{Result, VulkanError};
 use std::sync::{Arc, Mutex};
@@ -98,8 +99,15 @@ fn cause(e: vulkano::Validated<vulkano::VulkanError>) -> String {
     }
 }
 
+/// Serializes instance and device creation within a process: the Khronos validation layer once
+/// crashed (SIGSEGV inside `libVkLayer_khronos_validation`) while test threads created devices at
+/// the same time, a race inside the layer, so no two threads create them at once.
+static CREATION: Mutex<()> = Mutex::new(());
+
 /// Creates the instance and device. `Err` is why the backend is unavailable.
 pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> Result<Gpu> {
+    // A panic while holding the lock leaves nothing half-made that the next caller could see.
+    let _one_at_a_time = CREATION.lock().unwrap_or_else(|e| e.into_inner());
     let library = VulkanLibrary::new().map_err(|e| VulkanError::LoaderUnavailable { cause: e.to_string() })?;
     let has_layer = library.layer_properties().map(|mut it| it.any(|l| l.name() == VALIDATION_LAYER)).unwrap_or(false);
     let use_validation = validation && has_layer && library.supported_extensions().ext_debug_utils;
