@@ -28,6 +28,9 @@ pub struct Config {
     pub rms_eps: f32,
     /// The LM head is the token embedding (no `output.weight`).
     pub tied_embeddings: bool,
+    /// The context the model was trained for (`llama.context_length`), where the file says:
+    /// positions past it are outside what the model has seen.
+    pub n_ctx_train: Option<usize>,
 }
 
 impl Config {
@@ -47,6 +50,7 @@ impl Config {
             rope_dims: 64,
             rms_eps: 1e-6,
             tied_embeddings: true,
+            n_ctx_train: None,
         }
     }
 
@@ -65,6 +69,7 @@ impl Config {
             rope_dims: 16,
             rms_eps: 1e-5,
             tied_embeddings: false,
+            n_ctx_train: None,
         }
     }
 

@@ -60,6 +60,7 @@ pub fn config(g: &Gguf) -> Result<Config> {
         rope_dims: opt_u32(g, &k("rope.dimension_count"))?.map_or(head_dim, |v| v as usize),
         rms_eps: g.get_f32(&k("attention.layer_norm_rms_epsilon")).map_err(RunnerError::gguf)?,
         tied_embeddings: g.tensor("output.weight").is_err(),
+        n_ctx_train: opt_u32(g, &k("context_length"))?.map(|v| v as usize),
     };
     cfg.validate()?;
     Ok(cfg)

@@ -38,6 +38,10 @@ struct Args {
     /// Tokens to generate per sequence (the first from the prompt's logits, then decode steps).
     #[arg(long, default_value_t = 65)]
     steps: usize,
+    /// KV cache cells a sequence: a bound on the prompt plus the generated tokens (and drafts). A
+    /// run that does not fit is an error; by default the cache holds exactly what the run needs.
+    #[arg(long)]
+    ctx: Option<usize>,
     /// Copy the logits rows back and run every chain on the CPU (instead of backend sampling).
     #[arg(long)]
     cpu_sampling: bool,
@@ -207,7 +211,22 @@ fn run(args: Args) -> Result<()> {
     let model = Arc::new(model);
     let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let k = if args.spec.is_some() { args.draft_max } else { 0 };
-    let n_ctx = runner::spec::cells_needed(max_prompt, args.steps, k).next_multiple_of(16);
+    let needed = runner::spec::cells_needed(max_prompt, args.steps, k);
+    let n_ctx = match args.ctx {
+        Some(c) if c < needed => {
+            let drafts = if k > 0 { format!(" with drafts of up to {k} tokens") } else { String::new() };
+            bail!(
+                "--ctx {c}: the longest prompt ({max_prompt} tokens) and --steps {}{drafts} need {needed} cells a \
+                 sequence; raise --ctx or lower --steps",
+                args.steps
+            )
+        }
+        Some(c) => c,
+        None => needed.next_multiple_of(16),
+    };
+    if let Some(w) = runner::spec::context_warning(args.ctx.unwrap_or(needed), &model.config) {
+        eprintln!("warning: {w}");
+    }
     let opts = SessionOptions {
         n_draft_max: k,
         n_ctx,

@@ -267,10 +267,24 @@ impl Generation {
 }
 
 /// KV cells per sequence that [`generate`] needs for prompts of at most `max_prompt` tokens, `n`
-/// tokens per sequence and drafts of at most `n_draft_max` tokens (a sequence that is done keeps
-/// stepping, one token a step, until the others are).
+/// tokens per sequence and drafts of at most `n_draft_max` tokens: without drafts every sequence
+/// takes one position a step; with them a sequence that is done keeps stepping, one token a step,
+/// until the others are, hence twice the steps.
 pub fn cells_needed(max_prompt: usize, n: usize, n_draft_max: usize) -> usize {
-    max_prompt + 2 * n + n_draft_max + 1
+    if n_draft_max == 0 { max_prompt + n + 1 } else { max_prompt + 2 * n + n_draft_max + 1 }
+}
+
+/// The warning to give when a run can use positions past the context `config` was trained for
+/// (llama.cpp: "n_ctx_per_seq > n_ctx_train -- possible training context overflow"), where the
+/// model file says what that context is.
+pub fn context_warning(cells: usize, config: &crate::Config) -> Option<String> {
+    let train = config.n_ctx_train?;
+    (cells > train).then(|| {
+        format!(
+            "this run can use {cells} positions a sequence, more than the {train} the model was trained for \
+             (context_length): past {train} its output is outside what it has seen (`--ctx N` bounds a run)"
+        )
+    })
 }
 
 /// Generates `n` tokens per sequence (the first from the prompt's logits) with `session`; with

@@ -63,3 +63,16 @@ fn bad_arguments_are_clear_errors() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--seq 0: chain"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `--ctx` bounds the KV cache: a run that does not fit is an error naming what it needs, and one
+/// that fits runs (the demo model has no training context, so no warning).
+#[test]
+fn ctx_bounds_the_cache() {
+    let o = runner(&["--ctx", "16", "--steps", "100", "--seq", "0:greedy"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--ctx 16") && err.contains("--steps 100") && err.contains("need"), "{err}");
+    let o = runner(&["--ctx", "64", "--steps", "3", "--seq", "0:greedy", "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
+}

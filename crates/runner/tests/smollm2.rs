@@ -47,6 +47,17 @@ fn generate(
     out
 }
 
+/// The training context comes from the file (`llama.context_length`), and a run past it is warned
+/// about, not one within it.
+#[test]
+fn the_training_context_is_read_and_warned_past() {
+    let m = model();
+    assert_eq!(m.config.n_ctx_train, Some(8192));
+    assert_eq!(runner::spec::context_warning(8192, &m.config), None);
+    let w = runner::spec::context_warning(200_016, &m.config).expect("past the training context");
+    assert!(w.contains("200016") && w.contains("8192"), "{w}");
+}
+
 #[test]
 fn the_tokenizer_matches_llama_cpp() {
     let m = model();
