@@ -477,9 +477,13 @@ impl Session {
         }
         let fed: Vec<Vec<Token>> = (0..n_seq).map(|s| [tokens[s], drafts[s]].concat()).collect();
         let refs: Vec<&[Token]> = fed.iter().map(Vec::as_slice).collect();
-        // One static shape for every step with a draft: K + 1 tokens and outputs per sequence.
-        let any = drafts.iter().any(|d| !d.is_empty());
-        let (t_min, n_out) = if any { (k + 1, k + 1) } else { (1, 1) };
+        // A few static shapes for the steps with a draft: W tokens and outputs per sequence, W the
+        // longest draft plus one rounded up to a power of two (at most K + 1), so that a short
+        // draft (a drafter probing after failures) costs a narrow step and the plans stay few.
+        let longest = drafts.iter().map(|d| d.len()).max().unwrap_or(0);
+        let any = longest > 0;
+        let width = (longest + 1).next_power_of_two().min(k + 1);
+        let (t_min, n_out) = if any { (width, width) } else { (1, 1) };
         let outs: Vec<usize> = drafts.iter().map(|d| if any { d.len() + 1 } else { 1 }).collect();
         let inputs = StepInputs::with_outputs(&self.model.config, &self.cache, &refs, &self.pos, t_min, n_out, &outs)?;
         let n_eval = fed.iter().map(Vec::len).sum();

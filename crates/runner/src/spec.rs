@@ -287,10 +287,57 @@ pub fn context_warning(cells: usize, config: &crate::Config) -> Option<String> {
     })
 }
 
+/// How many tokens a sequence may draft next, following its measured acceptance (as mistral.rs and
+/// vLLM adapt their draft length): all of a draft accepted doubles the depth (up to the most), a
+/// partial accept sets it one past what was accepted, nothing accepted halves it; at zero the
+/// sequence drafts nothing for 2, 4, ... 32 steps (doubling with each failed probe), then probes
+/// with one token. A drafter that keeps failing (an n-gram lookup on text that does not repeat)
+/// thus costs a few verification steps, not a wide step per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DraftDepth {
+    max: usize,
+    depth: usize,
+    cool: usize,
+    misses: u32,
+}
+
+impl DraftDepth {
+    /// At most `max` tokens a step, starting at `max`.
+    pub fn new(max: usize) -> Self {
+        DraftDepth { max, depth: max, cool: 0, misses: 0 }
+    }
+
+    /// The most tokens to draft this step (0 while backing off).
+    pub fn limit(&self) -> usize {
+        if self.cool > 0 { 0 } else { self.depth }
+    }
+
+    /// Learns from a step in which `drafted` tokens were proposed and `accepted` of them kept.
+    pub fn update(&mut self, drafted: usize, accepted: usize) {
+        if drafted == 0 {
+            self.cool = self.cool.saturating_sub(1);
+        } else if accepted >= drafted {
+            self.depth = (self.depth * 2).max(1).min(self.max);
+            self.misses = 0;
+        } else if accepted > 0 {
+            self.depth = (accepted + 1).min(self.max);
+            self.misses = 0;
+        } else {
+            self.depth /= 2;
+            if self.depth == 0 {
+                self.misses += 1;
+                self.cool = 1 << self.misses.min(5);
+                self.depth = 1.min(self.max);
+            }
+        }
+    }
+}
+
 /// Generates `n` tokens per sequence (the first from the prompt's logits) with `session`; with
-/// a drafter, each decode step drafts (at most `n_draft_max` tokens, never past `n`) and
-/// verifies with [`Session::step_spec`], else plain [`Session::step`]s. `on_step` sees each
-/// step's emitted tokens per sequence.
+/// a drafter, each decode step drafts (at most `n_draft_max` tokens, never past `n`, and as many as
+/// each sequence's [`DraftDepth`] allows) and verifies with [`Session::step_spec`], or takes a
+/// plain step where no sequence may draft; without one, plain [`Session::step`]s. `on_step` sees
+/// each step's emitted tokens per sequence.
 pub fn generate(
     session: &mut Session,
     mut drafter: Option<&mut Drafter>,
@@ -338,20 +385,29 @@ pub fn generate(
         sample_time: Duration::ZERO,
         bytes_read: 0,
     };
+    let mut depth = vec![DraftDepth::new(session.options().n_draft_max); n_seq];
     let t1 = Instant::now();
     while out.iter().any(|o| o.len() < n) {
         let last: Vec<[Token; 1]> = contexts.iter().map(|c| [*c.last().expect("non-empty")]).collect();
         let last: Vec<&[Token]> = last.iter().map(|x| x.as_slice()).collect();
-        let emitted: Vec<Vec<Token>> = match drafter.as_deref_mut() {
+        // Never draft past `n` (the last needed token is the target's own), nor past each
+        // sequence's depth; where nobody may draft, a plain step.
+        let k = session.options().n_draft_max;
+        let limit: Vec<usize> =
+            out.iter().zip(&depth).map(|(o, d)| n.saturating_sub(o.len() + 1).min(k).min(d.limit())).collect();
+        let draft_now = drafter.is_some() && limit.iter().any(|&l| l > 0);
+        if drafter.is_some() && !draft_now {
+            for d in &mut depth {
+                d.update(0, 0);
+            }
+        }
+        let emitted: Vec<Vec<Token>> = match drafter.as_deref_mut().filter(|_| draft_now) {
             None => {
                 let o = session.step(&last)?;
                 g.count_step(o.prepare_time + o.graph_time, o.sample_time, o.bytes_read);
                 o.tokens.into_iter().map(|t| vec![t]).collect()
             }
             Some(d) => {
-                let k = session.options().n_draft_max;
-                // Never draft past `n`: the last needed token is the target's own.
-                let limit: Vec<usize> = out.iter().map(|o| n.saturating_sub(o.len() + 1).min(k)).collect();
                 let td = Instant::now();
                 let Drafts { tokens: drafts, q } = d.draft(&contexts, &limit)?;
                 g.draft_time += td.elapsed();
@@ -363,10 +419,11 @@ pub fn generate(
                     session.step_spec(&last, &refs)?
                 };
                 g.count_step(o.prepare_time + o.graph_time, o.sample_time, o.bytes_read);
-                for (dr, &a) in drafts.iter().zip(&o.accepted) {
+                for ((dr, &a), dd) in drafts.iter().zip(&o.accepted).zip(&mut depth) {
                     g.drafted += dr.len();
                     g.accepted += a;
                     g.rejections += usize::from(a < dr.len());
+                    dd.update(dr.len(), a);
                 }
                 o.tokens
             }
@@ -384,4 +441,41 @@ pub fn generate(
     g.plans_after_prefill = session.stats().plans - plans0;
     g.tokens = out;
     Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DraftDepth;
+
+    #[test]
+    fn draft_depth_follows_acceptance_and_backs_off() {
+        let mut d = DraftDepth::new(8);
+        assert_eq!(d.limit(), 8);
+        d.update(8, 3); // partial: one past the accepted
+        assert_eq!(d.limit(), 4);
+        d.update(4, 4); // all: doubles, up to the most
+        assert_eq!(d.limit(), 8);
+        d.update(8, 8);
+        assert_eq!(d.limit(), 8);
+        for want in [4, 2, 1] {
+            d.update(d.limit(), 0); // nothing accepted: halves
+            assert_eq!(d.limit(), want);
+        }
+        // at zero: 2 steps without drafting, then a probe of one token; each failed probe doubles
+        // the pause (4, 8, ..., 32 at most)
+        for pause in [2usize, 4, 8, 16, 32, 32] {
+            d.update(1, 0);
+            for _ in 0..pause {
+                assert_eq!(d.limit(), 0);
+                d.update(0, 0);
+            }
+            assert_eq!(d.limit(), 1, "after a pause of {pause}");
+        }
+        d.update(1, 1); // a probe that lands grows again
+        assert_eq!(d.limit(), 2);
+        // no draft proposed (the drafter found nothing) leaves the depth alone
+        d.update(0, 0);
+        assert_eq!(d.limit(), 2);
+        assert_eq!(DraftDepth::new(0).limit(), 0);
+    }
 }
