@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use graph::fused::{FusedOutput, IndexDType, PostSample, TopKTopP};
 use graph::{DType, Graph};
+use npy::{Data, Npy};
 use std::path::{Path, PathBuf};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -134,108 +135,17 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
 
 // ---------------------------------------------------------------- .npy files
 
-/// The elements of an .npy file, typed by its header.
-#[derive(Debug)]
-enum Data {
-    F32(Vec<f32>),
-    F16(Vec<graph::f16>),
-    BF16(Vec<graph::bf16>),
-    F64(Vec<f64>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-}
-
-impl Data {
-    fn name(&self) -> &'static str {
-        match self {
-            Data::F32(_) => "f32",
-            Data::F16(_) => "f16",
-            Data::BF16(_) => "bf16",
-            Data::F64(_) => "f64",
-            Data::I32(_) => "i32",
-            Data::I64(_) => "i64",
-        }
-    }
-
-    /// Float values widened exactly (f16, bf16, f32 to f32).
-    fn f32s(&self) -> Option<Vec<f32>> {
-        match self {
-            Data::F32(v) => Some(v.clone()),
-            Data::F16(v) => Some(v.iter().map(|x| x.to_f32()).collect()),
-            Data::BF16(v) => Some(v.iter().map(|x| x.to_f32()).collect()),
-            _ => None,
-        }
-    }
-}
-
-/// An .npy file: its shape and elements.
-#[derive(Debug)]
-struct Npy {
-    shape: Vec<usize>,
-    data: Data,
-}
-
-/// Reads an .npy file of any of the contract's dtypes.
+/// Reads an .npy file of any of the contract's dtypes (`npy::parse`), the flag and path named in
+/// an error.
 fn read_npy(path: &Path, flag: &str) -> Result<Npy> {
-    use npyz::{DType as NDType, TypeChar};
     let bytes = std::fs::read(path).with_context(|| format!("{flag}: cannot read file {}", path.display()))?;
-    let what = || format!("{flag}: {}", path.display());
-    if let Some(offset) = crate::sample::data_offset(&bytes)
-        && bytes.len() < offset
-    {
-        bail!("{}: truncated .npy file", what());
-    }
-    let npy = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{}: not an .npy file", what()))?;
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
-    if shape.len() > 1 && shape.iter().product::<usize>() > 1 && npy.order() != npyz::Order::C {
-        bail!("{}: Fortran-order arrays are not supported; save in C order", what());
-    }
-    let NDType::Plain(ts) = npy.dtype() else { bail!("{}: structured dtypes are not supported", what()) };
-    let n: usize = shape.iter().product();
-    let expected = crate::sample::data_offset(&bytes).unwrap_or(0) + n * ts.size_field() as usize;
-    if bytes.len() < expected {
-        bail!(
-            "{}: truncated .npy file (shape {shape:?} of {ts} needs {expected} bytes, the file has {})",
-            what(),
-            bytes.len()
-        );
-    }
-    let big = ts.endianness() == npyz::Endianness::Big && ts.size_field() > 1;
-    if big {
-        bail!("{}: big-endian data is not supported", what());
-    }
-    let data = match (ts.type_char(), ts.size_field()) {
-        (TypeChar::Float, 4) => Data::F32(npy.into_vec::<f32>()?),
-        (TypeChar::Float, 2) => Data::F16(npy.into_vec::<half::f16>()?),
-        (TypeChar::Float, 8) => Data::F64(npy.into_vec::<f64>()?),
-        (TypeChar::Int, 4) => Data::I32(npy.into_vec::<i32>()?),
-        (TypeChar::Int, 8) => Data::I64(npy.into_vec::<i64>()?),
-        (TypeChar::RawData, 2) => Data::BF16(
-            npy.into_vec::<npyz::FixedSizeBytes<2>>()?
-                .into_iter()
-                .map(|b| half::bf16::from_bits(u16::from_le_bytes(b.0)))
-                .collect(),
-        ),
-        _ => bail!("{}: unsupported dtype {ts} (expected f32, f16, f64, i32, i64 or bf16 stored as |V2)", what()),
-    };
-    Ok(Npy { shape, data })
+    npy::parse(&bytes).with_context(|| format!("{flag}: {}", path.display()))
 }
 
 /// Writes f32 `[rows, cols]` as a version 1.0 .npy file (`'<f4'`, C order).
 fn write_npy_f32(path: &Path, rows: usize, cols: usize, vals: &[f32]) -> Result<()> {
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + 4 * vals.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for v in vals {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    std::fs::write(path, out).with_context(|| format!("--need-logits: cannot write {}", path.display()))
+    std::fs::write(path, npy::write_f32(rows, cols, vals))
+        .with_context(|| format!("--need-logits: cannot write {}", path.display()))
 }
 
 /// A per-row file: `[B]` or `[B, 1]`.

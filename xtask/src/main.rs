@@ -4,15 +4,17 @@
 
 use anyhow::{Result, bail};
 use std::process::ExitCode;
-use xtask::{bench, ci, dump, fetch_model, fused, sample, shaders};
+use xtask::{bench, ci, dump, fetch_model, fused, fuzz, sample, sanitize, shaders};
 
-const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-model|ci> [args...]
+const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-model|ci|sanitize|fuzz> [args...]
   dump FIXTURE [--format text|dot]     print a graph fixture
   sample --logits F.npy --chain SPEC  run a sampler chain on logits (see docs/SAMPLING.md)
   fused top-k-top-p|random-sample ... the fused sampling ops on .npy files (see docs/FUSED.md)
   bench <suite>                        benchmarks (release build)
   fetch-model                          download the SmolLM2 test model into target/models
-  ci                                   install what the tests need, then run the whole suite";
+  ci                                   install what the tests need, then run the whole suite
+  sanitize [--address] [--thread]      kernels, cpu and sched tests under ASan / TSan (nightly)
+  fuzz [--seconds N] [--target T]      the libFuzzer targets of fuzz/ (nightly, cargo-fuzz)";
 
 /// Runs the task. A failure is reported as its message chain (one cause per line) and exit code
 /// 1, never as a backtrace, even with `RUST_BACKTRACE` set: an error here is a user's (a bad SPEC,
@@ -50,6 +52,8 @@ fn run() -> Result<()> {
         "bench" => bench::run(sub_args),
         "shaders" => shaders::run(sub_args),
         "fetch-model" => fetch_model::run(sub_args),
+        "sanitize" => sanitize::run(sub_args),
+        "fuzz" => fuzz::run(sub_args),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

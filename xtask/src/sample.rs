@@ -156,66 +156,23 @@ fn json_line(row: usize, o: &SampleOutput) -> String {
     s
 }
 
-/// Reads an .npy logits file: returns (rows, n_vocab, row-major f32 data).
+/// Reads an .npy logits file (`npy::parse`): returns (rows, n_vocab, row-major f32 data).
 pub fn read_logits(path: &Path) -> Result<(usize, usize, Vec<f32>)> {
-    use npyz::{DType, TypeChar};
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if let Some(offset) = data_offset(&bytes)
-        && bytes.len() < offset
-    {
-        bail!(
-            "{}: truncated .npy file: its header is {offset} bytes long, but the file has {} bytes",
-            path.display(),
-            bytes.len()
-        );
-    }
-    let npy = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{}: not an .npy file", path.display()))?;
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
-    let (rows, n_vocab) = match shape.as_slice() {
+    let a = npy::parse(&bytes).with_context(|| path.display().to_string())?;
+    let (rows, n_vocab) = match a.shape.as_slice() {
         [n] => (1, *n),
         [r, n] => (*r, *n),
         other => bail!("{}: expected shape [n_rows, n_vocab] or [n_vocab], got {other:?}", path.display()),
     };
-    if shape.len() == 2 && rows > 1 && npy.order() != npyz::Order::C {
-        bail!("{}: Fortran-order arrays are not supported; save in C order", path.display());
-    }
     if n_vocab == 0 || rows == 0 {
-        bail!("{}: empty logits array (shape {shape:?})", path.display());
+        bail!("{}: empty logits array (shape {:?})", path.display(), a.shape);
     }
-    let DType::Plain(ts) = npy.dtype() else { bail!("{}: structured dtypes are not supported", path.display()) };
-    let expected = data_offset(&bytes).unwrap_or(0) + rows * n_vocab * ts.size_field() as usize;
-    if bytes.len() < expected {
-        bail!(
-            "{}: truncated .npy file: its header declares shape {shape:?} of {ts}, {expected} bytes with the \
-             header, but the file has {} bytes",
-            path.display(),
-            bytes.len()
-        );
-    }
-    let data: Vec<f32> = match (ts.type_char(), ts.size_field()) {
-        (TypeChar::Float, 4) => npy.into_vec::<f32>()?,
-        (TypeChar::Float, 8) => npy.into_vec::<f64>()?.into_iter().map(|x| x as f32).collect(),
-        (TypeChar::Float, 2) => npy.into_vec::<half::f16>()?.into_iter().map(f32::from).collect(),
-        (TypeChar::RawData, 2) => npy
-            .into_vec::<npyz::FixedSizeBytes<2>>()?
-            .into_iter()
-            .map(|b| half::bf16::from_bits(u16::from_le_bytes(b.0)).to_f32())
-            .collect(),
-        _ => bail!("{}: unsupported dtype {} (expected f32, f16 or bf16 stored as V2)", path.display(), ts),
+    let data: Vec<f32> = match a.data {
+        npy::Data::F64(v) => v.into_iter().map(|x| x as f32).collect(),
+        ref d => d.f32s().with_context(|| {
+            format!("{}: unsupported dtype {} (expected f32, f64, f16 or bf16 stored as V2)", path.display(), d.name())
+        })?,
     };
     Ok((rows, n_vocab, data))
-}
-
-/// Byte offset of an .npy file's data: the magic string and version (8 bytes), the header length
-/// (2 bytes little-endian in format 1.x, 4 in 2.x and 3.x) and the header. `None` when the file
-/// does not start like an .npy file or is too short to say.
-pub(crate) fn data_offset(bytes: &[u8]) -> Option<usize> {
-    if bytes.len() < 12 || &bytes[..6] != b"\x93NUMPY" {
-        return None;
-    }
-    Some(if bytes[6] == 1 {
-        10 + usize::from(u16::from_le_bytes([bytes[8], bytes[9]]))
-    } else {
-        12 + u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize
-    })
 }

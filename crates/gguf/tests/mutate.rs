@@ -1,6 +1,6 @@
 //! Property test: a valid file with random bytes overwritten, bytes inserted or removed, or cut
-//! short, is read without a panic, and any error names the file. (The libFuzzer target in
-//! `crates/gguf/fuzz` explores the same entry point without a seed file.)
+//! short, is read without a panic, and any error names the file. (The libFuzzer target
+//! `fuzz/fuzz_targets/gguf.rs` explores the same entry point: `cargo xtask fuzz`.)
 
 mod common;
 
