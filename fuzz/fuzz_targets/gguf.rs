@@ -1,7 +1,7 @@
 //! libFuzzer target: any bytes through `Gguf::from_bytes` must give a `Gguf` whose tensors can all
 //! be read, or an error naming the file; never a panic, an abort or an out-of-bounds read.
 //!
-//! Run (nightly): `cd crates/gguf/fuzz && cargo +nightly fuzz run read -- -max_total_time=60`.
+//! Run: `cargo xtask fuzz --target gguf` (nightly and cargo-fuzz; `fuzz/README.md`).
 //! Run on 2026-11-23: 2.1 million inputs from an empty corpus (90 s) and 1.6 million more from a
 //! seed file with metadata, arrays and q4_1/f32/q8_0 tensors (75 s): no crash, leak or timeout.
 #![no_main]

@@ -1,10 +1,11 @@
 //! `cargo xtask fuzz [--seconds N] [--target NAME]`: runs every libFuzzer target of `fuzz/` (the
 //! GGUF reader, the SPEC chain parser, the graph fixture parser, the `.npy` reader) for `N` seconds
-//! each on its corpus (`fuzz/corpus/<target>/`, which grows with what the fuzzer finds worth
-//! keeping), with the nightly toolchain and `cargo-fuzz` (installed with `cargo install cargo-fuzz`
-//! when missing). A crash stops that target and leaves its input in `fuzz/artifacts/<target>/`:
-//! fix it, add the input to the corpus (the stable replay, `xtask/tests/fuzz_corpus.rs`, then runs
-//! it in CI) and run again. Ends with each target's result and libFuzzer's last stats line
+//! each, with the nightly toolchain and `cargo-fuzz` (installed with `cargo install cargo-fuzz` when
+//! missing). Inputs: the committed seeds (`fuzz/seeds/<target>/`) and the working corpus
+//! (`fuzz/corpus/<target>/`, not committed, which grows with what the fuzzer finds worth keeping).
+//! A crash stops that target and leaves its input in `fuzz/artifacts/<target>/`: fix it, copy the
+//! input into the seeds (the stable replay, `xtask/tests/fuzz_corpus.rs`, then runs it in CI) and
+//! run again. Ends with each target's result and libFuzzer's last stats line
 //! (executions, coverage, corpus size).
 
 use anyhow::{Context, Result, bail};
@@ -55,11 +56,13 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     for t in targets {
         let corpus = dir.join("corpus").join(t);
         std::fs::create_dir_all(&corpus)?;
+        let seeds = dir.join("seeds").join(t);
         eprintln!("xtask fuzz: {t} for {} s", args.seconds);
         let mut child = Command::new("cargo")
             .current_dir(&dir)
             .args(["+nightly", "fuzz", "run", t])
             .arg(&corpus)
+            .arg(&seeds)
             .args(["--", &format!("-max_total_time={}", args.seconds), "-rss_limit_mb=4096", "-timeout=10"])
             .env_remove("RUSTUP_TOOLCHAIN")
             .env_remove("CARGO")

@@ -1,14 +1,13 @@
-//! The fuzz targets' regression run, on the stable toolchain: every input of the committed corpora
-//! (`fuzz/corpus/<target>/`, seeds and what `cargo xtask fuzz` found worth keeping) goes through the
-//! same entry point and invariant as its libFuzzer target (`fuzz/fuzz_targets/<target>.rs`), so
-//! CI replays them in seconds without nightly or cargo-fuzz. A crash the fuzzer finds is added to the
-//! corpus (and so becomes a case here) along with its fix.
+//! The fuzz targets' regression run, on the stable toolchain: every committed seed
+//! (`fuzz/seeds/<target>/`: valid inputs, and each input the fuzzer crashed on, added with its fix)
+//! goes through the same entry point and invariant as its libFuzzer target
+//! (`fuzz/fuzz_targets/<target>.rs`), so CI replays them in seconds without nightly or cargo-fuzz.
 
 use std::path::PathBuf;
 
 /// The inputs of one corpus (at least one: an empty corpus tests nothing).
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds").join(target);
     let mut v: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -19,7 +18,7 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         })
         .collect();
     v.sort();
-    assert!(!v.is_empty(), "{}: empty corpus", dir.display());
+    assert!(!v.is_empty(), "{}: no seeds", dir.display());
     v
 }
 

@@ -49,6 +49,12 @@ impl Shape {
         nb
     }
 
+    /// Bytes of a contiguous tensor of this shape in `dtype`, `None` where the count overflows.
+    pub fn checked_bytes(&self, dtype: DType) -> Option<usize> {
+        let row = (self.0[0] / dtype.block_size()).checked_mul(dtype.size())?;
+        self.0[1..].iter().try_fold(row, |b, &n| b.checked_mul(n))
+    }
+
     /// True when `other` can be broadcast (repeated) to this shape: each of its dimensions divides ours.
     pub fn can_repeat_from(&self, other: &Shape) -> bool {
         (0..MAX_DIMS).all(|i| other.0[i] != 0 && self.0[i].is_multiple_of(other.0[i]))

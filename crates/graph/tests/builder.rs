@@ -315,6 +315,24 @@ fn unknown_nodes_are_errors_not_panics() {
     assert!(g.get(ghost).is_none());
 }
 
+/// A shape whose bytes cannot be addressed is an error, for a leaf (the fuzzer's first find: a
+/// fixture's `param w2 f32 [512, 18888888888888888]` overflowed the stride computation) and for a
+/// result derived from two huge but addressable operands.
+#[test]
+fn shapes_too_large_to_address_are_errors_not_panics() {
+    let mut g = Graph::new();
+    let e = msg(g.param("w", DType::F32, &[512, 18_888_888_888_888_888]));
+    assert!(e.contains("more bytes than memory can address"), "{e}");
+    let e = msg(g.input("x", DType::Q8_0, &[usize::MAX / 32 * 32, 2]));
+    assert!(e.contains("more bytes than memory can address"), "{e}");
+    let a = g.input("a", DType::F32, &[1, 1 << 40]).unwrap();
+    let b = g.input("b", DType::F32, &[1, 1 << 40]).unwrap();
+    let e = msg(g.mul_mat(a, b));
+    assert!(e.starts_with("mul_mat") && e.contains("more bytes than memory can address"), "{e}");
+    let f = graph::fixture::parse("param w2 f32 [512, 18888888888888888]\n").unwrap_err().to_string();
+    assert!(f.starts_with("line 1:"), "{f}");
+}
+
 #[test]
 fn topology_hash_ignores_names_and_data_but_not_structure() {
     fn build(name: &str, k: usize, dtype: DType) -> Graph {

@@ -14,7 +14,7 @@ impl Graph {
     pub fn cont(&mut self, src: NodeId) -> R {
         let s = self.src("cont", src)?;
         let (dtype, ne) = (s.dtype, s.layout.ne);
-        Ok(self.new_node(Op::Cont, &[src], dtype, ne))
+        self.new_node(Op::Cont, &[src], dtype, ne)
     }
 
     /// A contiguous copy converted to `dtype` (see [`Op::Cast`] for the conversion rules).
@@ -24,14 +24,14 @@ impl Graph {
         if dtype.is_quantized() {
             return Err(self.err("cast", format!("cannot cast {} to the quantized dtype {dtype}", self.describe(src))));
         }
-        Ok(self.new_node(Op::Cast, &[src], dtype, ne))
+        self.new_node(Op::Cast, &[src], dtype, ne)
     }
 
     /// An element-wise op of a float tensor.
     pub fn unary(&mut self, op: UnaryOp, src: NodeId) -> R {
         let s = self.float_src(op.name(), "source", src)?;
         let (dtype, ne) = (s.dtype, s.layout.ne);
-        Ok(self.new_node(Op::Unary(op), &[src], dtype, ne))
+        self.new_node(Op::Unary(op), &[src], dtype, ne)
     }
 
     /// `-x`.
@@ -89,7 +89,7 @@ impl Graph {
         self.broadcast_check(name, a, b, "b")?;
         let n = self.node(a);
         let (dtype, ne) = (n.dtype, n.layout.ne);
-        Ok(self.new_node(Op::Binary(op), &[a, b], dtype, ne))
+        self.new_node(Op::Binary(op), &[a, b], dtype, ne)
     }
 
     /// `a + b` (broadcast).
@@ -121,7 +121,7 @@ impl Graph {
         if scale.is_nan() || bias.is_nan() {
             return Err(self.err("scale", format!("scale {scale} and bias {bias} must not be NaN")));
         }
-        Ok(self.new_node(Op::Scale { scale, bias }, &[src], dtype, ne))
+        self.new_node(Op::Scale { scale, bias }, &[src], dtype, ne)
     }
 
     /// `min(max(x, min), max)`.
@@ -131,7 +131,7 @@ impl Graph {
         if min.is_nan() || max.is_nan() || min > max {
             return Err(self.err("clamp", format!("bounds [{min}, {max}] are not an interval")));
         }
-        Ok(self.new_node(Op::Clamp { min, max }, &[src], dtype, ne))
+        self.new_node(Op::Clamp { min, max }, &[src], dtype, ne)
     }
 
     /// `a (cmp) b` as an f32 mask; `b` broadcasts to `a`; both float, or both i32.
@@ -146,7 +146,7 @@ impl Graph {
         }
         self.broadcast_check(name, a, b, "b")?;
         let ne = self.node(a).layout.ne;
-        Ok(self.new_node(Op::Compare(op), &[a, b], DType::F32, ne))
+        self.new_node(Op::Compare(op), &[a, b], DType::F32, ne)
     }
 
     /// `a >= b` mask.
@@ -176,6 +176,6 @@ impl Graph {
         self.broadcast_check(OP, a, mask, "mask")?;
         self.broadcast_check(OP, a, b, "b")?;
         let ne = self.node(a).layout.ne;
-        Ok(self.new_node(Op::Where, &[mask, a, b], da, ne))
+        self.new_node(Op::Where, &[mask, a, b], da, ne)
     }
 }

@@ -44,7 +44,7 @@ impl Graph {
                     ),
                 ));
             }
-            let id = g.new_node(Op::Input, &[], dtype, ne);
+            let id = g.new_node(Op::Input, &[], dtype, ne)?;
             g.nodes[id.index()].flags = flags;
             Ok(id)
         })
@@ -59,7 +59,7 @@ impl Graph {
         if dtype == DType::I32 && (value.fract() != 0.0 || !value.is_finite()) {
             return Err(self.err("fill", format!("value {value} is not an integer, the dtype is i32")));
         }
-        Ok(self.new_node(Op::Fill { value }, &[], dtype, ne))
+        self.new_node(Op::Fill { value }, &[], dtype, ne)
     }
 
     /// `start + step * i0` along `ne[0]`, repeated for every row.
@@ -74,6 +74,6 @@ impl Graph {
         if dtype == DType::I32 && (start.fract() != 0.0 || step.fract() != 0.0) {
             return Err(self.err("arange", format!("start {start} and step {step} must be integers for i32")));
         }
-        Ok(self.new_node(Op::Arange { start, step }, &[], dtype, ne))
+        self.new_node(Op::Arange { start, step }, &[], dtype, ne)
     }
 }

@@ -44,7 +44,7 @@ impl Graph {
                 ),
             ));
         }
-        Ok(self.new_node(Op::MulMat, &[a, b], DType::F32, Shape([x[1], y[1], y[2], y[3]])))
+        self.new_node(Op::MulMat, &[a, b], DType::F32, Shape([x[1], y[1], y[2], y[3]]))
     }
 
     /// `x / sqrt(mean(x^2) + eps)` along `ne[0]`.
@@ -55,7 +55,7 @@ impl Graph {
         if !(eps >= 0.0 && eps.is_finite()) {
             return Err(self.err(OP, format!("eps {eps} must be finite and >= 0")));
         }
-        Ok(self.new_node(Op::RmsNorm { eps }, &[src], DType::F32, ne))
+        self.new_node(Op::RmsNorm { eps }, &[src], DType::F32, ne)
     }
 
     /// Rotary position embedding, see [`Op::Rope`].
@@ -90,7 +90,7 @@ impl Graph {
             );
         }
         let ne = nx.layout.ne;
-        Ok(self.new_node(Op::Rope { n_dims, mode, freq_base, freq_scale }, &[x, pos], DType::F32, ne))
+        self.new_node(Op::Rope { n_dims, mode, freq_base, freq_scale }, &[x, pos], DType::F32, ne)
     }
 
     /// `softmax(x * scale + mask)` along `ne[0]`, see [`Op::SoftMax`].
@@ -126,6 +126,6 @@ impl Graph {
             }
             srcs.push(m);
         }
-        Ok(self.new_node(Op::SoftMax { scale }, &srcs, DType::F32, ne))
+        self.new_node(Op::SoftMax { scale }, &srcs, DType::F32, ne)
     }
 }

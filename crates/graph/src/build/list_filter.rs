@@ -34,6 +34,6 @@ impl Graph {
             stages.param_rows(),
             vals,
         )?;
-        Ok(self.new_node(Op::ListFilter(stages), &[vals, params], DType::F32, ne))
+        self.new_node(Op::ListFilter(stages), &[vals, params], DType::F32, ne)
     }
 }

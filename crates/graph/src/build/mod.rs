@@ -145,8 +145,13 @@ impl Graph {
         Ok(Shape::new(dims))
     }
 
-    fn new_node(&mut self, op: Op, srcs: &[NodeId], dtype: DType, ne: Shape) -> NodeId {
-        self.push(Node {
+    /// A new node with a contiguous result of shape `ne`; an error when its bytes could not be
+    /// addressed (a shape whose size overflows, from a fixture or derived from huge operands).
+    fn new_node(&mut self, op: Op, srcs: &[NodeId], dtype: DType, ne: Shape) -> Result<NodeId, GraphError> {
+        if ne.checked_bytes(dtype).is_none_or(|b| b > isize::MAX as usize) {
+            return Err(self.err(op.name(), format!("{dtype} {ne}: more bytes than memory can address")));
+        }
+        Ok(self.push(Node {
             op,
             srcs: SmallVec::from_slice(srcs),
             dtype,
@@ -154,7 +159,7 @@ impl Graph {
             storage: None,
             name: None,
             flags: Flags::default(),
-        })
+        }))
     }
 
     fn new_view(&mut self, op: Op, src: NodeId, layout: Layout) -> NodeId {

@@ -27,6 +27,6 @@ impl Graph {
             ));
         }
         self.per_row_src(OP, "params (repeat, freq, present)", params, DType::F32, 3, x)?;
-        Ok(self.new_node(Op::Penalize, &[x, counts, params], DType::F32, ne))
+        self.new_node(Op::Penalize, &[x, counts, params], DType::F32, ne)
     }
 }

@@ -15,7 +15,7 @@ impl Graph {
         self.rows_src(name, "source", src)?;
         let mut ne = self.node(src).layout.ne;
         ne.0[0] = ne0;
-        Ok(self.new_node(op, &[src], dtype, ne))
+        self.new_node(op, &[src], dtype, ne)
     }
 
     /// Row sums `[1, ne1, ne2, ne3]`.
@@ -58,7 +58,7 @@ impl Graph {
         }
         let ne = nx.layout.ne;
         self.per_row_src(OP, "params (t, p, min_keep)", params, DType::F32, 3, x)?;
-        Ok(self.new_node(Op::TopPMask, &[x, params], DType::F32, ne))
+        self.new_node(Op::TopPMask, &[x, params], DType::F32, ne)
     }
 
     /// Inclusive prefix sums along `ne[0]`.
@@ -84,7 +84,7 @@ impl Graph {
         }
         let mut ne = nk.layout.ne;
         ne.0[0] = n;
-        Ok(self.new_node(Op::RandomUniform { stream }, &[keys], DType::F32, ne))
+        self.new_node(Op::RandomUniform { stream }, &[keys], DType::F32, ne)
     }
 
     /// One index per row drawn from the softmax of `logits` with the random stream `stream` keyed by
@@ -115,7 +115,7 @@ impl Graph {
             self.per_row_src(OP, "ids", i, DType::I32, self.node(logits).layout.ne[0], logits)?;
         }
         let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).chain(ids).collect();
-        Ok(self.new_node(Op::Categorical { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
+        self.new_node(Op::Categorical { stream, ids: ids.is_some() }, &srcs, DType::I32, ne)
     }
 
     /// Speculative verification of one draft token per row: `logits f32 [n, rows..]`, `keys i32
@@ -126,7 +126,7 @@ impl Graph {
         const OP: &str = "spec_verify";
         let (ne, params, ids) = self.spec_checks(OP, logits, keys, aux)?;
         let srcs: Vec<NodeId> = [logits, keys].into_iter().chain(params).chain(ids).collect();
-        Ok(self.new_node(Op::SpecVerify { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
+        self.new_node(Op::SpecVerify { stream, ids: ids.is_some() }, &srcs, DType::I32, ne)
     }
 
     /// Speculative verification of one draft token per row drawn from a distribution `q`:
@@ -151,7 +151,7 @@ impl Graph {
         self.per_row_src(OP, "q_ids", q_ids, DType::I32, m, logits)?;
         self.per_row_src(OP, "q_probs", q_probs, DType::F32, m, logits)?;
         let srcs: Vec<NodeId> = [logits, keys, q_ids, q_probs].into_iter().chain(params).chain(ids).collect();
-        Ok(self.new_node(Op::SpecVerifySampled { stream, ids: ids.is_some() }, &srcs, DType::I32, ne))
+        self.new_node(Op::SpecVerifySampled { stream, ids: ids.is_some() }, &srcs, DType::I32, ne)
     }
 
     /// The checks of a speculative verification's `logits`, `keys` and `aux` (see

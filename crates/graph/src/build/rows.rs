@@ -32,7 +32,7 @@ impl Graph {
         }
         let dtype = if na.dtype == DType::I32 { DType::I32 } else { DType::F32 };
         let ne = Shape([na.layout.ne[0], ni.layout.ne[0], na.layout.ne[2], na.layout.ne[3]]);
-        Ok(self.new_node(Op::GetRows, &[a, ids], dtype, ne))
+        self.new_node(Op::GetRows, &[a, ids], dtype, ne)
     }
 
     /// `set_rows(dst, values, ids)`, in place, see [`Op::SetRows`].
@@ -105,6 +105,6 @@ impl Graph {
             ));
         }
         let ne = nb.layout.ne;
-        Ok(self.new_node(Op::ScatterAdd, &[base, ids, values], DType::F32, ne))
+        self.new_node(Op::ScatterAdd, &[base, ids, values], DType::F32, ne)
     }
 }

@@ -72,7 +72,7 @@ impl Graph {
         };
         let mut ne = nl.layout.ne;
         ne.0[0] = ne0;
-        Ok(self.new_node(Op::TopKTopPSample(attrs), &srcs, dtype, ne))
+        self.new_node(Op::TopKTopPSample(attrs), &srcs, dtype, ne)
     }
 
     /// InfiniCore's `random_sample` on each row of `x [n, rows..]` (f32, f16, bf16; or with
@@ -111,6 +111,6 @@ impl Graph {
         self.per_row_src(OP, "topk", topk, DType::I32, 1, x)?;
         let mut ne = nx.layout.ne;
         ne.0[0] = 1;
-        Ok(self.new_node(Op::RandomSample { index, f64_rows }, &[x, params, topk], DType::I32, ne))
+        self.new_node(Op::RandomSample { index, f64_rows }, &[x, params, topk], DType::I32, ne)
     }
 }
