@@ -1,7 +1,7 @@
 //! `cargo xtask fuzz [--seconds N] [--target NAME]`: runs every libFuzzer target of `fuzz/` (the
-//! GGUF reader, the SPEC chain parser, the graph fixture parser, the `.npy` reader) for `N` seconds
-//! each, with the nightly toolchain and `cargo-fuzz` (installed with `cargo install cargo-fuzz` when
-//! missing). Inputs: the committed seeds (`fuzz/seeds/<target>/`) and the working corpus
+//! GGUF reader, the SPEC chain parser, the graph fixture parser, the `.npy` reader, the tokenizer)
+//! for `N` seconds each, with the nightly toolchain and `cargo-fuzz` (installed with `cargo install
+//! cargo-fuzz` when missing). Inputs: the committed seeds (`fuzz/seeds/<target>/`) and the working corpus
 //! (`fuzz/corpus/<target>/`, not committed, which grows with what the fuzzer finds worth keeping).
 //! A crash stops that target and leaves its input in `fuzz/artifacts/<target>/`: fix it, copy the
 //! input into the seeds (the stable replay, `xtask/tests/fuzz_corpus.rs`, then runs it in CI) and
@@ -19,13 +19,13 @@ struct Args {
     /// Seconds per target.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// Only this target (gguf, spec, fixture, npy).
+    /// Only this target (gguf, spec, fixture, npy, tokenizer).
     #[arg(long)]
     target: Option<String>,
 }
 
 /// The targets, as `fuzz/Cargo.toml` names them.
-pub const TARGETS: &[&str] = &["gguf", "spec", "fixture", "npy"];
+pub const TARGETS: &[&str] = &["gguf", "spec", "fixture", "npy", "tokenizer"];
 
 fn cargo_fuzz_installed() -> bool {
     Command::new("cargo")
