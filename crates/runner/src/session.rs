@@ -9,9 +9,10 @@
 //! got them yet, so the prefill and decode graphs share one copy.
 //!
 //! Speculative decoding ([`Session::step_spec`], with [`SessionOptions::n_draft_max`] `= K > 0`):
-//! a step feeds each sequence's new token(s) plus its draft (at most `K` tokens) padded to one
-//! static shape of `K + 1` tokens and `K + 1` output rows per sequence (sequences with and without
-//! drafts mixed; a step where no sequence has a draft uses the plain one-output shape), samples
+//! a step feeds each sequence's new token(s) plus its draft (at most `K` tokens) padded to a static
+//! width `W` of tokens and output rows per sequence, the longest draft plus one rounded up to a
+//! power of two and at most `K + 1` (so a few plans in all; sequences with and without drafts
+//! mixed; a step where no sequence has a draft uses the plain one-output shape), samples
 //! every output through the backend tail with the draft set (`Sequences::set_draft`: output `j`
 //! predicts the position after `draft[..j]`, and its draw is the verifier's decision,
 //! `graph::Op::SpecVerify`; the accepted prefix comes from the tokens read back,

@@ -5,7 +5,8 @@
 //! every section's full JSON included). Each section runs in a child process of this binary
 //! (`--section NAME`) under a time limit, so that a section that fails, hangs or loses the device
 //! costs only itself: the report says which, and the others still run. Sections
-//! ([`sections::SECTIONS`]): the device and its limits; the op-conformance suite on it against the
+//! ([`sections::SECTIONS`]): the device and its limits; host round trips to it, with where their
+//! host time goes (`latency.rs`); the op-conformance suite on it against the
 //! CPU backend; backend sampling at V = 151,936 and 262,144 against the CPU path; the fused ops;
 //! read-back of some rows against the whole; speculative verification against one draw; decoding
 //! with random models shaped as the demo model, SmolLM2-135M and Gemma 3 270M; the CPU chains.
