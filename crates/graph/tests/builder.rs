@@ -315,16 +315,23 @@ fn unknown_nodes_are_errors_not_panics() {
     assert!(g.get(ghost).is_none());
 }
 
-/// A shape whose bytes cannot be addressed is an error, for a leaf (the fuzzer's first find: a
-/// fixture's `param w2 f32 [512, 18888888888888888]` overflowed the stride computation) and for a
-/// result derived from two huge but addressable operands.
+/// A shape whose elements cannot be counted or whose bytes cannot be addressed is an error, for a
+/// leaf (the fuzzer's first find: a fixture's `param w2 f32 [512, 18888888888888888]` overflowed
+/// the stride computation), a reshape, and a result derived from two huge but addressable operands.
 #[test]
 fn shapes_too_large_to_address_are_errors_not_panics() {
     let mut g = Graph::new();
     let e = msg(g.param("w", DType::F32, &[512, 18_888_888_888_888_888]));
     assert!(e.contains("more bytes than memory can address"), "{e}");
-    let e = msg(g.input("x", DType::Q8_0, &[usize::MAX / 32 * 32, 2]));
+    let e = msg(g.input("x", DType::Q8_0, &[usize::MAX / 32 * 32, 1]));
     assert!(e.contains("more bytes than memory can address"), "{e}");
+    // more elements than a usize counts (the fuzzer's second find: a fixture's reshape to such a
+    // shape overflowed the element count)
+    let e = msg(g.input("y", DType::F32, &[usize::MAX / 2, 4]));
+    assert!(e.contains("more elements than can be counted"), "{e}");
+    let small = g.input("small", DType::F32, &[16]).unwrap();
+    let e = msg(g.reshape(small, &[1 << 40, 1 << 40]));
+    assert!(e.starts_with("reshape") && e.contains("more elements than can be counted"), "{e}");
     let a = g.input("a", DType::F32, &[1, 1 << 40]).unwrap();
     let b = g.input("b", DType::F32, &[1, 1 << 40]).unwrap();
     let e = msg(g.mul_mat(a, b));

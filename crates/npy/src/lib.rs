@@ -159,6 +159,28 @@ pub fn data_offset(bytes: &[u8]) -> Option<usize> {
     })
 }
 
+/// The deepest bracket nesting a header may have (a NumPy header has at most four).
+const MAX_HEADER_DEPTH: usize = 8;
+
+/// The deepest nesting of `(`, `[` and `{` in the header (brackets inside quotes counted too: a
+/// real header has none there).
+fn header_depth(bytes: &[u8]) -> Option<usize> {
+    let start = if bytes.get(6) == Some(&1) { 10 } else { 12 };
+    let header = bytes.get(start..data_offset(bytes)?)?;
+    let (mut depth, mut max) = (0usize, 0usize);
+    for &b in header {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Some(max)
+}
+
 /// The dimensions of the header's `'shape': (...)` tuple, where it reads as one (`None` leaves the
 /// header to npyz).
 fn declared_shape(bytes: &[u8]) -> Option<Vec<u64>> {
@@ -180,6 +202,14 @@ fn declared_shape(bytes: &[u8]) -> Option<Vec<u64>> {
 pub fn parse(bytes: &[u8]) -> Result<Npy, NpyError> {
     if let Some(header) = data_offset(bytes).filter(|&h| bytes.len() < h) {
         return Err(NpyError::TruncatedHeader { header, len: bytes.len() });
+    }
+    // npyz's header parser takes exponential time on deeply nested brackets (a fuzzer's 443-byte
+    // header ran for over 10 s): a NumPy header is a flat dict whose values nest a few levels at
+    // most (a shape tuple; a structured dtype's list of tuples).
+    if let Some(depth) = header_depth(bytes)
+        && depth > MAX_HEADER_DEPTH
+    {
+        return Err(NpyError::NotNpy { cause: format!("its header nests {depth} levels of brackets") });
     }
     // npyz multiplies the shape's dimensions unchecked (a panic in a debug build, a wrapped count in
     // a release one): an absurd shape is refused before it reads the header.
@@ -255,6 +285,18 @@ mod tests {
             assert!(parse(&bytes[..end]).is_err(), "prefix of {end} bytes");
         }
         assert_eq!(parse(&bytes).unwrap().data, Data::F32(vec![0.5; 15]));
+    }
+
+    #[test]
+    fn a_deeply_nested_header_is_refused_at_once() {
+        // the fuzzer's find: npyz took over 10 s on a 443-byte header of nested braces
+        let header = format!("{{'descr': '<f4', 'x': {}{}, 'shape': (2,), }}", "{".repeat(40), "}".repeat(40));
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        let t = std::time::Instant::now();
+        assert!(parse(&b).unwrap_err().to_string().contains("nests 41 levels"), "{:?}", parse(&b));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

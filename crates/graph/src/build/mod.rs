@@ -142,6 +142,9 @@ impl Graph {
         if dims.contains(&0) {
             return Err(self.err(op, format!("shape {dims:?} has a zero dimension (empty tensors are not supported)")));
         }
+        if dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).is_none() {
+            return Err(self.err(op, format!("shape {dims:?} has more elements than can be counted")));
+        }
         Ok(Shape::new(dims))
     }
 
