@@ -82,3 +82,10 @@ pub fn write_partial(out: Option<&std::path::Path>, doc: &serde_json::Value) -> 
     }
     Ok(())
 }
+
+/// The median of `v` (the upper one of an even count; NaN sorts last): the statistic every suite
+/// reports of its repeated measurements.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

@@ -4,7 +4,7 @@
 //! argmax) and against two same-run baselines on the same logits: a read pass (`max_rows`) and an
 //! exponential pass (`exp`). Each timing is the median of `--reps` runs of `Scheduler::compute`
 //! (inputs set once). On Vulkan (the Vulkan backend first, the CPU for what it declines) each graph's
-//! compute dispatches are counted too (`VulkanBackend::dispatch_counter`, one compute). Writes
+//! compute dispatches are counted too (`sched::WorkCounts` across one compute). Writes
 //! `target/bench/fused.json`.
 //!
 //! Rows cycle through (k, p, min_p): top-K with k in {1, 20, 50, 1024}, top-P alone with p in
@@ -23,8 +23,6 @@ use clap::Parser;
 use graph::fused::{PostSample, TopKTopP};
 use graph::{DType, Graph, NodeId, SortOrder};
 use sched::Scheduler;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 #[derive(Parser, Debug)]
@@ -78,25 +76,23 @@ fn time(s: &mut Scheduler, reps: usize) -> Result<f64> {
     Ok(t[t.len() / 2])
 }
 
-/// A scheduler on `backend` and, on Vulkan, its dispatch counter.
-fn scheduler(backend: &str) -> Result<(Scheduler, Option<Arc<AtomicU64>>)> {
+/// A scheduler on `backend`, and whether it counts dispatches (Vulkan does, the CPU does not).
+fn scheduler(backend: &str) -> Result<(Scheduler, bool)> {
     match backend {
-        "cpu" => Ok((Scheduler::new(vec![Box::new(cpu::CpuBackend::new())])?, None)),
+        "cpu" => Ok((Scheduler::new(vec![Box::new(cpu::CpuBackend::new())])?, false)),
         "vulkan" => {
             let vk = vulkan::VulkanBackend::new()?;
-            let counter = vk.dispatch_counter();
-            Ok((Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::new())])?, Some(counter)))
+            Ok((Scheduler::new(vec![Box::new(vk), Box::new(cpu::CpuBackend::new())])?, true))
         }
         other => bail!("unknown backend {other} (cpu or vulkan)"),
     }
 }
 
-/// Dispatches of one compute (0 without a counter).
-fn dispatches(s: &mut Scheduler, counter: &Option<Arc<AtomicU64>>) -> Result<u64> {
-    let Some(c) = counter else { return Ok(0) };
-    let before = c.load(Ordering::Relaxed);
+/// Dispatches of one compute (`sched::WorkCounts`; 0 on the CPU backend).
+fn dispatches(s: &mut Scheduler) -> Result<u64> {
+    let before = s.work_counts();
     s.compute()?;
-    Ok(c.load(Ordering::Relaxed) - before)
+    Ok(s.work_counts().since(before).dispatches)
 }
 
 /// How many nodes of the planned graph run on each backend, e.g. `vulkan 3, cpu 1`.
@@ -204,7 +200,7 @@ fn bench(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>>
         let a = TopKTopP::new(PostSample::QSample);
         let y = g.top_k_top_p_sample(x, k, p, Some(q), a)?;
         g.set_output(y);
-        let (mut s, counter) = scheduler(backend)?;
+        let (mut s, _) = scheduler(backend)?;
         s.plan(&g)?;
         let fused_on = placement(&s, &g);
         s.set_input_f32(x, &xs)?;
@@ -212,12 +208,12 @@ fn bench(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>>
         s.set_input_f32(p, &ps.iter().flat_map(|t| [t.1, t.2]).collect::<Vec<_>>())?;
         s.set_input_f32(q, &qs)?;
         let fused = time(&mut s, args.reps)?;
-        let fused_dispatches = dispatches(&mut s, &counter)?;
+        let fused_dispatches = dispatches(&mut s)?;
         let fused_idx = s.read_i32(y)?;
         // composed
         let mut g = Graph::new();
         let [cx, ck, cp, cm, cq, tok] = composed(&mut g, v, b, a.eps)?;
-        let (mut s, counter) = scheduler(backend)?;
+        let (mut s, counts) = scheduler(backend)?;
         s.plan(&g)?;
         let comp_on = placement(&s, &g);
         s.set_input_f32(cx, &xs)?;
@@ -227,7 +223,7 @@ fn bench(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>>
         s.set_input_f32(cm, &ps.iter().map(|t| t.2).collect::<Vec<_>>())?;
         s.set_input_f32(cq, &qs)?;
         let comp = time(&mut s, args.reps)?;
-        let comp_dispatches = dispatches(&mut s, &counter)?;
+        let comp_dispatches = dispatches(&mut s)?;
         let comp_idx = s.read_i32(tok)?;
         let agree = fused_idx.iter().zip(&comp_idx).filter(|(a, b)| a == b).count();
         if fused_idx.iter().any(|&i| i < 0) {
@@ -255,7 +251,7 @@ fn bench(backend: &str, v: usize, args: &Args) -> Result<Vec<serde_json::Value>>
             comp / fused,
             fused / read,
             agree,
-            if counter.is_some() { format!("{fused_dispatches}/{comp_dispatches}") } else { "-".into() },
+            if counts { format!("{fused_dispatches}/{comp_dispatches}") } else { "-".into() },
         );
         if backend != "cpu" {
             println!("     placement: fused [{fused_on}], composed [{comp_on}]");

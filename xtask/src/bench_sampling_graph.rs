@@ -13,6 +13,7 @@
 //! Writes `target/bench/sampling_graph.json` and prints a table.
 #![allow(clippy::print_stdout)]
 
+use crate::bench::median;
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use sampling::Chain;
@@ -70,11 +71,6 @@ fn time_rep(args: &Args, mut step: impl FnMut() -> Result<()>) -> Result<f64> {
         step()?;
     }
     Ok(t.elapsed().as_secs_f64() / args.steps as f64 * 1e6)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn backends(args: &Args) -> Result<Vec<Box<dyn sched::Backend>>> {

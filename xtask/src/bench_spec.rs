@@ -12,6 +12,7 @@
 //! Writes `target/bench/spec.json`.
 #![allow(clippy::print_stdout)]
 
+use crate::bench::median;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use runner::spec::{self, Drafter, Generation};
@@ -62,11 +63,6 @@ struct Args {
 
 const COUNTING: &str = "1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3,";
 const V: usize = 151_936;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn model_and_prompt(spec: &str) -> Result<(Model, Vec<u32>)> {
     let smollm2 = crate::fetch_model::models_dir().join(runner::fetch::SMOLLM2_FILE);

@@ -28,9 +28,8 @@ struct Args {
 pub const TARGETS: &[&str] = &["gguf", "spec", "fixture", "npy", "tokenizer"];
 
 fn cargo_fuzz_installed() -> bool {
-    Command::new("cargo")
-        .args(["+nightly", "fuzz", "--version"])
-        .env_remove("RUSTUP_TOOLCHAIN")
+    crate::sanitize::nightly_cargo()
+        .args(["fuzz", "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -58,14 +57,12 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         std::fs::create_dir_all(&corpus)?;
         let seeds = dir.join("seeds").join(t);
         eprintln!("xtask fuzz: {t} for {} s", args.seconds);
-        let mut child = Command::new("cargo")
+        let mut child = crate::sanitize::nightly_cargo()
             .current_dir(&dir)
-            .args(["+nightly", "fuzz", "run", t])
+            .args(["fuzz", "run", t])
             .arg(&corpus)
             .arg(&seeds)
             .args(["--", &format!("-max_total_time={}", args.seconds), "-rss_limit_mb=4096", "-timeout=10"])
-            .env_remove("RUSTUP_TOOLCHAIN")
-            .env_remove("CARGO")
             .stderr(Stdio::piped())
             .spawn()
             .context("running cargo +nightly fuzz")?;

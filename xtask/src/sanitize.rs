@@ -52,6 +52,14 @@ fn flags(sanitizer: &str) -> String {
     }
 }
 
+/// `cargo +nightly`, through rustup's proxy: without this process's `CARGO` and `RUSTUP_TOOLCHAIN`,
+/// which would pin the workspace's own toolchain.
+pub(crate) fn nightly_cargo() -> Command {
+    let mut cmd = Command::new("cargo");
+    cmd.arg("+nightly").env_remove("CARGO").env_remove("RUSTUP_TOOLCHAIN");
+    cmd
+}
+
 /// The host target (sanitizers need an explicit `--target`).
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 
@@ -88,9 +96,9 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let mut failed = Vec::new();
     for r in &runs {
         for sel in &r.selections {
-            let mut cmd = Command::new("cargo");
+            let mut cmd = nightly_cargo();
             cmd.current_dir(&workspace)
-                .args(["+nightly", "test", "--target", TARGET])
+                .args(["test", "--target", TARGET])
                 .args(sel)
                 .env("RUSTFLAGS", flags(r.sanitizer))
                 .env("RUSTDOCFLAGS", flags(r.sanitizer))
@@ -104,8 +112,6 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                         workspace.join("xtask/tsan-suppressions.txt").display()
                     ),
                 );
-            // `cargo +nightly` goes through rustup: the toolchain's own cargo, not this one's.
-            cmd.env_remove("CARGO").env_remove("RUSTUP_TOOLCHAIN");
             eprintln!("xtask sanitize: {} sanitizer: cargo +nightly test --target {TARGET} {}", r.name, sel.join(" "));
             let status = cmd.status().context("running cargo +nightly (is a nightly toolchain installed?)")?;
             if !status.success() {

@@ -159,16 +159,21 @@ pub fn data_offset(bytes: &[u8]) -> Option<usize> {
     })
 }
 
+/// The header text: after the magic string, version and length field (10 bytes in format 1.x, 12
+/// in 2.x and 3.x), up to the elements.
+fn header(bytes: &[u8]) -> Option<&[u8]> {
+    let start = if bytes.get(6) == Some(&1) { 10 } else { 12 };
+    bytes.get(start..data_offset(bytes)?)
+}
+
 /// The deepest bracket nesting a header may have (a NumPy header has at most four).
 const MAX_HEADER_DEPTH: usize = 8;
 
 /// The deepest nesting of `(`, `[` and `{` in the header (brackets inside quotes counted too: a
 /// real header has none there).
 fn header_depth(bytes: &[u8]) -> Option<usize> {
-    let start = if bytes.get(6) == Some(&1) { 10 } else { 12 };
-    let header = bytes.get(start..data_offset(bytes)?)?;
     let (mut depth, mut max) = (0usize, 0usize);
-    for &b in header {
+    for &b in header(bytes)? {
         match b {
             b'(' | b'[' | b'{' => {
                 depth += 1;
@@ -184,8 +189,7 @@ fn header_depth(bytes: &[u8]) -> Option<usize> {
 /// The dimensions of the header's `'shape': (...)` tuple, where it reads as one (`None` leaves the
 /// header to npyz).
 fn declared_shape(bytes: &[u8]) -> Option<Vec<u64>> {
-    let start = if bytes.get(6) == Some(&1) { 10 } else { 12 };
-    let header = std::str::from_utf8(bytes.get(start..data_offset(bytes)?)?).ok()?;
+    let header = std::str::from_utf8(header(bytes)?).ok()?;
     let at = header.find("'shape'").or_else(|| header.find("\"shape\""))?;
     let rest = &header[at..];
     let open = rest.find('(')?;

@@ -145,7 +145,7 @@ pub struct WorkCounts {
     pub submissions: u64,
     /// Times the host blocked on a fence (one per wait, however many submissions it retired).
     pub host_waits: u64,
-    /// Nanoseconds the host spent submitting (ending the command buffer, creating its fence and
+    /// Nanoseconds the host spent submitting (ending the command buffer, taking a fence and
     /// `vkQueueSubmit`).
     pub submit_ns: u64,
     /// Nanoseconds the host spent blocked in those fence waits.

@@ -163,15 +163,12 @@ pub struct VulkanBackend {
     cpu_quantized: bool,
     /// See [`Options::whole_rows`].
     pub(crate) whole_rows: bool,
-    /// Compute dispatches recorded so far (see [`VulkanBackend::dispatch_counter`]).
-    pub(crate) dispatches: Arc<std::sync::atomic::AtomicU64>,
+    /// Compute dispatches recorded so far.
+    pub(crate) dispatches: u64,
     /// Command buffers submitted so far.
     submissions: u64,
     /// Fence waits of the host so far.
     host_waits: u64,
-    /// Nanoseconds spent in `submit` and in fence waits so far.
-    submit_ns: u64,
-    wait_ns: u64,
     /// Signalled-then-reset fences of retired submissions, reused by the next ones.
     spare_fences: Vec<Fence>,
     /// Nanoseconds per phase of a submission's life (see [`VulkanBackend::phase_times`]).
@@ -260,21 +257,12 @@ impl VulkanBackend {
             staged,
             cpu_quantized: opts.cpu_quantized,
             whole_rows: opts.whole_rows,
-            dispatches: Arc::default(),
+            dispatches: 0,
             submissions: 0,
             host_waits: 0,
-            submit_ns: 0,
-            wait_ns: 0,
             spare_fences: Vec::new(),
             phase_ns: Default::default(),
         })
-    }
-
-    /// The count of compute dispatches this backend has recorded since it was opened, shared so
-    /// that it stays readable after the backend is handed to a scheduler (benchmarks report
-    /// dispatches per graph from its difference across one compute).
-    pub fn dispatch_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
-        self.dispatches.clone()
     }
 
     /// The opened device: identity, driver and limits (see [`crate::device::DeviceInfo`]).
@@ -464,7 +452,6 @@ impl VulkanBackend {
         timing: Option<(Arc<QueryPool>, Vec<String>)>,
         status: Status,
     ) -> Result<u64> {
-        let started = std::time::Instant::now();
         let to_host = barrier(PipelineStages::ALL_COMMANDS, PipelineStages::HOST, AccessFlags::HOST_READ);
         // SAFETY: a memory barrier needs no resources; it only orders earlier commands' writes
         // before host reads that follow the fence wait.
@@ -498,7 +485,6 @@ impl VulkanBackend {
         let serial = self.next_serial;
         self.next_serial += 1;
         self.submissions += 1;
-        self.submit_ns += started.elapsed().as_nanos() as u64;
         self.in_flight.push_back(InFlight { serial, fence, _cb: cb, _keep: keep, _bufs: bufs, timing, status });
         Ok(serial)
     }
@@ -557,7 +543,6 @@ impl VulkanBackend {
         }
         let waited = wait(&self.in_flight[n - 1]);
         self.phase_done(4, t);
-        self.wait_ns += t.elapsed().as_nanos() as u64;
         waited?;
         let mut first_error = None;
         for _ in 0..n {
@@ -783,12 +768,14 @@ impl Backend for VulkanBackend {
     }
 
     fn work_counts(&self) -> sched::WorkCounts {
+        let phases = self.phase_ns.get();
         sched::WorkCounts {
-            dispatches: self.dispatches.load(std::sync::atomic::Ordering::Relaxed),
+            dispatches: self.dispatches,
             submissions: self.submissions,
             host_waits: self.host_waits,
-            submit_ns: self.submit_ns,
-            wait_ns: self.wait_ns,
+            // the phases of a submission from ending its command buffer to `vkQueueSubmit`
+            submit_ns: phases[1] + phases[2] + phases[3],
+            wait_ns: phases[4],
         }
     }
 

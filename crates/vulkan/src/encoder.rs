@@ -205,7 +205,7 @@ impl<'a> Encoder<'a> {
             self.rec.dispatch_unchecked(groups);
         }
         self.keep.push(set);
-        self.be.dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.be.dispatches += 1;
         Ok(())
     }
 

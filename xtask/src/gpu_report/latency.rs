@@ -9,15 +9,11 @@
 //! download's host time goes, phase by phase (`VulkanBackend::phase_times`).
 
 use super::sections::Ctx;
+use crate::bench::median;
 use anyhow::Result;
 use graph::{DType, Graph};
 use sched::{Backend, MemoryKind, Scheduler, WorkCounts};
 use std::time::Instant;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// Median µs of `reps` calls of `f`, and the work counts of all calls divided by `reps`.
 fn time(reps: usize, counts: impl Fn() -> WorkCounts, mut f: impl FnMut() -> Result<()>) -> Result<serde_json::Value> {
