@@ -51,6 +51,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::SpecVerifySampled { .. } => 34,
         Op::ListFilter(_) => 35,
         Op::Penalize => 36,
+        Op::TokenMask { .. } => 37,
     }
 }
 
@@ -97,6 +98,7 @@ pub fn representatives() -> [Op; VARIANTS] {
                 .expect("three stages"),
         ),
         Op::Penalize,
+        Op::TokenMask { ids: false },
     ]
 }
 
@@ -151,6 +153,8 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SpecVerifySampled { ids: true, .. } => &[5],
         Op::ListFilter(_) => &[2],
         Op::Penalize => &[3],
+        // Without and with the ids (`try_build` gives the third source as the ids).
+        Op::TokenMask { .. } => &[2, 3],
     }
 }
 

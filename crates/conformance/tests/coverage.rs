@@ -113,6 +113,11 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let (a, c, p) = (x(&mut g, 0, &[4, 2])?, x(&mut g, 1, &[4, 2])?, x(&mut g, 2, &[3, 2])?);
             g.penalize(a, c, p)?
         }
+        Op::TokenMask { .. } => {
+            let (a, b) = (x(&mut g, 0, &[40, 2])?, x(&mut g, 1, &[2, 2])?);
+            let ids = if d.len() > 2 { Some(x(&mut g, 2, &[40, 2])?) } else { None };
+            g.token_mask(a, b, ids)?
+        }
         Op::ListFilter(stages) => {
             let (a, p) = (x(&mut g, 0, &[4, 2])?, x(&mut g, 1, &[stages.param_rows(), 2])?);
             g.list_filter(a, p, stages)?

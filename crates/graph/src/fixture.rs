@@ -451,6 +451,20 @@ impl Parser {
                 a.nsrc(3..=3)?;
                 g.penalize(s[0], s[1], s[2])
             }
+            "token_mask" => {
+                a.nsrc(2..=3)?;
+                let ids = match a.take("ids").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(v) => return Err(bad(format!("token_mask: ids `{v}` is not a bool"))),
+                };
+                match (s.get(2).copied(), ids) {
+                    (None, false) => g.token_mask(s[0], s[1], None),
+                    (Some(i), true) => g.token_mask(s[0], s[1], Some(i)),
+                    (None, true) => Err(bad("token_mask: ids = true needs a third source")),
+                    (Some(_), false) => Err(bad("token_mask: a third source (the ids) needs ids = true")),
+                }
+            }
             "random_uniform" => {
                 a.nsrc(1..=1)?;
                 let n = a.usize_req("n")?;

@@ -457,6 +457,22 @@ pub enum Op {
     /// gives f32 `[n, rows..]`: where `counts > 0`, `(x > 0 ? x / repeat : x * repeat) - (counts *
     /// freq + present)`, each operation rounded to f32 as the CPU sampler does; elsewhere `x`.
     Penalize,
+    // ----- allowed-token masks (family `token_mask`) -----
+    /// `token_mask(x, bits [, ids])`: bans every token a packed per-row bitmask does not allow
+    /// (a grammar's or a schema's allowed set), one pass. `x` f32 `[m, rows..]`: per row `m`
+    /// entries, the logits in vocabulary order (entry `i` is token `i`) or, with `ids`, a candidate
+    /// list's values whose token ids are `ids` i32 `[m, rows..]` (the shape of `x`; -1 pads and no
+    /// negative id is a token). `bits` i32 `[w, rows..]`, any `w >= 1`, each word read as the 32
+    /// bits of a `u32`: token `t` is allowed iff `0 <= t < 32 w` and bit `t % 32` (bit 0 the least
+    /// significant) of word `t / 32` of the row is set; so tokens at or past `32 w` are banned and
+    /// words past the last token are not read. Gives f32 `[m, rows..]`: `x` where the entry's token
+    /// is allowed, else `x + -inf` in f32 (a finite value or `-inf` becomes `-inf`; a NaN or `+inf`
+    /// becomes NaN, so that a bad row stays detectable, as the CPU constraint samplers' bans in
+    /// `sampling` leave it). Allowed entries are copied bit for bit.
+    TokenMask {
+        /// A third source holds each entry's token id.
+        ids: bool,
+    },
 }
 
 impl Op {
@@ -500,6 +516,7 @@ impl Op {
             Op::SpecVerifySampled { .. } => "spec_verify_sampled",
             Op::ListFilter(_) => "list_filter",
             Op::Penalize => "penalize",
+            Op::TokenMask { .. } => "token_mask",
         }
     }
 
@@ -562,6 +579,9 @@ impl Op {
                 vec![("stream", stream.to_string()), ("ids", ids.to_string())]
             }
             Op::ListFilter(stages) => vec![("stages", stages.to_string())],
+            // `ids` only when set, as for `categorical`.
+            Op::TokenMask { ids: false } => vec![],
+            Op::TokenMask { ids: true } => vec![("ids", "true".to_string())],
             Op::Input
             | Op::TopPMask
             | Op::Penalize

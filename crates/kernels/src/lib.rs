@@ -21,6 +21,8 @@
 //!   ([`llama_f32`]).
 //! - [`list`]: the top-p and min-p cuts on a sorted candidate list, as the chain's list stages
 //!   decide them (the CPU backend's `list_filter` op).
+//! - [`token_mask`]: allowed-token bitmasks (bit `t % 32` of word `t / 32` allows token `t`) and
+//!   the ban they apply, `x + -inf` (the CPU backend's `token_mask` op).
 //!
 //! Every hot kernel exists twice: an AVX2+FMA version (explicit `std::arch` intrinsics, or a generic
 //! body compiled with those features enabled) and a portable one that LLVM vectorises for the
@@ -39,6 +41,7 @@ pub mod quant;
 pub mod row;
 pub mod select;
 pub mod stats;
+pub mod token_mask;
 
 #[cfg(test)]
 mod tests;

@@ -80,6 +80,8 @@ pub enum ShaderId {
     ListFilter,
     /// penalize.comp
     Penalize,
+    /// token_mask.comp
+    TokenMask,
 }
 
 /// One row of the variant table.
@@ -179,6 +181,7 @@ variants! {
     (SpecVerifySampled, "spec_verify_sampled", "random.comp", ["CATEGORICAL", "SAMPLED"], 256, false),
     (ListFilter, "list_filter", "list_filter.comp", [], 64, false),
     (Penalize, "penalize", "penalize.comp", [], 256, false),
+    (TokenMask, "token_mask", "token_mask.comp", [], 256, false),
 }
 
 /// The table row of `id`.

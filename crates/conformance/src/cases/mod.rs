@@ -17,6 +17,7 @@ pub mod quant;
 pub mod rows;
 pub mod sample;
 pub mod spec_sampled;
+pub mod token_mask;
 
 use crate::compare::Cmp;
 use crate::error::ConformanceError;
@@ -160,6 +161,7 @@ pub fn all() -> Vec<Case> {
     v.extend(quant::cases());
     v.extend(list_filter::cases());
     v.extend(penalize::cases());
+    v.extend(token_mask::cases());
     v
 }
 

@@ -345,6 +345,20 @@ impl<'g> Reference<'g> {
                     x
                 }
             }),
+            Op::TokenMask { ids } => {
+                let w = g.node(s(1)).ne()[0];
+                self.map(id, n, |r, idx| {
+                    let x = r.at(s(0), idx);
+                    let t = if ids { r.at(s(2), idx) } else { idx[0] as f64 };
+                    // Allowed iff 0 <= t < 32 w and bit t % 32 of word t / 32 (an i32 read as u32).
+                    let allowed = t >= 0.0 && t < 32.0 * w as f64 && {
+                        let t = t as usize;
+                        let word = r.at(s(1), [t / 32, idx[1], idx[2], idx[3]]) as i32 as u32;
+                        (word >> (t % 32)) & 1 == 1
+                    };
+                    if allowed { x } else { x + f64::NEG_INFINITY }
+                });
+            }
             Op::ListFilter(stages) => {
                 let ne = n.ne();
                 let mut out = Vec::with_capacity(n.layout.ne.numel());

@@ -18,6 +18,7 @@ mod sample;
 mod scatter;
 mod softmax;
 mod sort;
+mod token_mask;
 mod unary;
 
 use crate::error::CpuError;
@@ -75,6 +76,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::SpecVerifySampled { stream, ids } => random::spec_verify_sampled(k, stream, ids),
         Op::ListFilter(stages) => list_filter::list_filter(k, stages),
         Op::Penalize => penalize::penalize(k),
+        Op::TokenMask { ids } => token_mask::token_mask(k, ids),
     }
 }
 

@@ -22,6 +22,7 @@ mod penalize;
 mod reduce;
 mod rows;
 mod sample;
+mod token_mask;
 mod views;
 
 pub use reduce::SpecAux;

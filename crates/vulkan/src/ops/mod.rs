@@ -21,6 +21,7 @@ mod sample;
 mod scatter;
 mod softmax;
 mod sort;
+mod token_mask;
 mod unary;
 
 use crate::encoder::Encoder;
@@ -100,6 +101,7 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::SpecVerifySampled { .. } => random::supports_verify_sampled(g, n),
         Op::ListFilter(_) => list_filter::supports(g, n),
         Op::Penalize => penalize::supports(g, n),
+        Op::TokenMask { .. } => token_mask::supports(g, n),
     }
 }
 
@@ -157,5 +159,6 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::SpecVerifySampled { stream, ids } => random::verify_sampled(enc, g, id, stream, ids),
         Op::ListFilter(stages) => list_filter::list_filter(enc, g, id, stages),
         Op::Penalize => penalize::penalize(enc, g, id),
+        Op::TokenMask { ids } => token_mask::token_mask(enc, g, id, ids),
     }
 }
