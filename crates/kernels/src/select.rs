@@ -239,6 +239,27 @@ fn top_k_blocks(x: &[f32], k: usize, buf: &mut Vec<u64>) {
     let t0 = if sorted.len() > k { *sorted.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1 } else { 0 };
     let thr = from_order_key(t0);
     buf.clear();
+    if !nan && thr == f32::NEG_INFINITY {
+        // A masked row (a grammar's, a ban's): fewer than `k` blocks hold a finite entry, so every
+        // entry would pass. Collect the finite entries, then the first `-inf` ones by index (the
+        // order's ties) to make `k`: the same candidates, without a selection over the whole row.
+        for (b, &m) in maxima.iter().enumerate() {
+            if m > t0 {
+                collect_ge(&x[b * block..((b + 1) * block).min(x.len())], b * block, f32::MIN, buf);
+            }
+        }
+        let mut need = k.saturating_sub(buf.len());
+        for (i, &v) in x.iter().enumerate() {
+            if need == 0 {
+                break;
+            }
+            if v == f32::NEG_INFINITY {
+                buf.push(index_key(t0, i));
+                need -= 1;
+            }
+        }
+        return;
+    }
     // The blocks to rescan (about k) lie scattered over the row: ask for all their lines first, so
     // the loads overlap instead of waiting one block at a time.
     let hits: Vec<usize> = (0..maxima.len()).filter(|&b| maxima[b] >= t0).collect();

@@ -283,6 +283,11 @@ fn top_k_matches_full_sort_including_ties_and_adversarial_orders() {
             (0..n).map(|i| i as f32).collect(),
             (0..n).map(|i| -(i as f32)).collect(),
             (0..n).map(|i| if i % 3 == 0 { -0.0 } else { 0.0 }).collect(),
+            // Masked rows (a grammar's): a few finite entries, or none, among `-inf`, with +inf.
+            (0..n).map(|i| if i % 4099 == 7 { (i % 13) as f32 } else { f32::NEG_INFINITY }).collect(),
+            (0..n).map(|i| if i % 977 == 3 { -(i as f32) } else { f32::NEG_INFINITY }).collect(),
+            (0..n).map(|i| if i == n / 2 { f32::INFINITY } else { f32::NEG_INFINITY }).collect(),
+            vec![f32::NEG_INFINITY; n],
         ];
         for x in cases {
             for k in [1, 2, 40, n.min(100), n] {
