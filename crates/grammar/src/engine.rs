@@ -1,0 +1,329 @@
+//! The engine behind a matcher: every set of parse stacks it has met, interned as a state, with
+//! the cached transitions between states on a code point, and the cached allowed-token masks.
+//!
+//! The semantics are llama.cpp's (`llama_grammar_reject_candidates`, `llama_grammar_accept_token`):
+//! a token is allowed when some parse stack can take all its complete characters and, where it
+//! ends inside a character, that partial character can still match the next class. Moving a set
+//! of stacks over a character is the union of moving each stack, so the set is the state; equal
+//! sets (kept sorted) are one state, and a transition, once computed, is an array or hash lookup.
+//!
+//! The mask over the vocabulary walks the tokens in text order ([`Vocab`] keeps them sorted with
+//! their common-prefix lengths): a token starts from the state its predecessor reached at the end
+//! of their common prefix, and a prefix no stack can take rejects every token that shares it
+//! without looking at them. Grammars with token elements (`<[id]>`, `!<[id]>`) check each token
+//! on its own instead, since a token element accepts by id, mid-token too, as in llama.cpp.
+//!
+//! The cache only grows while a mask or an accept runs; past its limits it is emptied between
+//! calls (matchers hold their stacks, not state ids, across calls).
+
+use crate::error::{GrammarError, Result};
+use crate::rules::{Pos, Rules};
+use crate::stacks::{self, Stack};
+use crate::utf8::{self, Decoder, Partial, Step};
+use crate::vocab::Vocab;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A state: an interned, sorted set of parse stacks.
+pub(crate) type StateId = u32;
+/// No stack can go on.
+pub(crate) const DEAD: StateId = u32::MAX;
+const UNKNOWN: StateId = u32::MAX - 1;
+
+/// The most parse stacks one state may hold before the grammar is called too ambiguous.
+pub const MAX_STACKS: usize = 4096;
+/// States kept before the cache is emptied.
+const MAX_STATES: usize = 1 << 16;
+/// Mask bytes kept before the mask cache is emptied.
+const MAX_MASK_BYTES: usize = 64 << 20;
+
+struct State {
+    stacks: Vec<Stack>,
+    /// Some stack is empty: the grammar may end here.
+    complete: bool,
+    /// The positions of the token elements on top of stacks.
+    token_tops: Vec<Pos>,
+    /// Transitions on ASCII code points.
+    ascii: Box<[StateId; 128]>,
+}
+
+/// See the module docs.
+pub(crate) struct Engine {
+    rules: Arc<Rules>,
+    states: Vec<State>,
+    index: HashMap<Vec<Stack>, StateId>,
+    /// Transitions on code points above ASCII.
+    wide: HashMap<(StateId, u32), StateId>,
+    partial_ok: HashMap<(StateId, Partial), bool>,
+    masks: HashMap<(StateId, Partial), Arc<[u32]>>,
+    mask_bytes: usize,
+    /// Whether the grammar has token elements.
+    has_tokens: bool,
+    /// Walk scratch: the state and decoder at each depth.
+    walk_states: Vec<StateId>,
+    walk_decoders: Vec<Decoder>,
+}
+
+impl Engine {
+    pub(crate) fn new(rules: Arc<Rules>, has_tokens: bool) -> Self {
+        Self {
+            rules,
+            states: Vec::new(),
+            index: HashMap::new(),
+            wide: HashMap::new(),
+            partial_ok: HashMap::new(),
+            masks: HashMap::new(),
+            mask_bytes: 0,
+            has_tokens,
+            walk_states: Vec::new(),
+            walk_decoders: Vec::new(),
+        }
+    }
+
+    /// Empties the cache where it grew past its limits (never during a walk).
+    pub(crate) fn trim(&mut self) {
+        if self.states.len() > MAX_STATES {
+            self.states.clear();
+            self.index.clear();
+            self.wide.clear();
+            self.partial_ok.clear();
+            self.masks.clear();
+            self.mask_bytes = 0;
+        }
+        if self.mask_bytes > MAX_MASK_BYTES {
+            self.masks.clear();
+            self.mask_bytes = 0;
+        }
+    }
+
+    /// The state of `stacks` (sorted and deduplicated here); [`DEAD`] for no stack.
+    pub(crate) fn intern(&mut self, mut stacks: Vec<Stack>) -> Result<StateId> {
+        if stacks.is_empty() {
+            return Ok(DEAD);
+        }
+        stacks.sort_unstable();
+        stacks.dedup();
+        if stacks.len() > MAX_STACKS {
+            return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
+        }
+        if let Some(&id) = self.index.get(&stacks) {
+            return Ok(id);
+        }
+        let id = self.states.len() as StateId;
+        let complete = stacks.iter().any(Vec::is_empty);
+        let token_tops =
+            stacks.iter().filter_map(|s| s.last().copied()).filter(|&p| self.rules.at(p).is_token()).collect();
+        self.index.insert(stacks.clone(), id);
+        self.states.push(State { stacks, complete, token_tops, ascii: Box::new([UNKNOWN; 128]) });
+        Ok(id)
+    }
+
+    /// The stacks of state `s`.
+    pub(crate) fn stacks(&self, s: StateId) -> &[Stack] {
+        &self.states[s as usize].stacks
+    }
+
+    /// Whether the grammar may end in state `s`.
+    pub(crate) fn complete(&self, s: StateId) -> bool {
+        self.states[s as usize].complete
+    }
+
+    /// The state after code point `c` ([`DEAD`] when no stack takes it).
+    #[inline]
+    pub(crate) fn next(&mut self, s: StateId, c: u32) -> Result<StateId> {
+        if c < 128 {
+            let t = self.states[s as usize].ascii[c as usize];
+            if t != UNKNOWN {
+                return Ok(t);
+            }
+        } else if let Some(&t) = self.wide.get(&(s, c)) {
+            return Ok(t);
+        }
+        let mut out = Vec::new();
+        for st in &self.states[s as usize].stacks {
+            stacks::accept_char(&self.rules, st, c, &mut out);
+            if out.len() > MAX_STACKS {
+                return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
+            }
+        }
+        let t = self.intern(out)?;
+        if c < 128 {
+            self.states[s as usize].ascii[c as usize] = t;
+        } else {
+            self.wide.insert((s, c), t);
+        }
+        Ok(t)
+    }
+
+    /// Whether some stack of `s` can take a character that completes `p` (`p.n_remain != 0`).
+    fn partial_ok(&mut self, s: StateId, p: Partial) -> bool {
+        if let Some(&ok) = self.partial_ok.get(&(s, p)) {
+            return ok;
+        }
+        let rules = &self.rules;
+        let ok = self.states[s as usize]
+            .stacks
+            .iter()
+            .filter_map(|st| st.last().copied())
+            .any(|top| !rules.at(top).is_token() && stacks::match_partial(rules, top, p));
+        self.partial_ok.insert((s, p), ok);
+        ok
+    }
+
+    /// Whether token `t` is allowed in state `s` after the partial character `partial`, exactly
+    /// as llama.cpp's candidate rejection decides it.
+    pub(crate) fn allows(&mut self, vocab: &Vocab, s: StateId, partial: Partial, t: u32) -> Result<bool> {
+        if vocab.is_eog(t) {
+            return Ok(self.complete(s));
+        }
+        let piece = vocab.piece(t);
+        if piece.is_empty() {
+            return Ok(false);
+        }
+        let (cps, p) = utf8::decode(piece, partial);
+        let mut cur = s;
+        for &c in &cps {
+            // A token element accepts by id while the token still has characters.
+            if self.has_tokens
+                && self.states[cur as usize].token_tops.iter().any(|&top| stacks::token_matches(&self.rules, top, t))
+            {
+                return Ok(true);
+            }
+            cur = self.next(cur, c)?;
+            if cur == DEAD {
+                return Ok(false);
+            }
+        }
+        Ok(p.n_remain == 0 || self.partial_ok(cur, p))
+    }
+
+    /// The allowed-token mask of state `s` after `partial` into `out` (`ceil(n_vocab / 32)` words,
+    /// bit `t % 32` of word `t / 32` set when token `t` is allowed).
+    pub(crate) fn mask(&mut self, vocab: &Vocab, s: StateId, partial: Partial, out: &mut [u32]) -> Result<()> {
+        debug_assert_eq!(out.len(), vocab.mask_words());
+        if let Some(m) = self.masks.get(&(s, partial)) {
+            out.copy_from_slice(m);
+            return Ok(());
+        }
+        out.fill(0);
+        let set = |out: &mut [u32], t: u32| out[(t / 32) as usize] |= 1 << (t % 32);
+        if self.complete(s) {
+            for &t in vocab.eog() {
+                set(out, t);
+            }
+        }
+        if self.has_tokens {
+            for &t in &vocab.order {
+                if self.allows(vocab, s, partial, t)? {
+                    set(out, t);
+                }
+            }
+        } else {
+            self.walk(vocab, s, partial, out)?;
+        }
+        self.mask_bytes += out.len() * 4;
+        self.masks.insert((s, partial), out.into());
+        Ok(())
+    }
+
+    /// The text-ordered walk of the module docs (grammars without token elements).
+    fn walk(&mut self, vocab: &Vocab, s: StateId, partial: Partial, out: &mut [u32]) -> Result<()> {
+        let mut st = std::mem::take(&mut self.walk_states);
+        let mut dec = std::mem::take(&mut self.walk_decoders);
+        st.clear();
+        dec.clear();
+        st.resize(vocab.max_len + 1, DEAD);
+        dec.resize(vocab.max_len + 1, Decoder::new(partial));
+        st[0] = s;
+        let (order, lcp) = (&vocab.order, &vocab.lcp);
+        let mut valid = 0usize;
+        let mut i = 0;
+        let result = (|| {
+            while i < order.len() {
+                let t = order[i];
+                let piece = vocab.piece(t);
+                let mut d = (lcp[i] as usize).min(valid);
+                let mut dead = None;
+                while d < piece.len() {
+                    let mut dc = dec[d];
+                    let next = match dc.push(piece[d]) {
+                        Step::Char(c) => self.next(st[d], c)?,
+                        Step::Pending => st[d],
+                        Step::Invalid => DEAD,
+                    };
+                    if next == DEAD {
+                        dead = Some(d);
+                        break;
+                    }
+                    st[d + 1] = next;
+                    dec[d + 1] = dc;
+                    d += 1;
+                }
+                if let Some(d) = dead {
+                    // Every token sharing the first d + 1 bytes is rejected.
+                    valid = d;
+                    i += 1;
+                    while i < order.len() && lcp[i] as usize > d {
+                        i += 1;
+                    }
+                    continue;
+                }
+                valid = piece.len();
+                let p = dec[piece.len()].partial();
+                if p.n_remain == 0 || self.partial_ok(st[piece.len()], p) {
+                    out[(t / 32) as usize] |= 1 << (t % 32);
+                }
+                i += 1;
+            }
+            Ok(())
+        })();
+        self.walk_states = st;
+        self.walk_decoders = dec;
+        result
+    }
+
+    /// The state after accepting token `t` with text `piece` (not end-of-generation) in state `s`
+    /// after `partial`, and the partial character it leaves; [`DEAD`] when no stack takes it
+    /// (llama.cpp's `llama_grammar_accept_token`).
+    pub(crate) fn accept_piece(
+        &mut self,
+        s: StateId,
+        partial: Partial,
+        t: u32,
+        piece: &[u8],
+    ) -> Result<(StateId, Partial)> {
+        let (cps, p) = utf8::decode(piece, partial);
+        let mut out: Vec<Stack> = Vec::new();
+        let rules = Arc::clone(&self.rules);
+        let token_tops = !self.states[s as usize].token_tops.is_empty();
+        if token_tops {
+            for st in &self.states[s as usize].stacks {
+                if st.last().is_some_and(|&top| rules.at(top).is_token()) {
+                    stacks::accept_token_elem(&rules, st, t, &mut out);
+                }
+            }
+        }
+        if cps.is_empty() {
+            // No character: the stacks waiting on one stay; empty stacks end.
+            out.extend(
+                self.states[s as usize]
+                    .stacks
+                    .iter()
+                    .filter(|st| st.last().is_some_and(|&top| !rules.at(top).is_token()))
+                    .cloned(),
+            );
+        } else {
+            let mut cur = s;
+            for &c in &cps {
+                cur = self.next(cur, c)?;
+                if cur == DEAD {
+                    break;
+                }
+            }
+            if cur != DEAD {
+                out.extend(self.states[cur as usize].stacks.iter().cloned());
+            }
+        }
+        Ok((self.intern(out)?, p))
+    }
+}

@@ -1,0 +1,228 @@
+//! The pushdown semantics on parse stacks, as llama.cpp's grammar defines them: expanding a
+//! stack until its top is a terminal (`advance`), matching a character or a partial UTF-8
+//! sequence against a character class, and moving stacks over a code point (`accept_char`).
+//!
+//! A stack is a list of positions (bottom first); its top is the next element to match. An empty
+//! stack means the grammar is complete along that parse.
+
+use crate::rules::{Kind, Pos, Rules};
+use crate::utf8::Partial;
+use std::collections::HashSet;
+
+/// One parse stack.
+pub type Stack = Vec<Pos>;
+
+/// Expands `stack` into the stacks whose tops are terminals (characters or tokens) or that are
+/// empty, appending the new ones to `out` (llama.cpp's `llama_grammar_advance_stack`).
+pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) {
+    let mut todo = vec![stack];
+    let mut seen: HashSet<Stack> = HashSet::new();
+    while let Some(cur) = todo.pop() {
+        if !seen.insert(cur.clone()) {
+            continue;
+        }
+        let Some(&top) = cur.last() else {
+            if !out.contains(&cur) {
+                out.push(cur);
+            }
+            continue;
+        };
+        let e = rules.at(top);
+        match e.kind {
+            Kind::RuleRef => {
+                let mut sub = rules.start(e.value);
+                loop {
+                    let mut next: Stack = cur[..cur.len() - 1].to_vec();
+                    if !rules.at(top + 1).ends_sequence() {
+                        next.push(top + 1);
+                    }
+                    if !rules.at(sub).ends_sequence() {
+                        next.push(sub);
+                    }
+                    todo.push(next);
+                    while !rules.at(sub).ends_sequence() {
+                        sub += 1;
+                    }
+                    if rules.at(sub).kind == Kind::Alt {
+                        sub += 1;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            Kind::Char | Kind::CharNot | Kind::CharAny | Kind::Token | Kind::TokenNot => {
+                if !out.contains(&cur) {
+                    out.push(cur);
+                }
+            }
+            // A stack never rests on the end of an alternate or inside a class.
+            Kind::End | Kind::Alt | Kind::CharAlt | Kind::CharRngUpper => {
+                unreachable!("a parse stack rests on {:?}", e.kind)
+            }
+        }
+    }
+}
+
+/// Whether `chr` matches the class at `pos`, and the position after the class (llama.cpp's
+/// `llama_grammar_match_char`).
+pub(crate) fn match_char(rules: &Rules, mut pos: Pos, chr: u32) -> (bool, Pos) {
+    let first = rules.at(pos);
+    let positive = matches!(first.kind, Kind::Char | Kind::CharAny);
+    debug_assert!(positive || first.kind == Kind::CharNot);
+    let mut found = false;
+    loop {
+        let e = rules.at(pos);
+        let next = rules.at(pos + 1);
+        if next.kind == Kind::CharRngUpper {
+            found = found || (e.value <= chr && chr <= next.value);
+            pos += 2;
+        } else if e.kind == Kind::CharAny {
+            found = true;
+            pos += 1;
+        } else {
+            found = found || e.value == chr;
+            pos += 1;
+        }
+        if rules.at(pos).kind != Kind::CharAlt {
+            break;
+        }
+    }
+    (found == positive, pos)
+}
+
+/// Whether some completion of the partial UTF-8 sequence `partial` could match the class at
+/// `pos` (llama.cpp's `llama_grammar_match_partial_char`).
+pub(crate) fn match_partial(rules: &Rules, mut pos: Pos, partial: Partial) -> bool {
+    let first = rules.at(pos);
+    let positive = matches!(first.kind, Kind::Char | Kind::CharAny);
+    let (value, n_remain) = (partial.value, partial.n_remain);
+    // An invalid sequence, or a 7-bit character split over two bytes (overlong).
+    if n_remain < 0 || (n_remain == 1 && value < 2) {
+        return false;
+    }
+    let shift = 6 * n_remain as u32;
+    let mut low = value.checked_shl(shift).unwrap_or(0);
+    let high = low | ((1u32 << shift) - 1);
+    if low == 0 {
+        if n_remain == 2 {
+            low = 1 << 11;
+        } else if n_remain == 3 {
+            low = 1 << 16;
+        }
+    }
+    loop {
+        let e = rules.at(pos);
+        let next = rules.at(pos + 1);
+        if next.kind == Kind::CharRngUpper {
+            if e.value <= high && low <= next.value {
+                return positive;
+            }
+            pos += 2;
+        } else if e.kind == Kind::CharAny {
+            return true;
+        } else {
+            if low <= e.value && e.value <= high {
+                return positive;
+            }
+            pos += 1;
+        }
+        if rules.at(pos).kind != Kind::CharAlt {
+            break;
+        }
+    }
+    !positive
+}
+
+/// The stacks `stack` becomes after the code point `chr` (none where it cannot take it; a stack
+/// whose top is a token never takes a character), appended to `out` (llama.cpp's
+/// `llama_grammar_accept_chr`).
+pub(crate) fn accept_char(rules: &Rules, stack: &[Pos], chr: u32, out: &mut Vec<Stack>) {
+    let Some(&top) = stack.last() else { return };
+    if rules.at(top).is_token() {
+        return;
+    }
+    let (ok, after) = match_char(rules, top, chr);
+    if ok {
+        let mut next: Stack = stack[..stack.len() - 1].to_vec();
+        if !rules.at(after).ends_sequence() {
+            next.push(after);
+        }
+        advance(rules, next, out);
+    }
+}
+
+/// The stacks `stack` (whose top is a token element) becomes after token `token`, appended to
+/// `out`; nothing where the element does not match it.
+pub(crate) fn accept_token_elem(rules: &Rules, stack: &[Pos], token: u32, out: &mut Vec<Stack>) {
+    let Some(&top) = stack.last() else { return };
+    if token_matches(rules, top, token) {
+        let mut next: Stack = stack[..stack.len() - 1].to_vec();
+        if !rules.at(top + 1).ends_sequence() {
+            next.push(top + 1);
+        }
+        advance(rules, next, out);
+    }
+}
+
+/// Whether the token element at `pos` matches `token` (llama.cpp's `llama_grammar_match_token`).
+pub(crate) fn token_matches(rules: &Rules, pos: Pos, token: u32) -> bool {
+    let e = rules.at(pos);
+    match e.kind {
+        Kind::Token => e.value == token,
+        Kind::TokenNot => e.value != token,
+        _ => false,
+    }
+}
+
+/// The rule may derive the empty string / left recursion, as llama.cpp's
+/// `llama_grammar_detect_left_recursion`: the first rule found to reach itself before consuming
+/// anything, if any.
+pub(crate) fn left_recursion(rules: &Rules) -> Option<usize> {
+    let n = rules.len();
+    let mut visited = vec![false; n];
+    let mut in_progress = vec![false; n];
+    let mut may_be_empty = vec![false; n];
+    fn detect(
+        rules: &Rules,
+        i: usize,
+        visited: &mut [bool],
+        in_progress: &mut [bool],
+        may_be_empty: &mut [bool],
+    ) -> bool {
+        if in_progress[i] {
+            return true;
+        }
+        in_progress[i] = true;
+        let rule = rules.rule(i);
+        let mut at_start = true;
+        for e in rule {
+            if e.ends_sequence() {
+                if at_start {
+                    may_be_empty[i] = true;
+                    break;
+                }
+                at_start = true;
+            } else {
+                at_start = false;
+            }
+        }
+        let mut recurse = true;
+        for e in rule {
+            if e.kind == Kind::RuleRef && recurse {
+                let r = e.value as usize;
+                if detect(rules, r, visited, in_progress, may_be_empty) {
+                    return true;
+                }
+                if !may_be_empty[r] {
+                    recurse = false;
+                }
+            } else {
+                recurse = e.ends_sequence();
+            }
+        }
+        in_progress[i] = false;
+        visited[i] = true;
+        false
+    }
+    (0..n).find(|&i| !visited[i] && detect(rules, i, &mut visited, &mut in_progress, &mut may_be_empty))
+}

@@ -1,0 +1,93 @@
+//! [`Vocab`]: what a grammar needs to know of a model's vocabulary: each token's text as bytes
+//! (llama.cpp's `token_to_piece` with special tokens rendered), and which tokens end generation.
+//! Built once per model and shared by every sequence's matcher; it also keeps the tokens sorted
+//! by text, so that the mask walk shares the work of common prefixes.
+
+use crate::parse::TokenLookup;
+use std::collections::HashMap;
+
+/// A vocabulary as the grammar sees it.
+#[derive(Debug, Clone)]
+pub struct Vocab {
+    /// Each token's text, cut at its first NUL byte (llama.cpp reads pieces as C strings).
+    pieces: Vec<Vec<u8>>,
+    /// End-of-generation tokens, sorted.
+    eog: Vec<u32>,
+    /// The tokens a text walk considers (not end-of-generation, non-empty text), sorted by text.
+    pub(crate) order: Vec<u32>,
+    /// `lcp[i]`: the length of the common prefix of `order[i]`'s text and `order[i - 1]`'s (0 at 0).
+    pub(crate) lcp: Vec<u32>,
+    /// The longest text.
+    pub(crate) max_len: usize,
+    by_text: HashMap<Vec<u8>, u32>,
+}
+
+impl Vocab {
+    /// A vocabulary of `pieces` (token `i`'s text as bytes) whose end-of-generation tokens are `eog`
+    /// (ids outside the vocabulary are ignored).
+    pub fn new(pieces: Vec<Vec<u8>>, eog: &[u32]) -> Self {
+        let pieces: Vec<Vec<u8>> = pieces
+            .into_iter()
+            .map(|mut p| {
+                if let Some(z) = p.iter().position(|&b| b == 0) {
+                    p.truncate(z);
+                }
+                p
+            })
+            .collect();
+        let n = pieces.len();
+        let mut eog: Vec<u32> = eog.iter().copied().filter(|&t| (t as usize) < n).collect();
+        eog.sort_unstable();
+        eog.dedup();
+        let mut order: Vec<u32> =
+            (0..n as u32).filter(|&t| !pieces[t as usize].is_empty() && eog.binary_search(&t).is_err()).collect();
+        order.sort_by(|&a, &b| pieces[a as usize].cmp(&pieces[b as usize]).then(a.cmp(&b)));
+        let mut lcp = vec![0u32; order.len()];
+        for i in 1..order.len() {
+            let (a, b) = (&pieces[order[i - 1] as usize], &pieces[order[i] as usize]);
+            lcp[i] = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count() as u32;
+        }
+        let max_len = pieces.iter().map(Vec::len).max().unwrap_or(0);
+        let mut by_text = HashMap::with_capacity(n);
+        for (i, p) in pieces.iter().enumerate() {
+            by_text.entry(p.clone()).or_insert(i as u32);
+        }
+        Self { pieces, eog, order, lcp, max_len, by_text }
+    }
+
+    /// The number of tokens.
+    pub fn len(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Whether the vocabulary has no token.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// Token `t`'s text (cut at a NUL byte).
+    pub fn piece(&self, t: u32) -> &[u8] {
+        &self.pieces[t as usize]
+    }
+
+    /// Whether `t` ends generation.
+    pub fn is_eog(&self, t: u32) -> bool {
+        self.eog.binary_search(&t).is_ok()
+    }
+
+    /// The end-of-generation tokens.
+    pub fn eog(&self) -> &[u32] {
+        &self.eog
+    }
+
+    /// The words of a mask over this vocabulary (`ceil(len / 32)`).
+    pub fn mask_words(&self) -> usize {
+        self.len().div_ceil(32)
+    }
+}
+
+impl TokenLookup for Vocab {
+    fn token_id(&self, text: &str) -> Option<u32> {
+        self.by_text.get(text.as_bytes()).copied()
+    }
+}
