@@ -108,6 +108,7 @@ fn fuzz_tokenizer() -> &'static runner::Tokenizer {
             token_types,
             bos: Some(n as u32 - 2),
             eos: Some(n as u32 - 1),
+            eot: None,
             add_bos: false,
         };
         runner::Tokenizer::new(&spec).expect("the fuzz tokenizer builds")

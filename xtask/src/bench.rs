@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const SUITES: &str = "suites: sampling, ops, readback, fused, runner, spec";
+const SUITES: &str = "suites: sampling, ops, readback, fused, runner, spec, grammar";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
@@ -30,6 +30,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "fused" => crate::bench_fused::run(rest),
         "runner" => crate::bench_runner::run(rest),
         "spec" => crate::bench_spec::run(rest),
+        "grammar" => crate::bench_grammar::run(rest),
         "ops" if vulkan => crate::bench_vulkan::run(rest),
         #[cfg(feature = "ggml")]
         "ops" => crate::bench_ops::run(rest),

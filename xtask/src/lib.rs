@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod bench_fused;
+pub mod bench_grammar;
 #[cfg(feature = "ggml")]
 pub mod bench_ops;
 pub mod bench_readback;

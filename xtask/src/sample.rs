@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo xtask sample --logits FILE.npy --chain SPEC [--backend cpu|vulkan] [--path chain|graph]
-//!                    [--history 1,2,3] [--step N] [--seed S]
+//!                    [--history 1,2,3] [--step N] [--seed S] [--vocab MODEL.gguf]
 //! ```
 //!
 //! Prints one JSON object per row of the file:
@@ -17,6 +17,10 @@
 //! reserved), runs it through `sched` on `--backend` (`vulkan`: the Vulkan backend first, the CPU
 //! for what it cannot run) and finishes on the CPU; `--placement` prints where each stage ran
 //! (`+name` backend, `-name` CPU) and the bytes read back on stderr.
+//!
+//! `--vocab MODEL.gguf` gives the grammar stages (`grammar`, `json_schema`, `grammar_lazy`) the
+//! model's token texts; `--history` tokens advance them too, and a history token a grammar
+//! rejects is an error naming it.
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use sampling::{SampleOutput, Sampler};
@@ -63,6 +67,16 @@ struct Args {
     /// Seed for random stages without `seed=` in the SPEC.
     #[arg(long)]
     seed: Option<u64>,
+    /// A GGUF model whose vocabulary the grammar stages read token texts from.
+    #[arg(long)]
+    vocab: Option<PathBuf>,
+}
+
+/// The grammar vocabulary of a GGUF model file.
+pub fn load_vocab(path: &Path) -> Result<std::sync::Arc<grammar::Vocab>> {
+    let g = gguf::Gguf::open(path).with_context(|| format!("opening --vocab {}", path.display()))?;
+    let tok = runner::gguf_model::tokenizer(&g).with_context(|| format!("the tokenizer of {}", path.display()))?;
+    Ok(std::sync::Arc::clone(tok.grammar_vocab()))
 }
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
@@ -71,13 +85,20 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         bail!("--backend vulkan runs the backend prefix: use it with --path graph (--path chain is the CPU chain)");
     }
     let (rows, n_vocab, data) = read_logits(&args.logits)?;
-    let mut chain = sampling::chain_spec::parse(&args.chain, args.seed.unwrap_or(sampling::DEFAULT_SEED))
+    let vocab = args.vocab.as_deref().map(load_vocab).transpose()?;
+    if let Some(v) = &vocab
+        && v.len() != n_vocab
+    {
+        bail!("--vocab has {} tokens but the logits rows {n_vocab}", v.len());
+    }
+    let cx = sampling::chain_spec::SpecContext { default_seed: args.seed.unwrap_or(sampling::DEFAULT_SEED), vocab };
+    let mut chain = sampling::chain_spec::parse_with(&args.chain, &cx)
         .with_context(|| format!("parsing --chain {:?}", args.chain))?;
-    for &t in &args.history {
+    for (i, &t) in args.history.iter().enumerate() {
         if t as usize >= n_vocab {
             bail!("--history token {t} is outside the vocabulary of {n_vocab}");
         }
-        chain.accept(t);
+        chain.try_accept(t).with_context(|| format!("--history token {i} ({t})"))?;
     }
     chain.set_step(args.step);
     let stdout = std::io::stdout();

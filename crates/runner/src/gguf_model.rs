@@ -92,6 +92,7 @@ pub fn tokenizer(g: &Gguf) -> Result<Tokenizer> {
         token_types,
         bos: opt_u32(g, "tokenizer.ggml.bos_token_id")?,
         eos: opt_u32(g, "tokenizer.ggml.eos_token_id")?,
+        eot: opt_u32(g, "tokenizer.ggml.eot_token_id")?,
         add_bos,
     })
 }

@@ -128,10 +128,10 @@ fn parse_dtype(s: &str, what: &str) -> Result<DType> {
     })
 }
 
-/// The chains of `--seq ID:SPEC` arguments (ids 0..n in order), or the defaults.
-fn chains(args: &[String]) -> Result<Vec<(String, Chain)>> {
+/// The SPECs of `--seq ID:SPEC` arguments (ids 0..n in order), or the defaults.
+fn seq_specs(args: &[String]) -> Result<Vec<String>> {
     if args.is_empty() {
-        return DEFAULT_SEQS.iter().map(|s| Ok((s.to_string(), Chain::parse(s)?))).collect();
+        return Ok(DEFAULT_SEQS.iter().map(|s| s.to_string()).collect());
     }
     let mut out = Vec::new();
     for (i, a) in args.iter().enumerate() {
@@ -140,10 +140,24 @@ fn chains(args: &[String]) -> Result<Vec<(String, Chain)>> {
         if id != i {
             bail!("--seq `{a}`: sequence ids must be 0, 1, 2, ... in order; expected {i}");
         }
-        let chain = Chain::parse(spec).with_context(|| format!("--seq {id}: chain `{spec}`"))?;
-        out.push((spec.to_string(), chain));
+        out.push(spec.to_string());
     }
     Ok(out)
+}
+
+/// The chains of the SPECs; grammar stages read the model's vocabulary.
+fn chains(specs: &[String], model: &Model) -> Result<Vec<(String, Chain)>> {
+    let vocab = model.tokenizer.as_ref().map(|t| Arc::clone(t.grammar_vocab()));
+    let cx = sampling::chain_spec::SpecContext { default_seed: sampling::DEFAULT_SEED, vocab };
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let chain =
+                sampling::chain_spec::parse_with(spec, &cx).with_context(|| format!("--seq {i}: chain `{spec}`"))?;
+            Ok((spec.clone(), chain))
+        })
+        .collect()
 }
 
 /// Seeded prompts for the random model: sequence `s` gets `6 + 5 s` tokens, so the sequences sit
@@ -163,7 +177,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn run(args: Args) -> Result<()> {
-    let seqs = chains(&args.seqs)?;
+    let specs = seq_specs(&args.seqs)?;
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
@@ -183,7 +197,7 @@ fn run(args: Args) -> Result<()> {
                 bail!("--prompt needs --model (the random demo model has no tokenizer; it gets seeded token prompts)");
             }
             let model = Model::random(Config::demo(), parse_dtype(&args.weights, "--weights")?, args.seed)?;
-            let prompts = random_prompts(seqs.len(), model.config.n_vocab, args.seed);
+            let prompts = random_prompts(specs.len(), model.config.n_vocab, args.seed);
             (model, prompts)
         }
         Some(m) => {
@@ -195,7 +209,7 @@ fn run(args: Args) -> Result<()> {
             let model = Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?;
             let tk = model.tokenizer.as_ref().context("the model has no tokenizer")?;
             let texts = if args.prompt.is_empty() { vec!["Once upon a time".to_string()] } else { args.prompt.clone() };
-            let prompts = (0..seqs.len())
+            let prompts = (0..specs.len())
                 .map(|s| {
                     let ids = tk.encode(&texts[s % texts.len()])?;
                     if ids.is_empty() {
@@ -208,6 +222,7 @@ fn run(args: Args) -> Result<()> {
         }
     };
     let load_time = t_load.elapsed();
+    let seqs = chains(&specs, &model)?;
     let model = Arc::new(model);
     let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let k = if args.spec.is_some() { args.draft_max } else { 0 };
@@ -328,10 +343,19 @@ fn run(args: Args) -> Result<()> {
     })?;
     let generated: Vec<Vec<u32>> = g.tokens.clone();
     println!();
-    for (s, g) in generated.iter().enumerate() {
+    for (s, toks) in generated.iter().enumerate() {
         match &model.tokenizer {
-            Some(tk) => println!("seq {s}: {:?}", tk.decode(g)?),
-            None => println!("seq {s}: {g:?}"),
+            Some(tk) => println!("seq {s}: {:?}", tk.decode(toks)?),
+            None => println!("seq {s}: {toks:?}"),
+        }
+        match g.ended[s] {
+            Some(runner::spec::Ending::EndOfGeneration(t)) => {
+                println!("  ended after {} tokens at the end-of-generation token {t}", toks.len());
+            }
+            Some(runner::spec::Ending::GrammarComplete) => {
+                println!("  ended after {} tokens: its grammar is complete", toks.len());
+            }
+            None => {}
         }
     }
     println!();

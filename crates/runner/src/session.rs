@@ -239,6 +239,17 @@ impl Session {
         &self.sched
     }
 
+    /// Sequence `seq`'s chain as it stands (its stages' state included).
+    ///
+    /// # Panics
+    /// If `seq` is not one of the session's sequences.
+    pub fn chain(&self, seq: usize) -> &Chain {
+        match self.seqs.get(sampling::backend::SeqId(seq as u32)) {
+            Some(c) if self.opts.sampling == Sampling::Backend => &c.chain,
+            _ => &self.chains[seq],
+        }
+    }
+
     /// Per sequence, where each stage of its chain runs (`+name` backend, `-name` CPU), as the
     /// last sampled graph placed them (with [`Sampling::Cpu`], every stage `-`).
     pub fn placement(&self) -> Vec<String> {

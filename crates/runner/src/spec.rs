@@ -215,11 +215,22 @@ impl Drafter {
     }
 }
 
+/// Why a sequence stopped before `n` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It emitted this end-of-generation token (the last of its tokens).
+    EndOfGeneration(Token),
+    /// Its grammar is complete and allows nothing but end-of-generation tokens.
+    GrammarComplete,
+}
+
 /// What [`generate`] produced and measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
-    /// Per sequence, its first `n` generated tokens.
+    /// Per sequence, its generated tokens: the first `n`, or fewer where it ended.
     pub tokens: Vec<Vec<Token>>,
+    /// Per sequence, why it ended before `n` tokens (`None`: it made all `n`).
+    pub ended: Vec<Option<Ending>>,
     /// Decode steps (target forward passes after the prefill).
     pub steps: usize,
     /// Draft tokens proposed.
@@ -366,12 +377,18 @@ pub fn generate(
     let first = session.step(&refs)?.tokens;
     let prefill_time = t0.elapsed();
     let plans0 = session.stats().plans;
-    let mut out: Vec<Vec<Token>> = first.iter().map(|&t| vec![t]).collect();
-    on_step(&out)?;
+    let mut out: Vec<Vec<Token>> = vec![Vec::new(); n_seq];
+    let mut ended: Vec<Option<Ending>> = vec![None; n_seq];
+    let first_emitted: Vec<Vec<Token>> = first.iter().map(|&t| vec![t]).collect();
+    for s in 0..n_seq {
+        keep_until_end(session, s, &first_emitted[s], n, &mut out[s], &mut ended[s])?;
+    }
+    on_step(&first_emitted)?;
     let mut contexts: Vec<Vec<Token>> =
         prompts.iter().zip(&first).map(|(p, &t)| [p.as_slice(), &[t]].concat()).collect();
     let mut g = Generation {
         tokens: Vec::new(),
+        ended: Vec::new(),
         steps: 0,
         drafted: 0,
         accepted: 0,
@@ -387,14 +404,20 @@ pub fn generate(
     };
     let mut depth = vec![DraftDepth::new(session.options().n_draft_max); n_seq];
     let t1 = Instant::now();
-    while out.iter().any(|o| o.len() < n) {
+    // A sequence that ended still runs in the batch (whose shape is fixed), but its tokens are
+    // not kept and it drafts nothing.
+    let live = |out: &[Vec<Token>], ended: &[Option<Ending>], s: usize| ended[s].is_none() && out[s].len() < n;
+    while (0..n_seq).any(|s| live(&out, &ended, s)) {
         let last: Vec<[Token; 1]> = contexts.iter().map(|c| [*c.last().expect("non-empty")]).collect();
         let last: Vec<&[Token]> = last.iter().map(|x| x.as_slice()).collect();
         // Never draft past `n` (the last needed token is the target's own), nor past each
         // sequence's depth; where nobody may draft, a plain step.
         let k = session.options().n_draft_max;
-        let limit: Vec<usize> =
-            out.iter().zip(&depth).map(|(o, d)| n.saturating_sub(o.len() + 1).min(k).min(d.limit())).collect();
+        let limit: Vec<usize> = (0..n_seq)
+            .map(|s| {
+                if live(&out, &ended, s) { n.saturating_sub(out[s].len() + 1).min(k).min(depth[s].limit()) } else { 0 }
+            })
+            .collect();
         let draft_now = drafter.is_some() && limit.iter().any(|&l| l > 0);
         if drafter.is_some() && !draft_now {
             for d in &mut depth {
@@ -431,16 +454,48 @@ pub fn generate(
         g.steps += 1;
         for s in 0..n_seq {
             contexts[s].extend_from_slice(&emitted[s]);
-            let keep = n.saturating_sub(out[s].len()).min(emitted[s].len());
-            out[s].extend_from_slice(&emitted[s][..keep]);
-            g.decode_tokens += keep;
+            let before = out[s].len();
+            keep_until_end(session, s, &emitted[s], n, &mut out[s], &mut ended[s])?;
+            g.decode_tokens += out[s].len() - before;
         }
         on_step(&emitted)?;
     }
     g.decode_time = t1.elapsed();
     g.plans_after_prefill = session.stats().plans - plans0;
     g.tokens = out;
+    g.ended = ended;
     Ok(g)
+}
+
+/// Appends sequence `s`'s `emitted` tokens to `out` up to `n` tokens, stopping after an
+/// end-of-generation token of the model's vocabulary or where the sequence's grammar is complete
+/// and allows nothing more (recorded in `ended`). Nothing is kept once the sequence has ended.
+fn keep_until_end(
+    session: &Session,
+    s: usize,
+    emitted: &[Token],
+    n: usize,
+    out: &mut Vec<Token>,
+    ended: &mut Option<Ending>,
+) -> Result<()> {
+    if ended.is_some() {
+        return Ok(());
+    }
+    let eog = |t: Token| session.model().tokenizer.as_ref().is_some_and(|tk| tk.is_eog(t));
+    for &t in emitted {
+        if out.len() >= n {
+            return Ok(());
+        }
+        out.push(t);
+        if eog(t) {
+            *ended = Some(Ending::EndOfGeneration(t));
+            return Ok(());
+        }
+    }
+    if session.chain(s).must_end().map_err(RunnerError::sampling(format!("sequence {s}'s grammar")))? {
+        *ended = Some(Ending::GrammarComplete);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -37,6 +37,58 @@ pub fn split_expressions(pre: &str) -> Option<Vec<&'static str>> {
 
 /// GGUF token type of a control token (`tokenizer.ggml.token_type`).
 pub const TOKEN_TYPE_CONTROL: i32 = 3;
+/// GGUF token types whose text is printed as it is (llama.cpp's `token_to_piece` with special
+/// tokens rendered): unknown, control, user-defined.
+const TOKEN_TYPES_VERBATIM: [i32; 3] = [2, 3, 4];
+/// GGUF token type of a normal token (byte-level characters decoded to bytes).
+const TOKEN_TYPE_NORMAL: i32 = 1;
+/// The texts llama.cpp treats as end of generation wherever a vocabulary holds them (besides the
+/// EOS and EOT ids of the metadata).
+const EOG_TEXTS: [&str; 12] = [
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
+/// The byte a byte-level BPE character stands for (GPT-2's byte-to-character table, inverted):
+/// printable bytes are themselves, the others were shifted to U+0100 and up in order.
+fn byte_of(c: char) -> Option<u8> {
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let c = c as u32;
+    if c < 256 {
+        return if printable(c) { Some(c as u8) } else { None };
+    }
+    (0u32..256).filter(|&b| !printable(b)).nth((c - 256) as usize).map(|b| b as u8)
+}
+
+/// A token's text as bytes, as llama.cpp's `token_to_piece` renders it with special tokens:
+/// normal tokens' byte-level characters decoded to bytes (a character outside the table kept as
+/// its UTF-8), unknown, control and user-defined tokens verbatim, others (unused, byte) empty.
+fn piece_bytes(text: &str, ty: i32) -> Vec<u8> {
+    if TOKEN_TYPES_VERBATIM.contains(&ty) {
+        return text.as_bytes().to_vec();
+    }
+    if ty != TOKEN_TYPE_NORMAL {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        match byte_of(c) {
+            Some(b) => out.push(b),
+            None => out.extend_from_slice(c.to_string().as_bytes()),
+        }
+    }
+    out
+}
 
 /// What a byte-level BPE tokenizer is built from (the `tokenizer.ggml.*` metadata).
 #[derive(Debug, Clone, Default)]
@@ -55,6 +107,8 @@ pub struct TokenizerSpec {
     pub bos: Option<u32>,
     /// `tokenizer.ggml.eos_token_id`.
     pub eos: Option<u32>,
+    /// `tokenizer.ggml.eot_token_id`.
+    pub eot: Option<u32>,
     /// `tokenizer.ggml.add_bos_token`.
     pub add_bos: bool,
 }
@@ -67,6 +121,8 @@ pub struct Tokenizer {
     bos: Option<u32>,
     eos: Option<u32>,
     add_bos: bool,
+    /// Token texts as bytes and the end-of-generation tokens, for grammars.
+    vocab: std::sync::Arc<grammar::Vocab>,
 }
 
 fn tok_err(what: impl Into<String>, reason: impl std::fmt::Display) -> RunnerError {
@@ -95,7 +151,11 @@ impl Tokenizer {
                 format!("{} entries for {n_vocab} tokens", spec.token_types.len()),
             ));
         }
-        for (what, id) in [("tokenizer.ggml.bos_token_id", spec.bos), ("tokenizer.ggml.eos_token_id", spec.eos)] {
+        for (what, id) in [
+            ("tokenizer.ggml.bos_token_id", spec.bos),
+            ("tokenizer.ggml.eos_token_id", spec.eos),
+            ("tokenizer.ggml.eot_token_id", spec.eot),
+        ] {
             if let Some(id) = id.filter(|&i| i as usize >= n_vocab) {
                 return Err(tok_err(what, format!("{id} is outside the vocabulary of {n_vocab} tokens")));
             }
@@ -140,7 +200,26 @@ impl Tokenizer {
             .map(|(_, t)| AddedToken::from(t.clone(), true))
             .collect();
         inner.add_special_tokens(&specials);
-        Ok(Tokenizer { inner, n_vocab, bos: spec.bos, eos: spec.eos, add_bos: spec.add_bos })
+        let ty = |i: usize| spec.token_types.get(i).copied().unwrap_or(TOKEN_TYPE_NORMAL);
+        let pieces = spec.tokens.iter().enumerate().map(|(i, t)| piece_bytes(t, ty(i))).collect();
+        let mut eog: Vec<u32> = [spec.eos, spec.eot].into_iter().flatten().collect();
+        eog.extend(
+            spec.tokens.iter().enumerate().filter(|(_, t)| EOG_TEXTS.contains(&t.as_str())).map(|(i, _)| i as u32),
+        );
+        let vocab = std::sync::Arc::new(grammar::Vocab::new(pieces, &eog));
+        Ok(Tokenizer { inner, n_vocab, bos: spec.bos, eos: spec.eos, add_bos: spec.add_bos, vocab })
+    }
+
+    /// The vocabulary as grammars see it: each token's text as bytes (llama.cpp's
+    /// `token_to_piece` with special tokens rendered) and the end-of-generation tokens (the EOS
+    /// and EOT ids, and the texts llama.cpp treats as ends wherever they appear).
+    pub fn grammar_vocab(&self) -> &std::sync::Arc<grammar::Vocab> {
+        &self.vocab
+    }
+
+    /// Whether `t` ends generation (see [`Tokenizer::grammar_vocab`]).
+    pub fn is_eog(&self, t: u32) -> bool {
+        self.vocab.is_eog(t)
     }
 
     /// Vocabulary size.
@@ -151,6 +230,11 @@ impl Tokenizer {
     /// The end-of-sequence token, if the model names one.
     pub fn eos(&self) -> Option<u32> {
         self.eos
+    }
+
+    /// Whether [`Tokenizer::encode`] puts a BOS token first.
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos && self.bos.is_some()
     }
 
     /// Token ids of `text`, with the BOS token first when the model asks for it.

@@ -44,8 +44,27 @@ fn spec(pre: &str) -> TokenizerSpec {
         token_types: types,
         bos: Some(n as u32 - 2),
         eos: Some(n as u32 - 1),
+        eot: None,
         add_bos: false,
     }
+}
+
+#[test]
+fn grammar_vocab_has_byte_pieces_and_the_end_tokens() {
+    let t = Tokenizer::new(&spec("gpt2")).unwrap();
+    let v = t.grammar_vocab();
+    assert_eq!(v.len(), t.n_vocab());
+    // Every byte token is its byte, also the ones byte-level BPE shifts (space, newline, 0xff).
+    for b in [b' ', b'\n', b'a', 0x7f, 0xad, 0xff] {
+        assert_eq!(v.piece(u32::from(b)), [b], "byte {b:#x}");
+    }
+    // NUL cuts a piece (llama.cpp reads pieces as C strings).
+    assert!(v.piece(0).is_empty());
+    assert_eq!(v.piece(256 + 5), b" the");
+    let n = t.n_vocab() as u32;
+    assert_eq!(v.piece(n - 2), b"<|im_start|>", "control tokens are verbatim");
+    assert!(v.is_eog(n - 1) && t.is_eog(n - 1), "the EOS token ends generation");
+    assert!(!v.is_eog(n - 2));
 }
 
 #[test]

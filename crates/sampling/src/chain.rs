@@ -52,24 +52,91 @@ impl Chain {
         cur.output()
     }
 
+    /// Checks that every stage can accept `token`, then accepts it: a grammar stage's refusal
+    /// leaves the whole chain as it was.
+    pub fn try_accept(&mut self, token: Token) -> Result<()> {
+        self.check_accept(token)?;
+        self.accept(token);
+        Ok(())
+    }
+
     /// llama.cpp's `llama_sampler_sample`: applies the chain to a logits row, accepts the selected
     /// token and returns it. The fast path: only the selected token is computed, no output list.
     pub fn sample(&mut self, row: &[f32]) -> Result<Token> {
         let mut cur = Candidates::from_row(row)?;
         self.apply(&mut cur)?;
         let tok = cur.selected_token().ok_or(SamplingError::NothingSelected)?;
-        self.accept(tok);
+        self.try_accept(tok)?;
         Ok(tok)
     }
 }
 
 impl Chain {
     /// Applies the stages from index `start` on (the CPU suffix after a backend prefix).
+    ///
+    /// With deferred stages (optimistic grammars) among them, the stages first run without those;
+    /// if a deferred stage does not allow the token they chose, they run again from the same
+    /// candidates with every stage (see [`crate::samplers::grammar`]).
     pub fn apply_from(&mut self, start: usize, cur: &mut Candidates<'_>) -> Result<()> {
+        if !self.stages.iter().skip(start).any(|s| s.deferred()) {
+            for s in self.stages.iter_mut().skip(start) {
+                s.apply(cur)?;
+            }
+            return Ok(());
+        }
+        let fresh = cur.clone();
+        for s in self.stages.iter_mut().skip(start).filter(|s| !s.deferred()) {
+            s.apply(cur)?;
+        }
+        if let Some(t) = cur.selected_token() {
+            let mut ok = true;
+            for s in self.stages.iter().skip(start).filter(|s| s.deferred()) {
+                ok &= s.allows(t)?;
+            }
+            if ok {
+                return Ok(());
+            }
+        }
+        *cur = fresh;
+        self.apply_all_from(start, cur)
+    }
+
+    /// Applies every stage from index `start` on, deferred ones included where they stand (an
+    /// optimistic grammar masks as a grammar-first one would).
+    pub fn apply_all_from(&mut self, start: usize, cur: &mut Candidates<'_>) -> Result<()> {
         for s in self.stages.iter_mut().skip(start) {
             s.apply(cur)?;
         }
         Ok(())
+    }
+
+    /// Whether every deferred stage among the first `end` allows `token`.
+    pub fn deferred_allow(&self, end: usize, token: Token) -> Result<bool> {
+        for s in self.stages.iter().take(end).filter(|s| s.deferred()) {
+            if !s.allows(token)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether a grammar stage of the chain is complete and allows nothing but end-of-generation
+    /// tokens: the sequence is over.
+    pub fn must_end(&self) -> Result<bool> {
+        for s in &self.stages {
+            let any: &dyn std::any::Any = s.as_ref();
+            if let Some(g) = any.downcast_ref::<crate::samplers::GrammarStage>()
+                && g.must_end()?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether a stage is deferred (an optimistic grammar).
+    pub fn has_deferred(&self) -> bool {
+        self.stages.iter().any(|s| s.deferred())
     }
 
     /// Sets the step counter of the stages from index `start` on.
@@ -91,11 +158,12 @@ impl Sampler for Chain {
         }
     }
 
+    fn check_accept(&self, token: Token) -> Result<()> {
+        self.stages.iter().try_for_each(|s| s.check_accept(token))
+    }
+
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()> {
-        for s in &mut self.stages {
-            s.apply(cur)?;
-        }
-        Ok(())
+        self.apply_from(0, cur)
     }
 
     fn reset(&mut self) {

@@ -23,6 +23,14 @@
 //! | `bad_words` | `words=` (token sequences, `1 2\|3`: each one's last token banned where the history ends with the rest) |
 //! | `min_tokens` | `n=0`, `eos=` (required: banned until `n` tokens were accepted) |
 //! | `ignore_eos` | `eos=` (required: always banned) |
+//! | `grammar` | `file=` (a GBNF grammar, required), `root=root`, `mode=first` (or `optimistic`) |
+//! | `json_schema` | `file=` (a JSON schema, required), `mode=first` |
+//! | `grammar_lazy` | `file=`, `triggers=` (both required), `root=root`, `mode=first` |
+//!
+//! The grammar stages need the vocabulary's token texts ([`SpecContext::vocab`]); their grammars
+//! come from files so that no grammar text has to survive the SPEC's own syntax. A `triggers=`
+//! file holds one trigger a line: `token:ID`, `word:TEXT` (anywhere in the output),
+//! `pattern:REGEX` (anywhere) or `pattern_full:REGEX` (the whole output from its start).
 //!
 //! Names may also be written with `-` (llama.cpp's spelling: `top-k`, `min-p`, ...). A missing
 //! `seed` is the default seed given to [`parse`] ([`crate::DEFAULT_SEED`] unless overridden).
@@ -36,6 +44,17 @@ use crate::error::{Result, SamplingError};
 use crate::sampler::Sampler;
 use crate::samplers::*;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a SPEC is parsed with: the seed of random stages without `seed=`, and, for the grammar
+/// stages, the vocabulary.
+#[derive(Debug, Clone, Default)]
+pub struct SpecContext {
+    /// The seed random stages without `seed=` get.
+    pub default_seed: u64,
+    /// The token texts and end-of-generation tokens (grammar stages need them).
+    pub vocab: Option<Arc<::grammar::Vocab>>,
+}
 
 struct Stage<'s> {
     index: usize,
@@ -129,8 +148,60 @@ fn token_seqs(st: &Stage<'_>, key: &str) -> Result<Vec<Vec<u32>>> {
         .collect()
 }
 
+fn read_file(st: &Stage<'_>, key: &str) -> Result<String> {
+    let path = st.params.get(key).ok_or_else(|| st.err(format!("parameter `{key}` (a file) is required")))?;
+    std::fs::read_to_string(path).map_err(|e| st.err(format!("parameter `{key}`: cannot read `{path}`: {e}")))
+}
+
+fn parse_triggers(st: &Stage<'_>, text: &str) -> Result<Vec<::grammar::Trigger>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let bad = || {
+            st.err(format!(
+                "triggers line {}: `{line}` is not `token:ID`, `word:TEXT`, `pattern:REGEX` or `pattern_full:REGEX`",
+                i + 1
+            ))
+        };
+        let (kind, value) = line.split_once(':').ok_or_else(bad)?;
+        out.push(match kind.trim() {
+            "token" => ::grammar::Trigger::Token(value.trim().parse().map_err(|_| bad())?),
+            "word" => ::grammar::Trigger::Word(value.to_string()),
+            "pattern" => ::grammar::Trigger::Pattern(value.to_string()),
+            "pattern_full" => ::grammar::Trigger::PatternFull(value.to_string()),
+            _ => return Err(bad()),
+        });
+    }
+    Ok(out)
+}
+
+/// A grammar stage (`grammar`, `json_schema`, `grammar_lazy`).
+fn grammar_stage(st: &Stage<'_>, name: &'static str, vocab: Option<&Arc<::grammar::Vocab>>) -> Result<GrammarStage> {
+    let vocab = vocab.ok_or_else(|| {
+        st.err("a grammar needs the vocabulary's token texts: give the model (`--vocab MODEL.gguf` in `xtask sample`)")
+    })?;
+    let mode = match st.params.get("mode").copied().unwrap_or("first") {
+        "first" => GrammarMode::First,
+        "optimistic" => GrammarMode::Optimistic,
+        m => return Err(st.err(format!("parameter `mode`: `{m}` is not `first` or `optimistic`"))),
+    };
+    let text = read_file(st, "file")?;
+    let gerr = |e: ::grammar::GrammarError| st.err(e.to_string());
+    let text =
+        if name == "json_schema" { schema::to_grammar_str(&text).map_err(|e| st.err(e.to_string()))? } else { text };
+    let root = st.params.get("root").copied().unwrap_or("root");
+    let g = ::grammar::Grammar::with_vocab(&text, root, vocab.as_ref()).map_err(gerr)?;
+    let matcher = if name == "grammar_lazy" {
+        let triggers = parse_triggers(st, &read_file(st, "triggers")?)?;
+        ::grammar::Matcher::lazy(&g, Arc::clone(vocab), &triggers).map_err(gerr)?
+    } else {
+        ::grammar::Matcher::new(&g, Arc::clone(vocab))
+    };
+    Ok(GrammarStage::new(name, matcher, mode))
+}
+
 /// Parses one stage into a sampler.
-fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
+fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
+    let default_seed = cx.default_seed;
     let seed = || st.get::<u64>("seed", default_seed);
     let s: Box<dyn Sampler> = match st.name.as_str() {
         "greedy" => {
@@ -236,21 +307,39 @@ fn build(st: &Stage<'_>, default_seed: u64) -> Result<Box<dyn Sampler>> {
             st.allow(&["eos"])?;
             Box::new(st.wrap(IgnoreEos::new(token_seqs(st, "eos")?.concat()))?)
         }
+        "grammar" => {
+            st.allow(&["file", "root", "mode"])?;
+            Box::new(grammar_stage(st, "grammar", cx.vocab.as_ref())?)
+        }
+        "json_schema" => {
+            st.allow(&["file", "mode"])?;
+            Box::new(grammar_stage(st, "json_schema", cx.vocab.as_ref())?)
+        }
+        "grammar_lazy" => {
+            st.allow(&["file", "triggers", "root", "mode"])?;
+            Box::new(grammar_stage(st, "grammar_lazy", cx.vocab.as_ref())?)
+        }
         "adaptive_p" => {
             st.allow(&["target", "decay", "seed"])?;
             Box::new(st.wrap(AdaptiveP::new(st.get("target", -1.0)?, st.get("decay", 0.9)?, seed()?))?)
         }
         other => {
             return Err(st.err(format!(
-                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos)"
+                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos, grammar, json_schema, grammar_lazy)"
             )));
         }
     };
     Ok(s)
 }
 
-/// Parses a SPEC into a chain; random stages without `seed=` get `default_seed`.
+/// Parses a SPEC into a chain; random stages without `seed=` get `default_seed`. Grammar stages
+/// need [`parse_with`] and a vocabulary.
 pub fn parse(spec: &str, default_seed: u64) -> Result<Chain> {
+    parse_with(spec, &SpecContext { default_seed, vocab: None })
+}
+
+/// Parses a SPEC into a chain in context `cx`.
+pub fn parse_with(spec: &str, cx: &SpecContext) -> Result<Chain> {
     let mut chain = Chain::new();
     let parts: Vec<&str> = spec.split(';').collect();
     for (i, part) in parts.iter().enumerate() {
@@ -261,7 +350,7 @@ pub fn parse(spec: &str, default_seed: u64) -> Result<Chain> {
             return Err(SamplingError::Spec { stage_index: i, stage: String::new(), message: "empty stage".into() });
         }
         let st = split_stage(i, part)?;
-        chain.push(build(&st, default_seed)?);
+        chain.push(build(&st, cx)?);
     }
     Ok(chain)
 }

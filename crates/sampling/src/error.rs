@@ -125,6 +125,15 @@ pub enum SamplingError {
         /// What is wrong.
         reason: String,
     },
+    /// A grammar stage's refusal: a token it cannot take, no token allowed, a grammar too
+    /// ambiguous, a vocabulary of the wrong size.
+    #[error("{stage}: {message}")]
+    Grammar {
+        /// The stage (`grammar`, `json_schema`, `grammar_lazy`).
+        stage: &'static str,
+        /// What happened.
+        message: String,
+    },
     /// A SPEC string that does not parse.
     #[error("SPEC stage {stage_index} (`{stage}`): {message}")]
     Spec {

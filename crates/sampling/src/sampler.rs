@@ -41,6 +41,23 @@ pub trait Sampler: Any + Send + fmt::Debug {
     /// Records the token that was finally chosen (penalties, DRY, adaptive-p history).
     fn accept(&mut self, _token: Token) {}
 
+    /// Checks that this stage can accept `token` before any stage of a chain accepts it (a
+    /// grammar refuses a token it cannot take); accepting must then succeed. Default: any token.
+    fn check_accept(&self, _token: Token) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether the stage is deferred (an optimistic grammar): a chain first runs without it, and
+    /// runs again with it only if it does not [`Sampler::allows`] the token chosen without it.
+    fn deferred(&self) -> bool {
+        false
+    }
+
+    /// Whether a deferred stage allows `token` (the check of an optimistic grammar).
+    fn allows(&self, _token: Token) -> Result<bool> {
+        Ok(true)
+    }
+
     /// Transforms the candidates: filters, rescales, or selects (sets `selected`).
     fn apply(&mut self, cur: &mut Candidates<'_>) -> Result<()>;
 

@@ -658,6 +658,34 @@ impl Lowering<'_> {
         }
     }
 
+    /// The record with the tokens whose bit is clear in `bits i32 [ceil(n_vocab / 32), n]` masked
+    /// (`x + -inf`, one `token_mask` op): on the vocabulary row, and the row before a cut too (as
+    /// [`Lowering::add_row`] does for the same reason); on a candidate list by its ids, the list
+    /// then unsorted, its values at its making masked where its live entries were.
+    pub fn mask_tokens(&mut self, rec: Record, bits: NodeId) -> R<Record> {
+        match self.materialize(rec)? {
+            Record::Vocab { x, unmasked, .. } => {
+                let unmasked = match unmasked {
+                    Some(u) => Some(self.g.token_mask(u, bits, None)?),
+                    None => None,
+                };
+                let x = self.g.token_mask(x, bits, None)?;
+                Ok(Record::Vocab { x, touched: true, pending: Pending::default(), unmasked })
+            }
+            Record::List { ids, vals, k, init, .. } => {
+                let ids = self.contiguous(ids)?;
+                let vals = self.contiguous(vals)?;
+                let out = self.g.token_mask(vals, bits, Some(ids))?;
+                let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;
+                let alive = self.g.gt(vals, ninf)?;
+                let moved = self.g.token_mask(init, bits, Some(ids))?;
+                let init = self.g.where_(alive, moved, init)?;
+                Ok(Record::List { ids, vals: out, k, init, sorted: false })
+            }
+            r => Ok(r),
+        }
+    }
+
     /// The record with the vocabulary-sized `row [n_vocab, n]` added (`x + v`). On the vocabulary
     /// row with its pending transforms applied; after a cut the row before the cut gets it too (a
     /// `-inf` value makes an entry the CPU chain still holds `-inf`, which must not look

@@ -39,6 +39,9 @@ pub struct StepOutput {
     pub rows: Vec<RowResult>,
     /// Bytes copied to the host for this step (the scheduler's count).
     pub bytes_read: usize,
+    /// Rows whose optimistic grammar rejected the token the backend chose: their logits row was
+    /// read back and their chain run again on the CPU with the grammar masking.
+    pub resampled: usize,
 }
 
 impl StepOutput {

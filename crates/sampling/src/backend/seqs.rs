@@ -314,14 +314,17 @@ impl Sequences {
     /// Accepts `tokens`, the first outputs of `seq`'s step in order: every stage of its chain
     /// records them (penalties, DRY, mirostat) and the step counter advances by their number.
     /// The draft is cleared.
+    ///
+    /// A token a stage refuses (a grammar that cannot take it) is an error: the tokens before it
+    /// stay accepted, it and those after it are not.
     pub(crate) fn accept(&mut self, seq: SeqId, tokens: &[Token]) -> Result<()> {
         let s = self.state_mut(seq)?;
-        for &t in tokens {
-            s.cfg.chain.accept(t);
-        }
-        s.step += tokens.len() as u64;
         s.draft.clear();
         s.draft_q.clear();
+        for &t in tokens {
+            s.cfg.chain.try_accept(t)?;
+            s.step += 1;
+        }
         Ok(())
     }
 }

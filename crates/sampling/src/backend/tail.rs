@@ -284,7 +284,14 @@ impl Attach<'_> {
         if let Some(ids) = row_ids {
             built.inputs.push((ids, vec![row_ids_field()]));
         }
-        if built.outputs.vocab_is_logits {
+        // A row with an optimistic grammar in its prefix may need its logits row again (the
+        // grammar rejecting the backend's token): they stay readable.
+        let deferred = slots.iter().filter(|s| s.group == gi).any(|s| {
+            self.seqs
+                .state(s.seq)
+                .is_ok_and(|st| st.cfg.chain.stages().iter().take(gr.keys.len()).any(|x| x.deferred()))
+        });
+        if built.outputs.vocab_is_logits || deferred {
             g.set_output(logits);
         }
         gr.built = built;
@@ -556,6 +563,7 @@ impl Tail {
             }
         }
         self.raw_buf = raw;
+        let resampled = self.resample_rejected(sched, seqs, &mut results)?;
         let bytes_read = (sched.stats().bytes_to_host - before) as usize;
         let mut rows: Vec<(usize, RowResult)> = self
             .slots
@@ -564,7 +572,90 @@ impl Tail {
             .map(|(sl, r)| (self.groups[sl.group].rows[sl.col], r.expect("every slot is in a group")))
             .collect();
         rows.sort_by_key(|(r, _)| *r);
-        Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read })
+        Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read, resampled })
+    }
+
+    /// The optimistic grammars' check (`samplers/grammar.rs`): every row whose backend prefix holds
+    /// a deferred stage that rejects the row's token is run again on the CPU from its logits row
+    /// (read back now), with every stage of its chain masking. Returns how many were.
+    fn resample_rejected(
+        &self,
+        sched: &mut Scheduler,
+        seqs: &mut Sequences,
+        results: &mut [Option<RowResult>],
+    ) -> Result<usize> {
+        let mut resampled = 0;
+        for (si, sl) in self.slots.iter().enumerate() {
+            let prefix = self.seqs[&sl.seq].prefix;
+            let Some(RowResult { result: Ok(RowOutput { token: Some(t), .. }), .. }) = &results[si] else { continue };
+            let t = *t;
+            let st = seqs.state(sl.seq)?;
+            let chain = st.chain_for(sl.output);
+            if !chain.stages().iter().take(prefix).any(|s| s.deferred()) {
+                continue;
+            }
+            let redo = match chain.deferred_allow(prefix, t) {
+                Ok(true) => continue,
+                Ok(false) => {
+                    resampled += 1;
+                    let row = self.groups[sl.group].rows[sl.col];
+                    let logits = sched
+                        .read_rows_f32(self.logits, &[row])
+                        .map_err(|e| engine("reading a rejected row's logits")(&e))?;
+                    self.resample_row(seqs, sl, &logits)
+                }
+                Err(e) => Err(e),
+            };
+            if let Some(r) = results[si].as_mut() {
+                r.result = redo;
+            }
+        }
+        Ok(resampled)
+    }
+
+    /// Runs `sl`'s whole chain on the CPU on its logits `row`, every stage masking (an optimistic
+    /// grammar's second run).
+    fn resample_row(&self, seqs: &mut Sequences, sl: &Slot, row: &[f32]) -> Result<RowOutput> {
+        let plan = &self.seqs[&sl.seq];
+        let st = seqs.state_mut(sl.seq)?;
+        let step = st.step + sl.output as u64;
+        let mut cur = Candidates::from_row(row)?;
+        let mut later;
+        let chain = if sl.output == 0 {
+            &mut st.cfg.chain
+        } else {
+            later = st.chain_for(sl.output).into_owned();
+            &mut later
+        };
+        chain.set_step_from(0, step);
+        chain.apply_all_from(0, &mut cur)?;
+        let mut out = RowOutput { token: cur.selected_token(), candidates: None, logprobs: None, logits: None };
+        Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
+        if plan.extras.candidates {
+            out.candidates = Some(cur.output()?.candidates);
+        }
+        Ok(out)
+    }
+
+    /// A drafted position of a sampling chain emits the verifier's decision: the draft token if
+    /// accepted, else the residual draw (as the backend's `spec_verify`).
+    fn decide_draft(
+        st: &super::seqs::SeqState,
+        sl: &Slot,
+        out: &mut RowOutput,
+        cur: &mut Candidates<'_>,
+        step: u64,
+    ) -> Result<()> {
+        let chain = st.chain_for(sl.output);
+        let draft = st.draft.get(sl.output).copied();
+        if let Some((d, seed)) = draft.zip(crate::speculative::dist_seed(&chain)) {
+            let p = cur.in_order()?;
+            out.token = Some(match st.draft_q.get(sl.output) {
+                Some(q) => crate::speculative::decide_sampled(&p, d, q, seed, step)?,
+                None => crate::speculative::decide_deterministic(&p, d, seed, step)?,
+            });
+        }
+        Ok(())
     }
 
     /// Finishes every row of group `gi` from what was read back.
@@ -688,17 +779,7 @@ impl Tail {
             chain.set_step_from(plan.prefix, step);
             chain.apply_from(plan.prefix, &mut cur)?;
             out.token = cur.selected_token();
-            // A drafted position of a sampling chain emits the verifier's decision: the draft
-            // token if accepted, else the residual draw (as the backend's `spec_verify`).
-            let draft = st.draft.get(sl.output).copied();
-            let verify = draft.zip(crate::speculative::dist_seed(chain));
-            if let Some((d, seed)) = verify {
-                let p = cur.in_order()?;
-                out.token = Some(match st.draft_q.get(sl.output) {
-                    Some(q) => crate::speculative::decide_sampled(&p, d, q, seed, step)?,
-                    None => crate::speculative::decide_deterministic(&p, d, seed, step)?,
-                });
-            }
+            Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
             if plan.extras.candidates {
                 out.candidates = Some(cur.output()?.candidates);
             }

@@ -1,8 +1,8 @@
-//! `Mask`: removes the candidates an external predicate rejects. This is the place for grammar
-//! constraints (a later issue): a grammar implements [`TokenFilter`] (allowed tokens given its
-//! state, advanced in `accept`) and sits in a chain like any other stage. If the predicate rejects
-//! every candidate the stage fails with `AllMasked` rather than letting a later stage pick a
-//! rejected token.
+//! `Mask`: removes the candidates an external predicate rejects (a [`TokenFilter`]: allowed tokens
+//! given its state, advanced in `accept`), on the CPU only. Grammars have their own stage with a
+//! backend form (`samplers/grammar.rs`); this one is for a runner's own predicate. If the
+//! predicate rejects every candidate the stage fails with `AllMasked` rather than letting a later
+//! stage pick a rejected token.
 
 use crate::candidates::Candidates;
 use crate::error::{Result, SamplingError};

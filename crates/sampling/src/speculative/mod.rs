@@ -134,7 +134,7 @@ pub fn verify(chain: &mut Chain, target: &[&[f32]], draft: &[Token], probs: Draf
                 let mut cur = crate::candidates::Candidates::from_row(row)?;
                 chain.apply(&mut cur)?;
                 let t = decide(&cur.in_order()?, d, i, probs, seed, step)?;
-                chain.accept(t);
+                chain.try_accept(t)?;
                 t
             }
         };

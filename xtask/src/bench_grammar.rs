@@ -1,0 +1,230 @@
+//! `cargo xtask bench grammar [--model smollm2|FILE.gguf] [--reps N]`: the grammar stage on a
+//! model's real vocabulary, over a realistic token stream (a JSON document as the model's
+//! tokenizer splits it, replayed token by token).
+//!
+//! For each grammar (the JSON grammar of `grammars/json.gbnf`, and a JSON schema with nested
+//! objects, arrays and enums, `grammars/person.schema.json`, converted to GBNF):
+//! - **mask**: the allowed-token mask at every position of the stream, cold (a fresh matcher: every
+//!   grammar state met for the first time) and warm (the same stream again: states and masks
+//!   cached), p50 and p99;
+//! - **advance**: accepting each token, p50 and p99;
+//! - **step**: one backend sampling step on the CPU backend at batch 1 (`grammar;top_k(40);
+//!   temp(t=0.8);dist` vs the same chain without the grammar, measured in the same run: the mask,
+//!   its upload and the `token_mask` op included), the median over the stream, and the bytes
+//!   written per step;
+//! - **optimistic**: the CPU chain `grammar(mode=optimistic);greedy` applied to a row whose
+//!   maximum is the stream's token (the model's output already fits: one check, no second run)
+//!   vs `greedy` alone.
+//!
+//! Writes `target/bench/grammar.json`.
+#![allow(clippy::print_stdout)]
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use grammar::{Grammar, Matcher, Vocab};
+use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+use sampling::samplers::{GrammarMode, GrammarStage, Greedy};
+use sampling::{Chain, Sampler};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The JSON grammar.
+pub const JSON_GRAMMAR: &str = include_str!("../../grammars/json.gbnf");
+/// A JSON schema with nested objects, arrays and enums.
+pub const PERSON_SCHEMA: &str = include_str!("../../grammars/person.schema.json");
+/// A document both accept, as a model would write it.
+pub const PERSON_DOC: &str = include_str!("../../grammars/person.json");
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark the grammar stage on a model's vocabulary over a replayed JSON document")]
+struct Args {
+    /// A GGUF model (its vocabulary), or `smollm2` (fetched into target/models).
+    #[arg(long, default_value = "smollm2")]
+    model: String,
+    /// Replays of the stream for the step timings (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Output JSON file (default: target/bench/grammar.json in the workspace).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+fn us(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+/// Mask and advance times over `stream` from a fresh matcher: (cold masks, warm masks, advances),
+/// in microseconds.
+fn mask_times(g: &Grammar, vocab: &Arc<Vocab>, stream: &[u32]) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let mut replay = |m: &mut Matcher, adv: &mut Vec<f64>| -> Result<Vec<f64>> {
+        let mut times = Vec::with_capacity(stream.len());
+        for &t in stream {
+            let t0 = Instant::now();
+            m.fill_mask(&mut mask)?;
+            times.push(us(t0));
+            if mask[t as usize / 32] >> (t % 32) & 1 == 0 {
+                bail!("the grammar's mask rejects the stream's token {t}: the document does not fit the grammar");
+            }
+            let t0 = Instant::now();
+            m.accept(t)?;
+            adv.push(us(t0));
+        }
+        Ok(times)
+    };
+    let mut m = Matcher::new(g, Arc::clone(vocab));
+    let mut adv = Vec::new();
+    let cold = replay(&mut m, &mut adv)?;
+    m.reset();
+    let warm = replay(&mut m, &mut Vec::new())?;
+    Ok((cold, warm, adv))
+}
+
+/// The median time of a backend sampling step (inputs, compute, read-back) over `stream` on the
+/// CPU backend for `chain`, and the bytes written to the backend per step.
+fn step_time(chain: &Chain, v: usize, stream: &[u32], reps: usize) -> Result<(f64, u64)> {
+    let mut seqs = Sequences::new(1)?;
+    seqs.set(SeqId(0), SeqConfig::new(chain.clone()));
+    let mut g = graph::Graph::new();
+    let x = g.input("logits", graph::DType::F32, &[v, 1])?;
+    let cpu = cpu::CpuBackend::new();
+    let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0)], &seqs, &cpu)?;
+    let mut sched = sched::Scheduler::new(vec![Box::new(cpu)])?;
+    sched.plan(&g)?;
+    let logits: Vec<f32> = (0..v).map(|i| graph::philox::uniform(3, 0, i as u64) * 8.0).collect();
+    sched.set_input_f32(x, &logits)?;
+    let mut times = Vec::new();
+    let mut written = 0;
+    for _ in 0..reps.max(1) {
+        seqs.set(SeqId(0), SeqConfig::new(chain.clone()));
+        for &t in stream {
+            let t0 = Instant::now();
+            let w0 = sched.stats().bytes_from_host;
+            tail.set_inputs(&mut sched, &mut seqs)?;
+            written = sched.stats().bytes_from_host - w0;
+            sched.compute()?;
+            let out = tail.sample(&mut sched, &mut seqs)?;
+            std::hint::black_box(out.token(0)?);
+            times.push(us(t0));
+            tail.accept(&mut seqs, SeqId(0), &[t])?;
+        }
+    }
+    Ok((crate::bench::median(times), written))
+}
+
+/// The median time of a CPU chain run on rows whose maximum is the stream's token.
+fn optimistic_time(chain: &Chain, v: usize, stream: &[u32], reps: usize) -> Result<f64> {
+    let base: Vec<f32> = (0..v).map(|i| graph::philox::uniform(5, 0, i as u64) * 8.0).collect();
+    let mut times = Vec::new();
+    for _ in 0..reps.max(1) {
+        let mut c = chain.clone();
+        let mut row = base.clone();
+        for &t in stream {
+            let keep = row[t as usize];
+            row[t as usize] = 20.0;
+            let t0 = Instant::now();
+            let mut cur = sampling::Candidates::from_row(&row)?;
+            c.apply(&mut cur)?;
+            let chosen = cur.selected_token();
+            times.push(us(t0));
+            if chosen != Some(t) {
+                bail!("the chain chose {chosen:?}, not the stream's token {t}");
+            }
+            c.try_accept(t)?;
+            row[t as usize] = keep;
+        }
+    }
+    Ok(crate::bench::median(times))
+}
+
+pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
+    let args = Args::try_parse_from(args)?;
+    let path = if args.model == "smollm2" {
+        runner::fetch::smollm2(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/models")))?
+    } else {
+        PathBuf::from(&args.model)
+    };
+    let g = gguf::Gguf::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let tok = runner::gguf_model::tokenizer(&g)?;
+    let vocab = Arc::clone(tok.grammar_vocab());
+    let v = vocab.len();
+    let mut stream = tok.encode(PERSON_DOC.trim_end())?;
+    if tok.adds_bos() {
+        stream.remove(0);
+    }
+    let schema_grammar = schema::to_grammar_str(PERSON_SCHEMA).context("converting grammars/person.schema.json")?;
+    println!(
+        "grammar stage on {} ({v} tokens), a {}-token JSON document replayed; CPU backend, batch 1",
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        stream.len()
+    );
+    println!(
+        "{:<8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "grammar",
+        "cold p50",
+        "cold p99",
+        "warm p50",
+        "warm p99",
+        "adv p50",
+        "adv p99",
+        "step",
+        "no gram.",
+        "ratio",
+        "optimist.",
+        "greedy",
+        "ratio"
+    );
+    let mut results = Vec::new();
+    for (name, text) in [("json", JSON_GRAMMAR.to_string()), ("schema", schema_grammar)] {
+        let gr = Grammar::with_vocab(&text, "root", vocab.as_ref()).with_context(|| format!("the {name} grammar"))?;
+        let (cold, warm, adv) = mask_times(&gr, &vocab, &stream)?;
+        let stage = |mode| GrammarStage::new("grammar", Matcher::new(&gr, Arc::clone(&vocab)), mode);
+        let rest = Chain::parse("top_k(k=40);temp(t=0.8);dist(seed=1)")?;
+        let mut with = Chain::new().with(stage(GrammarMode::First));
+        rest.stages().iter().for_each(|s| with.push(s.clone()));
+        let (t_with, bytes_with) = step_time(&with, v, &stream, args.reps)?;
+        let (t_without, bytes_without) = step_time(&rest, v, &stream, args.reps)?;
+        let opt = Chain::new().with(stage(GrammarMode::Optimistic)).with(Greedy::new());
+        let t_opt = optimistic_time(&opt, v, &stream, args.reps)?;
+        let t_greedy = optimistic_time(&Chain::new().with(Greedy::new()), v, &stream, args.reps)?;
+        let row = serde_json::json!({
+            "grammar": name, "vocab": v, "tokens": stream.len(),
+            "mask_cold_p50_us": percentile(cold.clone(), 0.5), "mask_cold_p99_us": percentile(cold, 0.99),
+            "mask_warm_p50_us": percentile(warm.clone(), 0.5), "mask_warm_p99_us": percentile(warm, 0.99),
+            "advance_p50_us": percentile(adv.clone(), 0.5), "advance_p99_us": percentile(adv, 0.99),
+            "step_with_grammar_us": t_with, "step_without_us": t_without, "step_ratio": t_with / t_without,
+            "bytes_written_with": bytes_with, "bytes_written_without": bytes_without,
+            "optimistic_us": t_opt, "greedy_us": t_greedy, "optimistic_ratio": t_opt / t_greedy,
+        });
+        let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:<8} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>7.2} {:>10.1} {:>10.1} {:>7.2}",
+            name,
+            f("mask_cold_p50_us"),
+            f("mask_cold_p99_us"),
+            f("mask_warm_p50_us"),
+            f("mask_warm_p99_us"),
+            f("advance_p50_us"),
+            f("advance_p99_us"),
+            t_with,
+            t_without,
+            t_with / t_without,
+            t_opt,
+            t_greedy,
+            t_opt / t_greedy
+        );
+        results.push(row);
+    }
+    println!(
+        "(times in us; bytes written per step with the grammar: the mask's {} words and the draws' inputs)",
+        vocab.mask_words()
+    );
+    let doc = serde_json::json!({ "suite": "grammar", "model": path.display().to_string(), "reps": args.reps, "results": results });
+    crate::bench::write_report(args.out.as_deref(), "grammar", &doc)
+}
