@@ -91,7 +91,11 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     {
         bail!("--vocab has {} tokens but the logits rows {n_vocab}", v.len());
     }
-    let cx = sampling::chain_spec::SpecContext { default_seed: args.seed.unwrap_or(sampling::DEFAULT_SEED), vocab };
+    let cx = sampling::chain_spec::SpecContext {
+        default_seed: args.seed.unwrap_or(sampling::DEFAULT_SEED),
+        vocab,
+        ..Default::default()
+    };
     let mut chain = sampling::chain_spec::parse_with(&args.chain, &cx)
         .with_context(|| format!("parsing --chain {:?}", args.chain))?;
     for (i, &t) in args.history.iter().enumerate() {

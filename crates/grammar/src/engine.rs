@@ -21,7 +21,7 @@ use crate::rules::{Pos, Rules};
 use crate::stacks::{self, Stack};
 use crate::utf8::{self, Decoder, Partial, Step};
 use crate::vocab::Vocab;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// A state: an interned, sorted set of parse stacks.
@@ -69,10 +69,10 @@ impl Engine {
         Self {
             rules,
             states: Vec::new(),
-            index: HashMap::new(),
-            wide: HashMap::new(),
-            partial_ok: HashMap::new(),
-            masks: HashMap::new(),
+            index: HashMap::default(),
+            wide: HashMap::default(),
+            partial_ok: HashMap::default(),
+            masks: HashMap::default(),
             mask_bytes: 0,
             has_tokens,
             walk_states: Vec::new(),
@@ -241,7 +241,7 @@ impl Engine {
         let result = (|| {
             while i < order.len() {
                 let t = order[i];
-                let piece = vocab.piece(t);
+                let piece = vocab.ordered_piece(i);
                 let mut d = (lcp[i] as usize).min(valid);
                 let mut dead = None;
                 while d < piece.len() {

@@ -148,6 +148,11 @@ impl Matcher {
         Ok(m)
     }
 
+    /// Whether `other` shares this matcher's cache of grammar states and masks (a clone does).
+    pub fn shares_cache_with(&self, other: &Matcher) -> bool {
+        Arc::ptr_eq(&self.engine, &other.engine)
+    }
+
     /// The grammar.
     pub fn grammar(&self) -> &Grammar {
         &self.grammar

@@ -7,7 +7,7 @@
 
 use crate::rules::{Kind, Pos, Rules};
 use crate::utf8::Partial;
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 /// One parse stack.
 pub type Stack = Vec<Pos>;
@@ -16,7 +16,7 @@ pub type Stack = Vec<Pos>;
 /// empty, appending the new ones to `out` (llama.cpp's `llama_grammar_advance_stack`).
 pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) {
     let mut todo = vec![stack];
-    let mut seen: HashSet<Stack> = HashSet::new();
+    let mut seen: HashSet<Stack> = HashSet::default();
     while let Some(cur) = todo.pop() {
         if !seen.insert(cur.clone()) {
             continue;

@@ -17,6 +17,10 @@ pub struct Vocab {
     pub(crate) order: Vec<u32>,
     /// `lcp[i]`: the length of the common prefix of `order[i]`'s text and `order[i - 1]`'s (0 at 0).
     pub(crate) lcp: Vec<u32>,
+    /// The texts of `order`, one after the other (the walk reads them in this order, so they lie
+    /// in memory in it too); `order[i]`'s is `texts[offsets[i]..offsets[i + 1]]`.
+    texts: Vec<u8>,
+    offsets: Vec<u32>,
     /// The longest text.
     pub(crate) max_len: usize,
     by_text: HashMap<Vec<u8>, u32>,
@@ -48,11 +52,24 @@ impl Vocab {
             lcp[i] = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count() as u32;
         }
         let max_len = pieces.iter().map(Vec::len).max().unwrap_or(0);
+        let mut texts = Vec::with_capacity(order.iter().map(|&t| pieces[t as usize].len()).sum());
+        let mut offsets = Vec::with_capacity(order.len() + 1);
+        offsets.push(0);
+        for &t in &order {
+            texts.extend_from_slice(&pieces[t as usize]);
+            offsets.push(texts.len() as u32);
+        }
         let mut by_text = HashMap::with_capacity(n);
         for (i, p) in pieces.iter().enumerate() {
             by_text.entry(p.clone()).or_insert(i as u32);
         }
-        Self { pieces, eog, order, lcp, max_len, by_text }
+        Self { pieces, eog, order, lcp, texts, offsets, max_len, by_text }
+    }
+
+    /// The text of `order[i]`.
+    #[inline]
+    pub(crate) fn ordered_piece(&self, i: usize) -> &[u8] {
+        &self.texts[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
     /// The number of tokens.

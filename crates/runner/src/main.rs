@@ -148,7 +148,7 @@ fn seq_specs(args: &[String]) -> Result<Vec<String>> {
 /// The chains of the SPECs; grammar stages read the model's vocabulary.
 fn chains(specs: &[String], model: &Model) -> Result<Vec<(String, Chain)>> {
     let vocab = model.tokenizer.as_ref().map(|t| Arc::clone(t.grammar_vocab()));
-    let cx = sampling::chain_spec::SpecContext { default_seed: sampling::DEFAULT_SEED, vocab };
+    let cx = sampling::chain_spec::SpecContext { default_seed: sampling::DEFAULT_SEED, vocab, ..Default::default() };
     specs
         .iter()
         .enumerate()

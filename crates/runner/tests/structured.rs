@@ -34,7 +34,7 @@ fn schema_file() -> std::path::PathBuf {
 
 fn chains(m: &Model, specs: &[String]) -> Vec<Chain> {
     let vocab = m.tokenizer.as_ref().map(|t| Arc::clone(t.grammar_vocab()));
-    let cx = SpecContext { default_seed: 0, vocab };
+    let cx = SpecContext { default_seed: 0, vocab, ..SpecContext::default() };
     specs.iter().map(|s| parse_with(s, &cx).unwrap()).collect()
 }
 

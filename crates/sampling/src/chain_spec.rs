@@ -47,13 +47,34 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What a SPEC is parsed with: the seed of random stages without `seed=`, and, for the grammar
-/// stages, the vocabulary.
+/// stages, the vocabulary. Grammar stages parsed with one context (and its clones) over the same
+/// grammar share one matcher engine: the grammar states and masks one sequence met are cached
+/// for the others (a batch, a server's requests with one schema).
 #[derive(Debug, Clone, Default)]
 pub struct SpecContext {
     /// The seed random stages without `seed=` get.
     pub default_seed: u64,
     /// The token texts and end-of-generation tokens (grammar stages need them).
     pub vocab: Option<Arc<::grammar::Vocab>>,
+    /// The matchers made so far, by stage name, grammar text, root and triggers.
+    pub matchers: MatcherCache,
+}
+
+/// Matchers at their start, one per grammar, whose clones share their engine's cache.
+#[derive(Debug, Clone, Default)]
+pub struct MatcherCache(Arc<std::sync::Mutex<std::collections::HashMap<[String; 4], ::grammar::Matcher>>>);
+
+impl MatcherCache {
+    /// A matcher at the start of the grammar `key` names, made by `make` the first time.
+    fn get(&self, key: [String; 4], make: impl FnOnce() -> Result<::grammar::Matcher>) -> Result<::grammar::Matcher> {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = map.get(&key) {
+            return Ok(m.clone());
+        }
+        let m = make()?;
+        map.insert(key, m.clone());
+        Ok(m)
+    }
 }
 
 struct Stage<'s> {
@@ -175,8 +196,8 @@ fn parse_triggers(st: &Stage<'_>, text: &str) -> Result<Vec<::grammar::Trigger>>
 }
 
 /// A grammar stage (`grammar`, `json_schema`, `grammar_lazy`).
-fn grammar_stage(st: &Stage<'_>, name: &'static str, vocab: Option<&Arc<::grammar::Vocab>>) -> Result<GrammarStage> {
-    let vocab = vocab.ok_or_else(|| {
+fn grammar_stage(st: &Stage<'_>, name: &'static str, cx: &SpecContext) -> Result<GrammarStage> {
+    let vocab = cx.vocab.as_ref().ok_or_else(|| {
         st.err("a grammar needs the vocabulary's token texts: give the model (`--vocab MODEL.gguf` in `xtask sample`)")
     })?;
     let mode = match st.params.get("mode").copied().unwrap_or("first") {
@@ -189,13 +210,16 @@ fn grammar_stage(st: &Stage<'_>, name: &'static str, vocab: Option<&Arc<::gramma
     let text =
         if name == "json_schema" { schema::to_grammar_str(&text).map_err(|e| st.err(e.to_string()))? } else { text };
     let root = st.params.get("root").copied().unwrap_or("root");
-    let g = ::grammar::Grammar::with_vocab(&text, root, vocab.as_ref()).map_err(gerr)?;
-    let matcher = if name == "grammar_lazy" {
-        let triggers = parse_triggers(st, &read_file(st, "triggers")?)?;
-        ::grammar::Matcher::lazy(&g, Arc::clone(vocab), &triggers).map_err(gerr)?
-    } else {
-        ::grammar::Matcher::new(&g, Arc::clone(vocab))
-    };
+    let triggers = if name == "grammar_lazy" { read_file(st, "triggers")? } else { String::new() };
+    let key = [name.to_string(), text.clone(), root.to_string(), triggers.clone()];
+    let matcher = cx.matchers.get(key, || {
+        let g = ::grammar::Grammar::with_vocab(&text, root, vocab.as_ref()).map_err(gerr)?;
+        Ok(if name == "grammar_lazy" {
+            ::grammar::Matcher::lazy(&g, Arc::clone(vocab), &parse_triggers(st, &triggers)?).map_err(gerr)?
+        } else {
+            ::grammar::Matcher::new(&g, Arc::clone(vocab))
+        })
+    })?;
     Ok(GrammarStage::new(name, matcher, mode))
 }
 
@@ -309,15 +333,15 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
         }
         "grammar" => {
             st.allow(&["file", "root", "mode"])?;
-            Box::new(grammar_stage(st, "grammar", cx.vocab.as_ref())?)
+            Box::new(grammar_stage(st, "grammar", cx)?)
         }
         "json_schema" => {
             st.allow(&["file", "mode"])?;
-            Box::new(grammar_stage(st, "json_schema", cx.vocab.as_ref())?)
+            Box::new(grammar_stage(st, "json_schema", cx)?)
         }
         "grammar_lazy" => {
             st.allow(&["file", "triggers", "root", "mode"])?;
-            Box::new(grammar_stage(st, "grammar_lazy", cx.vocab.as_ref())?)
+            Box::new(grammar_stage(st, "grammar_lazy", cx)?)
         }
         "adaptive_p" => {
             st.allow(&["target", "decay", "seed"])?;
@@ -335,7 +359,7 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
 /// Parses a SPEC into a chain; random stages without `seed=` get `default_seed`. Grammar stages
 /// need [`parse_with`] and a vocabulary.
 pub fn parse(spec: &str, default_seed: u64) -> Result<Chain> {
-    parse_with(spec, &SpecContext { default_seed, vocab: None })
+    parse_with(spec, &SpecContext { default_seed, ..SpecContext::default() })
 }
 
 /// Parses a SPEC into a chain in context `cx`.

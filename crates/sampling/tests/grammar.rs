@@ -136,3 +136,32 @@ fn backend_tokens_equal_the_cpu_chain_in_a_mixed_batch() {
     // Three rows upload a 32-word mask each (1000 tokens), besides the random draws' counters.
     assert!(written >= 3 * 32 * 4, "{written}");
 }
+
+#[test]
+fn stages_parsed_with_one_context_share_the_grammar_cache() {
+    use sampling::chain_spec::{SpecContext, parse_with};
+    let dir = std::env::temp_dir().join(format!("sampling-grammar-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, other) = (dir.join("json.gbnf"), dir.join("other.gbnf"));
+    std::fs::write(&json, JSON).unwrap();
+    std::fs::write(&other, "root ::= [a-z]+").unwrap();
+    let cx = SpecContext { vocab: Some(vocab(400)), ..SpecContext::default() };
+    let parse = |spec: String| parse_with(&spec, &cx).unwrap();
+    let a = parse(format!("grammar(file={});greedy", json.display()));
+    let b = parse(format!("top_k(k=5);grammar(file={},mode=optimistic);greedy", json.display()));
+    let c = parse(format!("grammar(file={});greedy", other.display()));
+    let m = |c: &Chain, i: usize| {
+        let s: &dyn std::any::Any = c.stages()[i].as_ref();
+        s.downcast_ref::<sampling::samplers::GrammarStage>().unwrap().matcher().clone()
+    };
+    assert!(m(&a, 0).shares_cache_with(&m(&b, 1)), "one grammar, one cache");
+    assert!(!m(&a, 0).shares_cache_with(&m(&c, 0)), "another grammar, another cache");
+    // Each sequence has its own position: accepting in one moves only that one.
+    let mut a = a;
+    a.try_accept(u32::from(b'{')).unwrap();
+    assert!(b.stages()[1].allows(u32::from(b'{')).unwrap() && !a.stages()[0].allows(u32::from(b'{')).unwrap());
+    // Without a vocabulary: a clear error.
+    let e = sampling::chain_spec::parse(&format!("grammar(file={})", json.display()), 0).unwrap_err();
+    assert!(e.to_string().contains("vocabulary"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
