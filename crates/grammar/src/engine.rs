@@ -38,7 +38,7 @@ const MAX_STATES: usize = 1 << 16;
 const MAX_MASK_BYTES: usize = 64 << 20;
 
 struct State {
-    stacks: Vec<Stack>,
+    stacks: Arc<Vec<Stack>>,
     /// Some stack is empty: the grammar may end here.
     complete: bool,
     /// The positions of the token elements on top of stacks.
@@ -51,7 +51,8 @@ struct State {
 pub(crate) struct Engine {
     rules: Arc<Rules>,
     states: Vec<State>,
-    index: HashMap<Vec<Stack>, StateId>,
+    /// The state of each stack set (the key shares the state's stacks).
+    index: HashMap<Arc<Vec<Stack>>, StateId>,
     /// Transitions on code points above ASCII.
     wide: HashMap<(StateId, u32), StateId>,
     partial_ok: HashMap<(StateId, Partial), bool>,
@@ -113,7 +114,8 @@ impl Engine {
         let complete = stacks.iter().any(Vec::is_empty);
         let token_tops =
             stacks.iter().filter_map(|s| s.last().copied()).filter(|&p| self.rules.at(p).is_token()).collect();
-        self.index.insert(stacks.clone(), id);
+        let stacks = Arc::new(stacks);
+        self.index.insert(Arc::clone(&stacks), id);
         self.states.push(State { stacks, complete, token_tops, ascii: Box::new([UNKNOWN; 128]) });
         Ok(id)
     }
@@ -140,7 +142,7 @@ impl Engine {
             return Ok(t);
         }
         let mut out = Vec::new();
-        for st in &self.states[s as usize].stacks {
+        for st in self.states[s as usize].stacks.iter() {
             stacks::accept_char(&self.rules, st, c, &mut out);
             if out.len() > MAX_STACKS {
                 return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
@@ -297,7 +299,7 @@ impl Engine {
         let rules = Arc::clone(&self.rules);
         let token_tops = !self.states[s as usize].token_tops.is_empty();
         if token_tops {
-            for st in &self.states[s as usize].stacks {
+            for st in self.states[s as usize].stacks.iter() {
                 if st.last().is_some_and(|&top| rules.at(top).is_token()) {
                     stacks::accept_token_elem(&rules, st, t, &mut out);
                 }

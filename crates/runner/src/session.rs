@@ -524,23 +524,37 @@ impl Session {
                 for (s, draft) in drafts.iter().enumerate() {
                     let what = || format!("sequence {s}");
                     let seq = SeqId(s as u32);
-                    let mut rows = Vec::with_capacity(draft.len() + 1);
-                    for r in step.rows.iter().filter(|r| r.seq == seq && r.output <= draft.len()) {
+                    let mut rows: Vec<_> =
+                        step.rows.iter().filter(|r| r.seq == seq && r.output <= draft.len()).collect();
+                    rows.sort_by_key(|r| r.output);
+                    // Each output's token is the verifier's decision at its position (drawn on the
+                    // backend, keyed by the sequence's step). The outputs after the first one that
+                    // differs from its draft token are never used, and may have failed (a grammar
+                    // that cannot take a draft token before them): only the used ones must succeed.
+                    let mut emitted: Vec<Token> = Vec::with_capacity(draft.len() + 1);
+                    let mut rejected = false;
+                    for r in rows {
                         let row = r.result.as_ref().map_err(|e| RunnerError::sampling(what())(e.clone()))?;
                         let token = row.token.ok_or_else(|| RunnerError::Session {
                             what: what(),
                             reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
                         })?;
-                        rows.push((r.output, token));
+                        emitted.push(token);
+                        if r.output < draft.len() && draft[r.output] != token {
+                            rejected = true;
+                            break;
+                        }
                     }
-                    rows.sort_by_key(|r| r.0);
-                    let emitted: Vec<Token> = rows.into_iter().map(|r| r.1).collect();
                     let verdict = if draft.is_empty() {
                         // Plain decoding (any chain, mirostat included): output 0's token.
                         Verdict { accepted: 0, tokens: vec![emitted[0]] }
                     } else {
-                        // Each output's token is the verifier's decision at its position (drawn on
-                        // the backend, keyed by the sequence's step): the accepted prefix.
+                        // The unused outputs stand in as the last used token: the accepted prefix
+                        // ends before them all the same.
+                        if rejected {
+                            let last = *emitted.last().expect("output 0 is used");
+                            emitted.resize(draft.len() + 1, last);
+                        }
                         let chain = &self.seqs.get(seq).expect("every sequence is registered").chain;
                         speculative::accept_rows(chain, &emitted, draft).map_err(RunnerError::sampling(what()))?
                     };

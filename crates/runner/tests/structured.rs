@@ -5,10 +5,12 @@
 
 mod common;
 
+use runner::Drafter;
 use runner::spec::{Ending, generate};
 use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
 use sampling::Chain;
 use sampling::chain_spec::{SpecContext, parse_with};
+use sampling::speculative::ngram::NgramDrafter;
 use std::sync::Arc;
 
 const SCHEMA: &str = r#"{
@@ -40,10 +42,23 @@ fn chains(m: &Model, specs: &[String]) -> Vec<Chain> {
 
 /// Generates up to `n` tokens for each chain of `specs` from [`PROMPT`], in one batch.
 fn run(m: &Arc<Model>, specs: &[String], sampling: Sampling, n: usize) -> runner::spec::Generation {
+    run_with(m, specs, sampling, n, None)
+}
+
+/// [`run`], speculative with `drafter` (drafts of up to [`K`] tokens).
+fn run_with(
+    m: &Arc<Model>,
+    specs: &[String],
+    sampling: Sampling,
+    n: usize,
+    drafter: Option<&mut Drafter>,
+) -> runner::spec::Generation {
     let tok = m.tokenizer.as_ref().unwrap();
     let prompt = tok.encode(PROMPT).unwrap();
+    let k = if drafter.is_some() { K } else { 0 };
     let opts = SessionOptions {
-        n_ctx: (prompt.len() + n + 1).next_multiple_of(16),
+        n_ctx: runner::spec::cells_needed(prompt.len(), n, k).next_multiple_of(16),
+        n_draft_max: k,
         backend: BackendKind::Cpu,
         threads: 2,
         sampling,
@@ -51,8 +66,11 @@ fn run(m: &Arc<Model>, specs: &[String], sampling: Sampling, n: usize) -> runner
     };
     let mut s = Session::new(m.clone(), opts, chains(m, specs)).unwrap();
     let prompts = vec![prompt; specs.len()];
-    generate(&mut s, None, &prompts, n, |_| Ok(())).unwrap()
+    generate(&mut s, drafter, &prompts, n, |_| Ok(())).unwrap()
 }
+
+/// The most draft tokens a step.
+const K: usize = 6;
 
 /// The schema's constraints, checked on the parsed value.
 fn check(v: &serde_json::Value) -> Result<(), String> {
@@ -130,4 +148,24 @@ fn both_modes_and_both_sampling_paths_give_the_same_tokens() {
     // Greedy: the optimistic check never changes the argmax the mask keeps.
     assert_eq!(backend.tokens[0], backend.tokens[1], "greedy: grammar-first vs optimistic");
     assert!(backend.tokens[0].len() > 10);
+}
+
+#[test]
+fn drafted_positions_follow_the_grammar_along_the_draft() {
+    // Speculative decoding under a grammar: each drafted position is masked by the grammar
+    // advanced along the draft before it, and a rejected draft leaves the grammar where the
+    // accepted tokens end. The tokens equal plain decoding's, with backend and CPU sampling.
+    let m = common::smollm2();
+    let file = schema_file();
+    let specs = vec![
+        format!("json_schema(file={});greedy", file.display()),
+        format!("json_schema(file={},mode=optimistic);top_k(k=10);greedy", file.display()),
+    ];
+    let plain = run(&m, &specs, Sampling::Backend, 70);
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let mut d = Drafter::Ngram(NgramDrafter::new(1, K, 0.0).unwrap());
+        let g = run_with(&m, &specs, sampling, 70, Some(&mut d));
+        assert_eq!(g.tokens, plain.tokens, "{sampling:?}");
+        assert!(g.drafted > 20 && g.accepted > 0 && g.accepted < g.drafted, "{} of {}", g.accepted, g.drafted);
+    }
 }
