@@ -247,11 +247,19 @@ impl Engine {
                 let mut d = (lcp[i] as usize).min(valid);
                 let mut dead = None;
                 while d < piece.len() {
-                    let mut dc = dec[d];
-                    let next = match dc.push(piece[d]) {
-                        Step::Char(c) => self.next(st[d], c)?,
-                        Step::Pending => st[d],
-                        Step::Invalid => DEAD,
+                    let b = piece[d];
+                    let (next, dc) = if b < 0x80 && dec[d].is_clear() {
+                        // The common case: an ASCII character between characters.
+                        let t = self.states[st[d] as usize].ascii[usize::from(b)];
+                        (if t == UNKNOWN { self.next(st[d], u32::from(b))? } else { t }, Decoder::CLEAR)
+                    } else {
+                        let mut dc = dec[d];
+                        let next = match dc.push(b) {
+                            Step::Char(c) => self.next(st[d], c)?,
+                            Step::Pending => st[d],
+                            Step::Invalid => DEAD,
+                        };
+                        (next, dc)
                     };
                     if next == DEAD {
                         dead = Some(d);

@@ -43,6 +43,16 @@ impl Decoder {
         Self { value: partial.value, n_remain: partial.n_remain, resuming: partial.n_remain > 0 }
     }
 
+    /// Between characters, with nothing to resume: an ASCII byte is its own character and leaves
+    /// the decoder as [`Decoder::CLEAR`] (the mask walk's fast path).
+    #[inline]
+    pub(crate) fn is_clear(&self) -> bool {
+        self.n_remain <= 0 && !self.resuming
+    }
+
+    /// The state after a whole character.
+    pub(crate) const CLEAR: Decoder = Decoder { value: 0, n_remain: 0, resuming: false };
+
     /// Takes one byte.
     #[inline]
     pub(crate) fn push(&mut self, b: u8) -> Step {
