@@ -165,3 +165,35 @@ fn stages_parsed_with_one_context_share_the_grammar_cache() {
     assert!(e.to_string().contains("vocabulary"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_grammar_row_with_nothing_allowed_fails_alone_on_the_backend() {
+    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+    let voc = vocab(400);
+    // Token 99999 is outside the vocabulary: this grammar allows nothing.
+    let chains = [
+        Chain::new().with(stage("root ::= <[99999]>", &voc, GrammarMode::First)).with(Greedy::new()),
+        Chain::new().with(stage(JSON, &voc, GrammarMode::First)).with(Greedy::new()),
+    ];
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, c) in chains.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
+    }
+    let mut g = graph::Graph::new();
+    let x = g.input("logits", graph::DType::F32, &[voc.len(), 2]).unwrap();
+    let cpu = cpu::CpuBackend::new();
+    let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0), (SeqId(1), 1)], &seqs, &cpu).unwrap();
+    let mut sched = sched::Scheduler::new(vec![Box::new(cpu)]).unwrap();
+    sched.plan(&g).unwrap();
+    let row = falling(voc.len());
+    sched.set_input_f32(x, &[row.clone(), row.clone()].concat()).unwrap();
+    tail.set_inputs(&mut sched, &mut seqs).unwrap();
+    sched.compute().unwrap();
+    let out = tail.sample(&mut sched, &mut seqs).unwrap();
+    let e = out.rows[0].result.as_ref().unwrap_err();
+    assert!(matches!(e, SamplingError::BadRow { .. }), "{e}");
+    assert_eq!(out.rows[1].result.as_ref().unwrap().token, Some(u32::from(b'{')));
+    // On the CPU the same row says why.
+    let e = chains[0].clone().sample(&row).unwrap_err();
+    assert!(e.to_string().contains("allows no token"), "{e}");
+}

@@ -94,12 +94,13 @@ impl GrammarStage {
         }
     }
 
-    /// The mask the backend form uploads for this stage: the grammar's, or every token where the
+    /// The mask the backend form uploads for this stage: the grammar's; every token where the
     /// matcher was made to accept a token it rejects (only a drafted output after a draft token
-    /// the grammar rejects: verification never reaches it).
+    /// the grammar rejects: verification never reaches it); no token where the grammar fails (too
+    /// ambiguous), so that only this row fails (a bad row), not the step of the whole batch.
     fn row_mask(&self, out: &mut crate::backend::Out<'_>) -> Result<()> {
         let words = match &self.poisoned {
-            None => self.matcher.mask().map_err(|e| grammar_err(self.name, &e))?,
+            None => self.matcher.mask().unwrap_or_else(|_| vec![0; self.matcher.vocab().mask_words()]),
             Some(_) => vec![u32::MAX; self.matcher.vocab().mask_words()],
         };
         for w in words {
