@@ -620,15 +620,10 @@ impl Tail {
         let st = seqs.state_mut(sl.seq)?;
         let step = st.step + sl.output as u64;
         let mut cur = Candidates::from_row(row)?;
-        let mut later;
-        let chain = if sl.output == 0 {
-            &mut st.cfg.chain
-        } else {
-            later = st.chain_for(sl.output).into_owned();
-            &mut later
-        };
-        chain.set_step_from(0, step);
-        chain.apply_all_from(0, &mut cur)?;
+        st.with_chain_for(sl.output, |chain| {
+            chain.set_step_from(0, step);
+            chain.apply_all_from(0, &mut cur)
+        })?;
         let mut out = RowOutput { token: cur.selected_token(), candidates: None, logprobs: None, logits: None };
         Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
         if plan.extras.candidates {
@@ -767,17 +762,10 @@ impl Tail {
                 out.candidates = Some(o.candidates);
             }
         } else if let Some(mut cur) = cur {
-            // Output 0 runs the sequence's own chain (a stateful suffix learns from its draw, as
-            // on the CPU); a later output a copy that has accepted the draft before it.
-            let mut later;
-            let chain = if sl.output == 0 {
-                &mut st.cfg.chain
-            } else {
-                later = st.chain_for(sl.output).into_owned();
-                &mut later
-            };
-            chain.set_step_from(plan.prefix, step);
-            chain.apply_from(plan.prefix, &mut cur)?;
+            st.with_chain_for(sl.output, |chain| {
+                chain.set_step_from(plan.prefix, step);
+                chain.apply_from(plan.prefix, &mut cur)
+            })?;
             out.token = cur.selected_token();
             Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
             if plan.extras.candidates {
