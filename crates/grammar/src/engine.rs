@@ -45,6 +45,9 @@ struct State {
     token_tops: Vec<Pos>,
     /// Transitions on ASCII code points.
     ascii: Box<[StateId; 128]>,
+    /// The ASCII characters after which the state is itself again (inside a string: most of
+    /// them), as a 128-bit set without NUL; computed on first use.
+    loops: Option<[u64; 2]>,
 }
 
 /// See the module docs.
@@ -116,7 +119,7 @@ impl Engine {
             stacks.iter().filter_map(|s| s.last().copied()).filter(|&p| self.rules.at(p).is_token()).collect();
         let stacks = Arc::new(stacks);
         self.index.insert(Arc::clone(&stacks), id);
-        self.states.push(State { stacks, complete, token_tops, ascii: Box::new([UNKNOWN; 128]) });
+        self.states.push(State { stacks, complete, token_tops, ascii: Box::new([UNKNOWN; 128]), loops: None });
         Ok(id)
     }
 
@@ -155,6 +158,21 @@ impl Engine {
             self.wide.insert((s, c), t);
         }
         Ok(t)
+    }
+
+    /// [`State::loops`] of `s`.
+    fn loops(&mut self, s: StateId) -> Result<[u64; 2]> {
+        if let Some(l) = self.states[s as usize].loops {
+            return Ok(l);
+        }
+        let mut l = [0u64; 2];
+        for b in 1..128u32 {
+            if self.next(s, b)? == s {
+                l[(b / 64) as usize] |= 1 << (b % 64);
+            }
+        }
+        self.states[s as usize].loops = Some(l);
+        Ok(l)
     }
 
     /// Whether some stack of `s` can take a character that completes `p` (`p.n_remain != 0`).
@@ -241,8 +259,23 @@ impl Engine {
         let mut valid = 0usize;
         let mut i = 0;
         let result = (|| {
+            // Where the start state is itself again after most ASCII characters (inside a
+            // string), a token made only of those is allowed without a walk: it never leaves the
+            // state and ends between characters. Worth a test per token only then.
+            let loops = if Decoder::new(partial).is_clear() { self.loops(s)? } else { [0; 2] };
+            let shortcut = loops[0].count_ones() + loops[1].count_ones() >= 48;
             while i < order.len() {
                 let t = order[i];
+                if shortcut {
+                    let set = vocab.byte_sets[i];
+                    if set[0] & !loops[0] == 0 && set[1] & !loops[1] == 0 {
+                        out[(t / 32) as usize] |= 1 << (t % 32);
+                        // The next token starts from the root: nothing of this one was walked.
+                        valid = 0;
+                        i += 1;
+                        continue;
+                    }
+                }
                 let piece = vocab.ordered_piece(i);
                 let mut d = (lcp[i] as usize).min(valid);
                 let mut dead = None;

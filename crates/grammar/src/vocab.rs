@@ -21,6 +21,9 @@ pub struct Vocab {
     /// in memory in it too); `order[i]`'s is `texts[offsets[i]..offsets[i + 1]]`.
     texts: Vec<u8>,
     offsets: Vec<u32>,
+    /// The bytes of `order[i]`'s text as a 128-bit set, where all are ASCII; with bit 0 set (a
+    /// byte no text holds: texts end at NUL) where one is not.
+    pub(crate) byte_sets: Vec<[u64; 2]>,
     /// The longest text.
     pub(crate) max_len: usize,
     by_text: HashMap<Vec<u8>, u32>,
@@ -46,6 +49,17 @@ impl Vocab {
         let mut order: Vec<u32> =
             (0..n as u32).filter(|&t| !pieces[t as usize].is_empty() && eog.binary_search(&t).is_err()).collect();
         order.sort_by(|&a, &b| pieces[a as usize].cmp(&pieces[b as usize]).then(a.cmp(&b)));
+        let byte_sets = order
+            .iter()
+            .map(|&t| {
+                let mut set = [0u64; 2];
+                for &b in &pieces[t as usize] {
+                    let b = if b < 0x80 { b } else { 0 };
+                    set[usize::from(b / 64)] |= 1 << (b % 64);
+                }
+                set
+            })
+            .collect();
         let mut lcp = vec![0u32; order.len()];
         for i in 1..order.len() {
             let (a, b) = (&pieces[order[i - 1] as usize], &pieces[order[i] as usize]);
@@ -63,7 +77,7 @@ impl Vocab {
         for (i, p) in pieces.iter().enumerate() {
             by_text.entry(p.clone()).or_insert(i as u32);
         }
-        Self { pieces, eog, order, lcp, texts, offsets, max_len, by_text }
+        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, max_len, by_text }
     }
 
     /// The text of `order[i]`.
