@@ -135,11 +135,7 @@ impl SeqState {
     /// Runs `f` on the chain output `output` samples with: the sequence's own for output 0 (a
     /// stateful stage learns from its draw, as on the CPU), else [`SeqState::chain_for`]'s copy.
     pub(crate) fn with_chain_for<R>(&mut self, output: usize, f: impl FnOnce(&mut Chain) -> R) -> R {
-        if output == 0 {
-            f(&mut self.cfg.chain)
-        } else {
-            f(&mut self.chain_for(output).into_owned())
-        }
+        if output == 0 { f(&mut self.cfg.chain) } else { f(&mut self.chain_for(output).into_owned()) }
     }
 }
 
