@@ -88,14 +88,10 @@ impl Chain {
         for s in self.stages.iter_mut().skip(start).filter(|s| !s.deferred()) {
             s.apply(cur)?;
         }
-        if let Some(t) = cur.selected_token() {
-            let mut ok = true;
-            for s in self.stages.iter().skip(start).filter(|s| s.deferred()) {
-                ok &= s.allows(t)?;
-            }
-            if ok {
-                return Ok(());
-            }
+        if let Some(t) = cur.selected_token()
+            && self.deferred_allow(start..self.stages.len(), t)?
+        {
+            return Ok(());
         }
         *cur = fresh;
         self.apply_all_from(start, cur)
@@ -110,9 +106,9 @@ impl Chain {
         Ok(())
     }
 
-    /// Whether every deferred stage among the first `end` allows `token`.
-    pub fn deferred_allow(&self, end: usize, token: Token) -> Result<bool> {
-        for s in self.stages.iter().take(end).filter(|s| s.deferred()) {
+    /// Whether every deferred stage among `stages` allows `token`.
+    pub fn deferred_allow(&self, stages: std::ops::Range<usize>, token: Token) -> Result<bool> {
+        for s in self.stages[stages].iter().filter(|s| s.deferred()) {
             if !s.allows(token)? {
                 return Ok(false);
             }
@@ -132,11 +128,6 @@ impl Chain {
             }
         }
         Ok(false)
-    }
-
-    /// Whether a stage is deferred (an optimistic grammar).
-    pub fn has_deferred(&self) -> bool {
-        self.stages.iter().any(|s| s.deferred())
     }
 
     /// Sets the step counter of the stages from index `start` on.

@@ -590,11 +590,12 @@ impl Tail {
             let Some(RowResult { result: Ok(RowOutput { token: Some(t), .. }), .. }) = &results[si] else { continue };
             let t = *t;
             let st = seqs.state(sl.seq)?;
-            let chain = st.chain_for(sl.output);
-            if !chain.stages().iter().take(prefix).any(|s| s.deferred()) {
+            // (The structure is the sequence's own; only a row that has such a stage pays for the
+            // chain as its output sees it.)
+            if !st.cfg.chain.stages().iter().take(prefix).any(|s| s.deferred()) {
                 continue;
             }
-            let redo = match chain.deferred_allow(prefix, t) {
+            let redo = match st.chain_for(sl.output).deferred_allow(0..prefix, t) {
                 Ok(true) => continue,
                 Ok(false) => {
                     resampled += 1;
@@ -641,9 +642,9 @@ impl Tail {
         cur: &mut Candidates<'_>,
         step: u64,
     ) -> Result<()> {
-        let chain = st.chain_for(sl.output);
+        // The selector and its seed are the sequence's own chain's (accepting moves neither).
         let draft = st.draft.get(sl.output).copied();
-        if let Some((d, seed)) = draft.zip(crate::speculative::dist_seed(&chain)) {
+        if let Some((d, seed)) = draft.zip(crate::speculative::dist_seed(&st.cfg.chain)) {
             let p = cur.in_order()?;
             out.token = Some(match st.draft_q.get(sl.output) {
                 Some(q) => crate::speculative::decide_sampled(&p, d, q, seed, step)?,
