@@ -14,19 +14,9 @@
 //!   `can_end`, where at every step `allows(t)` must agree with whether `accept(t)` succeeds,
 //! - a [`Matcher`] fed the whole string as one token (strings without tokens only).
 //!
-//! Skipped until `crates/schema` (the JSON-schema converter) lands, since llama.cpp builds their
-//! grammars from a JSON schema (`test_schema`):
-//! - from `test_simple_grammar`: "min 0", "min 2", "min 456", "min -123", "max 9999",
-//!   "max -9999", "min 5 max 30", "min 1 max 900719925474091", "min -1 max 1", "min -123 max 42",
-//!   "exclusive min / max";
-//! - all of `test_json_schema`: "empty schema (object)", "exotic formats (list)", "string",
-//!   "string w/ min length 1", "string w/ min length 3", "string w/ max length",
-//!   "string w/ min & max length", "boolean", "integer", "string const", "non-string const"
-//!   (`const: true`), "non-string const" (the `enum`), "simple pattern", "pattern with escapes",
-//!   the unnamed `["array", "null"]` of strings, "min+max items", "object properties",
-//!   "additional properties can't override other properties",
-//!   "object properties, additionalProperties: true",
-//!   "required + optional props each in original order" (both), "required props".
+//! Not here: the 33 cases that llama.cpp builds from a JSON schema (`test_schema`; 11 of
+//! `test_simple_grammar`, all 22 of `test_json_schema`). They need the converter, and live in
+//! `crates/schema/tests/integration.rs`.
 
 use grammar::{Grammar, GrammarError, Matcher, Vocab};
 use std::collections::BTreeSet;
