@@ -145,10 +145,18 @@ impl Engine {
             return Ok(t);
         }
         let mut out = Vec::new();
+        // `out` gathers duplicates (see `stacks::advance`): removed whenever it has grown by
+        // another MAX_STACKS, so that only distinct stacks count against the limit.
+        let mut dedup_at = MAX_STACKS;
         for st in self.states[s as usize].stacks.iter() {
-            stacks::accept_char(&self.rules, st, c, &mut out);
-            if out.len() > MAX_STACKS {
-                return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
+            stacks::accept_char(&self.rules, st, c, &mut out)?;
+            if out.len() > dedup_at {
+                out.sort_unstable();
+                out.dedup();
+                if out.len() > MAX_STACKS {
+                    return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
+                }
+                dedup_at = out.len() + MAX_STACKS;
             }
         }
         let t = self.intern(out)?;
@@ -342,7 +350,7 @@ impl Engine {
         if token_tops {
             for st in self.states[s as usize].stacks.iter() {
                 if st.last().is_some_and(|&top| rules.at(top).is_token()) {
-                    stacks::accept_token_elem(&rules, st, t, &mut out);
+                    stacks::accept_token_elem(&rules, st, t, &mut out)?;
                 }
             }
         }

@@ -41,7 +41,7 @@ impl Grammar {
             if !rules.at(pos).ends_sequence() {
                 stack.push(pos);
             }
-            stacks::advance(&rules, stack, &mut initial);
+            stacks::advance(&rules, stack, &mut initial)?;
             while !rules.at(pos).ends_sequence() {
                 pos += 1;
             }
@@ -62,17 +62,23 @@ impl Grammar {
     }
 
     /// Whether `text` is a complete sentence of the grammar: every character taken by some parse
-    /// and one parse complete at the end (the check of llama.cpp's grammar tests).
+    /// and one parse complete at the end (the check of llama.cpp's grammar tests). False too
+    /// where one stack expands into more than [`MAX_STACKS`](crate::MAX_STACKS) (the matcher's
+    /// error).
     pub fn matches(&self, text: &str) -> bool {
         let mut cur = self.initial.clone();
         for c in text.chars() {
             let mut next = Vec::new();
             for st in &cur {
-                stacks::accept_char(&self.rules, st, u32::from(c), &mut next);
+                if stacks::accept_char(&self.rules, st, u32::from(c), &mut next).is_err() {
+                    return false;
+                }
             }
             if next.is_empty() {
                 return false;
             }
+            next.sort_unstable();
+            next.dedup();
             cur = next;
         }
         cur.iter().any(Vec::is_empty)

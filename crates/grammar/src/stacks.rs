@@ -5,26 +5,41 @@
 //! A stack is a list of positions (bottom first); its top is the next element to match. An empty
 //! stack means the grammar is complete along that parse.
 
+use crate::engine::MAX_STACKS;
+use crate::error::{GrammarError, Result};
 use crate::rules::{Kind, Pos, Rules};
 use crate::utf8::Partial;
 use rustc_hash::FxHashSet as HashSet;
+
+/// The most stacks one expansion ([`advance`]) may pass through: every stack it passes through
+/// leads to at least one stack it returns, or shares it with another, so this bounds its work
+/// without refusing any grammar whose states fit [`MAX_STACKS`] stacks in practice.
+const MAX_EXPANSION: usize = 64 * MAX_STACKS;
 
 /// One parse stack.
 pub type Stack = Vec<Pos>;
 
 /// Expands `stack` into the stacks whose tops are terminals (characters or tokens) or that are
-/// empty, appending the new ones to `out` (llama.cpp's `llama_grammar_advance_stack`).
-pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) {
+/// empty, appending them to `out` (llama.cpp's `llama_grammar_advance_stack`). Unlike llama.cpp,
+/// `out` is not searched for each new stack (a quadratic cost over the many stacks of an
+/// ambiguous grammar): it may hold duplicates, which the caller removes (a state is a sorted,
+/// deduplicated set). Error: one stack expands into more than [`MAX_STACKS`] stacks, or its
+/// expansion passes through more than [`MAX_EXPANSION`] stacks (a grammar whose nested optional
+/// rules multiply the parses), where llama.cpp would stall.
+pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) -> Result<()> {
     let mut todo = vec![stack];
     let mut seen: HashSet<Stack> = HashSet::default();
+    let mut added = 0usize;
     while let Some(cur) = todo.pop() {
         if !seen.insert(cur.clone()) {
             continue;
         }
+        if added > MAX_STACKS || seen.len() > MAX_EXPANSION {
+            return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
+        }
         let Some(&top) = cur.last() else {
-            if !out.contains(&cur) {
-                out.push(cur);
-            }
+            out.push(cur);
+            added += 1;
             continue;
         };
         let e = rules.at(top);
@@ -51,9 +66,8 @@ pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) {
                 }
             }
             Kind::Char | Kind::CharNot | Kind::CharAny | Kind::Token | Kind::TokenNot => {
-                if !out.contains(&cur) {
-                    out.push(cur);
-                }
+                out.push(cur);
+                added += 1;
             }
             // A stack never rests on the end of an alternate or inside a class.
             Kind::End | Kind::Alt | Kind::CharAlt | Kind::CharRngUpper => {
@@ -61,6 +75,7 @@ pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) {
             }
         }
     }
+    Ok(())
 }
 
 /// Whether `chr` matches the class at `pos`, and the position after the class (llama.cpp's
@@ -136,10 +151,10 @@ pub(crate) fn match_partial(rules: &Rules, mut pos: Pos, partial: Partial) -> bo
 /// The stacks `stack` becomes after the code point `chr` (none where it cannot take it; a stack
 /// whose top is a token never takes a character), appended to `out` (llama.cpp's
 /// `llama_grammar_accept_chr`).
-pub(crate) fn accept_char(rules: &Rules, stack: &[Pos], chr: u32, out: &mut Vec<Stack>) {
-    let Some(&top) = stack.last() else { return };
+pub(crate) fn accept_char(rules: &Rules, stack: &[Pos], chr: u32, out: &mut Vec<Stack>) -> Result<()> {
+    let Some(&top) = stack.last() else { return Ok(()) };
     if rules.at(top).is_token() {
-        return;
+        return Ok(());
     }
     let (ok, after) = match_char(rules, top, chr);
     if ok {
@@ -147,21 +162,23 @@ pub(crate) fn accept_char(rules: &Rules, stack: &[Pos], chr: u32, out: &mut Vec<
         if !rules.at(after).ends_sequence() {
             next.push(after);
         }
-        advance(rules, next, out);
+        advance(rules, next, out)?;
     }
+    Ok(())
 }
 
 /// The stacks `stack` (whose top is a token element) becomes after token `token`, appended to
 /// `out`; nothing where the element does not match it.
-pub(crate) fn accept_token_elem(rules: &Rules, stack: &[Pos], token: u32, out: &mut Vec<Stack>) {
-    let Some(&top) = stack.last() else { return };
+pub(crate) fn accept_token_elem(rules: &Rules, stack: &[Pos], token: u32, out: &mut Vec<Stack>) -> Result<()> {
+    let Some(&top) = stack.last() else { return Ok(()) };
     if token_matches(rules, top, token) {
         let mut next: Stack = stack[..stack.len() - 1].to_vec();
         if !rules.at(top + 1).ends_sequence() {
             next.push(top + 1);
         }
-        advance(rules, next, out);
+        advance(rules, next, out)?;
     }
+    Ok(())
 }
 
 /// Whether the token element at `pos` matches `token` (llama.cpp's `llama_grammar_match_token`).

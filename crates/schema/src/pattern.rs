@@ -226,7 +226,8 @@ impl Translator<'_> {
             },
             [lo, hi] => {
                 let lo = if lo.is_empty() { Some(0) } else { number(lo) };
-                let hi = if hi.is_empty() { None } else { number(hi).map(Some) };
+                // `{m,}`: no maximum (`Some(None)`); `None` is a bad count.
+                let hi = if hi.is_empty() { Some(None) } else { number(hi).map(Some) };
                 match (lo, hi) {
                     (Some(lo), Some(hi)) => (lo, hi),
                     _ => return bad(self),

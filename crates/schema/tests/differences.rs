@@ -173,3 +173,11 @@ fn schemas_in_common_use() {
         assert!(g.lines().any(|l| l == line), "missing {line}\n{g}");
     }
 }
+
+#[test]
+fn a_pattern_count_without_a_maximum_converts() {
+    // `{m,}` in a pattern (found by fuzzing: it was refused as a bad count).
+    let g = schema::to_grammar_str(r#"{"type": "string", "pattern": "^a{2,}$"}"#).unwrap();
+    let g = grammar::Grammar::new(&g).unwrap();
+    assert!(g.matches("\"aa\"") && g.matches("\"aaaaa\"") && !g.matches("\"a\""));
+}
