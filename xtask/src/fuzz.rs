@@ -1,5 +1,6 @@
 //! `cargo xtask fuzz [--seconds N] [--target NAME]`: runs every libFuzzer target of `fuzz/` (the
-//! GGUF reader, the SPEC chain parser, the graph fixture parser, the `.npy` reader, the tokenizer)
+//! GGUF reader, the SPEC chain parser, the graph fixture parser, the `.npy` reader, the tokenizer,
+//! the GBNF grammar parser with its matcher, the JSON schema converter)
 //! for `N` seconds each, with the nightly toolchain and `cargo-fuzz` (installed with `cargo install
 //! cargo-fuzz` when missing). Inputs: the committed seeds (`fuzz/seeds/<target>/`) and the working corpus
 //! (`fuzz/corpus/<target>/`, not committed, which grows with what the fuzzer finds worth keeping).
@@ -19,13 +20,13 @@ struct Args {
     /// Seconds per target.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// Only this target (gguf, spec, fixture, npy, tokenizer).
+    /// Only this target (gguf, spec, fixture, npy, tokenizer, gbnf, json_schema).
     #[arg(long)]
     target: Option<String>,
 }
 
 /// The targets, as `fuzz/Cargo.toml` names them.
-pub const TARGETS: &[&str] = &["gguf", "spec", "fixture", "npy", "tokenizer"];
+pub const TARGETS: &[&str] = &["gguf", "spec", "fixture", "npy", "tokenizer", "gbnf", "json_schema"];
 
 fn cargo_fuzz_installed() -> bool {
     crate::sanitize::nightly_cargo()
@@ -80,7 +81,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     }
     eprintln!("\nxtask fuzz: {} s per target", args.seconds);
     for (t, ok, last) in &results {
-        eprintln!("  {t:<8} {}  {last}", if *ok { "no crash" } else { "FAILED (see fuzz/artifacts)" });
+        eprintln!("  {t:<11} {}  {last}", if *ok { "no crash" } else { "FAILED (see fuzz/artifacts)" });
     }
     if results.iter().any(|r| !r.1) {
         bail!("a fuzz target failed");

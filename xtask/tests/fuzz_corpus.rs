@@ -50,3 +50,13 @@ fn npy_seeds() {
 fn tokenizer_seeds() {
     replay("tokenizer", checks::tokenizer);
 }
+
+#[test]
+fn gbnf_seeds() {
+    replay("gbnf", checks::gbnf);
+}
+
+#[test]
+fn json_schema_seeds() {
+    replay("json_schema", checks::json_schema);
+}
