@@ -63,6 +63,8 @@ pub(crate) struct Engine {
     mask_bytes: usize,
     /// Whether the grammar has token elements.
     has_tokens: bool,
+    /// What is left of the current call's expansion work (`stacks::MAX_EXPANSION`).
+    budget: usize,
     /// Walk scratch: the state and decoder at each depth.
     walk_states: Vec<StateId>,
     walk_decoders: Vec<Decoder>,
@@ -79,13 +81,16 @@ impl Engine {
             masks: HashMap::default(),
             mask_bytes: 0,
             has_tokens,
+            budget: stacks::MAX_EXPANSION,
             walk_states: Vec::new(),
             walk_decoders: Vec::new(),
         }
     }
 
-    /// Empties the cache where it grew past its limits (never during a walk).
+    /// Starts a call (a mask, a check or an accept): a new expansion budget, and the cache
+    /// emptied where it grew past its limits (never during a walk).
     pub(crate) fn trim(&mut self) {
+        self.budget = stacks::MAX_EXPANSION;
         if self.states.len() > MAX_STATES {
             self.states.clear();
             self.index.clear();
@@ -149,7 +154,7 @@ impl Engine {
         // another MAX_STACKS, so that only distinct stacks count against the limit.
         let mut dedup_at = MAX_STACKS;
         for st in self.states[s as usize].stacks.iter() {
-            stacks::accept_char(&self.rules, st, c, &mut out)?;
+            stacks::accept_char(&self.rules, st, c, &mut out, &mut self.budget)?;
             if out.len() > dedup_at {
                 out.sort_unstable();
                 out.dedup();
@@ -350,7 +355,7 @@ impl Engine {
         if token_tops {
             for st in self.states[s as usize].stacks.iter() {
                 if st.last().is_some_and(|&top| rules.at(top).is_token()) {
-                    stacks::accept_token_elem(&rules, st, t, &mut out)?;
+                    stacks::accept_token_elem(&rules, st, t, &mut out, &mut self.budget)?;
                 }
             }
         }

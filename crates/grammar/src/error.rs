@@ -49,8 +49,9 @@ pub enum GrammarError {
         /// Its text.
         piece: String,
     },
-    /// The grammar is so ambiguous that the number of parse stacks explodes.
-    #[error("the grammar is too ambiguous: more than {limit} parse stacks at once")]
+    /// The grammar is so ambiguous that the number of parse stacks explodes, or the work of
+    /// finding them (see `MAX_STACKS`).
+    #[error("the grammar is too ambiguous: more than {limit} parse stacks at once, or too many to expand")]
     TooManyStacks {
         /// The limit.
         limit: usize,

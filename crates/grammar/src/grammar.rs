@@ -34,6 +34,7 @@ impl Grammar {
             return Err(GrammarError::LeftRecursion { name: rules.name(i).to_string() });
         }
         let mut initial = Vec::new();
+        let mut budget = stacks::MAX_EXPANSION;
         let rule = rules.rule(root_id);
         let mut pos = rules.start(root_id as u32);
         loop {
@@ -41,7 +42,7 @@ impl Grammar {
             if !rules.at(pos).ends_sequence() {
                 stack.push(pos);
             }
-            stacks::advance(&rules, stack, &mut initial)?;
+            stacks::advance(&rules, stack, &mut initial, &mut budget)?;
             while !rules.at(pos).ends_sequence() {
                 pos += 1;
             }
@@ -63,14 +64,15 @@ impl Grammar {
 
     /// Whether `text` is a complete sentence of the grammar: every character taken by some parse
     /// and one parse complete at the end (the check of llama.cpp's grammar tests). False too
-    /// where one stack expands into more than [`MAX_STACKS`](crate::MAX_STACKS) (the matcher's
-    /// error).
+    /// where the grammar is too ambiguous for the matcher
+    /// ([`GrammarError::TooManyStacks`]).
     pub fn matches(&self, text: &str) -> bool {
         let mut cur = self.initial.clone();
         for c in text.chars() {
             let mut next = Vec::new();
+            let mut budget = stacks::MAX_EXPANSION;
             for st in &cur {
-                if stacks::accept_char(&self.rules, st, u32::from(c), &mut next).is_err() {
+                if stacks::accept_char(&self.rules, st, u32::from(c), &mut next, &mut budget).is_err() {
                     return false;
                 }
             }

@@ -10,8 +10,10 @@
 //! walked in text order so that tokens sharing a prefix share its work (see `engine`), instead of
 //! walking every candidate on its own. Deliberate differences: a token is rejected rather than
 //! aborting the process; a rejected token leaves the matcher unchanged; a grammar whose parse
-//! stacks exceed [`MAX_STACKS`] is an error rather than a stall; a code point decoded as 0 from an
-//! overlong sequence counts as a character (llama.cpp ends the token's characters there).
+//! stacks exceed [`MAX_STACKS`], or take too much work to expand (nested optional rules that
+//! multiply the parses), is an error rather than a stall, when it is parsed or matched; a code
+//! point decoded as 0 from an overlong sequence counts as a character (llama.cpp ends the
+//! token's characters there).
 
 mod engine;
 mod error;

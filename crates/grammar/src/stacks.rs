@@ -11,10 +11,14 @@ use crate::rules::{Kind, Pos, Rules};
 use crate::utf8::Partial;
 use rustc_hash::FxHashSet as HashSet;
 
-/// The most stacks one expansion ([`advance`]) may pass through: every stack it passes through
-/// leads to at least one stack it returns, or shares it with another, so this bounds its work
-/// without refusing any grammar whose states fit [`MAX_STACKS`] stacks in practice.
-const MAX_EXPANSION: usize = 64 * MAX_STACKS;
+/// The most stacks the expansions ([`advance`]) of one call may pass through together: one
+/// mask, check or accept of a matcher (every transition it computes), the start of a grammar,
+/// one character of [`Grammar::matches`](crate::Grammar::matches). A cold mask of the JSON
+/// grammars of `cargo xtask bench grammar` over a 49k-token vocabulary needs under 8k; a
+/// grammar that needs this much (nested optional rules that multiply the parses, each
+/// expanded again from every stack and for every character) is as pathological as one whose
+/// states exceed [`MAX_STACKS`], and would stall llama.cpp.
+pub(crate) const MAX_EXPANSION: usize = 64 * MAX_STACKS;
 
 /// One parse stack.
 pub type Stack = Vec<Pos>;
@@ -23,10 +27,10 @@ pub type Stack = Vec<Pos>;
 /// empty, appending them to `out` (llama.cpp's `llama_grammar_advance_stack`). Unlike llama.cpp,
 /// `out` is not searched for each new stack (a quadratic cost over the many stacks of an
 /// ambiguous grammar): it may hold duplicates, which the caller removes (a state is a sorted,
-/// deduplicated set). Error: one stack expands into more than [`MAX_STACKS`] stacks, or its
-/// expansion passes through more than [`MAX_EXPANSION`] stacks (a grammar whose nested optional
-/// rules multiply the parses), where llama.cpp would stall.
-pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) -> Result<()> {
+/// deduplicated set). Each stack it passes through takes one from `budget` (see
+/// [`MAX_EXPANSION`]). Error: one stack expands into more than [`MAX_STACKS`] stacks, or the
+/// budget runs out.
+pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>, budget: &mut usize) -> Result<()> {
     let mut todo = vec![stack];
     let mut seen: HashSet<Stack> = HashSet::default();
     let mut added = 0usize;
@@ -34,9 +38,10 @@ pub(crate) fn advance(rules: &Rules, stack: Stack, out: &mut Vec<Stack>) -> Resu
         if !seen.insert(cur.clone()) {
             continue;
         }
-        if added > MAX_STACKS || seen.len() > MAX_EXPANSION {
+        if added > MAX_STACKS || *budget == 0 {
             return Err(GrammarError::TooManyStacks { limit: MAX_STACKS });
         }
+        *budget -= 1;
         let Some(&top) = cur.last() else {
             out.push(cur);
             added += 1;
@@ -150,8 +155,14 @@ pub(crate) fn match_partial(rules: &Rules, mut pos: Pos, partial: Partial) -> bo
 
 /// The stacks `stack` becomes after the code point `chr` (none where it cannot take it; a stack
 /// whose top is a token never takes a character), appended to `out` (llama.cpp's
-/// `llama_grammar_accept_chr`).
-pub(crate) fn accept_char(rules: &Rules, stack: &[Pos], chr: u32, out: &mut Vec<Stack>) -> Result<()> {
+/// `llama_grammar_accept_chr`); `budget` as for [`advance`].
+pub(crate) fn accept_char(
+    rules: &Rules,
+    stack: &[Pos],
+    chr: u32,
+    out: &mut Vec<Stack>,
+    budget: &mut usize,
+) -> Result<()> {
     let Some(&top) = stack.last() else { return Ok(()) };
     if rules.at(top).is_token() {
         return Ok(());
@@ -162,21 +173,27 @@ pub(crate) fn accept_char(rules: &Rules, stack: &[Pos], chr: u32, out: &mut Vec<
         if !rules.at(after).ends_sequence() {
             next.push(after);
         }
-        advance(rules, next, out)?;
+        advance(rules, next, out, budget)?;
     }
     Ok(())
 }
 
 /// The stacks `stack` (whose top is a token element) becomes after token `token`, appended to
-/// `out`; nothing where the element does not match it.
-pub(crate) fn accept_token_elem(rules: &Rules, stack: &[Pos], token: u32, out: &mut Vec<Stack>) -> Result<()> {
+/// `out`; nothing where the element does not match it; `budget` as for [`advance`].
+pub(crate) fn accept_token_elem(
+    rules: &Rules,
+    stack: &[Pos],
+    token: u32,
+    out: &mut Vec<Stack>,
+    budget: &mut usize,
+) -> Result<()> {
     let Some(&top) = stack.last() else { return Ok(()) };
     if token_matches(rules, top, token) {
         let mut next: Stack = stack[..stack.len() - 1].to_vec();
         if !rules.at(top + 1).ends_sequence() {
             next.push(top + 1);
         }
-        advance(rules, next, out)?;
+        advance(rules, next, out, budget)?;
     }
     Ok(())
 }
@@ -208,6 +225,11 @@ pub(crate) fn left_recursion(rules: &Rules) -> Option<usize> {
     ) -> bool {
         if in_progress[i] {
             return true;
+        }
+        // A rule already explored reaches no cycle (llama.cpp explores it again from every
+        // reference: exponential time for rules that refer twice to a rule that may be empty).
+        if visited[i] {
+            return false;
         }
         in_progress[i] = true;
         let rule = rules.rule(i);

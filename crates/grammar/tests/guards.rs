@@ -40,3 +40,25 @@ fn left_recursion_and_huge_repetitions_are_refused() {
         assert!(e.contains(what), "{text:?}: {e}");
     }
 }
+
+#[test]
+fn nested_optional_rules_are_refused_quickly_not_expanded_for_ever() {
+    // Ten levels of `a? a?`: 2^10 ways to reach each character, expanded again from every stack.
+    let mut text = String::from("root ::= a0\n");
+    for i in 0..10 {
+        text += &format!("a{i} ::= a{}? a{}?\n", i + 1, i + 1);
+    }
+    text += "a10 ::= \"x\"\n";
+    match Grammar::new(&text) {
+        Err(e) => assert_eq!(e, GrammarError::TooManyStacks { limit: MAX_STACKS }),
+        Ok(g) => assert!(!g.matches("xxxx"), "too ambiguous to match, so no match"),
+    }
+    // The left-recursion check explores each rule once: 18 levels of it take no time to refuse.
+    let mut text = String::from("root ::= a0\n");
+    for i in 0..17 {
+        text += &format!("a{i} ::= a{}? a{}?\n", i + 1, i + 1);
+    }
+    text += "a17 ::= a1\n";
+    let e = Grammar::new(&text).unwrap_err();
+    assert!(matches!(e, GrammarError::LeftRecursion { .. }), "{e}");
+}

@@ -84,7 +84,9 @@
 //!   groups, backreferences, `\d`/`\w`/`\s`/`\b` and other escapes the grammar lacks, `+?` and
 //!   `{m,n}?` (llama.cpp makes them optional), stacked quantifiers, unbalanced brackets, stray
 //!   `]` or `}`, empty or POSIX classes, and a quantifier right after an escape or `"` that ends
-//!   a longer literal, or after `\xHH` / `\uHHHH` (llama.cpp repeats the wrong part);
+//!   a longer literal, or after `\xHH` / `\uHHHH` (llama.cpp repeats the wrong part), and `*`
+//!   or `+` after a group with an empty alternative (`(a|)*`: llama.cpp writes a left-recursive
+//!   rule);
 //! - the schema `false`, `items: false` without a tuple, non-schema values where a schema goes,
 //!   and malformed values (a negative `minLength`, an empty `enum` or `anyOf`, `minItems` above
 //!   `maxItems`, bounds no integer meets, a draft-4 boolean `exclusiveMinimum`);

@@ -15,7 +15,8 @@
 //! and other stacked quantifiers; quantifiers with nothing to repeat; unbalanced `(`, `)`, `[`,
 //! `{`, and stray `]`, `}`; empty classes and POSIX classes; a quantifier right after an escape
 //! or `"` inside a longer literal, or after a `\x..`/`\u....` escape (llama.cpp would repeat
-//! the wrong part).
+//! the wrong part); `*` or `+` after a group with an empty alternative (`(a|)*`: llama.cpp
+//! writes a left-recursive rule, which grammar parsers refuse).
 
 use crate::rules::{Rules, repetition};
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ pub(crate) fn translate(pattern: &str, name: &str, rules: &mut Rules) -> Result<
         });
     }
     let mut t = Translator { chars: chars[1..chars.len() - 1].to_vec(), i: 0, name, sub_rules: HashMap::new(), rules };
-    let body = t.sequence(None, 0)?;
+    let (body, _) = t.sequence(None, 0)?;
     Ok(t.rules.add(name, &format!("\"\\\"\" ({body}) \"\\\"\" space")))
 }
 
@@ -77,6 +78,10 @@ enum Shape {
     StarOrOptional,
     /// An item under `+`, `{m,n}` or a lazy quantifier: nothing may follow.
     Closed,
+    /// A group with an empty alternative (`(a|)`, `()`): an atom that takes no `*` or `+`, whose
+    /// rule would be left-recursive (the grammar parser refuses it, llama.cpp's too; under
+    /// `{m,}` the group gets a rule of its own, which is not).
+    EmptyAltGroup,
 }
 
 struct Item {
@@ -105,8 +110,8 @@ impl Translator<'_> {
     }
 
     /// A sequence up to the end of the pattern, or up to and including the `)` that closes the
-    /// group opened at `open`.
-    fn sequence(&mut self, open: Option<usize>, depth: usize) -> Result<String> {
+    /// group opened at `open`; and whether one of its alternatives is empty.
+    fn sequence(&mut self, open: Option<usize>, depth: usize) -> Result<(String, bool)> {
         let mut seq: Vec<Item> = Vec::new();
         let len = self.chars.len();
         while self.i < len {
@@ -134,15 +139,17 @@ impl Translator<'_> {
                     if depth >= MAX_GROUP_DEPTH {
                         return self.fail(at, "groups nest too deeply");
                     }
-                    let inner = self.sequence(Some(at), depth + 1)?;
-                    seq.push(Item { text: format!("({inner})"), literal: false, shape: Shape::Atom });
+                    let (inner, empty_alt) = self.sequence(Some(at), depth + 1)?;
+                    let shape = if empty_alt { Shape::EmptyAltGroup } else { Shape::Atom };
+                    seq.push(Item { text: format!("({inner})"), literal: false, shape });
                 }
                 ')' => {
                     if open.is_none() {
                         return self.fail(self.i, "unbalanced `)`");
                     }
                     self.i += 1;
-                    return Ok(join(seq));
+                    let empty_alt = has_empty_alternative(&seq);
+                    return Ok((join(seq), empty_alt));
                 }
                 '[' => {
                     let class = self.class()?;
@@ -167,7 +174,8 @@ impl Translator<'_> {
         if let Some(at) = open {
             return self.fail(at, "unbalanced `(`: no `)` closes it");
         }
-        Ok(join(seq))
+        let empty_alt = has_empty_alternative(&seq);
+        Ok((join(seq), empty_alt))
     }
 
     /// Whether the last item of `seq` may take quantifier `q`, and the shape it gets.
@@ -177,7 +185,8 @@ impl Translator<'_> {
         };
         match last.shape {
             Shape::Bar => self.fail(self.i, format!("`{q}` has nothing to repeat")),
-            Shape::Atom => Ok(match q {
+            Shape::EmptyAltGroup if matches!(q, '*' | '+') => self.unbounded_empty_alt(q),
+            Shape::Atom | Shape::EmptyAltGroup => Ok(match q {
                 '*' | '?' => Shape::StarOrOptional,
                 _ => Shape::Closed,
             }),
@@ -190,6 +199,18 @@ impl Translator<'_> {
                 ),
             ),
         }
+    }
+
+    /// The refusal of `q` (`*` or `+`) after a group with an empty alternative.
+    fn unbounded_empty_alt<T>(&self, q: char) -> Result<T> {
+        self.fail(
+            self.i,
+            format!(
+                "`{q}` after a group with an empty alternative is not supported (its grammar rule \
+                 would be left-recursive, which grammar parsers refuse): leave the empty \
+                 alternative out (`(a|)*` is `(a)*`)"
+            ),
+        )
     }
 
     /// `{m}`, `{m,}`, `{,n}` or `{m,n}` after an item.
@@ -439,6 +460,13 @@ fn bad_escape(e: char, in_class: bool) -> String {
 /// A literal item as grammar text.
 fn rule_text(item: &Item) -> String {
     if item.literal { format!("\"{}\"", item.text) } else { item.text.clone() }
+}
+
+/// Whether a sequence has an empty alternative: it is empty, or starts or ends with `|`, or has
+/// two `|` in a row.
+fn has_empty_alternative(seq: &[Item]) -> bool {
+    let bar = |i: &Item| i.shape == Shape::Bar;
+    seq.first().is_none_or(bar) || seq.last().is_some_and(bar) || seq.windows(2).any(|w| bar(&w[0]) && bar(&w[1]))
 }
 
 /// The items of a sequence as grammar text, adjacent literals merged.

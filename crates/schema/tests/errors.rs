@@ -242,6 +242,8 @@ fn patterns() {
         ("^a\\\\/b$", 2),
         ("^(a)\\\\1$", 4),
         ("^\\\\bword$", 1),
+        ("^(a|)*$", 5),
+        ("^x(|b)+$", 6),
     ];
     let mut failures = Vec::new();
     for (pattern, offset) in cases {
