@@ -85,7 +85,29 @@ pub fn build_outputs(
     t: usize,
     n_out: usize,
 ) -> Result<Forward> {
+    build_slots(g, cfg, w, cache, 0..cache.n_seq, t, n_out)
+}
+
+/// [`build_outputs`] for the cache slots `slots` only (a contiguous range; every count and row of
+/// the graph is then over `slots.len()` slots, and its slot `s` is the cache's `slots.start + s`):
+/// a step in which only some sequences take part (a server's prefill of one request, or a
+/// decode step over the slots in use).
+pub fn build_slots(
+    g: &mut Graph,
+    cfg: &Config,
+    w: &Weights,
+    cache: &CacheSpec,
+    slots: std::ops::Range<usize>,
+    t: usize,
+    n_out: usize,
+) -> Result<Forward> {
     cfg.validate()?;
+    if slots.is_empty() || slots.end > cache.n_seq {
+        return Err(RunnerError::Session {
+            what: format!("a step over slots {slots:?}"),
+            reason: format!("the cache has slots 0..{}", cache.n_seq),
+        });
+    }
     if t == 0 || cache.n_seq == 0 || cache.n_ctx == 0 || n_out == 0 || n_out > t {
         return Err(RunnerError::Session {
             what: format!(
@@ -101,7 +123,8 @@ pub fn build_outputs(
             reason: "must be f32 or f16".into(),
         });
     }
-    let (n_seq, n_ctx) = (cache.n_seq, cache.n_ctx);
+    // `n_seq`: the slots of this step; the state tensors keep the whole cache's.
+    let (n_seq, n_ctx) = (slots.len(), cache.n_ctx);
     let n_tok = n_seq * t;
     let (hd, n_head, n_head_kv) = (cfg.head_dim, cfg.n_head, cfg.n_head_kv);
     let n_kv = cfg.n_embd_kv();
@@ -145,18 +168,21 @@ pub fn build_outputs(
         let k = rope(g, k)?;
         let k = g.reshape(k, &[n_kv, n_tok]).map_err(e(&what("k")))?;
         let v = g.reshape(v, &[1, n_tok * n_kv]).map_err(e(&what("v")))?;
-        let k_cache = g.state(&k_cache_name(il), cache.dtype, &[n_kv, n_seq * n_ctx]).map_err(e(&what("k cache")))?;
+        let k_cache =
+            g.state(&k_cache_name(il), cache.dtype, &[n_kv, cache.n_seq * n_ctx]).map_err(e(&what("k cache")))?;
         let v_cache =
-            g.state(&v_cache_name(il), cache.dtype, &[1, n_seq * n_kv * n_ctx]).map_err(e(&what("v cache")))?;
+            g.state(&v_cache_name(il), cache.dtype, &[1, cache.n_seq * n_kv * n_ctx]).map_err(e(&what("v cache")))?;
         let k_all = g.set_rows(k_cache, k, k_rows).map_err(e(&what("k store")))?;
         let v_all = g.set_rows(v_cache, v, v_rows).map_err(e(&what("v store")))?;
-        // Slot s's keys: [head_dim, n_ctx, n_head_kv, n_seq].
+        // Slot s's keys: [head_dim, n_ctx, n_head_kv, n_seq], from the step's first slot on (a
+        // slot's keys and its values take the same bytes in their tensors).
+        let slot0 = slots.start * n_ctx * n_kv * es;
         let kv_ = g
-            .view(k_all, &[hd, n_ctx, n_head_kv, n_seq], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], 0)
+            .view(k_all, &[hd, n_ctx, n_head_kv, n_seq], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], slot0)
             .map_err(e(&what("k view")))?;
         // Slot s's values, transposed: [n_ctx, head_dim, n_head_kv, n_seq].
         let vv = g
-            .view(v_all, &[n_ctx, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], 0)
+            .view(v_all, &[n_ctx, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], slot0)
             .map_err(e(&what("v view")))?;
         // Each token's queries as its own batch entry, [head_dim, 1, n_head, n_tok] over q
         // [head_dim, n_head, n_tok]: token j of slot s is entry s * t + j, which `mul_mat`'s

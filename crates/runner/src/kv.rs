@@ -8,8 +8,9 @@
 //! `(s * n_embd_kv + c) * n_ctx + pos`, so the view `[n_ctx, head_dim, n_head_kv, n_seq]` has
 //! contiguous rows along positions and `mul_mat` takes it as its `a` operand directly.
 //!
-//! A step runs `t` tokens for every slot (a batch of sequences in lockstep, each at its own
-//! position); a slot with fewer tokens is padded at its end. Padding tokens take the positions
+//! A step runs `t` tokens for every slot of a contiguous range of slots (all of them, or those a
+//! server's step uses: [`StepInputs::for_slots`]; a batch of sequences in lockstep, each at its
+//! own position); a slot with fewer tokens is padded at its end. Padding tokens take the positions
 //! after the slot's real tokens, inside its own slot, so they only write cells that its real tokens
 //! do not read yet (the causal mask hides them) and that later steps overwrite before reading.
 //!
@@ -73,28 +74,60 @@ impl StepInputs {
         n_out: usize,
         outs: &[usize],
     ) -> Result<StepInputs> {
-        if tokens.len() != cache.n_seq || start.len() != cache.n_seq || outs.len() != cache.n_seq {
+        if tokens.len() != cache.n_seq {
             return Err(RunnerError::Session {
                 what: format!("a step with {} token lists", tokens.len()),
                 reason: format!("the session has {} sequences; every sequence takes part in every step", cache.n_seq),
             });
         }
+        Self::for_slots(cfg, cache, 0, tokens, start, t_min, n_out, outs)
+    }
+
+    /// [`StepInputs::with_outputs`] for the slots `lo..lo + tokens.len()` only (the graph of
+    /// [`crate::forward::build_slots`]): `tokens[s]`, `start[s]` and `outs[s]` are slot `lo + s`'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_slots(
+        cfg: &Config,
+        cache: &CacheSpec,
+        lo: usize,
+        tokens: &[&[u32]],
+        start: &[usize],
+        t_min: usize,
+        n_out: usize,
+        outs: &[usize],
+    ) -> Result<StepInputs> {
+        if tokens.is_empty()
+            || lo + tokens.len() > cache.n_seq
+            || start.len() != tokens.len()
+            || outs.len() != tokens.len()
+        {
+            return Err(RunnerError::Session {
+                what: format!(
+                    "a step from slot {lo} with {} token lists, {} positions and {} output counts",
+                    tokens.len(),
+                    start.len(),
+                    outs.len()
+                ),
+                reason: format!("one of each per slot, within the session's {} slots", cache.n_seq),
+            });
+        }
         let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0).max(t_min);
-        for (s, toks) in tokens.iter().enumerate() {
+        for (i, toks) in tokens.iter().enumerate() {
+            let s = lo + i;
             if toks.is_empty() {
                 return Err(RunnerError::Session {
                     what: format!("sequence {s}"),
                     reason: "has no token in this step".into(),
                 });
             }
-            if outs[s] == 0 || outs[s] > n_out || outs[s] > toks.len() {
+            if outs[i] == 0 || outs[i] > n_out || outs[i] > toks.len() {
                 return Err(RunnerError::Session {
-                    what: format!("sequence {s}: {} outputs of its {} tokens", outs[s], toks.len()),
+                    what: format!("sequence {s}: {} outputs of its {} tokens", outs[i], toks.len()),
                     reason: format!("must be between 1 and min(tokens, {n_out})"),
                 });
             }
-            if start[s] + t > cache.n_ctx {
-                return Err(RunnerError::ContextFull { seq: s, needed: start[s] + t, n_ctx: cache.n_ctx });
+            if start[i] + t > cache.n_ctx {
+                return Err(RunnerError::ContextFull { seq: s, needed: start[i] + t, n_ctx: cache.n_ctx });
             }
             if let Some(&bad) = toks.iter().find(|&&x| x as usize >= cfg.n_vocab) {
                 return Err(RunnerError::Token { seq: s, token: bad, n_vocab: cfg.n_vocab });
@@ -106,7 +139,7 @@ impl StepInputs {
                 reason: "needs at least one output and at most one per token".into(),
             });
         }
-        let (n_seq, n_ctx, kv) = (cache.n_seq, cache.n_ctx, cfg.n_embd_kv());
+        let (n_seq, n_ctx, kv) = (tokens.len(), cache.n_ctx, cfg.n_embd_kv());
         let n = n_seq * t;
         let mut si = StepInputs {
             t,
@@ -123,8 +156,9 @@ impl StepInputs {
                 let pos = start[s] + j;
                 si.tokens.push(tok as i32);
                 si.pos.push(pos as i32);
-                si.k_rows.push((s * n_ctx + pos) as i32);
-                si.v_rows.extend((0..kv).map(|c| ((s * kv + c) * n_ctx + pos) as i32));
+                let slot = lo + s;
+                si.k_rows.push((slot * n_ctx + pos) as i32);
+                si.v_rows.extend((0..kv).map(|c| ((slot * kv + c) * n_ctx + pos) as i32));
                 let row = (s * t + j) * n_ctx;
                 si.mask[row..=row + pos].fill(0.0);
             }
@@ -172,6 +206,24 @@ mod tests {
         assert!(e.to_string().contains("2 outputs of its 1 tokens"), "{e}");
         let e = StepInputs::with_outputs(&cfg, &cache, &[&[5], &[8]], &[0, 0], 2, 3, &[1, 1]).unwrap_err();
         assert!(e.to_string().contains("at most one per token"), "{e}");
+    }
+
+    #[test]
+    fn a_range_of_slots_writes_its_own_cells() {
+        let cfg = Config { n_head_kv: 1, head_dim: 2, rope_dims: 2, n_head: 1, ..Config::tiny(10) };
+        let cache = CacheSpec { n_seq: 3, n_ctx: 4, dtype: DType::F32 };
+        // Slots 1 and 2 only: cells of slot 1 start at 4, of slot 2 at 8.
+        let si = StepInputs::for_slots(&cfg, &cache, 1, &[&[5], &[7]], &[2, 0], 1, 1, &[1, 1]).unwrap();
+        assert_eq!(si.tokens, [5, 7]);
+        assert_eq!(si.pos, [2, 0]);
+        assert_eq!(si.k_rows, [6, 8]);
+        assert_eq!(si.v_rows, [10, 14, 16, 20]);
+        assert_eq!(si.mask.len(), 2 * 4);
+        assert_eq!(si.out_rows, [0, 1]);
+        let e = StepInputs::for_slots(&cfg, &cache, 2, &[&[5], &[7]], &[0, 0], 1, 1, &[1, 1]).unwrap_err();
+        assert!(e.to_string().contains("within the session's 3 slots"), "{e}");
+        let e = StepInputs::for_slots(&cfg, &cache, 2, &[&[5, 6, 7]], &[2], 1, 1, &[1]).unwrap_err();
+        assert!(e.to_string().contains("sequence 2: 5 positions needed"), "{e}");
     }
 
     #[test]

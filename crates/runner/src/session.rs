@@ -33,11 +33,14 @@ use sched::{Scheduler, Stats};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Where the forward pass (and backend sampling) runs.
+/// The most step graphs a session keeps built (each with its plan in the scheduler's cache).
+const MAX_GRAPHS: usize = 48;
+
 /// The distribution one sampled draft token was drawn from: `(token, probability)` pairs (the
 /// drafter's surviving candidates; normalised by the verifier).
 pub type DraftDist = Vec<(Token, f32)>;
 
+/// Where the forward pass (and backend sampling) runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     /// The CPU backend.
@@ -138,8 +141,49 @@ pub struct SpecOutcome {
     pub bytes_read: usize,
 }
 
+/// What one slot does in a [`Session::step_slots`] step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotWork<'a> {
+    /// Nothing: the slot only fills the step's range (a padding token at its position, which
+    /// a later step overwrites; its position does not move and its chain is not used).
+    Idle,
+    /// Append these tokens without sampling (a chunk of a prompt).
+    Feed(&'a [Token]),
+    /// Append these tokens and sample (and accept) one token after the last.
+    Sample(&'a [Token]),
+}
+
+/// A sampled slot's result in a [`Session::step_slots`] step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotSample {
+    /// The token (accepted already).
+    pub token: Token,
+    /// The `(token, log p)` of the most likely tokens of the raw logits, where the slot's chain
+    /// was set with log-probabilities ([`Session::set_chain`]).
+    pub logprobs: Option<Vec<(Token, f32)>>,
+}
+
+/// What a [`Session::step_slots`] step produced.
+#[derive(Debug)]
+pub struct SlotsOutcome {
+    /// Per slot of the step's range: `None` for [`SlotWork::Idle`] and [`SlotWork::Feed`], the
+    /// sample or the slot's own error for [`SlotWork::Sample`] (a row that fails fails alone).
+    pub results: Vec<Option<Result<SlotSample>>>,
+    /// Real (not padding) tokens the forward pass evaluated.
+    pub n_eval: usize,
+    /// As [`StepOutcome::prepare_time`].
+    pub prepare_time: Duration,
+    /// As [`StepOutcome::graph_time`].
+    pub graph_time: Duration,
+    /// As [`StepOutcome::sample_time`].
+    pub sample_time: Duration,
+    /// As [`StepOutcome::bytes_read`].
+    pub bytes_read: usize,
+}
+
 #[derive(Debug)]
 struct StepGraph {
+    slots: std::ops::Range<usize>,
     t: usize,
     n_out: usize,
     sampled: bool,
@@ -161,6 +205,8 @@ pub struct Session {
     graphs: Vec<StepGraph>,
     current: Option<usize>,
     logits_buf: Vec<f32>,
+    /// Per sequence, the log-probabilities it reads back with each token (0: none).
+    logprobs: Vec<usize>,
 }
 
 impl Session {
@@ -211,6 +257,7 @@ impl Session {
             graphs: Vec::new(),
             current: None,
             logits_buf: Vec::new(),
+            logprobs: vec![0; opts.n_seq],
         })
     }
 
@@ -288,18 +335,156 @@ impl Session {
         Ok(())
     }
 
-    /// Builds (or finds) the graph for `t` tokens and `n_out` outputs per sequence and makes its
-    /// plan current, uploading the weights the scheduler lacks.
-    fn prepare(&mut self, t: usize, n_out: usize, sampled: bool) -> Result<usize> {
-        let i = match self.graphs.iter().position(|g| g.t == t && g.n_out == n_out && g.sampled == sampled) {
+    /// Gives slot `seq` a new sequence's chain (a server's request joining the batch): its
+    /// sampling state starts afresh (step counter 0, so its draws are those of the same chain
+    /// and seed anywhere else), reading back the `logprobs` most likely tokens' log-probabilities
+    /// with each token (0: none). The slot's position is not changed ([`Session::truncate`]).
+    /// A chain of another structure than the slot's last one rebuilds the sampled step graphs
+    /// that include the slot (at their next use).
+    pub fn set_chain(&mut self, seq: usize, chain: Chain, logprobs: usize) -> Result<()> {
+        if seq >= self.opts.n_seq {
+            return Err(RunnerError::Session {
+                what: format!("sequence {seq}"),
+                reason: format!("the session has {} sequences", self.opts.n_seq),
+            });
+        }
+        let id = SeqId(seq as u32);
+        self.seqs.remove(id);
+        let mut cfg = SeqConfig::new(chain.clone());
+        if logprobs > 0 {
+            cfg = cfg.with_logprobs(logprobs);
+        }
+        self.seqs.set(id, cfg);
+        self.chains[seq] = chain;
+        self.logprobs[seq] = logprobs;
+        Ok(())
+    }
+
+    /// One step over the contiguous slots `lo..lo + work.len()`, each doing its [`SlotWork`]:
+    /// the slots outside the range take no part (a server's step over the slots in use, or a
+    /// prefill chunk of one slot), and in it an idle slot only pads. Each sampling slot's token
+    /// is chosen by its chain and accepted, as [`Session::step`] does; its error (a chain that
+    /// selects nothing, a grammar that accepts nothing) is its own. Without a sampling slot the
+    /// step reads nothing back.
+    pub fn step_slots(&mut self, lo: usize, work: &[SlotWork<'_>]) -> Result<SlotsOutcome> {
+        let pad: Vec<[Token; 1]> = (0..work.len()).map(|_| [0]).collect();
+        let tokens: Vec<&[Token]> = work
+            .iter()
+            .zip(&pad)
+            .map(|(w, p)| match w {
+                SlotWork::Idle => p.as_slice(),
+                SlotWork::Feed(t) | SlotWork::Sample(t) => t,
+            })
+            .collect();
+        let hi = lo + work.len();
+        let start = self.pos.get(lo..hi).ok_or_else(|| RunnerError::Session {
+            what: format!("a step over slots {lo}..{hi}"),
+            reason: format!("the session has {} sequences", self.opts.n_seq),
+        })?;
+        let ones = vec![1; work.len()];
+        let inputs = StepInputs::for_slots(&self.model.config, &self.cache, lo, &tokens, start, 0, 1, &ones)?;
+        let n_eval = tokens.iter().zip(work).filter(|(_, w)| !matches!(w, SlotWork::Idle)).map(|(t, _)| t.len()).sum();
+        let any_sample = work.iter().any(|w| matches!(w, SlotWork::Sample(_)));
+        let sampled = any_sample && self.opts.sampling == Sampling::Backend;
+        let t0 = Instant::now();
+        let i = self.prepare(lo..hi, inputs.t, 1, sampled)?;
+        let tp = Instant::now();
+        self.run(i, &inputs)?;
+        for (s, (w, t)) in work.iter().zip(&tokens).enumerate() {
+            if !matches!(w, SlotWork::Idle) {
+                self.pos[lo + s] += t.len();
+            }
+        }
+        let t1 = Instant::now();
+        let before = self.sched.stats().bytes_to_host;
+        let mut results: Vec<Option<Result<SlotSample>>> = (0..work.len()).map(|_| None).collect();
+        if any_sample {
+            match self.graphs[i].tail.as_mut() {
+                Some(tail) => {
+                    let step = tail
+                        .sample(&mut self.sched, &mut self.seqs)
+                        .map_err(RunnerError::sampling("sampling".into()))?;
+                    for r in step.rows {
+                        let s = r.seq.0 as usize - lo;
+                        if !matches!(work[s], SlotWork::Sample(_)) {
+                            continue;
+                        }
+                        let what = || format!("sequence {}", r.seq.0);
+                        let res = r.result.map_err(RunnerError::sampling(what())).and_then(|row| {
+                            let token = row.token.ok_or_else(|| RunnerError::Session {
+                                what: what(),
+                                reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
+                            })?;
+                            tail.accept(&mut self.seqs, r.seq, &[token]).map_err(RunnerError::sampling(what()))?;
+                            Ok(SlotSample { token, logprobs: row.logprobs })
+                        });
+                        results[s] = Some(res);
+                    }
+                }
+                None => {
+                    let logits = self.graphs[i].fwd.logits;
+                    let rows: Vec<usize> =
+                        (0..work.len()).filter(|&s| matches!(work[s], SlotWork::Sample(_))).collect();
+                    self.sched
+                        .read_rows_f32_into(logits, &rows, &mut self.logits_buf)
+                        .map_err(RunnerError::sched("reading the logits"))?;
+                    let v = self.model.config.n_vocab;
+                    for (k, &s) in rows.iter().enumerate() {
+                        let row = &self.logits_buf[k * v..(k + 1) * v];
+                        let slot = lo + s;
+                        let n_lp = self.logprobs[slot];
+                        let res = self.chains[slot]
+                            .sample(row)
+                            .map_err(RunnerError::sampling(format!("sequence {slot}")))
+                            .map(|token| SlotSample { token, logprobs: (n_lp > 0).then(|| top_logprobs(row, n_lp)) });
+                        results[s] = Some(res);
+                    }
+                }
+            }
+        }
+        let t2 = Instant::now();
+        let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
+        Ok(SlotsOutcome {
+            results,
+            n_eval,
+            prepare_time: tp - t0,
+            graph_time: t1 - tp,
+            sample_time: t2 - t1,
+            bytes_read,
+        })
+    }
+
+    /// Builds (or finds) the graph for `t` tokens and `n_out` outputs per sequence of the slots
+    /// `slots` and makes its plan current, uploading the weights the scheduler lacks. A sampled
+    /// graph whose tail no longer fits its sequences' chains (a chain of another structure was
+    /// set since) is built again.
+    fn prepare(&mut self, slots: std::ops::Range<usize>, t: usize, n_out: usize, sampled: bool) -> Result<usize> {
+        let found =
+            self.graphs.iter().position(|g| g.slots == slots && g.t == t && g.n_out == n_out && g.sampled == sampled);
+        if let Some(i) = found
+            && self.graphs[i].tail.as_ref().is_some_and(|tail| tail.check_current(&self.seqs).is_err())
+        {
+            self.graphs.remove(i);
+            self.current = None;
+        }
+        let found =
+            self.graphs.iter().position(|g| g.slots == slots && g.t == t && g.n_out == n_out && g.sampled == sampled);
+        let i = match found {
             Some(i) => i,
             None => {
+                if self.graphs.len() >= MAX_GRAPHS {
+                    // The oldest built shape goes (a server's shapes come and go with its slots).
+                    self.graphs.remove(0);
+                    self.current = None;
+                }
                 let mut graph = Graph::new();
                 let (cfg, w) = (&self.model.config, &self.model.weights);
-                let fwd = forward::build_outputs(&mut graph, cfg, w, &self.cache, t, n_out)?;
+                let fwd = forward::build_slots(&mut graph, cfg, w, &self.cache, slots.clone(), t, n_out)?;
                 let tail = if sampled {
-                    let rows: Vec<(SeqId, usize)> = (0..self.opts.n_seq)
-                        .flat_map(|s| (0..n_out).map(move |j| (SeqId(s as u32), s * n_out + j)))
+                    let rows: Vec<(SeqId, usize)> = slots
+                        .clone()
+                        .enumerate()
+                        .flat_map(|(i, s)| (0..n_out).map(move |j| (SeqId(s as u32), i * n_out + j)))
                         .collect();
                     let backend = self.sched.backends()[0].as_ref();
                     Some(
@@ -310,7 +495,7 @@ impl Session {
                     graph.set_output(fwd.logits);
                     None
                 };
-                self.graphs.push(StepGraph { t, n_out, sampled, graph, fwd, tail });
+                self.graphs.push(StepGraph { slots, t, n_out, sampled, graph, fwd, tail });
                 self.graphs.len() - 1
             }
         };
@@ -366,7 +551,7 @@ impl Session {
     /// sequence's logits after its last token, without sampling.
     pub fn eval(&mut self, tokens: &[&[Token]]) -> Result<Vec<Vec<f32>>> {
         let inputs = self.inputs(tokens)?;
-        let i = self.prepare(inputs.t, 1, false)?;
+        let i = self.prepare(0..self.opts.n_seq, inputs.t, 1, false)?;
         self.run(i, &inputs)?;
         self.advance(tokens);
         let logits = self.graphs[i].fwd.logits;
@@ -382,7 +567,7 @@ impl Session {
         let n_eval = tokens.iter().map(|t| t.len()).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(inputs.t, 1, sampled)?;
+        let i = self.prepare(0..self.opts.n_seq, inputs.t, 1, sampled)?;
         let tp = Instant::now();
         self.run(i, &inputs)?;
         self.advance(tokens);
@@ -501,7 +686,7 @@ impl Session {
         let n_eval = fed.iter().map(Vec::len).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(inputs.t, n_out, sampled)?;
+        let i = self.prepare(0..self.opts.n_seq, inputs.t, n_out, sampled)?;
         let tp = Instant::now();
         if sampled {
             for (s, d) in drafts.iter().enumerate() {
@@ -604,4 +789,17 @@ impl Session {
             bytes_read,
         })
     }
+}
+
+/// The `(token, log p)` of the `n` most likely tokens of a logits row (ties to the lower id), as
+/// the backend's log-probability reservation gives them.
+fn top_logprobs(row: &[f32], n: usize) -> Vec<(Token, f32)> {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max + row.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
+    let mut idx: Vec<usize> = (0..row.len()).collect();
+    let n = n.min(row.len());
+    idx.select_nth_unstable_by(n.saturating_sub(1), |&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    idx.truncate(n);
+    idx.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    idx.into_iter().map(|i| (i as Token, row[i] - lse)).collect()
 }

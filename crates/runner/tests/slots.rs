@@ -1,0 +1,127 @@
+//! Steps over a range of slots (`Session::step_slots`, what a server's continuous batching runs):
+//! a sequence's tokens do not depend on which slot holds it, which other slots share its steps,
+//! how its prompt was chunked, or what its slot held before; on both sampling paths.
+
+use graph::DType;
+use runner::session::{SlotWork, SlotsOutcome};
+use runner::{Config, Model, Sampling, Session, SessionOptions};
+use sampling::{Chain, Token};
+use std::sync::Arc;
+
+fn model() -> Arc<Model> {
+    Arc::new(Model::random(Config::tiny(3000), DType::F16, 21).unwrap())
+}
+
+const CHAIN: &str = "penalties(last_n=16,repeat=1.3);top_k(k=40);temp(t=1.5);dist(seed=77)";
+const OTHER: &str = "top_k(k=5);temp(t=0.7);dist(seed=3)";
+
+fn opts(n_seq: usize, sampling: Sampling) -> SessionOptions {
+    SessionOptions { n_seq, n_ctx: 64, kv_dtype: DType::F16, threads: 2, sampling, ..Default::default() }
+}
+
+fn tokens(out: &SlotsOutcome) -> Vec<Option<Token>> {
+    out.results.iter().map(|r| r.as_ref().map(|r| r.as_ref().unwrap().token)).collect()
+}
+
+/// The chain's 12 tokens after `prompt`, alone in a one-slot session.
+fn alone(m: &Arc<Model>, sampling: Sampling, prompt: &[Token]) -> Vec<Token> {
+    let mut s = Session::new(Arc::clone(m), opts(1, sampling), vec![Chain::parse(CHAIN).unwrap()]).unwrap();
+    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
+    while out.len() < 12 {
+        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
+    }
+    out
+}
+
+#[test]
+fn a_sequence_decodes_the_same_in_any_slot_beside_any_others() {
+    let m = model();
+    let prompt: Vec<Token> = (0..11).map(|i| (i * 37 + 5) % 3000).collect();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let want = alone(&m, sampling, &prompt);
+        let greedy = Chain::parse("greedy").unwrap();
+        let mut s = Session::new(Arc::clone(&m), opts(4, sampling), vec![greedy; 4]).unwrap();
+        // Slot 0 runs another chain; slot 1 stays idle; slot 2 takes the sequence, its prompt in
+        // chunks of 4 while slot 0 decodes.
+        s.set_chain(0, Chain::parse(OTHER).unwrap(), 0).unwrap();
+        s.set_chain(2, Chain::parse(CHAIN).unwrap(), 0).unwrap();
+        let other_prompt: [Token; 3] = [9, 8, 7];
+        let first0 = tokens(&s.step_slots(0, &[SlotWork::Sample(&other_prompt)]).unwrap())[0].unwrap();
+        let mut last0 = first0;
+        let mut got: Vec<Token> = Vec::new();
+        for (i, chunk) in prompt.chunks(4).enumerate() {
+            let last = i == prompt.len().div_ceil(4) - 1;
+            let w = if last { SlotWork::Sample(chunk) } else { SlotWork::Feed(chunk) };
+            let out = s.step_slots(2, &[w]).unwrap();
+            if last {
+                got.push(tokens(&out)[0].unwrap());
+            } else {
+                assert_eq!(out.bytes_read, 0, "a prompt chunk reads nothing back");
+            }
+            // Slot 0 decodes in between, over slots 0..3 with slot 1 idle and slot 2 padding.
+            let out = s.step_slots(0, &[SlotWork::Sample(&[last0]), SlotWork::Idle, SlotWork::Idle]).unwrap();
+            last0 = tokens(&out)[0].unwrap();
+        }
+        while got.len() < 12 {
+            let a = [last0];
+            let b = [*got.last().unwrap()];
+            let out = s.step_slots(0, &[SlotWork::Sample(&a), SlotWork::Idle, SlotWork::Sample(&b)]).unwrap();
+            let t = tokens(&out);
+            assert_eq!(t[1], None, "an idle slot samples nothing");
+            last0 = t[0].unwrap();
+            got.push(t[2].unwrap());
+        }
+        assert_eq!(got, want, "{sampling:?}: slot 2 beside slot 0");
+        assert_eq!(s.positions()[1], 0, "an idle slot does not move");
+
+        // The slot reused by a new sequence with the same chain: the same tokens again (fresh
+        // sampler state, penalties included), now in slot 3 beside nothing.
+        s.truncate(2, 0).unwrap();
+        s.set_chain(3, Chain::parse(CHAIN).unwrap(), 0).unwrap();
+        s.set_chain(2, Chain::parse(CHAIN).unwrap(), 0).unwrap();
+        let again = tokens(&s.step_slots(2, &[SlotWork::Sample(&prompt)]).unwrap())[0].unwrap();
+        let mut got2 = vec![again];
+        while got2.len() < 12 {
+            let b = [*got2.last().unwrap()];
+            got2.push(tokens(&s.step_slots(2, &[SlotWork::Sample(&b)]).unwrap())[0].unwrap());
+        }
+        assert_eq!(got2, want, "{sampling:?}: slot 2 reused");
+    }
+}
+
+#[test]
+fn slot_errors_are_values() {
+    let m = model();
+    let greedy = Chain::parse("greedy").unwrap();
+    let mut s = Session::new(Arc::clone(&m), opts(2, Sampling::Backend), vec![greedy; 2]).unwrap();
+    let e = s.step_slots(1, &[SlotWork::Idle, SlotWork::Idle]).unwrap_err();
+    assert!(e.to_string().contains("slots 1..3"), "{e}");
+    let e = s.set_chain(2, Chain::parse("greedy").unwrap(), 0).unwrap_err();
+    assert!(e.to_string().contains("sequence 2"), "{e}");
+    let e = s.step_slots(0, &[SlotWork::Sample(&[3000])]).unwrap_err();
+    assert!(e.to_string().contains("token 3000"), "{e}");
+}
+
+#[test]
+fn logprobs_come_back_on_both_paths_alike() {
+    let m = model();
+    let mut per_path = Vec::new();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let greedy = Chain::parse("greedy").unwrap();
+        let mut s = Session::new(Arc::clone(&m), opts(2, sampling), vec![greedy.clone(); 2]).unwrap();
+        s.set_chain(1, greedy, 3).unwrap();
+        let out = s.step_slots(0, &[SlotWork::Sample(&[1, 2, 3]), SlotWork::Sample(&[4, 5])]).unwrap();
+        let r0 = out.results[0].as_ref().unwrap().as_ref().unwrap();
+        let r1 = out.results[1].as_ref().unwrap().as_ref().unwrap();
+        assert!(r0.logprobs.is_none());
+        let lp = r1.logprobs.clone().unwrap();
+        assert_eq!(lp.len(), 3);
+        assert_eq!(lp[0].0, r1.token, "greedy takes the most likely token");
+        assert!(lp.windows(2).all(|w| w[0].1 >= w[1].1) && lp[0].1 <= 0.0);
+        per_path.push(lp);
+    }
+    for (a, b) in per_path[0].iter().zip(&per_path[1]) {
+        assert_eq!(a.0, b.0);
+        assert!((a.1 - b.1).abs() < 1e-4, "{a:?} vs {b:?}");
+    }
+}
