@@ -119,6 +119,10 @@ impl Model {
             });
         }
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        Model::new(name, config, weights, Some(tokenizer))
+        let mut model = Model::new(name, config, weights, Some(tokenizer))?;
+        if g.get("tokenizer.chat_template").is_some() {
+            model.chat_template = Some(g.get_str("tokenizer.chat_template").map_err(RunnerError::gguf)?.to_string());
+        }
+        Ok(model)
     }
 }

@@ -2,7 +2,8 @@
 //! backend, and reports prefill/decode speed, time in the graph vs in sampling and bytes read back
 //! per step. Without `--model` it runs a seeded random model with a 151936-token vocabulary (nothing
 //! to download) and prints token ids; with a GGUF model it tokenizes `--prompt` and prints text.
-//! `--spec ngram|draft-model` decodes speculatively and reports the acceptance rate.
+//! `--spec ngram|draft-model` decodes speculatively and reports the acceptance rate. `runner
+//! serve --model M` serves the model over an OpenAI-compatible HTTP API (see `runner::serve`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{Context, Result, bail};
@@ -102,12 +103,111 @@ struct Args {
     draft_seed: u64,
 }
 
+/// `runner serve`: an OpenAI-compatible server with continuous batching.
+#[derive(Parser, Debug)]
+#[command(
+    name = "runner serve",
+    about = "An OpenAI-compatible server: continuous batching, per-request sampler chains"
+)]
+struct ServeArgs {
+    /// A GGUF model file, or `smollm2` (SmolLM2-135M-Instruct, fetched into target/models).
+    #[arg(long)]
+    model: String,
+    /// Address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Sequences decoded together (slots).
+    #[arg(long, default_value_t = 8)]
+    parallel: usize,
+    /// KV cache cells per slot (prompt plus generated tokens).
+    #[arg(long, default_value_t = 2048)]
+    ctx: usize,
+    /// Backend: cpu, or vulkan (with the CPU for what it cannot run).
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Copy the logits rows back and run every chain on the CPU (instead of backend sampling).
+    #[arg(long)]
+    cpu_sampling: bool,
+    /// The most prompt tokens evaluated in one step (a long prompt is split into chunks of this
+    /// many, between the others' decode steps).
+    #[arg(long, default_value_t = 64)]
+    chunk: usize,
+    /// The most requests' sequences waiting for a slot; past it, 503 with Retry-After.
+    #[arg(long, default_value_t = 64)]
+    queue: usize,
+}
+
+fn model_path(m: &str) -> Result<std::path::PathBuf> {
+    Ok(if m == "smollm2" {
+        runner::fetch::smollm2(std::path::Path::new("target/models"))?
+    } else {
+        std::path::PathBuf::from(m)
+    })
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let backend = match args.backend.as_str() {
+        "cpu" => BackendKind::Cpu,
+        "vulkan" => BackendKind::Vulkan,
+        b => bail!("--backend `{b}`: expected cpu or vulkan"),
+    };
+    if args.parallel == 0 || args.ctx < 2 || args.chunk == 0 || args.queue == 0 {
+        bail!("--parallel, --chunk and --queue must be at least 1, --ctx at least 2");
+    }
+    let path = model_path(&args.model)?;
+    let model = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
+    let addr: std::net::SocketAddr = format!("{}:{}", args.host, args.port)
+        .parse()
+        .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
+        .with_context(|| format!("--host {} --port {}: not an address", args.host, args.port))?;
+    let session = SessionOptions {
+        n_seq: args.parallel,
+        n_ctx: args.ctx,
+        backend,
+        threads: args.threads.unwrap_or(SessionOptions::default().threads),
+        sampling: if args.cpu_sampling { Sampling::Cpu } else { Sampling::Backend },
+        ..SessionOptions::default()
+    };
+    let opts = runner::serve::ServeOptions {
+        addr,
+        engine: runner::serve::engine::EngineOptions { session, chunk: args.chunk, queue: args.queue },
+    };
+    let name = model.name.clone();
+    runner::serve::run(model, opts, |addr, _| {
+        println!(
+            "serving {name} on http://{addr} ({} slots of {} cells, {} backend, {} sampling); SIGTERM or Ctrl-C stops",
+            args.parallel,
+            args.ctx,
+            args.backend,
+            if args.cpu_sampling { "CPU" } else { "backend" }
+        );
+        println!(
+            "  curl -N http://{addr}/v1/chat/completions -H 'Content-Type: application/json' -d '{{\"messages\":[{{\"role\":\"user\",\"content\":\"Hi\"}}],\"stream\":true}}'"
+        );
+        let _ = std::io::stdout().flush();
+    })?;
+    println!("stopped");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    match run(Args::parse()) {
+    let argv: Vec<String> = std::env::args().collect();
+    let result = if argv.get(1).map(String::as_str) == Some("serve") {
+        serve(ServeArgs::parse_from(std::iter::once("runner serve".to_string()).chain(argv[2..].iter().cloned())))
+    } else {
+        run(Args::parse())
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -201,11 +301,7 @@ fn run(args: Args) -> Result<()> {
             (model, prompts)
         }
         Some(m) => {
-            let path = if m == "smollm2" {
-                runner::fetch::smollm2(std::path::Path::new("target/models"))?
-            } else {
-                std::path::PathBuf::from(m)
-            };
+            let path = model_path(m)?;
             let model = Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?;
             let tk = model.tokenizer.as_ref().context("the model has no tokenizer")?;
             let texts = if args.prompt.is_empty() { vec!["Once upon a time".to_string()] } else { args.prompt.clone() };

@@ -18,6 +18,8 @@ pub struct Model {
     pub weights: Weights,
     /// The tokenizer, where the model has one (the random demo model has none: it prints ids).
     pub tokenizer: Option<Tokenizer>,
+    /// The chat template (`tokenizer.chat_template`, Jinja), where the model file has one.
+    pub chat_template: Option<String>,
 }
 
 impl Model {
@@ -28,13 +30,13 @@ impl Model {
             "random {dtype} model (seed {seed}): {} blocks of width {}, {} heads / {} KV heads, vocabulary {}",
             config.n_layer, config.n_embd, config.n_head, config.n_head_kv, config.n_vocab
         );
-        Ok(Model { name, config, weights, tokenizer: None })
+        Ok(Model { name, config, weights, tokenizer: None, chat_template: None })
     }
 
     /// A model from parts; checks that the weights fit the configuration.
     pub fn new(name: String, config: Config, weights: Weights, tokenizer: Option<Tokenizer>) -> Result<Model> {
         config.validate()?;
         weights.check(&config)?;
-        Ok(Model { name, config, weights, tokenizer })
+        Ok(Model { name, config, weights, tokenizer, chat_template: None })
     }
 }

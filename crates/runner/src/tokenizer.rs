@@ -227,7 +227,12 @@ impl Tokenizer {
         self.n_vocab
     }
 
-    /// The end-of-sequence token, if the model names one.
+    /// The beginning-of-sequence token, if the model names one.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
+    /// The end-of-sequence token, where the model has one.
     pub fn eos(&self) -> Option<u32> {
         self.eos
     }

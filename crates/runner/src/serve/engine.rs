@@ -1,0 +1,464 @@
+//! The batching loop: one thread owns the [`Session`] (`--parallel` slots over one KV cache) and
+//! runs continuous batching. A sequence ([`Job`]) joins at the next step in the lowest free slot
+//! (its chain set in the session's `Sequences` then: a fresh sampler state), its prompt is
+//! evaluated in chunks of at most `chunk` tokens, one chunk between two decode steps of the
+//! others so that a long prompt does not stall them, and its first token is sampled from the
+//! last chunk. Each decode step then samples every decoding slot together, over the range of
+//! slots from the lowest to the highest in use (slots in between that are free or still
+//! prefilling only pad). A sequence leaves when it ends (an end-of-generation token, a stop
+//! string, its grammar complete, `max_tokens`, the context full), when its client goes away (its
+//! event channel closed: the slot is freed before the next step), or on an error of its own row,
+//! and its slot is reused.
+//!
+//! A sequence's tokens depend only on its prompt, chain and seed: the forward pass is
+//! batch-invariant and each draw is keyed by the sequence's seed and its own step counter, so a
+//! request gives the same tokens alone or among others that come and go (tested over HTTP).
+
+use super::metrics::Metrics;
+use super::stop::{Pushed, StopFilter};
+use crate::error::{Result, RunnerError};
+use crate::model::Model;
+use crate::session::{Session, SessionOptions, SlotSample, SlotWork};
+use crate::tokenizer::{TextStream, Tokenizer};
+use sampling::{Chain, Token};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// How many of the most likely tokens a row that asked for log-probabilities reads back (the
+/// chosen token's own log-probability is known where it is among them).
+pub const LOGPROBS_READ: usize = 20;
+
+/// One sequence to generate: a choice of a request.
+#[derive(Debug)]
+pub struct Job {
+    /// The choice's index in its request.
+    pub index: usize,
+    /// The prompt's tokens (at least one, fewer than the context).
+    pub prompt: Vec<Token>,
+    /// The sampler chain (seeded).
+    pub chain: Chain,
+    /// `Some(n)`: each token comes with its log-probability and the `n` most likely.
+    pub logprobs: Option<usize>,
+    /// Tokens to generate at most (`None`: until the context is full).
+    pub max_tokens: Option<usize>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Do not end at end-of-generation tokens.
+    pub ignore_eos: bool,
+    /// Where the job's events go; closed when the client went away.
+    pub events: UnboundedSender<Event>,
+}
+
+/// Why a sequence ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// An end-of-generation token, a stop string, or its grammar complete.
+    Stop,
+    /// `max_tokens`, or the context is full.
+    Length,
+}
+
+impl Finish {
+    /// OpenAI's `finish_reason`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// A token's log-probability entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    /// The token's text (lossy where it splits a character).
+    pub token: String,
+    /// The token's bytes.
+    pub bytes: Vec<u8>,
+    /// Its log-probability under the raw logits, where it is among the [`LOGPROBS_READ`] most
+    /// likely tokens.
+    pub logprob: Option<f32>,
+    /// The most likely tokens: text, bytes, log-probability.
+    pub top: Vec<(String, Vec<u8>, f32)>,
+}
+
+/// What a job reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// More text (possibly empty while a stop string may be starting), and the log-probability
+    /// entries of the tokens since the last event (where asked).
+    Delta {
+        /// The choice.
+        index: usize,
+        /// Text.
+        text: String,
+        /// Log-probability entries.
+        logprobs: Vec<TokenLogprob>,
+    },
+    /// The end.
+    Done {
+        /// The choice.
+        index: usize,
+        /// Why.
+        finish: Finish,
+        /// Prompt tokens.
+        prompt_tokens: usize,
+        /// Generated tokens.
+        completion_tokens: usize,
+    },
+    /// The sequence failed (its own row's error, or the server stopping).
+    Failed {
+        /// The choice.
+        index: usize,
+        /// Why.
+        message: String,
+    },
+}
+
+/// The loop's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineOptions {
+    /// The session: `n_seq` slots of `n_ctx` cells, backend, threads, sampling path.
+    pub session: SessionOptions,
+    /// The most prompt tokens evaluated in one step.
+    pub chunk: usize,
+    /// The most sequences waiting for a slot.
+    pub queue: usize,
+}
+
+/// A running loop: send it jobs; it stops when every sender is gone and its slots are done, or
+/// at once when `stopping` is set.
+#[derive(Debug)]
+pub struct Engine {
+    /// Where jobs go (bounded: a full queue refuses).
+    pub jobs: SyncSender<Job>,
+    /// Set to make the loop cancel what it runs and end.
+    pub stopping: Arc<AtomicBool>,
+    /// The loop's thread.
+    pub thread: std::thread::JoinHandle<()>,
+}
+
+/// Starts the loop on its own thread; the session is made there (an error making it is
+/// returned here).
+pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> Result<Engine> {
+    let (jobs, rx) = mpsc::sync_channel::<Job>(opts.queue);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    let stop = Arc::clone(&stopping);
+    let thread = std::thread::Builder::new()
+        .name("batching".into())
+        .spawn(move || {
+            let greedy = match Chain::parse("greedy") {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(RunnerError::sampling("the idle chain".into())(e)));
+                    return;
+                }
+            };
+            let n = opts.session.n_seq;
+            let session = match Session::new(Arc::clone(&model), opts.session, vec![greedy; n]) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let Some(tok) = model.tokenizer.clone() else {
+                let _ = ready_tx.send(Err(RunnerError::Session {
+                    what: format!("serving `{}`", model.name),
+                    reason: "the model has no tokenizer".into(),
+                }));
+                return;
+            };
+            let _ = ready_tx.send(Ok(()));
+            Loop { session, tok, slots: (0..n).map(|_| None).collect(), metrics, order: 0, chunk: opts.chunk.max(1) }
+                .run(&rx, &stop);
+        })
+        .map_err(|e| RunnerError::Session { what: "the batching thread".into(), reason: e.to_string() })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(Engine { jobs, stopping, thread }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            Err(RunnerError::Session { what: "the batching thread".into(), reason: "it ended while starting".into() })
+        }
+    }
+}
+
+/// A sequence in a slot.
+struct Active {
+    job: Job,
+    order: u64,
+    fed: usize,
+    generated: usize,
+    text: TextStream,
+    stop: StopFilter,
+    last: Token,
+    decoding: bool,
+}
+
+struct Loop {
+    session: Session,
+    tok: Tokenizer,
+    slots: Vec<Option<Active>>,
+    metrics: Arc<Metrics>,
+    order: u64,
+    chunk: usize,
+}
+
+impl Loop {
+    fn run(mut self, rx: &Receiver<Job>, stopping: &AtomicBool) {
+        let mut open = true;
+        loop {
+            if stopping.load(Ordering::Relaxed) {
+                self.cancel_all(rx, "the server is shutting down");
+                return;
+            }
+            if open && self.slots.iter().all(Option::is_none) {
+                match rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(job) => self.admit(0, job),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => open = false,
+                }
+            }
+            while open && let Some(free) = self.slots.iter().position(Option::is_none) {
+                match rx.try_recv() {
+                    Ok(job) => self.admit(free, job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => open = false,
+                }
+            }
+            if !open && self.slots.iter().all(Option::is_none) {
+                return;
+            }
+            self.drop_cancelled();
+            self.prefill_chunk();
+            self.decode_step();
+        }
+    }
+
+    fn admit(&mut self, slot: usize, job: Job) {
+        self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+        if job.events.is_closed() {
+            Metrics::add(&self.metrics.cancelled, 1);
+            return;
+        }
+        let set = self
+            .session
+            .truncate(slot, 0)
+            .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)));
+        if let Err(e) = set {
+            let _ = job.events.send(Event::Failed { index: job.index, message: e.to_string() });
+            return;
+        }
+        self.order += 1;
+        let stop = StopFilter::new(&job.stop);
+        self.slots[slot] = Some(Active {
+            job,
+            order: self.order,
+            fed: 0,
+            generated: 0,
+            text: self.tok.stream(),
+            stop,
+            last: 0,
+            decoding: false,
+        });
+        Metrics::add(&self.metrics.active_slots, 1);
+    }
+
+    fn free(&mut self, slot: usize) {
+        if self.slots[slot].take().is_some() {
+            self.metrics.active_slots.fetch_sub(1, Ordering::Relaxed);
+            // Never fails for a slot of the session.
+            let _ = self.session.truncate(slot, 0);
+        }
+    }
+
+    fn fail(&mut self, slot: usize, message: String) {
+        if let Some(a) = &self.slots[slot] {
+            let _ = a.job.events.send(Event::Failed { index: a.job.index, message });
+        }
+        self.free(slot);
+    }
+
+    fn cancel_all(&mut self, rx: &Receiver<Job>, why: &str) {
+        for s in 0..self.slots.len() {
+            self.fail(s, why.to_string());
+        }
+        while let Ok(job) = rx.try_recv() {
+            self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            let _ = job.events.send(Event::Failed { index: job.index, message: why.to_string() });
+        }
+    }
+
+    fn drop_cancelled(&mut self) {
+        for s in 0..self.slots.len() {
+            if self.slots[s].as_ref().is_some_and(|a| a.job.events.is_closed()) {
+                Metrics::add(&self.metrics.cancelled, 1);
+                self.free(s);
+            }
+        }
+    }
+
+    fn count_step(&self, out: &crate::session::SlotsOutcome) {
+        let m = &self.metrics;
+        Metrics::add(&m.bytes_read, out.bytes_read as u64);
+        Metrics::add(&m.graph_us, (out.prepare_time + out.graph_time).as_micros() as u64);
+        Metrics::add(&m.sampling_us, out.sample_time.as_micros() as u64);
+    }
+
+    /// One chunk of the prompt of the earliest admitted slot that is still prefilling.
+    fn prefill_chunk(&mut self) {
+        let Some(slot) = (0..self.slots.len())
+            .filter(|&s| self.slots[s].as_ref().is_some_and(|a| !a.decoding))
+            .min_by_key(|&s| self.slots[s].as_ref().map_or(u64::MAX, |a| a.order))
+        else {
+            return;
+        };
+        let a = self.slots[slot].as_ref().expect("active");
+        let end = (a.fed + self.chunk).min(a.job.prompt.len());
+        let piece = a.job.prompt[a.fed..end].to_vec();
+        let last = end == a.job.prompt.len();
+        let work = if last { SlotWork::Sample(&piece) } else { SlotWork::Feed(&piece) };
+        match self.session.step_slots(slot, &[work]) {
+            Ok(mut out) => {
+                self.count_step(&out);
+                Metrics::add(&self.metrics.prefill_steps, 1);
+                Metrics::add(&self.metrics.prompt_tokens, piece.len() as u64);
+                if let Some(a) = self.slots[slot].as_mut() {
+                    a.fed = end;
+                }
+                if let Some(r) = out.results[0].take() {
+                    self.took(slot, r);
+                }
+            }
+            Err(e) => self.fail(slot, e.to_string()),
+        }
+    }
+
+    /// One decode step of every decoding slot.
+    fn decode_step(&mut self) {
+        let dec: Vec<usize> =
+            (0..self.slots.len()).filter(|&s| self.slots[s].as_ref().is_some_and(|a| a.decoding)).collect();
+        let (Some(&lo), Some(&hi)) = (dec.first(), dec.last()) else { return };
+        let lasts: Vec<[Token; 1]> =
+            (lo..=hi).map(|s| [self.slots[s].as_ref().filter(|a| a.decoding).map_or(0, |a| a.last)]).collect();
+        let work: Vec<SlotWork<'_>> = (lo..=hi)
+            .zip(&lasts)
+            .map(|(s, t)| if dec.contains(&s) { SlotWork::Sample(t) } else { SlotWork::Idle })
+            .collect();
+        let t0 = Instant::now();
+        let res = self.session.step_slots(lo, &work);
+        let m = &self.metrics;
+        match res {
+            Ok(out) => {
+                self.count_step(&out);
+                Metrics::add(&m.decode_steps, 1);
+                if dec.len() > 1 {
+                    Metrics::add(&m.shared_steps, 1);
+                }
+                m.batch_size.store(dec.len() as u64, Ordering::Relaxed);
+                m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+                for (i, r) in out.results.into_iter().enumerate() {
+                    if let Some(r) = r {
+                        self.took(lo + i, r);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!("decode step over slots {lo}..={hi} failed after {:?}: {e}", t0.elapsed());
+                for s in dec {
+                    self.fail(s, e.to_string());
+                }
+            }
+        }
+    }
+
+    /// A slot's sampled token: emitted, and the sequence ended where it must.
+    fn took(&mut self, slot: usize, r: Result<SlotSample>) {
+        let sample = match r {
+            Ok(s) => s,
+            Err(e) => return self.fail(slot, e.to_string()),
+        };
+        Metrics::add(&self.metrics.generated_tokens, 1);
+        let t = sample.token;
+        let n_ctx = self.session.options().n_ctx;
+        let pos = self.session.positions()[slot];
+        let must_end = self.session.chain(slot).must_end();
+        let tok = &self.tok;
+        let Some(a) = self.slots[slot].as_mut() else { return };
+        a.generated += 1;
+        a.last = t;
+        a.decoding = true;
+        if !a.job.ignore_eos && tok.is_eog(t) {
+            return self.finish(slot, Finish::Stop, String::new(), Vec::new());
+        }
+        let piece = match a.text.push(tok, t) {
+            Ok(p) => p,
+            Err(e) => return self.fail(slot, e.to_string()),
+        };
+        let lps = match (a.job.logprobs, &sample.logprobs) {
+            (Some(n), Some(top)) => vec![logprob_entry(tok, t, top, n)],
+            _ => Vec::new(),
+        };
+        match a.stop.push(&piece) {
+            Pushed::Stop(before) => return self.finish(slot, Finish::Stop, before, lps),
+            Pushed::Text(text) => {
+                if !text.is_empty() || !lps.is_empty() {
+                    let _ = a.job.events.send(Event::Delta { index: a.job.index, text, logprobs: lps });
+                }
+            }
+        }
+        match must_end {
+            Ok(true) => return self.finish(slot, Finish::Stop, String::new(), Vec::new()),
+            Ok(false) => {}
+            Err(e) => return self.fail(slot, e.to_string()),
+        }
+        if a.job.max_tokens.is_some_and(|m| a.generated >= m) || pos >= n_ctx {
+            self.finish(slot, Finish::Length, String::new(), Vec::new());
+        }
+    }
+
+    fn finish(&mut self, slot: usize, finish: Finish, text: String, logprobs: Vec<TokenLogprob>) {
+        if let Some(a) = self.slots[slot].as_mut() {
+            let text = text + &a.stop.finish();
+            let index = a.job.index;
+            if !text.is_empty() || !logprobs.is_empty() {
+                let _ = a.job.events.send(Event::Delta { index, text, logprobs });
+            }
+            let _ = a.job.events.send(Event::Done {
+                index,
+                finish,
+                prompt_tokens: a.job.prompt.len(),
+                completion_tokens: a.generated,
+            });
+            Metrics::add(&self.metrics.finished, 1);
+        }
+        self.free(slot);
+    }
+}
+
+/// A token's text and bytes.
+fn piece(tok: &Tokenizer, t: Token) -> (String, Vec<u8>) {
+    let bytes = tok.grammar_vocab().piece(t).to_vec();
+    (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+}
+
+fn logprob_entry(tok: &Tokenizer, t: Token, top: &[(Token, f32)], n: usize) -> TokenLogprob {
+    let (token, bytes) = piece(tok, t);
+    TokenLogprob {
+        token,
+        bytes,
+        logprob: top.iter().find(|e| e.0 == t).map(|e| e.1),
+        top: top
+            .iter()
+            .take(n)
+            .map(|&(id, lp)| {
+                let (s, b) = piece(tok, id);
+                (s, b, lp)
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,336 @@
+//! A request's sampling fields mapped onto a sampler chain, as llama-server builds its chain
+//! (`common/sampling.cpp`): logit biases first, then the `samplers` order (default
+//! `penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature`) and `dist`, or the
+//! temperature and mirostat (v1 or v2) where `mirostat` is set. A temperature of 0 or less picks
+//! the most likely token (`greedy` after the biases, penalties and DRY).
+//!
+//! Absent fields take llama-server's defaults (`common_params_sampling`): `temperature` 0.8,
+//! `top_k` 40, `top_p` 0.95, `min_p` 0.05, `typical_p` 1, `repeat_last_n` 64, `repeat_penalty` 1,
+//! `presence_penalty` 0, `frequency_penalty` 0, `dry_multiplier` 0, `dry_base` 1.75,
+//! `dry_allowed_length` 2, `dry_penalty_last_n` -1, `xtc_probability` 0, `xtc_threshold` 0.1,
+//! `top_n_sigma` -1, `mirostat` 0, `mirostat_tau` 5, `mirostat_eta` 0.1, `min_keep` 0; `seed`
+//! absent or -1: a fresh random seed per request (returned in the response). Stages at their
+//! disabled values add nothing to the chain.
+
+use super::api::{ApiError, Fields};
+use serde_json::Value;
+
+/// One stage of the `samplers` order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Repetition, frequency and presence penalties.
+    Penalties,
+    /// DRY.
+    Dry,
+    /// Top-n-sigma.
+    TopNSigma,
+    /// Top-k.
+    TopK,
+    /// Locally typical sampling.
+    Typical,
+    /// Top-p.
+    TopP,
+    /// Min-p.
+    MinP,
+    /// XTC.
+    Xtc,
+    /// Temperature.
+    Temperature,
+}
+
+const DEFAULT_ORDER: [Stage; 9] = [
+    Stage::Penalties,
+    Stage::Dry,
+    Stage::TopNSigma,
+    Stage::TopK,
+    Stage::Typical,
+    Stage::TopP,
+    Stage::MinP,
+    Stage::Xtc,
+    Stage::Temperature,
+];
+
+fn stage_named(name: &str) -> Option<Stage> {
+    Some(match name.replace('-', "_").as_str() {
+        "penalties" => Stage::Penalties,
+        "dry" => Stage::Dry,
+        "top_n_sigma" => Stage::TopNSigma,
+        "top_k" => Stage::TopK,
+        "typ_p" | "typical_p" | "typical" => Stage::Typical,
+        "top_p" => Stage::TopP,
+        "min_p" => Stage::MinP,
+        "xtc" => Stage::Xtc,
+        "temperature" | "temp" => Stage::Temperature,
+        _ => return None,
+    })
+}
+
+/// The sampling fields of a request.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub struct SamplingParams {
+    pub temperature: f32,
+    pub dynatemp_range: f32,
+    pub dynatemp_exponent: f32,
+    pub top_k: i64,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub typical_p: f32,
+    pub min_keep: i64,
+    pub repeat_last_n: i64,
+    pub repeat_penalty: f32,
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    pub dry_multiplier: f32,
+    pub dry_base: f32,
+    pub dry_allowed_length: i64,
+    pub dry_penalty_last_n: i64,
+    pub xtc_probability: f32,
+    pub xtc_threshold: f32,
+    pub top_n_sigma: f32,
+    pub mirostat: i64,
+    pub mirostat_tau: f32,
+    pub mirostat_eta: f32,
+    /// `None`: draw one per request.
+    pub seed: Option<u64>,
+    /// `(token, bias)`; `-inf` bans.
+    pub logit_bias: Vec<(u32, f32)>,
+    /// The order of the chain's stages.
+    pub samplers: Vec<Stage>,
+}
+
+impl SamplingParams {
+    /// The sampling fields of `f`, over a vocabulary of `n_vocab` tokens.
+    pub fn from_fields(f: &Fields<'_>, n_vocab: usize) -> Result<Self, ApiError> {
+        let seed = f.int("seed", -1, -1, i64::MAX)?;
+        let samplers = match f.get("samplers") {
+            None => DEFAULT_ORDER.to_vec(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().and_then(stage_named))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "samplers",
+                        "`samplers` must be an array of penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature",
+                    )
+                })?,
+            Some(_) => return Err(ApiError::invalid("samplers", "`samplers` must be an array of sampler names")),
+        };
+        if f.get("dry_sequence_breakers").is_some() {
+            return Err(ApiError::invalid(
+                "dry_sequence_breakers",
+                "DRY sequence breakers as strings are not supported yet (DRY runs without breakers)",
+            ));
+        }
+        Ok(SamplingParams {
+            temperature: f.f32("temperature", 0.8, -1e3, 1e3)?,
+            dynatemp_range: f.f32("dynatemp_range", 0.0, 0.0, 1e3)?,
+            dynatemp_exponent: f.f32("dynatemp_exponent", 1.0, 0.0, 1e3)?,
+            top_k: f.int("top_k", 40, -1, n_vocab as i64)?,
+            top_p: f.f32("top_p", 0.95, 0.0, 1.0)?,
+            min_p: f.f32("min_p", 0.05, 0.0, 1.0)?,
+            typical_p: f.f32("typical_p", 1.0, 0.0, 1.0)?,
+            min_keep: f.int("min_keep", 0, 0, n_vocab as i64)?,
+            repeat_last_n: f.int("repeat_last_n", 64, -1, 1 << 20)?,
+            repeat_penalty: f.f32("repeat_penalty", 1.0, 0.0, 1e3)?,
+            presence_penalty: f.f32("presence_penalty", 0.0, -2.0, 2.0)?,
+            frequency_penalty: f.f32("frequency_penalty", 0.0, -2.0, 2.0)?,
+            dry_multiplier: f.f32("dry_multiplier", 0.0, 0.0, 1e3)?,
+            dry_base: f.f32("dry_base", 1.75, 1.0, 1e3)?,
+            dry_allowed_length: f.int("dry_allowed_length", 2, 0, 1 << 20)?,
+            dry_penalty_last_n: f.int("dry_penalty_last_n", -1, -1, 1 << 20)?,
+            xtc_probability: f.f32("xtc_probability", 0.0, 0.0, 1.0)?,
+            xtc_threshold: f.f32("xtc_threshold", 0.1, 0.0, 1.0)?,
+            top_n_sigma: f.f32("top_n_sigma", -1.0, -1.0, 1e3)?,
+            mirostat: f.int("mirostat", 0, 0, 2)?,
+            mirostat_tau: f.f32("mirostat_tau", 5.0, 0.0, 1e3)?,
+            mirostat_eta: f.f32("mirostat_eta", 0.1, 0.0, 1e3)?,
+            seed: (seed >= 0).then_some(seed as u64),
+            logit_bias: logit_bias(f, n_vocab)?,
+            samplers,
+        })
+    }
+
+    /// The chain as a SPEC (`sampling::chain_spec`), its random stages seeded with `seed`.
+    pub fn spec(&self, seed: u64) -> String {
+        let mut st: Vec<String> = Vec::new();
+        if !self.logit_bias.is_empty() {
+            let b: Vec<String> = self.logit_bias.iter().map(|(t, b)| format!("{t}={}", num(*b))).collect();
+            st.push(format!("logit_bias({})", b.join(",")));
+        }
+        let penalties = format!(
+            "penalties(last_n={},repeat={},freq={},present={})",
+            self.repeat_last_n,
+            num(self.repeat_penalty),
+            num(self.frequency_penalty),
+            num(self.presence_penalty)
+        );
+        let dry = format!(
+            "dry(multiplier={},base={},allowed_length={},last_n={})",
+            num(self.dry_multiplier),
+            num(self.dry_base),
+            self.dry_allowed_length,
+            self.dry_penalty_last_n
+        );
+        let temp = if self.dynatemp_range > 0.0 {
+            format!(
+                "temp_ext(t={},delta={},exponent={})",
+                num(self.temperature),
+                num(self.dynatemp_range),
+                num(self.dynatemp_exponent)
+            )
+        } else {
+            format!("temp(t={})", num(self.temperature))
+        };
+        if self.mirostat > 0 {
+            st.push(temp);
+            let (tau, eta) = (num(self.mirostat_tau), num(self.mirostat_eta));
+            st.push(if self.mirostat == 1 {
+                format!("mirostat(tau={tau},eta={eta},m=100,seed={seed})")
+            } else {
+                format!("mirostat_v2(tau={tau},eta={eta},seed={seed})")
+            });
+            return st.join(";");
+        }
+        if self.temperature <= 0.0 {
+            // The most likely token after what changes logits; the filters cannot change it.
+            for s in &self.samplers {
+                match s {
+                    Stage::Penalties if self.penalties_on() => st.push(penalties.clone()),
+                    Stage::Dry if self.dry_multiplier > 0.0 => st.push(dry.clone()),
+                    _ => {}
+                }
+            }
+            st.push("greedy".into());
+            return st.join(";");
+        }
+        let keep = self.min_keep;
+        for s in &self.samplers {
+            match s {
+                Stage::Penalties if self.penalties_on() => st.push(penalties.clone()),
+                Stage::Dry if self.dry_multiplier > 0.0 => st.push(dry.clone()),
+                Stage::TopNSigma if self.top_n_sigma >= 0.0 => {
+                    st.push(format!("top_n_sigma(n={})", num(self.top_n_sigma)))
+                }
+                Stage::TopK if self.top_k > 0 => st.push(format!("top_k(k={})", self.top_k)),
+                Stage::Typical if self.typical_p < 1.0 => {
+                    st.push(format!("typical(p={},min_keep={keep})", num(self.typical_p)))
+                }
+                Stage::TopP if self.top_p < 1.0 => st.push(format!("top_p(p={},min_keep={keep})", num(self.top_p))),
+                Stage::MinP if self.min_p > 0.0 => st.push(format!("min_p(p={},min_keep={keep})", num(self.min_p))),
+                Stage::Xtc if self.xtc_probability > 0.0 => st.push(format!(
+                    "xtc(p={},t={},min_keep={keep},seed={seed})",
+                    num(self.xtc_probability),
+                    num(self.xtc_threshold)
+                )),
+                Stage::Temperature => st.push(temp.clone()),
+                _ => {}
+            }
+        }
+        st.push(format!("dist(seed={seed})"));
+        st.join(";")
+    }
+
+    fn penalties_on(&self) -> bool {
+        self.repeat_last_n != 0
+            && (self.repeat_penalty != 1.0 || self.frequency_penalty != 0.0 || self.presence_penalty != 0.0)
+    }
+}
+
+/// A number as the SPEC parser reads it back exactly (`-inf` for a ban).
+fn num(x: f32) -> String {
+    if x == f32::NEG_INFINITY { "-inf".into() } else { format!("{x:?}") }
+}
+
+/// OpenAI's `{"token id": bias}` object, or llama.cpp's `[[id, bias], ...]` (a bias of `false`
+/// bans the token).
+fn logit_bias(f: &Fields<'_>, n_vocab: usize) -> Result<Vec<(u32, f32)>, ApiError> {
+    let bad = |m: String| ApiError::invalid("logit_bias", m);
+    let id = |t: Option<u64>| -> Result<u32, ApiError> {
+        t.and_then(|t| u32::try_from(t).ok())
+            .filter(|&t| (t as usize) < n_vocab)
+            .ok_or_else(|| bad(format!("`logit_bias` keys must be token ids below {n_vocab}")))
+    };
+    let bias = |v: &Value| -> Result<f32, ApiError> {
+        match v {
+            Value::Bool(false) => Ok(f32::NEG_INFINITY),
+            Value::Number(n) => n
+                .as_f64()
+                .filter(|b| (-100.0..=100.0).contains(b))
+                .map(|b| b as f32)
+                .ok_or_else(|| bad("a logit bias must be between -100 and 100".into())),
+            _ => Err(bad("a logit bias must be a number, or false to ban the token".into())),
+        }
+    };
+    match f.get("logit_bias") {
+        None => Ok(Vec::new()),
+        Some(Value::Object(m)) => m.iter().map(|(k, v)| Ok((id(k.parse().ok())?, bias(v)?))).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|p| match p.as_array().map(Vec::as_slice) {
+                Some([t, b]) => Ok((id(t.as_u64())?, bias(b)?)),
+                _ => Err(bad("`logit_bias` pairs must be [token id, bias]".into())),
+            })
+            .collect(),
+        Some(_) => Err(bad("`logit_bias` must be an object of token id to bias".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: Value) -> Result<SamplingParams, ApiError> {
+        SamplingParams::from_fields(&Fields(v.as_object().unwrap()), 1000)
+    }
+
+    #[test]
+    fn defaults_are_llama_servers_chain() {
+        let p = params(json!({})).unwrap();
+        assert_eq!(p.spec(7), "top_k(k=40);top_p(p=0.95,min_keep=0);min_p(p=0.05,min_keep=0);temp(t=0.8);dist(seed=7)");
+        assert_eq!(p.seed, None);
+        sampling::chain_spec::parse(&p.spec(7), 0).unwrap();
+    }
+
+    #[test]
+    fn fields_map_onto_stages_in_the_samplers_order() {
+        let p = params(json!({
+            "temperature": 0.5, "top_k": 0, "repeat_penalty": 1.1, "presence_penalty": 0.5,
+            "logit_bias": {"5": -1.5, "9": false}, "samplers": ["min_p", "temperature", "penalties"],
+            "seed": 3, "unknown": "ignored"
+        }))
+        .unwrap();
+        assert_eq!(
+            p.spec(3),
+            "logit_bias(5=-1.5,9=-inf);min_p(p=0.05,min_keep=0);temp(t=0.5);penalties(last_n=64,repeat=1.1,freq=0.0,present=0.5);dist(seed=3)"
+        );
+        sampling::chain_spec::parse(&p.spec(3), 0).unwrap();
+        let g = params(json!({"temperature": 0, "frequency_penalty": 1})).unwrap();
+        assert_eq!(g.spec(1), "penalties(last_n=64,repeat=1.0,freq=1.0,present=0.0);greedy");
+        let m = params(json!({"mirostat": 2, "temperature": 0.7})).unwrap();
+        assert_eq!(m.spec(4), "temp(t=0.7);mirostat_v2(tau=5.0,eta=0.1,seed=4)");
+        for p in [g, m] {
+            sampling::chain_spec::parse(&p.spec(1), 0).unwrap();
+        }
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        for (body, field) in [
+            (json!({"temperature": "hot"}), "temperature"),
+            (json!({"top_p": 7}), "top_p"),
+            (json!({"top_k": 1.5}), "top_k"),
+            (json!({"seed": -5}), "seed"),
+            (json!({"logit_bias": {"x": 1}}), "logit_bias"),
+            (json!({"logit_bias": {"4000": 1}}), "logit_bias"),
+            (json!({"samplers": ["top_k", "bogus"]}), "samplers"),
+            (json!({"mirostat": 3}), "mirostat"),
+        ] {
+            let e = params(body.clone()).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(field), "{body}: {e:?}");
+            assert_eq!(e.status, 400);
+        }
+    }
+}
