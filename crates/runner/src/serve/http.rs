@@ -295,8 +295,9 @@ impl Meta {
     }
 
     fn usage(&self, completion: usize) -> Value {
-        json!({"prompt_tokens": self.prompt_tokens * self.n, "completion_tokens": completion,
-               "total_tokens": self.prompt_tokens * self.n + completion})
+        // The prompt counts once, whatever `n` (as OpenAI counts it).
+        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
+               "total_tokens": self.prompt_tokens + completion})
     }
 }
 

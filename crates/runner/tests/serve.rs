@@ -1,0 +1,309 @@
+//! `runner serve` over real HTTP on loopback, with SmolLM2: the OpenAI endpoints, streaming
+//! (read raw with `curl`), errors, the same tokens for a seeded request alone or among others
+//! that join and leave (and proof from `/metrics` that they shared steps), clients that go away,
+//! a full queue, and a barrage of malformed requests.
+#![allow(clippy::print_stderr)]
+
+mod common;
+
+use runner::serve::engine::EngineOptions;
+use runner::serve::{ServeOptions, Server, spawn};
+use runner::{Sampling, SessionOptions};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+fn server(parallel: usize, queue: usize, sampling: Sampling) -> Server {
+    let session = SessionOptions { n_seq: parallel, n_ctx: 256, threads: 2, sampling, ..Default::default() };
+    let opts =
+        ServeOptions { addr: "127.0.0.1:0".parse().unwrap(), engine: EngineOptions { session, chunk: 16, queue } };
+    spawn(common::smollm2(), opts).unwrap()
+}
+
+fn url(s: &Server, path: &str) -> String {
+    format!("http://{}{path}", s.addr())
+}
+
+/// POSTs `body`; the status and the JSON answer.
+fn post(s: &Server, path: &str, body: &str) -> (u16, Value) {
+    let r = ureq::post(&url(s, path)).set("Content-Type", "application/json").send_string(body);
+    let resp = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{path}: {e}"),
+    };
+    let status = resp.status();
+    let text = resp.into_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}")))
+}
+
+fn metric(s: &Server, name: &str) -> f64 {
+    let text = ureq::get(&url(s, "/metrics")).call().unwrap().into_string().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("runner_{name} ")))
+        .unwrap_or_else(|| panic!("no metric {name} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn completions_chat_models_health_and_metrics() {
+    let s = server(2, 8, Sampling::Backend);
+    let h: Value = ureq::get(&url(&s, "/health")).call().unwrap().into_json().unwrap();
+    assert_eq!(h["status"], "ok");
+    let m: Value = ureq::get(&url(&s, "/v1/models")).call().unwrap().into_json().unwrap();
+    assert_eq!(m["data"][0]["id"], "SmolLM2-135M-Instruct.Q4_1");
+
+    let (st, r) =
+        post(&s, "/v1/completions", r#"{"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0}"#);
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["object"], "text_completion");
+    assert_eq!(r["choices"][0]["finish_reason"], "length");
+    assert_eq!(r["usage"]["completion_tokens"], 6);
+    assert_eq!(r["usage"]["prompt_tokens"], 5);
+    assert!(r["choices"][0]["text"].as_str().unwrap().contains("Paris"), "{r}");
+
+    // Chat, through the GGUF's template; an absent seed is drawn and returned.
+    let body = json!({"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 12, "n": 2});
+    let (st, r) = post(&s, "/v1/chat/completions", &body.to_string());
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["object"], "chat.completion");
+    assert_eq!(r["choices"].as_array().unwrap().len(), 2);
+    assert_eq!(r["choices"][1]["message"]["role"], "assistant");
+    assert!(r["seed"].as_u64().is_some());
+    // The template's prompt: system, user and the assistant's start, special tokens as one each.
+    assert!(r["usage"]["prompt_tokens"].as_u64().unwrap() < 40, "{r}");
+
+    // Log-probabilities: the chosen token's and the top 3, in the chat format.
+    let body = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "temperature": 0,
+                      "logprobs": true, "top_logprobs": 3});
+    let (_, r) = post(&s, "/v1/chat/completions", &body.to_string());
+    let content = r["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 3, "{r}");
+    for c in content {
+        let top = c["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3);
+        assert_eq!(c["token"], top[0]["token"], "greedy takes the most likely token");
+        assert_eq!(c["logprob"], top[0]["logprob"]);
+    }
+
+    let text = ureq::get(&url(&s, "/metrics")).call().unwrap().into_string().unwrap();
+    assert!(text.contains("# TYPE runner_tokens_generated_total counter"), "{text}");
+    assert!(metric(&s, "tokens_generated_total") >= 6.0 + 3.0);
+    assert_eq!(metric(&s, "bytes_read_back_last_step"), 4.0 + 8.0 * 20.0, "token, and the 20 logprobs read back");
+    s.stop().unwrap();
+}
+
+#[test]
+fn structured_output_and_stop_strings() {
+    let s = server(2, 8, Sampling::Backend);
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                        "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"]});
+    for seed in 0..3 {
+        let body = json!({"messages": [{"role": "user", "content": "A person, as JSON."}], "max_tokens": 60,
+                          "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}});
+        let (st, r) = post(&s, "/v1/chat/completions", &body.to_string());
+        assert_eq!(st, 200, "{r}");
+        let text = r["choices"][0]["message"]["content"].as_str().unwrap();
+        let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("seed {seed}: {e}: {text:?}"));
+        assert!(v["name"].is_string() && v["age"].is_u64(), "{v}");
+        assert_eq!(r["choices"][0]["finish_reason"], "stop", "the grammar completed");
+    }
+    // A stop string: the text ends before it, finish_reason stop.
+    let (_, free) = post(&s, "/v1/completions", r#"{"prompt": "1, 2, 3, 4,", "max_tokens": 12, "temperature": 0}"#);
+    let free = free["choices"][0]["text"].as_str().unwrap().to_string();
+    let cut = free.find('7').expect("counting goes on past 7");
+    let (_, r) = post(
+        &s,
+        "/v1/completions",
+        r#"{"prompt": "1, 2, 3, 4,", "max_tokens": 12, "temperature": 0, "stop": ["7", "zzz"]}"#,
+    );
+    assert_eq!(r["choices"][0]["text"].as_str().unwrap(), &free[..cut], "{r}");
+    assert_eq!(r["choices"][0]["finish_reason"], "stop");
+    // A GBNF grammar.
+    let body = json!({"prompt": "Answer:", "grammar": "root ::= (\"yes\" | \"no\") \".\"", "max_tokens": 10});
+    let (_, r) = post(&s, "/v1/completions", &body.to_string());
+    let t = r["choices"][0]["text"].as_str().unwrap();
+    assert!(t == "yes." || t == "no.", "{r}");
+    s.stop().unwrap();
+}
+
+/// A streamed completion read raw with curl: data lines, the usage chunk, `[DONE]`.
+#[test]
+fn streaming_with_curl() {
+    let s = server(2, 8, Sampling::Backend);
+    let body = r#"{"prompt": "Once upon a time", "max_tokens": 5, "stream": true, "seed": 4}"#;
+    let out = match std::process::Command::new("curl")
+        .args(["-sN", &url(&s, "/v1/completions"), "-H", "Content-Type: application/json", "-d", body])
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            sched::testing::skip("streaming_with_curl", format!("no curl ({e})"));
+            return;
+        }
+    };
+    let text = String::from_utf8(out.stdout).unwrap();
+    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage["completion_tokens"], 5, "{text}");
+    assert!(chunks.iter().any(|c| c["choices"][0]["finish_reason"] == "length"));
+    // The streamed text is the non-streamed text of the same request.
+    let streamed: String = chunks.iter().filter_map(|c| c["choices"][0]["text"].as_str()).collect();
+    let (_, whole) = post(&s, "/v1/completions", &body.replace("\"stream\": true", "\"stream\": false"));
+    assert_eq!(streamed, whole["choices"][0]["text"].as_str().unwrap());
+    s.stop().unwrap();
+}
+
+/// A seeded request's text alone, then among 15 others with other chains and lengths that
+/// join at staggered times (4 slots, so they queue, join and leave around it): the same text.
+#[test]
+fn the_same_tokens_alone_or_among_others() {
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server(4, 32, sampling);
+        let body = json!({"prompt": "In the middle of the forest there was", "max_tokens": 24, "seed": 11,
+                          "temperature": 1.1, "top_k": 50, "repeat_penalty": 1.2, "logprobs": 1});
+        let (st, alone) = post(&s, "/v1/completions", &body.to_string());
+        assert_eq!(st, 200, "{alone}");
+        let shared0 = metric(&s, "decode_steps_shared_total");
+        let addr = s.addr();
+        let others: Vec<_> = (0..15)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(37 * i as u64 % 200));
+                    let b = json!({"prompt": format!("Story number {i}:"), "max_tokens": 4 + (i * 7) % 20,
+                                   "seed": i, "temperature": 0.5 + 0.1 * i as f64, "min_p": 0.1});
+                    let r = ureq::post(&format!("http://{addr}/v1/completions")).send_string(&b.to_string()).unwrap();
+                    assert_eq!(r.status(), 200);
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150));
+        let (_, among) = post(&s, "/v1/completions", &body.to_string());
+        for o in others {
+            o.join().unwrap();
+        }
+        let shared = metric(&s, "decode_steps_shared_total") - shared0;
+        assert_eq!(among["choices"][0]["text"], alone["choices"][0]["text"], "{sampling:?}");
+        assert_eq!(among["choices"][0]["logprobs"]["tokens"], alone["choices"][0]["logprobs"]["tokens"]);
+        // The requests really ran together: most decode steps sampled several sequences.
+        assert!(shared >= 24.0, "{sampling:?}: only {shared} shared decode steps");
+        s.stop().unwrap();
+    }
+}
+
+#[test]
+fn a_client_that_goes_away_frees_its_slot() {
+    let s = server(1, 8, Sampling::Backend);
+    let mut c = std::net::TcpStream::connect(s.addr()).unwrap();
+    let body = r#"{"prompt": "Once upon a time", "max_tokens": 200, "stream": true, "ignore_eos": true}"#;
+    write!(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = c.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
+    drop(c);
+    let t0 = Instant::now();
+    while metric(&s, "sequences_cancelled_total") < 1.0 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the slot was not freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(metric(&s, "tokens_generated_total") < 200.0);
+    // The one slot serves the next request.
+    let (st, _) = post(&s, "/v1/completions", r#"{"prompt": "Hello", "max_tokens": 2}"#);
+    assert_eq!(st, 200);
+    s.stop().unwrap();
+}
+
+#[test]
+fn a_full_queue_answers_503_with_retry_after() {
+    let s = server(1, 1, Sampling::Backend);
+    let addr = s.addr();
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let b = r#"{"prompt": "Hello", "max_tokens": 30, "ignore_eos": true}"#;
+                match ureq::post(&format!("http://{addr}/v1/completions")).send_string(b) {
+                    Ok(r) => (r.status(), None),
+                    Err(ureq::Error::Status(c, r)) => (c, r.header("Retry-After").map(str::to_string)),
+                    Err(e) => panic!("{e}"),
+                }
+            })
+        })
+        .collect();
+    let results: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    assert!(results.iter().any(|r| r.0 == 200), "{results:?}");
+    let busy: Vec<_> = results.iter().filter(|r| r.0 == 503).collect();
+    assert!(!busy.is_empty(), "{results:?}");
+    assert!(busy.iter().all(|r| r.1.as_deref() == Some("1")), "{results:?}");
+    s.stop().unwrap();
+}
+
+#[test]
+fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
+    let s = server(2, 8, Sampling::Backend);
+    let fixed: Vec<(String, &str)> = vec![
+        (r#"{"prompt": "x", "temperature": "hot"}"#.into(), "temperature"),
+        (r#"{"prompt": "x", "max_tokens": -5}"#.into(), "max_tokens"),
+        (r#"{"prompt": "x", "top_p": 7}"#.into(), "top_p"),
+        (r#"{"prompt": "x", "n": 0}"#.into(), "n"),
+        (r#"{"prompt": [1, 2, 999999]}"#.into(), "prompt"),
+        (r#"{"prompt": "x", "stop": [""]}"#.into(), "stop"),
+        (r#"{"prompt": "x", "logit_bias": {"a": 1}}"#.into(), "logit_bias"),
+        (r#"{"prompt": "x", "grammar": "root ::= ("}"#.into(), "grammar"),
+        (r#"{"prompt": "x", "response_format": {"type": "xml"}}"#.into(), "response_format.type"),
+        (format!(r#"{{"prompt": "{}"}}"#, "word ".repeat(400)), "prompt"),
+    ];
+    for (body, field) in &fixed {
+        let (st, r) = post(&s, "/v1/completions", body);
+        assert_eq!(st, 400, "{body}: {r}");
+        assert_eq!(r["error"]["param"], *field, "{body}: {r}");
+        assert_eq!(r["error"]["type"], "invalid_request_error");
+    }
+    // Malformed JSON, invalid UTF-8, wrong types everywhere, a 10 MB body: 1000 in all.
+    let mut rng = 12345u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let fields =
+        ["prompt", "max_tokens", "temperature", "top_k", "seed", "stop", "n", "logprobs", "stream", "samplers"];
+    let values =
+        [r#""x""#, "-3", "1e400", "[]", "{}", "null", "true", r#"[1, "a"]"#, "99999999999999999999", r#""\ud800""#];
+    for i in 0..1000 {
+        let body: Vec<u8> = match i % 4 {
+            0 => format!(r#"{{"prompt": "a", "{}": {}"#, fields[next() as usize % 10], values[next() as usize % 10])
+                .into_bytes(),
+            1 => vec![b'{', 0xff, 0xfe, b'}'],
+            2 => format!(
+                r#"{{"{}": {}, "prompt": {}}}"#,
+                fields[next() as usize % 10],
+                values[next() as usize % 10],
+                values[next() as usize % 10]
+            )
+            .into_bytes(),
+            _ => format!(r#"[{}]"#, values[next() as usize % 10]).into_bytes(),
+        };
+        let r = ureq::post(&url(&s, "/v1/completions")).send_bytes(&body);
+        let code = match r {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(c, _)) => c,
+            Err(e) => panic!("{e}"),
+        };
+        // A body that happens to be valid may be served (200); nothing else but a 4xx.
+        assert!(code == 200 || (400..500).contains(&code), "{}: {code}", String::from_utf8_lossy(&body));
+    }
+    // A 10 MB body: 413 (the server may answer and close before the client has sent it all).
+    let big = vec![b' '; 10 << 20];
+    match ureq::post(&url(&s, "/v1/completions")).send_bytes(&big) {
+        Err(ureq::Error::Status(c, _)) => assert_eq!(c, 413),
+        Err(ureq::Error::Transport(t)) => eprintln!("the 10 MB body was cut off: {t}"),
+        Ok(r) => panic!("a 10 MB body was served: {}", r.status()),
+    }
+    let (st, _) = post(&s, "/v1/completions", r#"{"prompt": "Hello", "max_tokens": 2}"#);
+    assert_eq!(st, 200);
+    s.stop().unwrap();
+}
