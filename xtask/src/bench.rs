@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const SUITES: &str = "suites: sampling, ops, readback, fused, runner, spec, grammar";
+const SUITES: &str = "suites: sampling, ops, readback, fused, runner, spec, grammar, serve";
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.collect();
@@ -31,6 +31,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "runner" => crate::bench_runner::run(rest),
         "spec" => crate::bench_spec::run(rest),
         "grammar" => crate::bench_grammar::run(rest),
+        "serve" => crate::bench_serve::run(rest),
         "ops" if vulkan => crate::bench_vulkan::run(rest),
         #[cfg(feature = "ggml")]
         "ops" => crate::bench_ops::run(rest),

@@ -13,6 +13,7 @@ pub mod bench_readback;
 pub mod bench_runner;
 pub mod bench_sampling;
 pub mod bench_sampling_graph;
+pub mod bench_serve;
 pub mod bench_spec;
 pub mod bench_vulkan;
 pub mod ci;
