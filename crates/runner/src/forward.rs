@@ -30,7 +30,7 @@ pub struct Forward {
     pub k_rows: NodeId,
     /// `v_rows` i32 `[n_seq * t * n_embd_kv]`.
     pub v_rows: NodeId,
-    /// `mask` f32 `[n_ctx, 1, 1, n_seq * t]` (one row per token).
+    /// `mask` f32 `[cells, 1, 1, n_seq * t]` (one row per token; `cells` the cells attended).
     pub mask: NodeId,
     /// Output rows per slot.
     pub n_out: usize,
@@ -85,13 +85,15 @@ pub fn build_outputs(
     t: usize,
     n_out: usize,
 ) -> Result<Forward> {
-    build_slots(g, cfg, w, cache, 0..cache.n_seq, t, n_out)
+    build_slots(g, cfg, w, cache, 0..cache.n_seq, t, n_out, cache.n_ctx)
 }
 
 /// [`build_outputs`] for the cache slots `slots` only (a contiguous range; every count and row of
 /// the graph is then over `slots.len()` slots, and its slot `s` is the cache's `slots.start + s`):
 /// a step in which only some sequences take part (a server's prefill of one request, or a
-/// decode step over the slots in use).
+/// decode step over the slots in use); attention reads each slot's first `cells` cells
+/// (`crate::kv::attended_cells`: the cells in use, not the whole context).
+#[allow(clippy::too_many_arguments)]
 pub fn build_slots(
     g: &mut Graph,
     cfg: &Config,
@@ -100,6 +102,7 @@ pub fn build_slots(
     slots: std::ops::Range<usize>,
     t: usize,
     n_out: usize,
+    cells: usize,
 ) -> Result<Forward> {
     cfg.validate()?;
     if slots.is_empty() || slots.end > cache.n_seq {
@@ -108,7 +111,7 @@ pub fn build_slots(
             reason: format!("the cache has slots 0..{}", cache.n_seq),
         });
     }
-    if t == 0 || cache.n_seq == 0 || cache.n_ctx == 0 || n_out == 0 || n_out > t {
+    if t == 0 || cache.n_seq == 0 || cache.n_ctx == 0 || n_out == 0 || n_out > t || cells == 0 || cells > cache.n_ctx {
         return Err(RunnerError::Session {
             what: format!(
                 "a step of {t} tokens and {n_out} outputs for {} sequences of {} cells",
@@ -135,7 +138,7 @@ pub fn build_slots(
     let pos = b.g.input("pos", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let k_rows = b.g.input("k_rows", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let v_rows = b.g.input("v_rows", DType::I32, &[n_tok * n_kv]).map_err(e("inputs"))?;
-    let mask = b.g.input("mask", DType::F32, &[n_ctx, 1, 1, n_tok]).map_err(e("inputs"))?;
+    let mask = b.g.input("mask", DType::F32, &[cells, 1, 1, n_tok]).map_err(e("inputs"))?;
     let out_rows =
         if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq * n_out]).map_err(e("inputs"))?) } else { None };
 
@@ -174,15 +177,15 @@ pub fn build_slots(
             g.state(&v_cache_name(il), cache.dtype, &[1, cache.n_seq * n_kv * n_ctx]).map_err(e(&what("v cache")))?;
         let k_all = g.set_rows(k_cache, k, k_rows).map_err(e(&what("k store")))?;
         let v_all = g.set_rows(v_cache, v, v_rows).map_err(e(&what("v store")))?;
-        // Slot s's keys: [head_dim, n_ctx, n_head_kv, n_seq], from the step's first slot on (a
+        // Slot s's keys: [head_dim, cells, n_head_kv, n_seq], from the step's first slot on (a
         // slot's keys and its values take the same bytes in their tensors).
         let slot0 = slots.start * n_ctx * n_kv * es;
         let kv_ = g
-            .view(k_all, &[hd, n_ctx, n_head_kv, n_seq], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], slot0)
+            .view(k_all, &[hd, cells, n_head_kv, n_seq], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], slot0)
             .map_err(e(&what("k view")))?;
-        // Slot s's values, transposed: [n_ctx, head_dim, n_head_kv, n_seq].
+        // Slot s's values, transposed: [cells, head_dim, n_head_kv, n_seq].
         let vv = g
-            .view(v_all, &[n_ctx, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], slot0)
+            .view(v_all, &[cells, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], slot0)
             .map_err(e(&what("v view")))?;
         // Each token's queries as its own batch entry, [head_dim, 1, n_head, n_tok] over q
         // [head_dim, n_head, n_tok]: token j of slot s is entry s * t + j, which `mul_mat`'s
@@ -192,7 +195,7 @@ pub fn build_slots(
         let f = 4;
         let qv =
             g.view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0).map_err(e(&what("q view")))?;
-        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [n_ctx, 1, n_head, n_tok]
+        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [cells, 1, n_head, n_tok]
         let kq = g.soft_max(kq, Some(mask), kq_scale).map_err(e(&what("softmax")))?;
         let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, n_tok]
         let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;

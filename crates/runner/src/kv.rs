@@ -47,11 +47,28 @@ pub struct StepInputs {
     pub k_rows: Vec<i32>,
     /// Value cache elements written, `[n_seq * t * n_embd_kv]` (token-major).
     pub v_rows: Vec<i32>,
-    /// Causal mask `[n_ctx, 1, 1, n_seq * t]` (a row per token): 0 where it may attend, `-inf` elsewhere.
+    /// The cells each slot's attention reads: its first `cells` (every position of the step's
+    /// tokens is below it; [`attended_cells`]).
+    pub cells: usize,
+    /// Causal mask `[cells, 1, 1, n_seq * t]` (a row per token): 0 where it may attend, `-inf`
+    /// elsewhere.
     pub mask: Vec<f32>,
     /// The output rows, `n_out` per slot (`[n_seq * n_out]`): its last real token, or for
     /// [`StepInputs::with_outputs`] its last `outs[s]` real tokens then repeats of the last.
     pub out_rows: Vec<i32>,
+}
+
+/// The least number of cells a step's attention reads ([`attended_cells`]).
+pub const MIN_CELLS: usize = 32;
+
+/// How many cells of each slot a step attends to when its tokens' positions end at `needed`
+/// (the largest position plus one): `needed` rounded up to a power of two, at least
+/// [`MIN_CELLS`], at most the slot's `n_ctx`. Attention then reads the cells in use rather than the
+/// whole context (a server's slots of 2048 cells hold a few hundred tokens), with few graph
+/// shapes; the cells past `needed` are masked, and masked cells add exact zeros to every sum, so
+/// a token's attention is the same whatever the bucket.
+pub fn attended_cells(needed: usize, n_ctx: usize) -> usize {
+    needed.next_power_of_two().max(MIN_CELLS).min(n_ctx)
 }
 
 impl StepInputs {
@@ -80,11 +97,29 @@ impl StepInputs {
                 reason: format!("the session has {} sequences; every sequence takes part in every step", cache.n_seq),
             });
         }
-        Self::for_slots(cfg, cache, 0, tokens, start, t_min, n_out, outs)
+        let mut si = Self::for_slots(cfg, cache, 0, tokens, start, t_min, n_out, outs)?;
+        // The whole slot (the graphs of `forward::build` and `build_outputs`).
+        si.widen(cache.n_ctx);
+        Ok(si)
+    }
+
+    /// Makes the mask cover `cells` cells per token (at least the current count).
+    fn widen(&mut self, cells: usize) {
+        if cells <= self.cells {
+            return;
+        }
+        let rows = self.mask.len() / self.cells;
+        let mut mask = vec![f32::NEG_INFINITY; rows * cells];
+        for (r, row) in self.mask.chunks(self.cells).enumerate() {
+            mask[r * cells..r * cells + self.cells].copy_from_slice(row);
+        }
+        self.mask = mask;
+        self.cells = cells;
     }
 
     /// [`StepInputs::with_outputs`] for the slots `lo..lo + tokens.len()` only (the graph of
-    /// [`crate::forward::build_slots`]): `tokens[s]`, `start[s]` and `outs[s]` are slot `lo + s`'s.
+    /// [`crate::forward::build_slots`]): `tokens[s]`, `start[s]` and `outs[s]` are slot `lo + s`'s;
+    /// attention reads [`attended_cells`] cells per slot.
     #[allow(clippy::too_many_arguments)]
     pub fn for_slots(
         cfg: &Config,
@@ -141,13 +176,15 @@ impl StepInputs {
         }
         let (n_seq, n_ctx, kv) = (tokens.len(), cache.n_ctx, cfg.n_embd_kv());
         let n = n_seq * t;
+        let cells = attended_cells(start.iter().map(|&p| p + t).max().unwrap_or(1), n_ctx);
         let mut si = StepInputs {
             t,
             tokens: Vec::with_capacity(n),
             pos: Vec::with_capacity(n),
             k_rows: Vec::with_capacity(n),
             v_rows: Vec::with_capacity(n * kv),
-            mask: vec![f32::NEG_INFINITY; n_ctx * n],
+            cells,
+            mask: vec![f32::NEG_INFINITY; cells * n],
             out_rows: Vec::with_capacity(n_seq * n_out),
         };
         for (s, toks) in tokens.iter().enumerate() {
@@ -159,7 +196,7 @@ impl StepInputs {
                 let slot = lo + s;
                 si.k_rows.push((slot * n_ctx + pos) as i32);
                 si.v_rows.extend((0..kv).map(|c| ((slot * kv + c) * n_ctx + pos) as i32));
-                let row = (s * t + j) * n_ctx;
+                let row = (s * t + j) * cells;
                 si.mask[row..=row + pos].fill(0.0);
             }
             let first = toks.len() - outs[s];
@@ -218,12 +255,33 @@ mod tests {
         assert_eq!(si.pos, [2, 0]);
         assert_eq!(si.k_rows, [6, 8]);
         assert_eq!(si.v_rows, [10, 14, 16, 20]);
-        assert_eq!(si.mask.len(), 2 * 4);
+        assert_eq!((si.cells, si.mask.len()), (4, 2 * 4), "at most the slot's 4 cells");
         assert_eq!(si.out_rows, [0, 1]);
         let e = StepInputs::for_slots(&cfg, &cache, 2, &[&[5], &[7]], &[0, 0], 1, 1, &[1, 1]).unwrap_err();
         assert!(e.to_string().contains("within the session's 3 slots"), "{e}");
         let e = StepInputs::for_slots(&cfg, &cache, 2, &[&[5, 6, 7]], &[2], 1, 1, &[1]).unwrap_err();
         assert!(e.to_string().contains("sequence 2: 5 positions needed"), "{e}");
+    }
+
+    #[test]
+    fn attention_reads_the_cells_in_use_in_few_shapes() {
+        assert_eq!(attended_cells(1, 2048), 32);
+        assert_eq!(attended_cells(33, 2048), 64);
+        assert_eq!(attended_cells(300, 2048), 512);
+        assert_eq!(attended_cells(1500, 2048), 2048);
+        assert_eq!(attended_cells(90, 100), 100);
+        let cfg = Config { n_head_kv: 1, head_dim: 2, rope_dims: 2, n_head: 1, ..Config::tiny(10) };
+        let cache = CacheSpec { n_seq: 2, n_ctx: 256, dtype: DType::F32 };
+        // Slot 1 at position 40: 64 cells for both slots' rows.
+        let si = StepInputs::for_slots(&cfg, &cache, 0, &[&[5], &[7]], &[3, 40], 1, 1, &[1, 1]).unwrap();
+        assert_eq!(si.cells, 64);
+        assert_eq!(si.mask.len(), 2 * 64);
+        assert!(si.mask[..4].iter().all(|&m| m == 0.0) && si.mask[4] == f32::NEG_INFINITY);
+        assert!(si.mask[64..64 + 41].iter().all(|&m| m == 0.0) && si.mask[64 + 41] == f32::NEG_INFINITY);
+        // The whole-cache form keeps every cell.
+        let si = StepInputs::new(&cfg, &cache, &[&[5], &[7]], &[3, 40]).unwrap();
+        assert_eq!((si.cells, si.mask.len()), (256, 2 * 256));
+        assert!(si.mask[256..256 + 41].iter().all(|&m| m == 0.0) && si.mask[256 + 41] == f32::NEG_INFINITY);
     }
 
     #[test]

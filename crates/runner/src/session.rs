@@ -185,6 +185,7 @@ pub struct SlotsOutcome {
 struct StepGraph {
     slots: std::ops::Range<usize>,
     t: usize,
+    cells: usize,
     n_out: usize,
     sampled: bool,
     graph: Graph,
@@ -387,7 +388,7 @@ impl Session {
         let any_sample = work.iter().any(|w| matches!(w, SlotWork::Sample(_)));
         let sampled = any_sample && self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(lo..hi, inputs.t, 1, sampled)?;
+        let i = self.prepare(lo..hi, &inputs, 1, sampled)?;
         let tp = Instant::now();
         self.run(i, &inputs)?;
         for (s, (w, t)) in work.iter().zip(&tokens).enumerate() {
@@ -458,17 +459,25 @@ impl Session {
     /// `slots` and makes its plan current, uploading the weights the scheduler lacks. A sampled
     /// graph whose tail no longer fits its sequences' chains (a chain of another structure was
     /// set since) is built again.
-    fn prepare(&mut self, slots: std::ops::Range<usize>, t: usize, n_out: usize, sampled: bool) -> Result<usize> {
-        let found =
-            self.graphs.iter().position(|g| g.slots == slots && g.t == t && g.n_out == n_out && g.sampled == sampled);
+    fn prepare(
+        &mut self,
+        slots: std::ops::Range<usize>,
+        inputs: &StepInputs,
+        n_out: usize,
+        sampled: bool,
+    ) -> Result<usize> {
+        let (t, cells) = (inputs.t, inputs.cells);
+        let same = |g: &StepGraph| {
+            g.slots == slots && g.t == t && g.cells == cells && g.n_out == n_out && g.sampled == sampled
+        };
+        let found = self.graphs.iter().position(same);
         if let Some(i) = found
             && self.graphs[i].tail.as_ref().is_some_and(|tail| tail.check_current(&self.seqs).is_err())
         {
             self.graphs.remove(i);
             self.current = None;
         }
-        let found =
-            self.graphs.iter().position(|g| g.slots == slots && g.t == t && g.n_out == n_out && g.sampled == sampled);
+        let found = self.graphs.iter().position(same);
         let i = match found {
             Some(i) => i,
             None => {
@@ -479,7 +488,7 @@ impl Session {
                 }
                 let mut graph = Graph::new();
                 let (cfg, w) = (&self.model.config, &self.model.weights);
-                let fwd = forward::build_slots(&mut graph, cfg, w, &self.cache, slots.clone(), t, n_out)?;
+                let fwd = forward::build_slots(&mut graph, cfg, w, &self.cache, slots.clone(), t, n_out, cells)?;
                 let tail = if sampled {
                     let rows: Vec<(SeqId, usize)> = slots
                         .clone()
@@ -495,7 +504,7 @@ impl Session {
                     graph.set_output(fwd.logits);
                     None
                 };
-                self.graphs.push(StepGraph { slots, t, n_out, sampled, graph, fwd, tail });
+                self.graphs.push(StepGraph { slots, t, cells, n_out, sampled, graph, fwd, tail });
                 self.graphs.len() - 1
             }
         };
@@ -538,7 +547,22 @@ impl Session {
     }
 
     fn inputs(&self, tokens: &[&[Token]]) -> Result<StepInputs> {
-        StepInputs::new(&self.model.config, &self.cache, tokens, &self.pos)
+        let ones = vec![1; tokens.len()];
+        self.all_slots(tokens, 0, 1, &ones)
+    }
+
+    /// A step's inputs over every slot (each takes part), attention over the cells in use.
+    fn all_slots(&self, tokens: &[&[Token]], t_min: usize, n_out: usize, outs: &[usize]) -> Result<StepInputs> {
+        if tokens.len() != self.opts.n_seq {
+            return Err(RunnerError::Session {
+                what: format!("a step with {} token lists", tokens.len()),
+                reason: format!(
+                    "the session has {} sequences; every sequence takes part in every step",
+                    self.opts.n_seq
+                ),
+            });
+        }
+        StepInputs::for_slots(&self.model.config, &self.cache, 0, tokens, &self.pos, t_min, n_out, outs)
     }
 
     fn advance(&mut self, tokens: &[&[Token]]) {
@@ -551,7 +575,7 @@ impl Session {
     /// sequence's logits after its last token, without sampling.
     pub fn eval(&mut self, tokens: &[&[Token]]) -> Result<Vec<Vec<f32>>> {
         let inputs = self.inputs(tokens)?;
-        let i = self.prepare(0..self.opts.n_seq, inputs.t, 1, false)?;
+        let i = self.prepare(0..self.opts.n_seq, &inputs, 1, false)?;
         self.run(i, &inputs)?;
         self.advance(tokens);
         let logits = self.graphs[i].fwd.logits;
@@ -567,7 +591,7 @@ impl Session {
         let n_eval = tokens.iter().map(|t| t.len()).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(0..self.opts.n_seq, inputs.t, 1, sampled)?;
+        let i = self.prepare(0..self.opts.n_seq, &inputs, 1, sampled)?;
         let tp = Instant::now();
         self.run(i, &inputs)?;
         self.advance(tokens);
@@ -682,11 +706,11 @@ impl Session {
         let width = (longest + 1).next_power_of_two().min(k + 1);
         let (t_min, n_out) = if any { (width, width) } else { (1, 1) };
         let outs: Vec<usize> = drafts.iter().map(|d| if any { d.len() + 1 } else { 1 }).collect();
-        let inputs = StepInputs::with_outputs(&self.model.config, &self.cache, &refs, &self.pos, t_min, n_out, &outs)?;
+        let inputs = self.all_slots(&refs, t_min, n_out, &outs)?;
         let n_eval = fed.iter().map(Vec::len).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(0..self.opts.n_seq, inputs.t, n_out, sampled)?;
+        let i = self.prepare(0..self.opts.n_seq, &inputs, n_out, sampled)?;
         let tp = Instant::now();
         if sampled {
             for (s, d) in drafts.iter().enumerate() {

@@ -125,3 +125,26 @@ fn logprobs_come_back_on_both_paths_alike() {
         assert!((a.1 - b.1).abs() < 1e-4, "{a:?} vs {b:?}");
     }
 }
+
+/// Attention reads the cells in use, in power-of-two buckets (`kv::attended_cells`): a token's
+/// logits are the same bits whether its step reads 32 cells (alone) or 256 (beside a sequence at
+/// position 189).
+#[test]
+fn the_cells_attended_do_not_change_a_tokens_logits() {
+    let m = model();
+    let greedy = Chain::parse("greedy").unwrap();
+    let p0: Vec<Token> = (0..11).map(|i| (i * 37 + 5) % 3000).collect();
+    let p1: Vec<Token> = (0..189).map(|i| (i * 13 + 1) % 3000).collect();
+    let q1: Vec<Token> = (0..11).map(|i| (i * 7 + 3) % 3000).collect();
+    let o = |n| SessionOptions { n_ctx: 256, ..opts(n, Sampling::Cpu) };
+    let mut alone = Session::new(Arc::clone(&m), o(2), vec![greedy.clone(); 2]).unwrap();
+    let a = alone.eval(&[&p0, &q1]).unwrap();
+    let mut beside = Session::new(Arc::clone(&m), o(2), vec![greedy; 2]).unwrap();
+    beside.eval(&[&[1], &p1]).unwrap();
+    beside.truncate(0, 0).unwrap();
+    let b = beside.eval(&[&p0, &q1]).unwrap();
+    assert_eq!(runner::kv::attended_cells(11, 256), 32);
+    assert_eq!(runner::kv::attended_cells(200, 256), 256);
+    let diff = a[0].iter().zip(&b[0]).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    assert!(diff == 0.0, "max difference {diff}");
+}
