@@ -20,9 +20,11 @@ use std::process::Command;
 
 /// Debian packages the suite needs: cmake and libclang for `ggml-sys-bleedingedge`; the Vulkan loader,
 /// the lavapipe software driver and the validation layers for the Vulkan tests; glslc and spirv-tools
-/// for the shader drift test; graphviz to check that DOT dumps render.
+/// for the shader drift test; graphviz to check that DOT dumps render; curl for the server's raw
+/// streaming test.
 const PACKAGES: &[&str] = &[
     "graphviz",
+    "curl",
     "cmake",
     "libclang-dev",
     "clang",
@@ -48,6 +50,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args = Args::try_parse_from(args)?;
     if !args.no_install {
         install_packages()?;
+        python_client()?;
     }
     // The runner's SmolLM2 tests need the model file: fetch it now (network), not inside a test.
     let model = crate::fetch_model::fetch().context("fetching the SmolLM2 test model (cargo xtask fetch-model)")?;
@@ -57,6 +60,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     report_free_disk(&target);
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
+    // The server's `openai` client test finds its interpreter here (see `python_client`).
+    cmd.env("RUNNER_TEST_PYTHON", target.join("pyenv/bin/python"));
     cmd.args(&args.cargo_args);
     // The passing tests' own output too, so that their `SKIPPED <test>: <reason>` lines
     // (`sched::testing::skip`) can be counted.
@@ -216,6 +221,36 @@ fn report_free_disk(target: &std::path::Path) {
         Some(free) => eprintln!("xtask ci: {} MiB free for {}", free >> 20, target.display()),
         None => eprintln!("xtask ci: could not read the free disk space of {}", target.display()),
     }
+}
+
+/// The `openai` Python package the server's client test runs (a pinned version, in a virtual
+/// environment under the target directory: nothing installed system-wide).
+const OPENAI: &str = "openai==3.57.0";
+
+/// Makes `target/pyenv` with [`OPENAI`] unless it is there.
+fn python_client() -> Result<()> {
+    let env = target_dir().join("pyenv");
+    let py = env.join("bin/python");
+    let has = |py: &std::path::Path| {
+        Command::new(py).args(["-c", "import openai"]).output().is_ok_and(|o| o.status.success())
+    };
+    if has(&py) {
+        return Ok(());
+    }
+    eprintln!("xtask ci: installing {OPENAI} into {}", env.display());
+    let run = |cmd: &mut Command| -> Result<()> {
+        let st = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+        if !st.success() {
+            bail!("{cmd:?} failed: {st}");
+        }
+        Ok(())
+    };
+    run(Command::new("python3").args(["-m", "venv"]).arg(&env))?;
+    run(Command::new(env.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", OPENAI]))?;
+    if !has(&py) {
+        bail!("{} cannot import openai after installing it", py.display());
+    }
+    Ok(())
 }
 
 fn is_installed(pkg: &str) -> bool {

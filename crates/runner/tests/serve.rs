@@ -307,3 +307,84 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     assert_eq!(st, 200);
     s.stop().unwrap();
 }
+
+/// The binary: `runner serve` answers, and SIGTERM cancels the stream in flight (the client gets
+/// an error event and the end of the stream) and exits 0.
+#[test]
+fn sigterm_cancels_in_flight_requests_and_exits_zero() {
+    common::smollm2();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models");
+    let model = runner::fetch::smollm2(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(["serve", "--model"])
+        .arg(&model)
+        .args(["--port", &port.to_string(), "--parallel", "2", "--ctx", "512", "--threads", "2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let t0 = Instant::now();
+    while ureq::get(&format!("{base}/health")).call().is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client = std::thread::spawn(move || {
+        let body = r#"{"prompt": "Once upon a time", "max_tokens": 400, "stream": true, "ignore_eos": true}"#;
+        let r = ureq::post(&format!("{base}/v1/completions")).send_string(body).unwrap();
+        let mut text = String::new();
+        let _ = r.into_reader().read_to_string(&mut text);
+        text
+    });
+    let m = format!("http://127.0.0.1:{port}/metrics");
+    let generated = || -> f64 {
+        let t = ureq::get(&m).call().unwrap().into_string().unwrap();
+        t.lines().find_map(|l| l.strip_prefix("runner_tokens_generated_total ")).unwrap().parse().unwrap()
+    };
+    while generated() < 3.0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no tokens");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(30), "SIGTERM did not stop the server");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let text = client.join().unwrap();
+    assert!(text.contains("shutting down"), "the stream ends with the reason: {text}");
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(out.contains("serving") && out.contains("stopped"), "{out}");
+}
+
+/// The official `openai` Python client (in `target/pyenv`, which `cargo xtask ci` makes; or the
+/// interpreter in `RUNNER_TEST_PYTHON`) runs `tests/data/openai_client.py` against the server.
+#[test]
+fn the_openai_python_client_works() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = std::env::var_os("RUNNER_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target/pyenv/bin/python"));
+    let has =
+        std::process::Command::new(&python).args(["-c", "import openai"]).output().is_ok_and(|o| o.status.success());
+    if !has {
+        sched::testing::skip(
+            "the_openai_python_client_works",
+            format!("no Python with the openai package at {} (cargo xtask ci installs it)", python.display()),
+        );
+        return;
+    }
+    let s = server(2, 8, Sampling::Backend);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/openai_client.py");
+    let out = std::process::Command::new(&python).arg(&script).arg(format!("http://{}", s.addr())).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("openai client: ok"), "{stdout}");
+    s.stop().unwrap();
+}
