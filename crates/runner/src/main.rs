@@ -141,6 +141,16 @@ struct ServeArgs {
     /// The most requests' sequences waiting for a slot; past it, 503 with Retry-After.
     #[arg(long, default_value_t = 64)]
     queue: usize,
+    /// Speculative decoding for every request whose chain can verify: `ngram` (drafts from each
+    /// sequence's own prompt and output), verified on the backend.
+    #[arg(long)]
+    spec: Option<String>,
+    /// The most draft tokens per sequence and step.
+    #[arg(long, default_value_t = 8)]
+    draft_max: usize,
+    /// The n-gram drafter's match length.
+    #[arg(long, default_value_t = 3)]
+    ngram_n: usize,
 }
 
 fn model_path(m: &str) -> Result<std::path::PathBuf> {
@@ -166,9 +176,16 @@ fn serve(args: ServeArgs) -> Result<()> {
         .parse()
         .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
         .with_context(|| format!("--host {} --port {}: not an address", args.host, args.port))?;
+    let ngram = match args.spec.as_deref() {
+        None => None,
+        Some("ngram") if args.draft_max > 0 => Some((args.ngram_n, args.draft_max)),
+        Some("ngram") => bail!("--spec ngram needs --draft-max of at least 1"),
+        Some(s) => bail!("--spec `{s}`: the server speculates with ngram"),
+    };
     let session = SessionOptions {
         n_seq: args.parallel,
         n_ctx: args.ctx,
+        n_draft_max: ngram.map_or(0, |(_, k)| k),
         backend,
         threads: args.threads.unwrap_or(SessionOptions::default().threads),
         sampling: if args.cpu_sampling { Sampling::Cpu } else { Sampling::Backend },
@@ -176,7 +193,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     };
     let opts = runner::serve::ServeOptions {
         addr,
-        engine: runner::serve::engine::EngineOptions { session, chunk: args.chunk, queue: args.queue },
+        engine: runner::serve::engine::EngineOptions { session, chunk: args.chunk, queue: args.queue, ngram },
     };
     let name = model.name.clone();
     runner::serve::run(model, opts, |addr, _| {

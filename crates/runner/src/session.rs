@@ -163,6 +163,38 @@ pub struct SlotSample {
     pub logprobs: Option<Vec<(Token, f32)>>,
 }
 
+/// What one slot does in a [`Session::step_slots_spec`] step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecWork<'a> {
+    /// Nothing (as [`SlotWork::Idle`]).
+    Idle,
+    /// Append `tokens` (usually the last emitted one) and the `draft`, and verify the draft.
+    Decode {
+        /// The new tokens.
+        tokens: &'a [Token],
+        /// The draft after them (may be empty: plain decoding).
+        draft: &'a [Token],
+    },
+}
+
+/// What a [`Session::step_slots_spec`] step produced.
+#[derive(Debug)]
+pub struct SlotsSpecOutcome {
+    /// Per slot of the range: `None` for an idle slot, else its verdict (the emitted tokens,
+    /// accepted already, and how many draft tokens were accepted) or its own error.
+    pub results: Vec<Option<Result<Verdict>>>,
+    /// Real (not padding) tokens the forward pass evaluated (drafts included).
+    pub n_eval: usize,
+    /// As [`StepOutcome::prepare_time`].
+    pub prepare_time: Duration,
+    /// As [`StepOutcome::graph_time`].
+    pub graph_time: Duration,
+    /// As [`StepOutcome::sample_time`].
+    pub sample_time: Duration,
+    /// As [`StepOutcome::bytes_read`].
+    pub bytes_read: usize,
+}
+
 /// What a [`Session::step_slots`] step produced.
 #[derive(Debug)]
 pub struct SlotsOutcome {
@@ -680,23 +712,73 @@ impl Session {
         drafts: &[&[Token]],
         qs: Option<&[&[DraftDist]]>,
     ) -> Result<SpecOutcome> {
-        // Sequence `s`'s sampled draft's distributions (`None`: deterministic).
-        let q_of = |s: usize| qs.map(|q| q[s]).filter(|q| !q.is_empty());
         let n_seq = self.opts.n_seq;
-        let k = self.opts.n_draft_max;
         if drafts.len() != n_seq || tokens.len() != n_seq {
             return Err(RunnerError::Session {
                 what: format!("a speculative step with {} token lists and {} drafts", tokens.len(), drafts.len()),
                 reason: format!("the session has {n_seq} sequences; every sequence takes part in every step"),
             });
         }
-        if let Some(s) = (0..n_seq).find(|&s| drafts[s].len() > k) {
+        let work: Vec<SpecWork<'_>> =
+            tokens.iter().zip(drafts).map(|(&tokens, &draft)| SpecWork::Decode { tokens, draft }).collect();
+        let out = self.spec_slots(0, &work, qs)?;
+        let mut verdicts = Vec::with_capacity(n_seq);
+        for r in out.results {
+            verdicts.push(r.expect("every slot decodes")?);
+        }
+        Ok(SpecOutcome {
+            accepted: verdicts.iter().map(|v| v.accepted).collect(),
+            tokens: verdicts.into_iter().map(|v| v.tokens).collect(),
+            n_eval: out.n_eval,
+            prepare_time: out.prepare_time,
+            graph_time: out.graph_time,
+            sample_time: out.sample_time,
+            bytes_read: out.bytes_read,
+        })
+    }
+
+    /// A speculative step over the contiguous slots `lo..lo + work.len()`: each decoding slot
+    /// feeds its new token(s) and its draft, which is verified as [`Session::step_spec`] does
+    /// (deterministic drafts), its accepted tokens and the target's next token emitted and
+    /// accepted, and its position rolled back past the rejected drafts; an idle slot only pads.
+    /// A slot's own error (a chain that cannot verify, a bad row) is its result, the others go on.
+    pub fn step_slots_spec(&mut self, lo: usize, work: &[SpecWork<'_>]) -> Result<SlotsSpecOutcome> {
+        self.spec_slots(lo, work, None)
+    }
+
+    fn spec_slots(
+        &mut self,
+        lo: usize,
+        work: &[SpecWork<'_>],
+        qs: Option<&[&[DraftDist]]>,
+    ) -> Result<SlotsSpecOutcome> {
+        let n = work.len();
+        let hi = lo + n;
+        if n == 0 || hi > self.opts.n_seq || qs.is_some_and(|q| q.len() != n) {
             return Err(RunnerError::Session {
-                what: format!("sequence {s}: a draft of {} tokens", drafts[s].len()),
+                what: format!("a speculative step over slots {lo}..{hi}"),
+                reason: format!("the session has {} sequences, one draft distribution list per slot", self.opts.n_seq),
+            });
+        }
+        // Slot `s`'s sampled draft's distributions (`None`: deterministic).
+        let q_of = |s: usize| qs.map(|q| q[s]).filter(|q| !q.is_empty());
+        let k = self.opts.n_draft_max;
+        let pad = [0 as Token];
+        let (toks, drafts): (Vec<&[Token]>, Vec<&[Token]>) = work
+            .iter()
+            .map(|w| match w {
+                SpecWork::Idle => (&pad[..], &[][..]),
+                SpecWork::Decode { tokens, draft } => (*tokens, *draft),
+            })
+            .unzip();
+        let idle = |s: usize| matches!(work[s], SpecWork::Idle);
+        if let Some(s) = (0..n).find(|&s| drafts[s].len() > k) {
+            return Err(RunnerError::Session {
+                what: format!("sequence {}: a draft of {} tokens", lo + s, drafts[s].len()),
                 reason: format!("the session verifies at most n_draft_max = {k} per step"),
             });
         }
-        let fed: Vec<Vec<Token>> = (0..n_seq).map(|s| [tokens[s], drafts[s]].concat()).collect();
+        let fed: Vec<Vec<Token>> = (0..n).map(|s| [toks[s], drafts[s]].concat()).collect();
         let refs: Vec<&[Token]> = fed.iter().map(Vec::as_slice).collect();
         // A few static shapes for the steps with a draft: W tokens and outputs per sequence, W the
         // longest draft plus one rounded up to a power of two (at most K + 1), so that a short
@@ -706,18 +788,20 @@ impl Session {
         let width = (longest + 1).next_power_of_two().min(k + 1);
         let (t_min, n_out) = if any { (width, width) } else { (1, 1) };
         let outs: Vec<usize> = drafts.iter().map(|d| if any { d.len() + 1 } else { 1 }).collect();
-        let inputs = self.all_slots(&refs, t_min, n_out, &outs)?;
-        let n_eval = fed.iter().map(Vec::len).sum();
+        let inputs =
+            StepInputs::for_slots(&self.model.config, &self.cache, lo, &refs, &self.pos[lo..hi], t_min, n_out, &outs)?;
+        let n_eval = (0..n).filter(|&s| !idle(s)).map(|s| fed[s].len()).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(0..self.opts.n_seq, &inputs, n_out, sampled)?;
+        let i = self.prepare(lo..hi, &inputs, n_out, sampled)?;
         let tp = Instant::now();
         if sampled {
             for (s, d) in drafts.iter().enumerate() {
-                let what = || format!("sequence {s}");
+                let what = || format!("sequence {}", lo + s);
+                let seq = SeqId((lo + s) as u32);
                 let set = match q_of(s) {
-                    Some(q) => self.seqs.set_draft_sampled(SeqId(s as u32), d, q),
-                    None => self.seqs.set_draft(SeqId(s as u32), d),
+                    Some(q) => self.seqs.set_draft_sampled(seq, d, q),
+                    None => self.seqs.set_draft(seq, d),
                 };
                 set.map_err(|e| RunnerError::sampling(what())(e))?;
             }
@@ -725,14 +809,17 @@ impl Session {
         self.run(i, &inputs)?;
         let t1 = Instant::now();
         let before = self.sched.stats().bytes_to_host;
-        let mut verdicts = Vec::with_capacity(n_seq);
+        let mut results: Vec<Option<Result<Verdict>>> = (0..n).map(|_| None).collect();
         match self.graphs[i].tail.as_mut() {
             Some(tail) => {
                 let step =
                     tail.sample(&mut self.sched, &mut self.seqs).map_err(RunnerError::sampling("sampling".into()))?;
                 for (s, draft) in drafts.iter().enumerate() {
-                    let what = || format!("sequence {s}");
-                    let seq = SeqId(s as u32);
+                    if idle(s) {
+                        continue;
+                    }
+                    let what = || format!("sequence {}", lo + s);
+                    let seq = SeqId((lo + s) as u32);
                     let mut rows: Vec<_> =
                         step.rows.iter().filter(|r| r.seq == seq && r.output <= draft.len()).collect();
                     rows.sort_by_key(|r| r.output);
@@ -740,72 +827,78 @@ impl Session {
                     // backend, keyed by the sequence's step). The outputs after the first one that
                     // differs from its draft token are never used, and may have failed (a grammar
                     // that cannot take a draft token before them): only the used ones must succeed.
-                    let mut emitted: Vec<Token> = Vec::with_capacity(draft.len() + 1);
-                    let mut rejected = false;
-                    for r in rows {
-                        let row = r.result.as_ref().map_err(|e| RunnerError::sampling(what())(e.clone()))?;
-                        let token = row.token.ok_or_else(|| RunnerError::Session {
-                            what: what(),
-                            reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
-                        })?;
-                        emitted.push(token);
-                        if r.output < draft.len() && draft[r.output] != token {
-                            rejected = true;
-                            break;
+                    let verdict = (|| {
+                        let mut emitted: Vec<Token> = Vec::with_capacity(draft.len() + 1);
+                        let mut rejected = false;
+                        for r in rows {
+                            let row = r.result.as_ref().map_err(|e| RunnerError::sampling(what())(e.clone()))?;
+                            let token = row.token.ok_or_else(|| RunnerError::Session {
+                                what: what(),
+                                reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
+                            })?;
+                            emitted.push(token);
+                            if r.output < draft.len() && draft[r.output] != token {
+                                rejected = true;
+                                break;
+                            }
                         }
-                    }
-                    let verdict = if draft.is_empty() {
-                        // Plain decoding (any chain, mirostat included): output 0's token.
-                        Verdict { accepted: 0, tokens: vec![emitted[0]] }
-                    } else {
-                        // The unused outputs stand in as the last used token: the accepted prefix
-                        // ends before them all the same.
-                        if rejected {
-                            let last = *emitted.last().expect("output 0 is used");
-                            emitted.resize(draft.len() + 1, last);
-                        }
-                        let chain = &self.seqs.get(seq).expect("every sequence is registered").chain;
-                        speculative::accept_rows(chain, &emitted, draft).map_err(RunnerError::sampling(what()))?
-                    };
-                    tail.accept(&mut self.seqs, seq, &verdict.tokens).map_err(RunnerError::sampling(what()))?;
-                    verdicts.push(verdict);
+                        let verdict = if draft.is_empty() {
+                            // Plain decoding (any chain, mirostat included): output 0's token.
+                            Verdict { accepted: 0, tokens: vec![emitted[0]] }
+                        } else {
+                            // The unused outputs stand in as the last used token: the accepted
+                            // prefix ends before them all the same.
+                            if rejected {
+                                let last = *emitted.last().expect("output 0 is used");
+                                emitted.resize(draft.len() + 1, last);
+                            }
+                            let chain = &self.seqs.get(seq).expect("every sequence is registered").chain;
+                            speculative::accept_rows(chain, &emitted, draft).map_err(RunnerError::sampling(what()))?
+                        };
+                        tail.accept(&mut self.seqs, seq, &verdict.tokens).map_err(RunnerError::sampling(what()))?;
+                        Ok(verdict)
+                    })();
+                    results[s] = Some(verdict);
                 }
             }
             None => {
                 let logits = self.graphs[i].fwd.logits;
-                let rows: Vec<usize> = (0..n_seq).flat_map(|s| (0..outs[s]).map(move |j| s * n_out + j)).collect();
+                let rows: Vec<usize> =
+                    (0..n).filter(|&s| !idle(s)).flat_map(|s| (0..outs[s]).map(move |j| s * n_out + j)).collect();
                 self.sched
                     .read_rows_f32_into(logits, &rows, &mut self.logits_buf)
                     .map_err(RunnerError::sched("reading the logits"))?;
                 let v = self.model.config.n_vocab;
                 let mut at = 0;
-                for (s, chain) in self.chains.iter_mut().enumerate() {
+                for s in (0..n).filter(|&s| !idle(s)) {
+                    let chain = &mut self.chains[lo + s];
                     let target: Vec<&[f32]> =
                         (0..outs[s]).map(|j| &self.logits_buf[(at + j) * v..(at + j + 1) * v]).collect();
                     at += outs[s];
-                    let what = format!("sequence {s}");
+                    let what = format!("sequence {}", lo + s);
                     let verdict = if drafts[s].is_empty() {
-                        Verdict {
-                            accepted: 0,
-                            tokens: vec![chain.sample(target[0]).map_err(RunnerError::sampling(what))?],
-                        }
+                        chain
+                            .sample(target[0])
+                            .map(|t| Verdict { accepted: 0, tokens: vec![t] })
+                            .map_err(RunnerError::sampling(what))
                     } else {
                         let probs = q_of(s).map_or(DraftProbs::Deterministic, DraftProbs::Sampled);
-                        speculative::verify(chain, &target, drafts[s], probs).map_err(RunnerError::sampling(what))?
+                        speculative::verify(chain, &target, drafts[s], probs).map_err(RunnerError::sampling(what))
                     };
-                    verdicts.push(verdict);
+                    results[s] = Some(verdict);
                 }
             }
         }
         // Roll back: keep the new tokens and the accepted drafts only.
-        for (s, v) in verdicts.iter().enumerate() {
-            self.pos[s] += tokens[s].len() + v.accepted;
+        for (s, r) in results.iter().enumerate() {
+            if let Some(r) = r {
+                self.pos[lo + s] += toks[s].len() + r.as_ref().map_or(0, |v| v.accepted);
+            }
         }
         let t2 = Instant::now();
         let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
-        Ok(SpecOutcome {
-            accepted: verdicts.iter().map(|v| v.accepted).collect(),
-            tokens: verdicts.into_iter().map(|v| v.tokens).collect(),
+        Ok(SlotsSpecOutcome {
+            results,
             n_eval,
             prepare_time: tp - t0,
             graph_time: t1 - tp,

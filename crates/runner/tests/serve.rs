@@ -14,9 +14,23 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 fn server(parallel: usize, queue: usize, sampling: Sampling) -> Server {
-    let session = SessionOptions { n_seq: parallel, n_ctx: 256, threads: 2, sampling, ..Default::default() };
-    let opts =
-        ServeOptions { addr: "127.0.0.1:0".parse().unwrap(), engine: EngineOptions { session, chunk: 16, queue } };
+    server_with(parallel, queue, sampling, None)
+}
+
+/// A server, with n-gram speculation `(n, most drafts)` where given.
+fn server_with(parallel: usize, queue: usize, sampling: Sampling, ngram: Option<(usize, usize)>) -> Server {
+    let session = SessionOptions {
+        n_seq: parallel,
+        n_ctx: 256,
+        threads: 2,
+        sampling,
+        n_draft_max: ngram.map_or(0, |g| g.1),
+        ..Default::default()
+    };
+    let opts = ServeOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        engine: EngineOptions { session, chunk: 16, queue, ngram },
+    };
     spawn(common::smollm2(), opts).unwrap()
 }
 
@@ -387,4 +401,44 @@ fn the_openai_python_client_works() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("openai client: ok"), "{stdout}");
     s.stop().unwrap();
+}
+
+/// `--spec ngram`: requests draft from their own context and verify on the backend, drafts
+/// accepted (counted in /metrics) and steps saved. A greedy request's text is the server's text
+/// without speculation (always); the seeded sampling requests' texts are too, here (their drafts
+/// are their likeliest tokens; in general speculation keeps a sampling request's distribution,
+/// not its exact tokens). Deterministic: fixed seeds and a batch-invariant forward.
+#[test]
+fn ngram_speculation_gives_the_same_text() {
+    let counting = "1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3,";
+    let bodies = [
+        json!({"prompt": counting, "max_tokens": 40, "temperature": 0}),
+        json!({"prompt": counting, "max_tokens": 40, "seed": 3, "temperature": 0.7, "top_k": 20}),
+        json!({"prompt": "Tell me about the sea.", "max_tokens": 20, "seed": 9}),
+    ];
+    let texts = |s: &Server| -> Vec<Value> {
+        let addr = s.addr();
+        let hs: Vec<_> = bodies
+            .iter()
+            .map(|b| {
+                let b = b.to_string();
+                std::thread::spawn(move || {
+                    let r = ureq::post(&format!("http://{addr}/v1/completions")).send_string(&b).unwrap();
+                    r.into_json::<Value>().unwrap()["choices"][0]["text"].clone()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    };
+    let plain = server(4, 8, Sampling::Backend);
+    let want = texts(&plain);
+    plain.stop().unwrap();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server_with(4, 8, sampling, Some((3, 8)));
+        assert_eq!(texts(&s), want, "{sampling:?}");
+        let (drafted, accepted) = (metric(&s, "draft_tokens_total"), metric(&s, "draft_tokens_accepted_total"));
+        assert!(accepted > 10.0 && drafted >= accepted, "{sampling:?}: {accepted} of {drafted} drafts accepted");
+        assert!(metric(&s, "decode_steps_total") < 60.0, "{sampling:?}: speculation saves steps");
+        s.stop().unwrap();
+    }
 }

@@ -10,6 +10,12 @@
 //! event channel closed: the slot is freed before the next step), or on an error of its own row,
 //! and its slot is reused.
 //!
+//! With n-gram speculation (`--spec ngram`), each decode step drafts for every decoding sequence
+//! from its own context (prompt and output) as deep as its [`DraftDepth`] allows and the
+//! context's room permits, and verifies on the backend ([`Session::step_slots_spec`]): greedy
+//! requests get their plain tokens, sampling requests their target distribution. Sequences
+//! whose chain cannot verify (mirostat) or that read back log-probabilities draft nothing.
+//!
 //! A sequence's tokens depend only on its prompt, chain and seed: the forward pass is
 //! batch-invariant and each draw is keyed by the sequence's seed and its own step counter, so a
 //! request gives the same tokens alone or among others that come and go (tested over HTTP).
@@ -18,8 +24,10 @@ use super::metrics::Metrics;
 use super::stop::{Pushed, StopFilter};
 use crate::error::{Result, RunnerError};
 use crate::model::Model;
-use crate::session::{Session, SessionOptions, SlotSample, SlotWork};
+use crate::session::{Session, SessionOptions, SlotSample, SlotWork, SpecWork};
+use crate::spec::DraftDepth;
 use crate::tokenizer::{TextStream, Tokenizer};
+use sampling::speculative::ngram::NgramDrafter;
 use sampling::{Chain, Token};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
@@ -127,6 +135,9 @@ pub struct EngineOptions {
     pub chunk: usize,
     /// The most sequences waiting for a slot.
     pub queue: usize,
+    /// N-gram speculation: `(n, most draft tokens a step)`; the session's `n_draft_max` must be
+    /// the latter.
+    pub ngram: Option<(usize, usize)>,
 }
 
 /// A running loop: send it jobs; it stops when every sender is gone and its slots are done, or
@@ -173,9 +184,24 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> R
                 }));
                 return;
             };
+            let drafter = match opts.ngram.map(|(n, k)| NgramDrafter::new(n, k, 0.0)).transpose() {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(RunnerError::sampling("the n-gram drafter".into())(e)));
+                    return;
+                }
+            };
             let _ = ready_tx.send(Ok(()));
-            Loop { session, tok, slots: (0..n).map(|_| None).collect(), metrics, order: 0, chunk: opts.chunk.max(1) }
-                .run(&rx, &stop);
+            Loop {
+                session,
+                tok,
+                slots: (0..n).map(|_| None).collect(),
+                metrics,
+                order: 0,
+                chunk: opts.chunk.max(1),
+                drafter,
+            }
+            .run(&rx, &stop);
         })
         .map_err(|e| RunnerError::Session { what: "the batching thread".into(), reason: e.to_string() })?;
     match ready_rx.recv() {
@@ -197,6 +223,11 @@ struct Active {
     stop: StopFilter,
     last: Token,
     decoding: bool,
+    /// The prompt and the tokens emitted so far (the n-gram drafter's context).
+    context: Vec<Token>,
+    depth: DraftDepth,
+    /// Whether its chain can verify drafts and it reads back no log-probabilities.
+    drafts: bool,
 }
 
 struct Loop {
@@ -206,6 +237,7 @@ struct Loop {
     metrics: Arc<Metrics>,
     order: u64,
     chunk: usize,
+    drafter: Option<NgramDrafter>,
 }
 
 impl Loop {
@@ -255,6 +287,10 @@ impl Loop {
         }
         self.order += 1;
         let stop = StopFilter::new(&job.stop);
+        let job_prompt = job.prompt.clone();
+        let verifies = job.chain.stages().last().is_some_and(|s| matches!(s.name(), "greedy" | "dist"));
+        let drafts = verifies && job.logprobs.is_none();
+        let max_draft = self.session.options().n_draft_max;
         self.slots[slot] = Some(Active {
             job,
             order: self.order,
@@ -264,6 +300,9 @@ impl Loop {
             stop,
             last: 0,
             decoding: false,
+            context: job_prompt,
+            depth: DraftDepth::new(max_draft),
+            drafts,
         });
         Metrics::add(&self.metrics.active_slots, 1);
     }
@@ -343,6 +382,9 @@ impl Loop {
         let dec: Vec<usize> =
             (0..self.slots.len()).filter(|&s| self.slots[s].as_ref().is_some_and(|a| a.decoding)).collect();
         let (Some(&lo), Some(&hi)) = (dec.first(), dec.last()) else { return };
+        if self.drafter.is_some() {
+            return self.decode_spec(&dec, lo, hi);
+        }
         let lasts: Vec<[Token; 1]> =
             (lo..=hi).map(|s| [self.slots[s].as_ref().filter(|a| a.decoding).map_or(0, |a| a.last)]).collect();
         let work: Vec<SlotWork<'_>> = (lo..=hi)
@@ -376,6 +418,87 @@ impl Loop {
         }
     }
 
+    /// One speculative decode step of every decoding slot: drafts, verification, and each
+    /// slot's emitted tokens in order (a sequence that ends drops the rest).
+    fn decode_spec(&mut self, dec: &[usize], lo: usize, hi: usize) {
+        let n_ctx = self.session.options().n_ctx;
+        let k = self.session.options().n_draft_max;
+        // Every slot of the range, idle ones included, must hold the step's width of tokens:
+        // the widest step that fits bounds the drafts.
+        let room = (lo..=hi).map(|s| n_ctx - self.session.positions()[s]).min().unwrap_or(1);
+        let width = |longest: usize| (longest + 1).next_power_of_two().min(k + 1);
+        let max_draft = (0..=k).rev().find(|&d| width(d) <= room).unwrap_or(0);
+        let drafter = self.drafter.as_ref().expect("speculating");
+        let mut drafts: Vec<Vec<Token>> = vec![Vec::new(); hi - lo + 1];
+        for &s in dec {
+            let a = self.slots[s].as_ref().expect("decoding");
+            if !a.drafts {
+                continue;
+            }
+            // Never past max_tokens: the step emits the draft's accepted tokens and one more.
+            let left = a.job.max_tokens.map_or(usize::MAX, |m| m.saturating_sub(a.generated + 1));
+            let mut d = drafter.draft(&a.context);
+            d.truncate(a.depth.limit().min(left).min(max_draft));
+            drafts[s - lo] = d;
+        }
+        let lasts: Vec<[Token; 1]> =
+            (lo..=hi).map(|s| [self.slots[s].as_ref().filter(|a| a.decoding).map_or(0, |a| a.last)]).collect();
+        let work: Vec<SpecWork<'_>> = (lo..=hi)
+            .map(|s| {
+                if dec.contains(&s) {
+                    SpecWork::Decode { tokens: &lasts[s - lo], draft: &drafts[s - lo] }
+                } else {
+                    SpecWork::Idle
+                }
+            })
+            .collect();
+        let res = self.session.step_slots_spec(lo, &work);
+        let m = &self.metrics;
+        match res {
+            Ok(out) => {
+                let m = Arc::clone(m);
+                Metrics::add(&m.bytes_read, out.bytes_read as u64);
+                Metrics::add(&m.graph_us, (out.prepare_time + out.graph_time).as_micros() as u64);
+                Metrics::add(&m.sampling_us, out.sample_time.as_micros() as u64);
+                Metrics::add(&m.decode_steps, 1);
+                if dec.len() > 1 {
+                    Metrics::add(&m.shared_steps, 1);
+                }
+                m.batch_size.store(dec.len() as u64, Ordering::Relaxed);
+                m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+                for (i, r) in out.results.into_iter().enumerate() {
+                    let Some(r) = r else { continue };
+                    let s = lo + i;
+                    let v = match r {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.fail(s, e.to_string());
+                            continue;
+                        }
+                    };
+                    let drafted = drafts[i].len();
+                    Metrics::add(&m.drafted_tokens, drafted as u64);
+                    Metrics::add(&m.accepted_tokens, v.accepted as u64);
+                    if let Some(a) = self.slots[s].as_mut() {
+                        a.depth.update(drafted, v.accepted);
+                    }
+                    for t in v.tokens {
+                        if self.slots[s].is_none() {
+                            break;
+                        }
+                        self.took(s, Ok(SlotSample { token: t, logprobs: None }));
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!("speculative step over slots {lo}..={hi} failed: {e}");
+                for &s in dec {
+                    self.fail(s, e.to_string());
+                }
+            }
+        }
+    }
+
     /// A slot's sampled token: emitted, and the sequence ended where it must.
     fn took(&mut self, slot: usize, r: Result<SlotSample>) {
         let sample = match r {
@@ -392,6 +515,7 @@ impl Loop {
         a.generated += 1;
         a.last = t;
         a.decoding = true;
+        a.context.push(t);
         if !a.job.ignore_eos && tok.is_eog(t) {
             return self.finish(slot, Finish::Stop, String::new(), Vec::new());
         }

@@ -32,6 +32,10 @@ pub struct Metrics {
     pub shared_steps: AtomicU64,
     /// Prompt chunks evaluated.
     pub prefill_steps: AtomicU64,
+    /// Draft tokens proposed (`--spec ngram`).
+    pub drafted_tokens: AtomicU64,
+    /// Draft tokens accepted.
+    pub accepted_tokens: AtomicU64,
     /// Bytes read back to the host by all steps.
     pub bytes_read: AtomicU64,
     /// Bytes read back by the last decode step (gauge).
@@ -50,7 +54,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let rows: [(&str, &str, &str, &AtomicU64); 17] = [
+        let rows: [(&str, &str, &str, &AtomicU64); 19] = [
             ("requests_total", "counter", "Requests accepted.", &self.requests),
             ("requests_rejected_total", "counter", "Requests refused with 503 (queue full).", &self.rejected),
             ("requests_invalid_total", "counter", "Requests answered with a 4xx.", &self.bad_requests),
@@ -69,6 +73,8 @@ impl Metrics {
                 &self.shared_steps,
             ),
             ("prefill_chunks_total", "counter", "Prompt chunks evaluated.", &self.prefill_steps),
+            ("draft_tokens_total", "counter", "Draft tokens proposed.", &self.drafted_tokens),
+            ("draft_tokens_accepted_total", "counter", "Draft tokens accepted.", &self.accepted_tokens),
             ("bytes_read_back_total", "counter", "Bytes read back to the host.", &self.bytes_read),
             (
                 "bytes_read_back_last_step",
