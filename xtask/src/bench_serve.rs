@@ -5,7 +5,8 @@
 //! `LLAMA_SERVER`; build it from llama.cpp's source: `cmake -B build -DLLAMA_CURL=OFF && cmake
 //! --build build --target llama-server`); without one the bench says so and runs ours alone.
 //!
-//! For each client count: every client sends `--requests` streamed completions one after another
+//! Each server first answers one request that is not measured (warm). For each client count:
+//! every client sends `--requests` streamed completions one after another
 //! (fixed prompts, `max_tokens` tokens each with `ignore_eos`, seeded sampling with llama-server's
 //! default chain), and the bench stops when all are answered. Reported: requests/s and generated
 //! tokens/s over the wall time, time to first token and inter-token latency p50/p99 (from the
@@ -204,6 +205,10 @@ fn measure(name: &str, mut cmd: Command, port: u16, args: &Args) -> Result<Vec<s
         cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().with_context(|| format!("starting {name}"))?;
     let result = (|| {
         wait_healthy(port, &mut child, name)?;
+        // One request first, not measured: both servers are measured warm (ours builds and plans
+        // a step shape the first time it meets it).
+        let warm = serde_json::json!({"prompt": "Warm up.", "max_tokens": 8, "n_predict": 8, "stream": true});
+        streamed(port, &warm.to_string())?;
         let mut rows = Vec::new();
         for &c in &args.clients {
             let mut row = load(port, c, args)?;

@@ -2,8 +2,9 @@
 //! runs continuous batching. A sequence ([`Job`]) joins at the next step in the lowest free slot
 //! (its chain set in the session's `Sequences` then: a fresh sampler state), its prompt is
 //! evaluated in chunks of at most `chunk` tokens, one chunk between two decode steps of the
-//! others so that a long prompt does not stall them, and its first token is sampled from the
-//! last chunk. Each decode step then samples every decoding slot together, over the range of
+//! others so that a long prompt does not stall them (the next chunks of the prefilling slots
+//! next to it in the same step: a burst is prefilled together), and its first token is sampled
+//! from the last chunk. Each decode step then samples every decoding slot together, over the range of
 //! slots from the lowest to the highest in use (slots in between that are free or still
 //! prefilling only pad). A sequence leaves when it ends (an end-of-generation token, a stop
 //! string, its grammar complete, `max_tokens`, the context full), when its client goes away (its
@@ -34,6 +35,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
+
+/// The most slots whose prompts one prefill step evaluates together.
+pub const MAX_PREFILL_SLOTS: usize = 16;
 
 /// How many of the most likely tokens a row that asked for log-probabilities reads back (the
 /// chosen token's own log-probability is known where it is among them).
@@ -348,32 +352,73 @@ impl Loop {
         Metrics::add(&m.sampling_us, out.sample_time.as_micros() as u64);
     }
 
-    /// One chunk of the prompt of the earliest admitted slot that is still prefilling.
+    /// One chunk of the prompt of the earliest admitted slot that is still prefilling, in one step
+    /// with the next chunks of the prefilling slots next to it (a contiguous run of at most
+    /// [`MAX_PREFILL_SLOTS`]: a burst of requests is prefilled together, not one slot a step;
+    /// while other slots decode, at most `chunk` prompt tokens in all, so that their next token
+    /// waits for one chunk's time at most).
     fn prefill_chunk(&mut self) {
-        let Some(slot) = (0..self.slots.len())
-            .filter(|&s| self.slots[s].as_ref().is_some_and(|a| !a.decoding))
+        let prefilling = |s: usize| self.slots[s].as_ref().is_some_and(|a| !a.decoding);
+        let Some(first) = (0..self.slots.len())
+            .filter(|&s| prefilling(s))
             .min_by_key(|&s| self.slots[s].as_ref().map_or(u64::MAX, |a| a.order))
         else {
             return;
         };
-        let a = self.slots[slot].as_ref().expect("active");
-        let end = (a.fed + self.chunk).min(a.job.prompt.len());
-        let piece = a.job.prompt[a.fed..end].to_vec();
-        let last = end == a.job.prompt.len();
-        let work = if last { SlotWork::Sample(&piece) } else { SlotWork::Feed(&piece) };
-        match self.session.step_slots(slot, &[work]) {
-            Ok(mut out) => {
+        let piece = |s: usize| {
+            let a = self.slots[s].as_ref().expect("prefilling");
+            let end = (a.fed + self.chunk).min(a.job.prompt.len());
+            (a.job.prompt[a.fed..end].to_vec(), end == a.job.prompt.len(), end)
+        };
+        // While others decode, the step holds at most `chunk` prompt tokens in all (their next
+        // token waits for it); while none does, as many slots as it may.
+        let decoding = self.slots.iter().any(|a| a.as_ref().is_some_and(|a| a.decoding));
+        let budget = if decoding { self.chunk } else { usize::MAX };
+        let len = |s: usize| self.slots[s].as_ref().map_or(0, |a| (a.job.prompt.len() - a.fed).min(self.chunk));
+        let (mut lo, mut hi) = (first, first);
+        let mut tokens = len(first);
+        while hi + 1 - lo < MAX_PREFILL_SLOTS {
+            if lo > 0 && prefilling(lo - 1) && tokens + len(lo - 1) <= budget {
+                lo -= 1;
+                tokens += len(lo);
+            } else if hi + 1 < self.slots.len() && prefilling(hi + 1) && tokens + len(hi + 1) <= budget {
+                hi += 1;
+                tokens += len(hi);
+            } else {
+                break;
+            }
+        }
+        let mut pieces: Vec<(Vec<Token>, bool, usize)> = (lo..=hi).map(piece).collect();
+        // Every slot is padded to the longest chunk: where that would run past a slot's context,
+        // the first slot goes alone.
+        let t = pieces.iter().map(|p| p.0.len()).max().unwrap_or(1);
+        let n_ctx = self.session.options().n_ctx;
+        if (lo..=hi).any(|s| self.session.positions()[s] + t > n_ctx) {
+            (lo, hi) = (first, first);
+            pieces = vec![piece(first)];
+        }
+        let work: Vec<SlotWork<'_>> =
+            pieces.iter().map(|(p, last, _)| if *last { SlotWork::Sample(p) } else { SlotWork::Feed(p) }).collect();
+        match self.session.step_slots(lo, &work) {
+            Ok(out) => {
                 self.count_step(&out);
                 Metrics::add(&self.metrics.prefill_steps, 1);
-                Metrics::add(&self.metrics.prompt_tokens, piece.len() as u64);
-                if let Some(a) = self.slots[slot].as_mut() {
-                    a.fed = end;
-                }
-                if let Some(r) = out.results[0].take() {
-                    self.took(slot, r);
+                let tokens: usize = pieces.iter().map(|p| p.0.len()).sum();
+                Metrics::add(&self.metrics.prompt_tokens, tokens as u64);
+                for (i, r) in out.results.into_iter().enumerate() {
+                    if let Some(a) = self.slots[lo + i].as_mut() {
+                        a.fed = pieces[i].2;
+                    }
+                    if let Some(r) = r {
+                        self.took(lo + i, r);
+                    }
                 }
             }
-            Err(e) => self.fail(slot, e.to_string()),
+            Err(e) => {
+                for s in lo..=hi {
+                    self.fail(s, e.to_string());
+                }
+            }
         }
     }
 
