@@ -17,9 +17,12 @@
 //! requests get their plain tokens, sampling requests their target distribution. Sequences
 //! whose chain cannot verify (mirostat) or that read back log-probabilities draft nothing.
 //!
-//! A sequence's tokens depend only on its prompt, chain and seed: the forward pass is
-//! batch-invariant and each draw is keyed by the sequence's seed and its own step counter, so a
-//! request gives the same tokens alone or among others that come and go (tested over HTTP).
+//! A sequence's tokens depend only on its prompt, chain and seed: the forward pass over
+//! quantized weights (SmolLM2's Q4_1) gives a token the same bits whatever the step's slots,
+//! tokens per slot and attended cells, and each draw is keyed by the sequence's seed and its own
+//! step counter, so a request gives the same tokens alone or among others that come and go
+//! (tested over HTTP). (F16 weights are not bit-invariant between a one-row and a several-row
+//! step: the mat-vec and the tiled mat-mat sum in different orders, about 1e-6 apart.)
 
 use super::metrics::Metrics;
 use super::stop::{Pushed, StopFilter};
