@@ -442,3 +442,31 @@ fn ngram_speculation_gives_the_same_text() {
         s.stop().unwrap();
     }
 }
+
+/// `cache_prompt` (default on): a prompt that repeats or extends a finished sequence's tokens
+/// reuses its slot's cells (counted in /metrics) and gives the same text as a run that
+/// evaluates the whole prompt.
+#[test]
+fn a_prompt_that_extends_a_finished_one_reuses_its_cells() {
+    let s = server(2, 8, Sampling::Backend);
+    let p = "The quick brown fox jumps over the lazy dog. The quick brown fox";
+    let body = |prompt: &str, cache: bool| {
+        json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "cache_prompt": cache}).to_string()
+    };
+    let (_, a) = post(&s, "/v1/completions", &body(p, true));
+    let n_prompt = a["usage"]["prompt_tokens"].as_f64().unwrap();
+    let c0 = metric(&s, "prompt_tokens_cached_total");
+    let (_, b) = post(&s, "/v1/completions", &body(p, true));
+    assert_eq!(b["choices"][0]["text"], a["choices"][0]["text"]);
+    let c1 = metric(&s, "prompt_tokens_cached_total");
+    assert_eq!(c1 - c0, n_prompt - 1.0, "all but the last prompt token came from the cells");
+    // The next turn: the prompt, the answer and more.
+    let p2 = format!("{p}{} And then", a["choices"][0]["text"].as_str().unwrap());
+    let (_, with) = post(&s, "/v1/completions", &body(&p2, true));
+    let c2 = metric(&s, "prompt_tokens_cached_total");
+    assert!(c2 - c1 >= n_prompt - 1.0, "the first turn's cells were reused ({} tokens)", c2 - c1);
+    let (_, without) = post(&s, "/v1/completions", &body(&p2, false));
+    assert_eq!(metric(&s, "prompt_tokens_cached_total"), c2, "cache_prompt false reuses nothing");
+    assert_eq!(with["choices"][0]["text"], without["choices"][0]["text"]);
+    s.stop().unwrap();
+}

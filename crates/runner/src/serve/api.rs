@@ -147,6 +147,9 @@ pub struct Request {
     pub constraint: Option<Constraint>,
     /// Never stop at end-of-generation tokens (llama.cpp's `ignore_eos`).
     pub ignore_eos: bool,
+    /// Reuse a slot's cells that hold a prefix of the prompt (llama-server's `cache_prompt`,
+    /// default true).
+    pub cache_prompt: bool,
 }
 
 /// The most choices a request may ask for.
@@ -202,6 +205,7 @@ fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize) -> Result<Request, Api
         sampling: SamplingParams::from_fields(f, n_vocab)?,
         constraint,
         ignore_eos: f.bool("ignore_eos", false)?,
+        cache_prompt: f.bool("cache_prompt", true)?,
     })
 }
 

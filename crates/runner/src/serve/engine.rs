@@ -1,6 +1,8 @@
 //! The batching loop: one thread owns the [`Session`] (`--parallel` slots over one KV cache) and
-//! runs continuous batching. A sequence ([`Job`]) joins at the next step in the lowest free slot
-//! (its chain set in the session's `Sequences` then: a fresh sampler state), its prompt is
+//! runs continuous batching. A sequence ([`Job`]) joins at the next step in a free slot (the one
+//! whose cells still hold the longest prefix of its prompt from its last sequence, which it
+//! does not evaluate again, else the lowest; its chain set in the session's `Sequences` then: a
+//! fresh sampler state), its prompt is
 //! evaluated in chunks of at most `chunk` tokens, one chunk between two decode steps of the
 //! others so that a long prompt does not stall them (the next chunks of the prefilling slots
 //! next to it in the same step: a burst is prefilled together), and its first token is sampled
@@ -63,6 +65,9 @@ pub struct Job {
     pub stop: Vec<String>,
     /// Do not end at end-of-generation tokens.
     pub ignore_eos: bool,
+    /// Reuse the cells of a free slot whose last sequence shares a prefix with the prompt
+    /// (llama-server's `cache_prompt`).
+    pub cache_prompt: bool,
     /// Where the job's events go; closed when the client went away.
     pub events: UnboundedSender<Event>,
 }
@@ -207,6 +212,7 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> R
                 order: 0,
                 chunk: opts.chunk.max(1),
                 drafter,
+                cached: vec![Vec::new(); n],
             }
             .run(&rx, &stop);
         })
@@ -245,6 +251,8 @@ struct Loop {
     order: u64,
     chunk: usize,
     drafter: Option<NgramDrafter>,
+    /// Per free slot, the tokens whose keys and values its cells still hold (positions `0..`).
+    cached: Vec<Vec<Token>>,
 }
 
 impl Loop {
@@ -257,14 +265,14 @@ impl Loop {
             }
             if open && self.slots.iter().all(Option::is_none) {
                 match rx.recv_timeout(Duration::from_millis(50)) {
-                    Ok(job) => self.admit(0, job),
+                    Ok(job) => self.admit(job),
                     Err(RecvTimeoutError::Timeout) => continue,
                     Err(RecvTimeoutError::Disconnected) => open = false,
                 }
             }
-            while open && let Some(free) = self.slots.iter().position(Option::is_none) {
+            while open && self.slots.iter().any(Option::is_none) {
                 match rx.try_recv() {
-                    Ok(job) => self.admit(free, job),
+                    Ok(job) => self.admit(job),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
@@ -278,20 +286,33 @@ impl Loop {
         }
     }
 
-    fn admit(&mut self, slot: usize, job: Job) {
+    /// Puts `job` in a free slot: the one whose cells hold the longest prefix of its prompt
+    /// (with `cache_prompt`; at least one prompt token is evaluated again, for the logits), else
+    /// the lowest.
+    fn admit(&mut self, job: Job) {
         self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
         if job.events.is_closed() {
             Metrics::add(&self.metrics.cancelled, 1);
             return;
         }
+        let shared = |c: &[Token]| c.iter().zip(&job.prompt).take_while(|(a, b)| a == b).count();
+        let free = (0..self.slots.len()).filter(|&s| self.slots[s].is_none());
+        let (slot, reuse) = free
+            .map(|s| (s, if job.cache_prompt { shared(&self.cached[s]) } else { 0 }))
+            .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))
+            .expect("admit is called with a free slot");
+        let reuse = reuse.min(job.prompt.len() - 1);
+        self.cached[slot].clear();
         let set = self
             .session
-            .truncate(slot, 0)
+            .truncate(slot, reuse)
             .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)));
         if let Err(e) = set {
+            let _ = self.session.truncate(slot, 0);
             let _ = job.events.send(Event::Failed { index: job.index, message: e.to_string() });
             return;
         }
+        Metrics::add(&self.metrics.prompt_tokens_cached, reuse as u64);
         self.order += 1;
         let stop = StopFilter::new(&job.stop);
         let job_prompt = job.prompt.clone();
@@ -301,7 +322,7 @@ impl Loop {
         self.slots[slot] = Some(Active {
             job,
             order: self.order,
-            fed: 0,
+            fed: reuse,
             generated: 0,
             text: self.tok.stream(),
             stop,
@@ -314,11 +335,17 @@ impl Loop {
         Metrics::add(&self.metrics.active_slots, 1);
     }
 
+    /// Frees a slot, keeping the tokens its cells hold for a later prompt that shares them (as
+    /// many as leave room for a padding step: a free slot in a step's range pads at its position).
     fn free(&mut self, slot: usize) {
-        if self.slots[slot].take().is_some() {
+        if let Some(a) = self.slots[slot].take() {
             self.metrics.active_slots.fetch_sub(1, Ordering::Relaxed);
+            let o = self.session.options();
+            let pos = self.session.positions()[slot];
+            let keep = pos.min(a.context.len()).min(o.n_ctx.saturating_sub(o.n_draft_max + 1));
             // Never fails for a slot of the session.
-            let _ = self.session.truncate(slot, 0);
+            let _ = self.session.truncate(slot, keep);
+            self.cached[slot] = a.context[..keep].to_vec();
         }
     }
 
@@ -327,6 +354,9 @@ impl Loop {
             let _ = a.job.events.send(Event::Failed { index: a.job.index, message });
         }
         self.free(slot);
+        // What its cells hold is not known after an error.
+        self.cached[slot].clear();
+        let _ = self.session.truncate(slot, 0);
     }
 
     fn cancel_all(&mut self, rx: &Receiver<Job>, why: &str) {

@@ -234,6 +234,7 @@ async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
             max_tokens: req.max_tokens,
             stop: req.stop.clone(),
             ignore_eos: req.ignore_eos,
+            cache_prompt: req.cache_prompt,
             events: tx.clone(),
         };
         st.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub finished: AtomicU64,
     /// Prompt tokens evaluated.
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens whose cells a slot still held from its last sequence (not evaluated).
+    pub prompt_tokens_cached: AtomicU64,
     /// Tokens generated.
     pub generated_tokens: AtomicU64,
     /// Sequences waiting for a slot (gauge).
@@ -54,13 +56,19 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let rows: [(&str, &str, &str, &AtomicU64); 19] = [
+        let rows: [(&str, &str, &str, &AtomicU64); 20] = [
             ("requests_total", "counter", "Requests accepted.", &self.requests),
             ("requests_rejected_total", "counter", "Requests refused with 503 (queue full).", &self.rejected),
             ("requests_invalid_total", "counter", "Requests answered with a 4xx.", &self.bad_requests),
             ("sequences_cancelled_total", "counter", "Sequences whose client left before they ended.", &self.cancelled),
             ("sequences_finished_total", "counter", "Sequences that ended.", &self.finished),
             ("prompt_tokens_total", "counter", "Prompt tokens evaluated.", &self.prompt_tokens),
+            (
+                "prompt_tokens_cached_total",
+                "counter",
+                "Prompt tokens reused from a slot's cells.",
+                &self.prompt_tokens_cached,
+            ),
             ("tokens_generated_total", "counter", "Tokens generated.", &self.generated_tokens),
             ("queue_depth", "gauge", "Sequences waiting for a slot.", &self.queue_depth),
             ("slots_active", "gauge", "Slots in use.", &self.active_slots),
