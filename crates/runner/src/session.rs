@@ -177,30 +177,18 @@ pub enum SpecWork<'a> {
     },
 }
 
-/// What a [`Session::step_slots_spec`] step produced.
-#[derive(Debug)]
-pub struct SlotsSpecOutcome {
-    /// Per slot of the range: `None` for an idle slot, else its verdict (the emitted tokens,
-    /// accepted already, and how many draft tokens were accepted) or its own error.
-    pub results: Vec<Option<Result<Verdict>>>,
-    /// Real (not padding) tokens the forward pass evaluated (drafts included).
-    pub n_eval: usize,
-    /// As [`StepOutcome::prepare_time`].
-    pub prepare_time: Duration,
-    /// As [`StepOutcome::graph_time`].
-    pub graph_time: Duration,
-    /// As [`StepOutcome::sample_time`].
-    pub sample_time: Duration,
-    /// As [`StepOutcome::bytes_read`].
-    pub bytes_read: usize,
-}
+/// What a [`Session::step_slots_spec`] step produced: per slot of the range, `None` for an idle
+/// slot, else its verdict (the emitted tokens, accepted already, and how many draft tokens were
+/// accepted) or its own error; `n_eval` counts the drafts.
+pub type SlotsSpecOutcome = SlotsOutcome<Verdict>;
 
-/// What a [`Session::step_slots`] step produced.
+/// What a [`Session::step_slots`] step produced (and, with `T` a verdict, a
+/// [`Session::step_slots_spec`] step).
 #[derive(Debug)]
-pub struct SlotsOutcome {
+pub struct SlotsOutcome<T = SlotSample> {
     /// Per slot of the step's range: `None` for [`SlotWork::Idle`] and [`SlotWork::Feed`], the
     /// sample or the slot's own error for [`SlotWork::Sample`] (a row that fails fails alone).
-    pub results: Vec<Option<Result<SlotSample>>>,
+    pub results: Vec<Option<Result<T>>>,
     /// Real (not padding) tokens the forward pass evaluated.
     pub n_eval: usize,
     /// As [`StepOutcome::prepare_time`].
@@ -897,7 +885,7 @@ impl Session {
         }
         let t2 = Instant::now();
         let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
-        Ok(SlotsSpecOutcome {
+        Ok(SlotsOutcome {
             results,
             n_eval,
             prepare_time: tp - t0,

@@ -378,11 +378,23 @@ impl Loop {
         }
     }
 
-    fn count_step(&self, out: &crate::session::SlotsOutcome) {
+    fn count_step<T>(&self, out: &crate::session::SlotsOutcome<T>) {
         let m = &self.metrics;
         Metrics::add(&m.bytes_read, out.bytes_read as u64);
         Metrics::add(&m.graph_us, (out.prepare_time + out.graph_time).as_micros() as u64);
         Metrics::add(&m.sampling_us, out.sample_time.as_micros() as u64);
+    }
+
+    /// A decode step's counters: `sampled` sequences together.
+    fn count_decode<T>(&self, out: &crate::session::SlotsOutcome<T>, sampled: usize) {
+        self.count_step(out);
+        let m = &self.metrics;
+        Metrics::add(&m.decode_steps, 1);
+        if sampled > 1 {
+            Metrics::add(&m.shared_steps, 1);
+        }
+        m.batch_size.store(sampled as u64, Ordering::Relaxed);
+        m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
     }
 
     /// One chunk of the prompt of the earliest admitted slot that is still prefilling, in one step
@@ -471,16 +483,9 @@ impl Loop {
             .collect();
         let t0 = Instant::now();
         let res = self.session.step_slots(lo, &work);
-        let m = &self.metrics;
         match res {
             Ok(out) => {
-                self.count_step(&out);
-                Metrics::add(&m.decode_steps, 1);
-                if dec.len() > 1 {
-                    Metrics::add(&m.shared_steps, 1);
-                }
-                m.batch_size.store(dec.len() as u64, Ordering::Relaxed);
-                m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+                self.count_decode(&out, dec.len());
                 for (i, r) in out.results.into_iter().enumerate() {
                     if let Some(r) = r {
                         self.took(lo + i, r);
@@ -531,19 +536,10 @@ impl Loop {
             })
             .collect();
         let res = self.session.step_slots_spec(lo, &work);
-        let m = &self.metrics;
         match res {
             Ok(out) => {
-                let m = Arc::clone(m);
-                Metrics::add(&m.bytes_read, out.bytes_read as u64);
-                Metrics::add(&m.graph_us, (out.prepare_time + out.graph_time).as_micros() as u64);
-                Metrics::add(&m.sampling_us, out.sample_time.as_micros() as u64);
-                Metrics::add(&m.decode_steps, 1);
-                if dec.len() > 1 {
-                    Metrics::add(&m.shared_steps, 1);
-                }
-                m.batch_size.store(dec.len() as u64, Ordering::Relaxed);
-                m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+                self.count_decode(&out, dec.len());
+                let m = Arc::clone(&self.metrics);
                 for (i, r) in out.results.into_iter().enumerate() {
                     let Some(r) = r else { continue };
                     let s = lo + i;
