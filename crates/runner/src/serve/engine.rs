@@ -203,6 +203,15 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> R
                     return;
                 }
             };
+            // Warm up before answering: the first step uploads the weights and plans a
+            // one-token step (a sampled step in slot 0 with the idle chain), so that the first
+            // request does not wait for it.
+            let mut session = session;
+            let warm = session.step_slots(0, &[SlotWork::Sample(&[0])]).and_then(|_| session.truncate(0, 0));
+            if let Err(e) = warm {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
             let _ = ready_tx.send(Ok(()));
             Loop {
                 session,
