@@ -48,6 +48,9 @@ pub struct AppState {
     ids: AtomicU64,
 }
 
+/// The answer when the batching loop dropped a sequence without ending it (it stopped abnormally).
+const LOST: &str = "the server lost the sequence: its batching loop stopped";
+
 /// The most grammars kept compiled.
 const MAX_GRAMMARS: usize = 64;
 
@@ -353,6 +356,10 @@ async fn collect(st: Arc<AppState>, meta: Meta, mut rx: UnboundedReceiver<Event>
             }
         }
     }
+    if finish.iter().any(Option::is_none) {
+        // The loop dropped a sequence without a word (it ended abnormally).
+        return error(&st, ApiError::status(500, "server_error", LOST));
+    }
     let choices = (0..n)
         .map(|i| {
             let lp = if asked_logprobs { logprobs_json(meta.chat, &lps[i]) } else { Value::Null };
@@ -372,10 +379,11 @@ fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
         rx: UnboundedReceiver<Event>,
         meta: Meta,
         completion: usize,
+        finished: usize,
         started: Vec<bool>,
         done: bool,
     }
-    let s = S { rx, started: vec![false; meta.n], meta, completion: 0, done: false };
+    let s = S { rx, started: vec![false; meta.n], meta, completion: 0, finished: 0, done: false };
     let events = futures_util::stream::unfold(s, |mut s| async move {
         if s.done {
             return None;
@@ -396,6 +404,7 @@ fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
             }
             Some(Event::Done { index, finish, completion_tokens, .. }) => {
                 s.completion += completion_tokens;
+                s.finished += 1;
                 let choice = if s.meta.chat {
                     json!({"index": index, "delta": {}, "logprobs": null, "finish_reason": finish.reason()})
                 } else {
@@ -406,6 +415,10 @@ fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
             Some(Event::Failed { message, .. }) => {
                 s.done = true;
                 ApiError::status(500, "server_error", message).body().to_string()
+            }
+            None if s.finished < s.meta.n => {
+                s.done = true;
+                ApiError::status(500, "server_error", LOST).body().to_string()
             }
             None => {
                 s.done = true;
