@@ -260,6 +260,7 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
     let fixed: Vec<(String, &str)> = vec![
         (r#"{"prompt": "x", "temperature": "hot"}"#.into(), "temperature"),
         (r#"{"prompt": "x", "max_tokens": -5}"#.into(), "max_tokens"),
+        (r#"{"prompt": "x", "max_tokens": 0}"#.into(), "max_tokens"),
         (r#"{"prompt": "x", "top_p": 7}"#.into(), "top_p"),
         (r#"{"prompt": "x", "n": 0}"#.into(), "n"),
         (r#"{"prompt": [1, 2, 999999]}"#.into(), "prompt"),

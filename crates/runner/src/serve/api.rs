@@ -194,6 +194,9 @@ fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize) -> Result<Request, Api
         "n_predict"
     };
     let max = f.int(key, -1, -1, 1 << 30)?;
+    if max == 0 {
+        return Err(ApiError::invalid(key, format!("`{key}` must be at least 1 (or -1: until the context is full)")));
+    }
     let constraint = constraint(f)?;
     Ok(Request {
         prompt,
