@@ -123,6 +123,11 @@ impl SamplingParams {
                 "DRY sequence breakers as strings are not supported yet (DRY runs without breakers)",
             ));
         }
+        let repeat_penalty = f.f32("repeat_penalty", 1.0, 0.0, 1e3)?;
+        if repeat_penalty == 0.0 {
+            // A positive logit divided by 0 would become +inf (the penalties stage refuses it).
+            return Err(ApiError::invalid("repeat_penalty", "`repeat_penalty` must be above 0"));
+        }
         Ok(SamplingParams {
             temperature: f.f32("temperature", 0.8, -1e3, 1e3)?,
             dynatemp_range: f.f32("dynatemp_range", 0.0, 0.0, 1e3)?,
@@ -133,7 +138,7 @@ impl SamplingParams {
             typical_p: f.f32("typical_p", 1.0, 0.0, 1.0)?,
             min_keep: f.int("min_keep", 0, 0, n_vocab as i64)?,
             repeat_last_n: f.int("repeat_last_n", 64, -1, 1 << 20)?,
-            repeat_penalty: f.f32("repeat_penalty", 1.0, 0.0, 1e3)?,
+            repeat_penalty,
             presence_penalty: f.f32("presence_penalty", 0.0, -2.0, 2.0)?,
             frequency_penalty: f.f32("frequency_penalty", 0.0, -2.0, 2.0)?,
             dry_multiplier: f.f32("dry_multiplier", 0.0, 0.0, 1e3)?,
@@ -210,7 +215,7 @@ impl SamplingParams {
             match s {
                 Stage::Penalties if self.penalties_on() => st.push(penalties.clone()),
                 Stage::Dry if self.dry_multiplier > 0.0 => st.push(dry.clone()),
-                Stage::TopNSigma if self.top_n_sigma >= 0.0 => {
+                Stage::TopNSigma if self.top_n_sigma > 0.0 => {
                     st.push(format!("top_n_sigma(n={})", num(self.top_n_sigma)))
                 }
                 Stage::TopK if self.top_k > 0 => st.push(format!("top_k(k={})", self.top_k)),
@@ -316,6 +321,51 @@ mod tests {
         }
     }
 
+    /// Every value the fields accept, at the edges of its range, makes a chain (a bad one is a
+    /// 400 naming its field, never a chain that fails to parse).
+    #[test]
+    fn every_accepted_value_makes_a_chain() {
+        let edges: &[(&str, &[Value])] = &[
+            ("temperature", &[json!(-1000), json!(0), json!(1e-6), json!(1000)]),
+            ("dynatemp_range", &[json!(0), json!(0.5), json!(1000)]),
+            ("dynatemp_exponent", &[json!(0), json!(1000)]),
+            ("top_k", &[json!(-1), json!(0), json!(1), json!(1000)]),
+            ("top_p", &[json!(0), json!(1e-6), json!(1)]),
+            ("min_p", &[json!(0), json!(1)]),
+            ("typical_p", &[json!(0), json!(0.5), json!(1)]),
+            ("min_keep", &[json!(0), json!(1000)]),
+            ("repeat_last_n", &[json!(-1), json!(0), json!(1 << 20)]),
+            ("repeat_penalty", &[json!(1e-6), json!(1000)]),
+            ("presence_penalty", &[json!(-2), json!(2)]),
+            ("frequency_penalty", &[json!(-2), json!(2)]),
+            ("dry_multiplier", &[json!(0), json!(1000)]),
+            ("dry_base", &[json!(1), json!(1000)]),
+            ("dry_allowed_length", &[json!(0), json!(1 << 20)]),
+            ("dry_penalty_last_n", &[json!(-1), json!(0), json!(1 << 20)]),
+            ("xtc_probability", &[json!(0), json!(1)]),
+            ("xtc_threshold", &[json!(0), json!(1)]),
+            ("top_n_sigma", &[json!(-1), json!(0), json!(1000)]),
+            ("mirostat", &[json!(0), json!(1), json!(2)]),
+            ("mirostat_tau", &[json!(0), json!(1000)]),
+            ("mirostat_eta", &[json!(0), json!(1000)]),
+        ];
+        let mut failures = Vec::new();
+        for (field, values) in edges {
+            for v in *values {
+                // With the stages that the field only tunes switched on.
+                let body = json!({field.to_string(): v, "repeat_penalty": if *field == "repeat_penalty" { v.clone() } else { json!(1.1) },
+                                  "dry_multiplier": if *field == "dry_multiplier" { v.clone() } else { json!(0.8) },
+                                  "xtc_probability": if *field == "xtc_probability" { v.clone() } else { json!(0.5) },
+                                  "mirostat": if *field == "mirostat" { v.clone() } else if field.starts_with("mirostat") { json!(2) } else { json!(0) }});
+                let p = params(body.clone()).unwrap_or_else(|e| panic!("{body}: {e:?}"));
+                if let Err(e) = sampling::chain_spec::parse(&p.spec(1), 0) {
+                    failures.push(format!("{field} = {v}: {} -> {e}", p.spec(1)));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
     #[test]
     fn bad_values_name_their_field() {
         for (body, field) in [
@@ -327,6 +377,7 @@ mod tests {
             (json!({"logit_bias": {"4000": 1}}), "logit_bias"),
             (json!({"samplers": ["top_k", "bogus"]}), "samplers"),
             (json!({"mirostat": 3}), "mirostat"),
+            (json!({"repeat_penalty": 0}), "repeat_penalty"),
         ] {
             let e = params(body.clone()).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(field), "{body}: {e:?}");
