@@ -566,13 +566,8 @@ impl Session {
         s.compute().map_err(RunnerError::sched("computing the forward graph"))
     }
 
-    fn inputs(&self, tokens: &[&[Token]]) -> Result<StepInputs> {
-        let ones = vec![1; tokens.len()];
-        self.all_slots(tokens, 0, 1, &ones)
-    }
-
-    /// A step's inputs over every slot (each takes part), attention over the cells in use.
-    fn all_slots(&self, tokens: &[&[Token]], t_min: usize, n_out: usize, outs: &[usize]) -> Result<StepInputs> {
+    /// Checks that a step gives every sequence its tokens (`eval`, `step`).
+    fn every_slot(&self, tokens: &[&[Token]]) -> Result<()> {
         if tokens.len() != self.opts.n_seq {
             return Err(RunnerError::Session {
                 what: format!("a step with {} token lists", tokens.len()),
@@ -582,7 +577,7 @@ impl Session {
                 ),
             });
         }
-        StepInputs::for_slots(&self.model.config, &self.cache, 0, tokens, &self.pos, t_min, n_out, outs)
+        Ok(())
     }
 
     fn advance(&mut self, tokens: &[&[Token]]) {
@@ -594,7 +589,9 @@ impl Session {
     /// Evaluates `tokens[s]` for every sequence `s` (appended at its position) and returns each
     /// sequence's logits after its last token, without sampling.
     pub fn eval(&mut self, tokens: &[&[Token]]) -> Result<Vec<Vec<f32>>> {
-        let inputs = self.inputs(tokens)?;
+        self.every_slot(tokens)?;
+        let ones = vec![1; tokens.len()];
+        let inputs = StepInputs::for_slots(&self.model.config, &self.cache, 0, tokens, &self.pos, 0, 1, &ones)?;
         let i = self.prepare(0..self.opts.n_seq, &inputs, 1, false)?;
         self.run(i, &inputs)?;
         self.advance(tokens);
@@ -607,55 +604,20 @@ impl Session {
     /// Evaluates `tokens[s]` for every sequence `s`, samples one token per sequence from its
     /// logits after its last token with its chain, and accepts it.
     pub fn step(&mut self, tokens: &[&[Token]]) -> Result<StepOutcome> {
-        let inputs = self.inputs(tokens)?;
-        let n_eval = tokens.iter().map(|t| t.len()).sum();
-        let sampled = self.opts.sampling == Sampling::Backend;
-        let t0 = Instant::now();
-        let i = self.prepare(0..self.opts.n_seq, &inputs, 1, sampled)?;
-        let tp = Instant::now();
-        self.run(i, &inputs)?;
-        self.advance(tokens);
-        let t1 = Instant::now();
-        let before = self.sched.stats().bytes_to_host;
-        let n_seq = self.opts.n_seq;
-        let mut out = Vec::with_capacity(n_seq);
-        match self.graphs[i].tail.as_mut() {
-            Some(tail) => {
-                let step =
-                    tail.sample(&mut self.sched, &mut self.seqs).map_err(RunnerError::sampling("sampling".into()))?;
-                for r in &step.rows {
-                    let what = || format!("sequence {}", r.seq.0);
-                    let row = r.result.as_ref().map_err(|e| RunnerError::sampling(what())(e.clone()))?;
-                    let tok = row.token.ok_or_else(|| RunnerError::Session {
-                        what: what(),
-                        reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
-                    })?;
-                    tail.accept(&mut self.seqs, r.seq, &[tok]).map_err(RunnerError::sampling(what()))?;
-                    out.push(tok);
-                }
-            }
-            None => {
-                let logits = self.graphs[i].fwd.logits;
-                let rows: Vec<usize> = (0..n_seq).collect();
-                self.sched
-                    .read_rows_f32_into(logits, &rows, &mut self.logits_buf)
-                    .map_err(RunnerError::sched("reading the logits"))?;
-                let v = self.model.config.n_vocab;
-                for (s, chain) in self.chains.iter_mut().enumerate() {
-                    let row = &self.logits_buf[s * v..(s + 1) * v];
-                    out.push(chain.sample(row).map_err(RunnerError::sampling(format!("sequence {s}")))?);
-                }
-            }
+        self.every_slot(tokens)?;
+        let work: Vec<SlotWork<'_>> = tokens.iter().map(|t| SlotWork::Sample(t)).collect();
+        let out = self.step_slots(0, &work)?;
+        let mut picked = Vec::with_capacity(tokens.len());
+        for r in out.results {
+            picked.push(r.expect("every slot samples")?.token);
         }
-        let t2 = Instant::now();
-        let bytes_read = (self.sched.stats().bytes_to_host - before) as usize;
         Ok(StepOutcome {
-            tokens: out,
-            n_eval,
-            prepare_time: tp - t0,
-            graph_time: t1 - tp,
-            sample_time: t2 - t1,
-            bytes_read,
+            tokens: picked,
+            n_eval: out.n_eval,
+            prepare_time: out.prepare_time,
+            graph_time: out.graph_time,
+            sample_time: out.sample_time,
+            bytes_read: out.bytes_read,
         })
     }
 
