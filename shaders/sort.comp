@@ -260,6 +260,197 @@ void main() {
 }
 #endif
 
+#ifdef BMIN_PASS
+// P2 = BS entries per block; C (row stride C_NE(0) words) gets each block's smallest key.
+void main() {
+    uint blk = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
+    uint row = gl_WorkGroupID.y;
+    uint nb = (NE0 + P2 - 1u) / P2;
+    if (blk >= nb) return;
+    uint base = row_base(row);
+    uint lo = blk * P2, hi = min(lo + P2, NE0);
+    uint m = 0xffffffffu;
+    for (uint i = lo; i < hi; i++) m = min(m, key_of(base, i));
+    c_w[(C_OFF >> 2) + row * C_NE(0) + blk] = m;
+}
+#endif
+
+#ifdef THRESH_PASS
+#define NB_MAX 4096u
+#define K_MAX 512u
+shared uint tk[NB_MAX];   // block minima, then the blocks at or below T, ascending
+shared uint sf[K_MAX];    // the blocks below T, ascending (fewer than k)
+shared uint ok[K_MAX];    // the k winners: keys
+shared uint oi[K_MAX];    // and indices
+shared uint hist[256];
+shared uint scan[WG];
+shared uint sv[4];        // radix state: prefix, mask, entries still wanted; a counter
+
+// Inclusive workgroup scan of v (every invocation calls it).
+uint wg_scan(uint v) {
+    uint l = gl_LocalInvocationID.x;
+    scan[l] = v;
+    barrier();
+    for (uint s = 1u; s < WG; s <<= 1u) {
+        uint a = l >= s ? scan[l - s] : 0u;
+        barrier();
+        scan[l] += a;
+        barrier();
+    }
+    uint r = scan[l];
+    barrier();
+    return r;
+}
+
+// Index of enumerated entry e of a block list (blocks of P2 entries), or NE0 past the row.
+uint entry_of(bool from_f, uint e) {
+    uint b = from_f ? sf[e / P2] : tk[e / P2];
+    return min(b * P2 + e % P2, NE0);
+}
+
+// After a histogram of one digit: the bin where the wanted count is reached (thread 0).
+void radix_step(uint shift) {
+    barrier();
+    if (gl_LocalInvocationID.x == 0u) {
+        uint cum = 0u, b = 0u, want = sv[2];
+        for (; b < 255u; b++) {
+            uint h = hist[b];
+            if (cum + h >= want) break;
+            cum += h;
+        }
+        sv[0] |= b << shift;
+        sv[1] |= 255u << shift;
+        sv[2] = want - cum;
+    }
+    barrier();
+    for (uint i = gl_LocalInvocationID.x; i < 256u; i += WG) hist[i] = 0u;
+    barrier();
+}
+
+void main() {
+    uint row = group_index();
+    if (row >= NE1 * NE2 * NE3) return;
+    uint l = gl_LocalInvocationID.x;
+    uint base = row_base(row);
+    uint k = P0, bs = P2, nb = (NE0 + bs - 1u) / bs;
+    uint mins = (B_OFF >> 2) + row * B_NE(0);
+    for (uint t = l; t < nb; t += WG) tk[t] = b_w[mins + t];
+    for (uint i = l; i < 256u; i += WG) hist[i] = 0u;
+    if (l == 0u) { sv[0] = 0u; sv[1] = 0u; sv[2] = k; sv[3] = 0u; }
+    barrier();
+    // T: the k-th smallest block minimum (at least k entries are at or below it).
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        uint pre = sv[0], msk = sv[1];
+        for (uint t = l; t < nb; t += WG) if ((tk[t] & msk) == pre) atomicAdd(hist[(tk[t] >> uint(shift)) & 255u], 1u);
+        radix_step(uint(shift));
+    }
+    uint T = sv[0];
+    // The blocks below T (fewer than k: they hold every entry below T) and those at or below it
+    // (they hold every entry equal to T), both ascending; the second in place over tk.
+    uint nf = 0u, ng = 0u;
+    for (uint start = 0u; start < nb; start += WG) {
+        uint t = start + l;
+        uint m = t < nb ? tk[t] : 0xffffffffu;
+        uint f = m < T ? 1u : 0u, g = m <= T ? 1u : 0u;
+        uint s = wg_scan(f | (g << 16));
+        uint tot = scan[WG - 1u];
+        barrier();
+        if (f != 0u) sf[nf + (s & 0xffffu) - 1u] = t;
+        if (g != 0u) tk[ng + (s >> 16) - 1u] = t;
+        nf += tot & 0xffffu;
+        ng += tot >> 16;
+        barrier();
+    }
+    // L: entries below T. With L >= k the winners all lie below T: a radix select among those
+    // entries finds the k-th key T2 and how many entries equal to it to take.
+    if (l == 0u) sv[3] = 0u;
+    barrier();
+    uint nfe = nf * bs;
+    uint lt = 0u;
+    for (uint e = l; e < nfe; e += WG) {
+        uint i = entry_of(true, e);
+        if (i < NE0 && key_of(base, i) < T) lt++;
+    }
+    atomicAdd(sv[3], lt);
+    barrier();
+    uint L = sv[3];
+    barrier();
+    uint cut = T, ties = k - L;
+    bool ties_from_f = false;
+    if (L >= k) {
+        if (l == 0u) { sv[0] = 0u; sv[1] = 0u; sv[2] = k; sv[3] = 0u; }
+        barrier();
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            uint pre = sv[0], msk = sv[1];
+            for (uint e = l; e < nfe; e += WG) {
+                uint i = entry_of(true, e);
+                if (i < NE0) {
+                    uint key = key_of(base, i);
+                    if (key < T && (key & msk) == pre) atomicAdd(hist[(key >> uint(shift)) & 255u], 1u);
+                }
+            }
+            radix_step(uint(shift));
+        }
+        cut = sv[0];
+        ties = sv[2];
+        ties_from_f = true;
+    }
+    barrier();
+    // The winners: every entry below the cut (all in the blocks below T), in any order ...
+    if (l == 0u) sv[3] = 0u;
+    barrier();
+    for (uint e = l; e < nfe; e += WG) {
+        uint i = entry_of(true, e);
+        if (i < NE0) {
+            uint key = key_of(base, i);
+            if (key < cut) {
+                uint slot = atomicAdd(sv[3], 1u);
+                ok[slot] = key;
+                oi[slot] = i;
+            }
+        }
+    }
+    barrier();
+    // ... then the first `ties` entries equal to it, in index order (the listed blocks are
+    // ascending; stop once enough are found).
+    uint have = k - ties, found = 0u;
+    uint nle = (ties_from_f ? nf : ng) * bs;
+    for (uint start = 0u; start < nle && found < ties; start += WG) {
+        uint e = start + l;
+        uint i = e < nle ? entry_of(ties_from_f, e) : NE0;
+        uint f = (i < NE0 && key_of(base, i) == cut) ? 1u : 0u;
+        uint s = wg_scan(f);
+        uint tot = scan[WG - 1u];
+        barrier();
+        uint pos = found + s - 1u;
+        if (f != 0u && pos < ties) {
+            ok[have + pos] = cut;
+            oi[have + pos] = i;
+        }
+        found += tot;
+    }
+    // Sort the k winners by (key, index) and write their indices.
+    uint np = 1u;
+    while (np < k) np <<= 1u;
+    for (uint t = k + l; t < np; t += WG) { ok[t] = 0xffffffffu; oi[t] = 0xffffffffu; }
+    barrier();
+    for (uint k2 = 2u; k2 <= np; k2 <<= 1u) {
+        for (uint j = k2 >> 1u; j > 0u; j >>= 1u) {
+            for (uint t = l; t < np; t += WG) {
+                uint p = t ^ j;
+                if (p > t) {
+                    bool up = (t & k2) == 0u;
+                    uint ka = ok[t], kb = ok[p], ia = oi[t], ib = oi[p];
+                    if (before(kb, ib, ka, ia) == up) { ok[t] = kb; ok[p] = ka; oi[t] = ib; oi[p] = ia; }
+                }
+            }
+            barrier();
+        }
+    }
+    for (uint t = l; t < k; t += WG) d_w[(D_OFF >> 2) + row * k + t] = oi[t];
+}
+#endif
+
 #ifdef TOP_P_PASS
 #include "fixed64.glsl"
 

@@ -80,8 +80,9 @@ pub struct Options {
     /// element, too slow for long decode tests of a real model.
     pub cpu_quantized: bool,
     /// Reduce and draw every row on one workgroup, as before rows were split into segments over
-    /// many workgroups (`sum_rows`, `max_rows`, `argmax`, `categorical` on rows over 8192 entries):
-    /// the tests compare the two.
+    /// many workgroups (`sum_rows`, `max_rows`, `argmax`, `categorical` on rows over 8192 entries),
+    /// and `top_k` by radix select over whole rows instead of by block minima: the tests compare
+    /// the two.
     pub whole_rows: bool,
 }
 
@@ -235,7 +236,9 @@ impl VulkanBackend {
             },
         )
         .map_err(|e| VulkanError::LayoutCreation { what: "pipeline layout", cause: e.to_string() })?;
-        let timestamps = (opts.timestamps || std::env::var_os("GGS_VULKAN_TIMESTAMPS").is_some_and(|v| v == "1"))
+        let timestamps = (opts.timestamps
+            || crate::profile::enabled()
+            || std::env::var_os("GGS_VULKAN_TIMESTAMPS").is_some_and(|v| v == "1"))
             && gpu.timestamps_valid;
         let staged = opts.staged || std::env::var_os("GGS_VULKAN_STAGED").is_some_and(|v| v == "1");
         Ok(VulkanBackend {
@@ -576,6 +579,9 @@ impl VulkanBackend {
                 for (i, l) in labels.iter().enumerate() {
                     let us = ticks[i + 1].wrapping_sub(ticks[i]) as f64 * period / 1000.0;
                     tracing::info!(target: "vulkan::timestamps", node = %l, us, "gpu time");
+                    if crate::profile::enabled() {
+                        crate::profile::record(l, us);
+                    }
                 }
             }
         }

@@ -91,6 +91,11 @@ impl<'a> Encoder<'a> {
         self.be.gpu.subgroups
     }
 
+    /// Whether every row runs on one workgroup (`Options::whole_rows`).
+    pub(crate) fn whole_rows(&self) -> bool {
+        self.be.whole_rows
+    }
+
     /// The segments a row of `n` entries is split into, `segment` entries each, for the ops that
     /// spread long rows over many workgroups (1: the whole row on one; see `Options::whole_rows`).
     pub(crate) fn segments(&self, n: usize, segment: usize) -> usize {

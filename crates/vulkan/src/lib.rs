@@ -12,6 +12,7 @@ pub mod device;
 mod encoder;
 pub mod error;
 mod ops;
+pub mod profile;
 mod push;
 pub mod shaders;
 

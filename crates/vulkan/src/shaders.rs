@@ -36,6 +36,10 @@ pub enum ShaderId {
     SortHist,
     /// sort.comp, radix-select compaction pass (top_k)
     SortCompact,
+    /// sort.comp, each block's smallest key (top_k by block minima)
+    SortBlockMin,
+    /// sort.comp, top_k from the block minima's threshold, one workgroup per row
+    SortThresh,
     /// rows.comp
     Rows,
     /// scatter.comp
@@ -159,6 +163,8 @@ variants! {
     (SortMerge, "sort_merge", "sort.comp", ["MERGE_PASS"], 256, false),
     (SortHist, "sort_hist", "sort.comp", ["HIST_PASS"], 256, false),
     (SortCompact, "sort_compact", "sort.comp", ["COMPACT_PASS"], 256, false),
+    (SortBlockMin, "sort_block_min", "sort.comp", ["BMIN_PASS"], 256, false),
+    (SortThresh, "sort_thresh", "sort.comp", ["THRESH_PASS"], 256, false),
     (Rows, "rows", "rows.comp", [], 256, false),
     (Scatter, "scatter", "scatter.comp", [], 64, false),
     (MulMat, "mul_mat", "mul_mat.comp", [], 64, false),

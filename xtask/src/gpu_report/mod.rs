@@ -9,7 +9,8 @@
 //! host time goes (`latency.rs`); the op-conformance suite on it against the
 //! CPU backend; backend sampling at V = 151,936 and 262,144 against the CPU path; the fused ops;
 //! read-back of some rows against the whole; speculative verification against one draw; decoding
-//! with random models shaped as the demo model, SmolLM2-135M and Gemma 3 270M; the CPU chains.
+//! with random models shaped as the demo model, SmolLM2-135M and Gemma 3 270M; the CPU chains;
+//! per-op GPU times from timestamps (`profile.rs`).
 //!
 //! `--quick` runs every section once at its smallest size (the CI smoke test on lavapipe: it
 //! proves the binary runs and names its device, it measures nothing). The exit status is non-zero
@@ -17,6 +18,7 @@
 
 mod latency;
 mod markdown;
+pub mod profile;
 pub mod sections;
 
 use anyhow::{Context, Result, bail};

@@ -36,8 +36,9 @@ const fn section(name: &'static str, title: &'static str, limit_s: (u64, u64), r
     Section { name, title, limit_s, full_only: false, run }
 }
 
-/// Every section. The full run's limits add up to 310 s (the whole report took 135 s on an H100,
-/// each section well inside its limit); `--quick`'s to 300 s (on lavapipe it takes seconds).
+/// Every section. The full run's limits add up to 360 s (the whole report took 135 s on an H100
+/// before `profile`, each section well inside its limit); `--quick`'s to 330 s (on lavapipe it
+/// takes seconds).
 pub const SECTIONS: &[Section] = &[
     section("device", "the Vulkan device, its driver and limits", (15, 20), device),
     section(
@@ -65,6 +66,7 @@ pub const SECTIONS: &[Section] = &[
         ..section("decode-gemma3-270m", "decoding, random Gemma 3 270M shapes (q8_0)", (25, 0), decode_gemma3)
     },
     section("cpu-chains", "the CPU sampler chains on this machine's CPU (context)", (15, 20), cpu_chains),
+    section("profile", "where the GPU's time goes: per-op times from timestamps", (50, 30), super::profile::run),
 ];
 
 /// The section called `name`.

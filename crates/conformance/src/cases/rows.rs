@@ -529,6 +529,36 @@ fn orderings(v: &mut Vec<Case>) {
             Ok(())
         }));
     }
+    // top_k by block minima (the Vulkan path for k <= 512 on long rows): each row of these shapes
+    // takes a different branch. Row 0: the winners crowd one block (a radix select among the
+    // blocks below the threshold); row 1: ten finite entries, the rest -inf (the ties at -inf come
+    // in index order from the blocks at the threshold); row 2: one value throughout; row 3: NaNs
+    // rank first; row 4: three levels (ties across many blocks); row 5: plain uniform.
+    for (n, ks) in [(4097, &[1usize, 40, 64, 65, 66][..]), (151_936, &[1, 40, 512][..]), (262_144, &[40, 512][..])] {
+        for &k in ks {
+            v.push(Case::new(format!("sort/top_k/blocks/{n}x6/k{k}"), move |b| {
+                let x = logits(
+                    b,
+                    DType::F32,
+                    n,
+                    6,
+                    Src::Contig,
+                    Gen::func(move |rng, i| match i[1] {
+                        0 if (1000..1600).contains(&i[0]) => 20.0 + rng.unit(),
+                        1 if i[0] % (n / 10) == 7 => rng.unit() * 8.0,
+                        1 => f64::NEG_INFINITY,
+                        2 => 1.5,
+                        3 if i[0] % 997 == 3 => f64::NAN,
+                        4 => f64::from((rng.next_u32() % 3) as u8),
+                        _ => rng.unit() * 20.0 - 10.0,
+                    }),
+                )?;
+                let y = b.g.top_k(x, k)?;
+                b.check(y, Cmp::Exact);
+                Ok(())
+            }));
+        }
+    }
     // Stable argsort and top_k on heavy ties (50 levels), exact, from one entry to the longest row.
     for (d, n, rows) in [
         (DType::F32, 262_144, 1),

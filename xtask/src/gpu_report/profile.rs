@@ -1,0 +1,121 @@
+//! The `profile` section: where the GPU's time goes inside the steps the other sections time.
+//! It turns on per-node timestamps ([`vulkan::profile`]) and runs a few of the suites once at one
+//! size each (backend sampling at batch 1 per chain and at batch 64, the fused ops at batch 16,
+//! decoding random SmolLM2-135M shapes at batch 1 and 16), then sums the recorded node times per
+//! op (the label without its node number): calls, total and median µs, heaviest first. The
+//! timestamps sit between nodes, so a node's time includes the barrier before the next one; the
+//! suites' own timings printed alongside are slowed by the timestamps and are not the report's.
+
+use super::sections::Ctx;
+use super::{require_vulkan, suite};
+use anyhow::Result;
+use std::collections::BTreeMap;
+
+type Run = fn(std::vec::IntoIter<String>) -> Result<()>;
+
+/// (case name, suite, suite name, arguments) for a full run.
+const CASES: &[(&str, Run, &str, &[&str])] = &[
+    ("sampling greedy B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_GREEDY),
+    ("sampling default B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DEFAULT),
+    ("sampling top_p B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_TOP_P),
+    ("sampling dist B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DIST),
+    ("sampling default B=64", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DEFAULT_64),
+    ("fused B=16", crate::bench_fused::run, "fused", &["--backend", "vulkan", "--batch", "16", "--reps", "1"]),
+    ("decode smollm2 B=1", crate::bench_runner::run, "runner", &DECODE_ARGS_1),
+    ("decode smollm2 B=16", crate::bench_runner::run, "runner", &DECODE_ARGS_16),
+];
+
+const SAMPLING_COMMON: [&str; 8] = ["--path", "graph", "--backend", "vulkan", "--steps", "2", "--reps", "1"];
+
+const fn sampling_args(chain: &'static str, batch: &'static str) -> [&'static str; 12] {
+    let c = SAMPLING_COMMON;
+    [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], "--chains", chain, "--batch", batch]
+}
+
+const SAMPLING_ARGS_GREEDY: [&str; 12] = sampling_args("greedy", "1");
+const SAMPLING_ARGS_DEFAULT: [&str; 12] = sampling_args("default", "1");
+const SAMPLING_ARGS_TOP_P: [&str; 12] = sampling_args("top_p", "1");
+const SAMPLING_ARGS_DIST: [&str; 12] = sampling_args("dist", "1");
+const SAMPLING_ARGS_DEFAULT_64: [&str; 12] = sampling_args("default", "64");
+
+const fn decode_args(batch: &'static str) -> [&'static str; 14] {
+    [
+        "--backend",
+        "vulkan",
+        "--model",
+        "random:smollm2-135m",
+        "--batch",
+        batch,
+        "--threads",
+        "8",
+        "--prompt",
+        "8",
+        "--steps",
+        "4",
+        "--reps",
+        "1",
+    ]
+}
+
+const DECODE_ARGS_1: [&str; 14] = decode_args("1");
+const DECODE_ARGS_16: [&str; 14] = decode_args("16");
+
+/// The quick run (lavapipe in CI): one small sampling case.
+const QUICK: &[(&str, Run, &str, &[&str])] = &[(
+    "sampling greedy B=1 (quick)",
+    crate::bench_sampling_graph::run,
+    "sampling",
+    &["--path", "graph", "--backend", "vulkan", "--vocab", "32000", "--steps", "1", "--reps", "1", "--batch", "1"],
+)];
+
+/// The op of a node label `"<node> <op>"`.
+fn op_of(label: &str) -> &str {
+    label.split_once(' ').map_or(label, |(_, op)| op)
+}
+
+/// Per op: (calls, total µs, median µs), heaviest first.
+fn summarize(times: &[(String, f64)]) -> Vec<(String, usize, f64, f64)> {
+    let mut by_op: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (label, us) in times {
+        by_op.entry(op_of(label)).or_default().push(*us);
+    }
+    let mut rows: Vec<_> = by_op
+        .into_iter()
+        .map(|(op, us)| {
+            let total = us.iter().sum::<f64>();
+            let n = us.len();
+            (op.to_string(), n, total, crate::bench::median(us))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    rows
+}
+
+pub(super) fn run(cx: &Ctx) -> Result<()> {
+    drop(require_vulkan()?);
+    vulkan::profile::enable();
+    let scratch = std::env::temp_dir().join(format!("gpu-report-profile-{}.json", std::process::id()));
+    let mut cases = Vec::new();
+    for &(name, run, suite_name, args) in if cx.quick { QUICK } else { CASES } {
+        drop(vulkan::profile::take());
+        suite(run, suite_name, args, &scratch)?;
+        let times = vulkan::profile::take();
+        let total: f64 = times.iter().map(|t| t.1).sum();
+        let rows = summarize(&times);
+        println!("\nprofile: {name}: {} node times, {total:.0} µs in all", times.len());
+        println!("{:>12} {:>7} {:>11} {:>10}  op", "share", "calls", "total µs", "median µs");
+        for (op, n, t, m) in rows.iter().take(14) {
+            println!("{:>11.1}% {n:>7} {t:>11.1} {m:>10.2}  {op}", 100.0 * t / total.max(1e-9));
+        }
+        cases.push(serde_json::json!({
+            "case": name, "node_times": times.len(), "total_us": total,
+            "ops": rows.iter().take(14).map(|(op, n, t, m)| serde_json::json!({
+                "op": op, "calls": n, "total_us": t, "median_us": m, "share": t / total.max(1e-9),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    let _ = std::fs::remove_file(&scratch);
+    let doc = serde_json::json!({ "cases": cases });
+    std::fs::write(&cx.out, serde_json::to_string_pretty(&doc)?)?;
+    Ok(())
+}
