@@ -196,6 +196,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                     "sampling_ms": sample.as_secs_f64() * 1e3, "bytes_read_per_step": bytes,
                     "dispatches_per_step": work.dispatches, "submissions_per_step": work.submissions,
                     "host_waits_per_step": work.host_waits,
+                    "record_ms_per_step": work.record_ns as f64 / 1e6,
+                    "submit_ms_per_step": work.submit_ns as f64 / 1e6,
                 }));
                 crate::bench::write_partial(args.out.as_deref(), &doc(&rows))?;
             }

@@ -150,6 +150,8 @@ pub struct WorkCounts {
     pub submit_ns: u64,
     /// Nanoseconds the host spent blocked in those fence waits.
     pub wait_ns: u64,
+    /// Nanoseconds the host spent recording commands (encoding each node's dispatches).
+    pub record_ns: u64,
 }
 
 impl WorkCounts {
@@ -161,6 +163,7 @@ impl WorkCounts {
             host_waits: self.host_waits.saturating_sub(earlier.host_waits),
             submit_ns: self.submit_ns.saturating_sub(earlier.submit_ns),
             wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+            record_ns: self.record_ns.saturating_sub(earlier.record_ns),
         }
     }
 }
@@ -174,6 +177,7 @@ impl std::ops::Add for WorkCounts {
             host_waits: self.host_waits + o.host_waits,
             submit_ns: self.submit_ns + o.submit_ns,
             wait_ns: self.wait_ns + o.wait_ns,
+            record_ns: self.record_ns + o.record_ns,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use vulkano::Version;
 use vulkano::VulkanLibrary;
 use vulkano::device::physical::{PhysicalDevice, PhysicalDeviceType, SubgroupFeatures};
-use vulkano::device::{Device, DeviceCreateInfo, DeviceFeatures, Queue, QueueCreateInfo, QueueFlags};
+use vulkano::device::{Device, DeviceCreateInfo, DeviceExtensions, DeviceFeatures, Queue, QueueCreateInfo, QueueFlags};
 use vulkano::instance::debug::{
     DebugUtilsMessageSeverity, DebugUtilsMessageType, DebugUtilsMessenger, DebugUtilsMessengerCallback,
     DebugUtilsMessengerCreateInfo,
@@ -35,6 +35,10 @@ pub(crate) struct Gpu {
     pub subgroups: bool,
     /// `shaderFloat64` is enabled (the fused sampling shader needs it).
     pub float64: bool,
+    /// `VK_KHR_push_descriptor` is enabled: dispatches push their four buffers into the command
+    /// buffer instead of allocating and writing a descriptor set each (the host's cost per
+    /// dispatch; `GGS_VULKAN_DESCRIPTOR_SETS=1` turns it off).
+    pub push_descriptors: bool,
     pub validation: bool,
     /// The device is a CPU implementation (lavapipe): the host's cores run its work.
     pub cpu_device: bool,
@@ -105,7 +109,7 @@ fn cause(e: vulkano::Validated<vulkano::VulkanError>) -> String {
 static CREATION: Mutex<()> = Mutex::new(());
 
 /// Creates the instance and device. `Err` is why the backend is unavailable.
-pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> Result<Gpu> {
+pub(crate) fn open(validation: bool, choice: Option<&str>, descriptor_sets: bool, log: &MessageLog) -> Result<Gpu> {
     // A panic while holding the lock leaves nothing half-made that the next caller could see.
     let _one_at_a_time = CREATION.lock().unwrap_or_else(|e| e.into_inner());
     let library = VulkanLibrary::new().map_err(|e| VulkanError::LoaderUnavailable { cause: e.to_string() })?;
@@ -178,11 +182,15 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         })
         && props.subgroup_size.is_some_and(|s| (4..=128).contains(&s));
     let float64 = pd.supported_features().shader_float64;
+    let push_descriptors = pd.supported_extensions().khr_push_descriptor
+        && !descriptor_sets
+        && std::env::var_os("GGS_VULKAN_DESCRIPTOR_SETS").is_none_or(|v| v != "1");
     let (device, mut queues) = Device::new(
         pd.clone(),
         DeviceCreateInfo {
             queue_create_infos: vec![QueueCreateInfo { queue_family_index: family, ..Default::default() }],
             enabled_features: DeviceFeatures { shader_float64: float64, ..DeviceFeatures::empty() },
+            enabled_extensions: DeviceExtensions { khr_push_descriptor: push_descriptors, ..DeviceExtensions::empty() },
             ..Default::default()
         },
     )
@@ -196,6 +204,7 @@ pub(crate) fn open(validation: bool, choice: Option<&str>, log: &MessageLog) -> 
         name: props.device_name.clone(),
         subgroups,
         float64,
+        push_descriptors,
         validation: use_validation,
         cpu_device: props.device_type == PhysicalDeviceType::Cpu,
         timestamp_period: props.timestamp_period,
@@ -229,6 +238,8 @@ pub struct DeviceInfo {
     pub subgroups_used: bool,
     /// Whether `shaderFloat64` is enabled.
     pub float64: bool,
+    /// Whether dispatches push their descriptors (`VK_KHR_push_descriptor`).
+    pub push_descriptors: bool,
     /// `maxComputeWorkGroupInvocations`.
     pub max_workgroup_invocations: u32,
     /// `maxComputeWorkGroupSize`.
@@ -261,6 +272,7 @@ impl Gpu {
             subgroup_size: p.subgroup_size,
             subgroups_used: self.subgroups,
             float64: self.float64,
+            push_descriptors: self.push_descriptors,
             max_workgroup_invocations: p.max_compute_work_group_invocations,
             max_workgroup_size: p.max_compute_work_group_size,
             max_workgroup_count: p.max_compute_work_group_count,

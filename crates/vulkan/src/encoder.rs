@@ -1,7 +1,8 @@
-//! Records one split into one command buffer: binds a pipeline, a descriptor set of the four
-//! operand buffers and the push constants per dispatch, with a global memory barrier before each
-//! dispatch (so every dispatch sees everything recorded before it, and the first one sees earlier
-//! submissions). Also hands out scratch buffers and records per-node timestamps when enabled.
+//! Records a split's nodes into a command buffer (the backend submits a split in several pieces):
+//! binds a pipeline, a descriptor set of the four operand buffers and the push constants per
+//! dispatch, with a global memory barrier before each dispatch (so every dispatch sees everything
+//! recorded before it, and the first one sees earlier submissions). Also hands out scratch buffers
+//! and records per-node timestamps when enabled.
 
 use crate::backend::VulkanBackend;
 use crate::error::{HostBuffer, NodeError, Result, VulkanError};
@@ -30,6 +31,8 @@ pub(crate) struct Encoder<'a> {
     rec: RecordingCommandBuffer,
     bindings: &'a Bindings,
     keep: Vec<Arc<DescriptorSet>>,
+    /// The buffers of dispatches whose descriptors were pushed (kept alive until the fence).
+    keep_bufs: Vec<Subbuffer<[u8]>>,
     timing: Option<(Arc<QueryPool>, Vec<String>, u32)>,
     node: Option<NodeId>,
     /// Host-visible status words (one per checked node) and which node owns each.
@@ -39,6 +42,21 @@ pub(crate) struct Encoder<'a> {
 
 /// Status words of a split: the buffer and, per word, the node and op that may set it.
 pub(crate) type Status = Option<(Subbuffer<[u8]>, Vec<(NodeId, &'static str)>)>;
+
+/// A node's timestamp label after its number: the op, its first source's type and shape, and its
+/// own (`mul_mat q4_1[576,1536] f32[576] -> f32[1536]`; trailing unit dimensions dropped).
+fn label(g: &Graph, n: NodeId) -> String {
+    let shape = |id: NodeId| {
+        let node = g.node(id);
+        let ne = node.layout.ne.0;
+        let keep = ne.iter().rposition(|&d| d != 1).map_or(1, |i| i + 1);
+        let dims: Vec<String> = ne[..keep].iter().map(usize::to_string).collect();
+        format!("{}[{}]", node.dtype, dims.join(","))
+    };
+    let node = g.node(n);
+    let srcs: Vec<String> = node.srcs.iter().take(2).map(|&s| shape(s)).collect();
+    format!("{} {} -> {}", node.op, srcs.join(" "), shape(n))
+}
 
 /// Grid of workgroups covering `n` items (2-D when more than 65535 groups are needed).
 pub(crate) fn grid(n: u64, per_group: u64) -> Result<[u32; 3]> {
@@ -64,6 +82,7 @@ impl<'a> Encoder<'a> {
             rec,
             bindings,
             keep: Vec::new(),
+            keep_bufs: Vec::new(),
             timing: None,
             node: None,
             status: None,
@@ -100,6 +119,11 @@ impl<'a> Encoder<'a> {
     /// spread long rows over many workgroups (1: the whole row on one; see `Options::whole_rows`).
     pub(crate) fn segments(&self, n: usize, segment: usize) -> usize {
         if self.be.whole_rows { 1 } else { n.div_ceil(segment).max(1) }
+    }
+
+    /// Dispatches recorded (by any encoder of this backend) since the count was `since`.
+    pub(crate) fn dispatches_since(&self, since: u64) -> u64 {
+        self.be.dispatches - since
     }
 
     /// Sets the node errors are attributed to.
@@ -173,13 +197,16 @@ impl<'a> Encoder<'a> {
         groups: [u32; 3],
     ) -> Result<()> {
         let pipeline = self.be.pipeline(shader)?;
-        let set = DescriptorSet::new(
-            self.be.sets.clone(),
-            self.be.set_layout.clone(),
-            bufs.iter().enumerate().map(|(i, b)| WriteDescriptorSet::buffer(i as u32, (*b).clone())),
-            [],
-        )
-        .map_err(|e| VulkanError::DescriptorSet { shader: shaders::variant(shader).name, cause: e.to_string() })?;
+        let writes = || bufs.iter().enumerate().map(|(i, b)| WriteDescriptorSet::buffer(i as u32, (*b).clone()));
+        let set = if self.be.gpu.push_descriptors {
+            None
+        } else {
+            let set =
+                DescriptorSet::new(self.be.sets.clone(), self.be.set_layout.clone(), writes(), []).map_err(|e| {
+                    VulkanError::DescriptorSet { shader: shaders::variant(shader).name, cause: e.to_string() }
+                })?;
+            Some(set)
+        };
         let barrier = DependencyInfo {
             memory_barriers: [MemoryBarrier {
                 src_stages: PipelineStages::ALL_COMMANDS,
@@ -193,23 +220,35 @@ impl<'a> Encoder<'a> {
             ..Default::default()
         };
         let words = push.words();
-        // SAFETY: the pipeline, layout and set are compatible (one shared layout); the barrier orders
-        // this dispatch after everything recorded or submitted before it; the shader addresses only
-        // ranges the op modules computed from bound tensors; the set is kept alive until the fence.
+        // SAFETY: the pipeline, layout and set (or pushed descriptors) are compatible (one shared
+        // layout); the barrier orders this dispatch after everything recorded or submitted before
+        // it; the shader addresses only ranges the op modules computed from bound tensors; the set,
+        // or the pushed buffers, are kept alive until the fence.
         unsafe {
             self.rec.pipeline_barrier_unchecked(&barrier);
             self.rec.bind_pipeline_compute_unchecked(&pipeline);
-            self.rec.bind_descriptor_sets_unchecked(
-                PipelineBindPoint::Compute,
-                &self.be.layout,
-                0,
-                &[set.as_raw()],
-                &[],
-            );
+            match &set {
+                Some(set) => {
+                    self.rec.bind_descriptor_sets_unchecked(
+                        PipelineBindPoint::Compute,
+                        &self.be.layout,
+                        0,
+                        &[set.as_raw()],
+                        &[],
+                    );
+                }
+                None => {
+                    let w: Vec<WriteDescriptorSet> = writes().collect();
+                    self.rec.push_descriptor_set_unchecked(PipelineBindPoint::Compute, &self.be.layout, 0, &w);
+                }
+            }
             self.rec.push_constants_unchecked(&self.be.layout, 0, &words);
             self.rec.dispatch_unchecked(groups);
         }
-        self.keep.push(set);
+        match set {
+            Some(set) => self.keep.push(set),
+            None => self.keep_bufs.extend(bufs.iter().map(|b| (*b).clone())),
+        }
         self.be.dispatches += 1;
         Ok(())
     }
@@ -223,16 +262,22 @@ impl<'a> Encoder<'a> {
             unsafe {
                 self.rec.write_timestamp_unchecked(pool, *next, PipelineStage::AllCommands);
             }
-            labels.push(format!("{n} {}", g.node(n).op));
+            labels.push(format!("{n} {}", label(g, n)));
             *next += 1;
         }
     }
 
-    /// The finished recording, the descriptor sets it uses and the timing queries.
+    /// The finished recording, the descriptor sets and buffers it uses and the timing queries.
     #[allow(clippy::type_complexity)]
     pub(crate) fn finish(
         self,
-    ) -> (RecordingCommandBuffer, Vec<Arc<DescriptorSet>>, Option<(Arc<QueryPool>, Vec<String>)>, Status) {
-        (self.rec, self.keep, self.timing.map(|(p, l, _)| (p, l)), self.status)
+    ) -> (
+        RecordingCommandBuffer,
+        Vec<Arc<DescriptorSet>>,
+        Vec<Subbuffer<[u8]>>,
+        Option<(Arc<QueryPool>, Vec<String>)>,
+        Status,
+    ) {
+        (self.rec, self.keep, self.keep_bufs, self.timing.map(|(p, l, _)| (p, l)), self.status)
     }
 }

@@ -92,3 +92,27 @@ fn shared_memory_variants_without_subgroups() {
     let msgs = log.lock().unwrap().clone();
     assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
 }
+
+#[test]
+fn a_descriptor_set_per_dispatch() {
+    // Devices without VK_KHR_push_descriptor allocate a descriptor set per dispatch: the whole-graph
+    // fixtures and the sampling rows run that way too, against the CPU, validation on.
+    let opts = Options { descriptor_sets: true, ..Options::default() };
+    let Some(probe) = common::vulkan_with("a_descriptor_set_per_dispatch", opts.clone()) else { return };
+    assert!(!probe.uses_push_descriptors());
+    drop(probe);
+    let cases: Vec<_> = conformance::cases::all()
+        .into_iter()
+        .filter(|c| c.name.starts_with("fixture/") || c.name.starts_with("sort/top_k/blocks/4097"))
+        .collect();
+    assert!(cases.len() >= 5, "{} cases", cases.len());
+    let log: MessageLog = Arc::new(Mutex::new(Vec::new()));
+    let mut target = SchedTarget::new(factory(opts, &log)).expect("the device opened once already");
+    let mut oracle = cpu_oracle().into_target().expect("the CPU backend starts");
+    let report = run_cases(&cases, &mut target, oracle.as_mut());
+    eprintln!("{report}");
+    assert!(report.ok(), "failures with descriptor sets:\n{report}");
+    assert!(report.skipped().is_empty(), "these cases all run on Vulkan:\n{report}");
+    let msgs = log.lock().unwrap().clone();
+    assert!(msgs.is_empty(), "validation layer messages:\n{}", msgs.join("\n"));
+}

@@ -1,15 +1,19 @@
 //! The `profile` section: where the GPU's time goes inside the steps the other sections time.
 //! It turns on per-node timestamps ([`vulkan::profile`]) and runs a few of the suites once at one
 //! size each (backend sampling at batch 1 per chain and at batch 64, the fused ops at batch 16,
-//! decoding random SmolLM2-135M shapes at batch 1 and 16), then sums the recorded node times per
-//! op (the label without its node number): calls, total and median µs, heaviest first. The
-//! timestamps sit between nodes, so a node's time includes the barrier before the next one; the
-//! suites' own timings printed alongside are slowed by the timestamps and are not the report's.
+//! decoding the demo model at batch 1 and random SmolLM2-135M shapes at batch 1 and 16), then sums
+//! the recorded node times per op and shapes (the label without its node number): calls, total and
+//! median µs, heaviest first. The timestamps sit between nodes, so a node's time includes the
+//! barrier before the next one; the suites' own timings printed alongside are slowed by the
+//! timestamps and are not the report's.
 
 use super::sections::Ctx;
 use super::{require_vulkan, suite};
 use anyhow::Result;
 use std::collections::BTreeMap;
+
+/// Ops listed per case, heaviest first.
+const TOP: usize = 20;
 
 type Run = fn(std::vec::IntoIter<String>) -> Result<()>;
 
@@ -21,6 +25,7 @@ const CASES: &[(&str, Run, &str, &[&str])] = &[
     ("sampling dist B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DIST),
     ("sampling default B=64", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DEFAULT_64),
     ("fused B=16", crate::bench_fused::run, "fused", &["--backend", "vulkan", "--batch", "16", "--reps", "1"]),
+    ("decode demo B=1", crate::bench_runner::run, "runner", &DECODE_DEMO_1),
     ("decode smollm2 B=1", crate::bench_runner::run, "runner", &DECODE_ARGS_1),
     ("decode smollm2 B=16", crate::bench_runner::run, "runner", &DECODE_ARGS_16),
 ];
@@ -38,12 +43,12 @@ const SAMPLING_ARGS_TOP_P: [&str; 12] = sampling_args("top_p", "1");
 const SAMPLING_ARGS_DIST: [&str; 12] = sampling_args("dist", "1");
 const SAMPLING_ARGS_DEFAULT_64: [&str; 12] = sampling_args("default", "64");
 
-const fn decode_args(batch: &'static str) -> [&'static str; 14] {
+const fn decode_args(model: &'static str, batch: &'static str) -> [&'static str; 14] {
     [
         "--backend",
         "vulkan",
         "--model",
-        "random:smollm2-135m",
+        model,
         "--batch",
         batch,
         "--threads",
@@ -57,8 +62,9 @@ const fn decode_args(batch: &'static str) -> [&'static str; 14] {
     ]
 }
 
-const DECODE_ARGS_1: [&str; 14] = decode_args("1");
-const DECODE_ARGS_16: [&str; 14] = decode_args("16");
+const DECODE_DEMO_1: [&str; 14] = decode_args("random:demo", "1");
+const DECODE_ARGS_1: [&str; 14] = decode_args("random:smollm2-135m", "1");
+const DECODE_ARGS_16: [&str; 14] = decode_args("random:smollm2-135m", "16");
 
 /// The quick run (lavapipe in CI): one small sampling case.
 const QUICK: &[(&str, Run, &str, &[&str])] = &[(
@@ -104,12 +110,12 @@ pub(super) fn run(cx: &Ctx) -> Result<()> {
         let rows = summarize(&times);
         println!("\nprofile: {name}: {} node times, {total:.0} µs in all", times.len());
         println!("{:>12} {:>7} {:>11} {:>10}  op", "share", "calls", "total µs", "median µs");
-        for (op, n, t, m) in rows.iter().take(14) {
+        for (op, n, t, m) in rows.iter().take(TOP) {
             println!("{:>11.1}% {n:>7} {t:>11.1} {m:>10.2}  {op}", 100.0 * t / total.max(1e-9));
         }
         cases.push(serde_json::json!({
             "case": name, "node_times": times.len(), "total_us": total,
-            "ops": rows.iter().take(14).map(|(op, n, t, m)| serde_json::json!({
+            "ops": rows.iter().take(TOP).map(|(op, n, t, m)| serde_json::json!({
                 "op": op, "calls": n, "total_us": t, "median_us": m, "share": t / total.max(1e-9),
             })).collect::<Vec<_>>(),
         }));

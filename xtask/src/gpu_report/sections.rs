@@ -100,6 +100,7 @@ fn device(cx: &Ctx) -> Result<()> {
         "driver_version_raw": i.driver_version, "api_version": i.api_version,
         "vendor_id": format!("{:#06x}", i.vendor_id), "device_id": format!("{:#06x}", i.device_id),
         "subgroup_size": i.subgroup_size, "subgroup_shaders": i.subgroups_used, "shaderFloat64": i.float64,
+        "push_descriptors": i.push_descriptors,
         "max_workgroup_invocations": i.max_workgroup_invocations,
         "max_workgroup_size": format!("{:?}", i.max_workgroup_size),
         "max_workgroup_count": format!("{:?}", i.max_workgroup_count),
