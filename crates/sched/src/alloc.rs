@@ -5,7 +5,9 @@
 //!    and state tensors a device buffer each (`backend.param.NAME`, `backend.state.NAME`, so that a
 //!    re-plan or another cached plan keeps them), inputs host-visible memory (`inputs`, written by
 //!    the host every step), the storages of outputs device memory (`outputs`: a node on the same
-//!    device that consumes an output reads it without crossing the bus).
+//!    device that consumes an output reads it without crossing the bus), except small outputs no
+//!    node reads (at most [`HOST_OUTPUT_MAX`] bytes: sampled tokens), which the device writes into
+//!    host-visible memory (`host_outputs`: read in place, no copy back and no second round trip).
 //! 2. [`place_dedicated`]: bump allocation of those regions.
 //! 3. [`place_readback`]: every output storage in device memory, on a backend whose device memory
 //!    is not host memory, gets a host-visible read-back region of the same size (`readback`),
@@ -162,14 +164,28 @@ fn roles(g: &Graph) -> Vec<Option<BufferRole>> {
             None
         };
     }
+    let mut read = vec![false; g.len()];
+    for (id, n) in g.nodes() {
+        if is_compute(g, id) {
+            for &s in &n.srcs {
+                read[g.storage_of(s).index()] = true;
+            }
+        }
+    }
     for o in g.outputs() {
         let st = g.storage_of(o);
         if roles[st.index()].is_none() {
-            roles[st.index()] = Some(BufferRole::Outputs);
+            let small = g.node(st).nbytes() <= HOST_OUTPUT_MAX;
+            roles[st.index()] =
+                Some(if small && !read[st.index()] { BufferRole::HostOutputs } else { BufferRole::Outputs });
         }
     }
     roles
 }
+
+/// The largest output storage, in bytes, that goes into host-visible memory when no node reads it
+/// (`BufferRole::HostOutputs`): a batch's token ids and candidate lists, not a logits row.
+pub const HOST_OUTPUT_MAX: usize = 64 << 10;
 
 /// Sub-pass 2: bump-allocates every dedicated storage, in topological order.
 fn place_dedicated(

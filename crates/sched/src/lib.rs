@@ -35,6 +35,7 @@ mod split;
 pub mod testing;
 mod transfer;
 
+pub use alloc::HOST_OUTPUT_MAX;
 pub use backend::{
     Backend, BackendError, BackendResult, Bindings, BufferId, CopyRegion, MemoryKind, SplitTask, TensorLoc, WorkCounts,
 };

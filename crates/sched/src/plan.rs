@@ -64,6 +64,10 @@ pub enum BufferRole {
     /// The storages of outputs: device memory, never reused within a step, so a node on the same
     /// device reads an output without crossing the bus.
     Outputs,
+    /// The storages of small outputs that no node reads (sampled tokens, candidate lists, at most
+    /// [`crate::HOST_OUTPUT_MAX`] bytes): host-visible memory the device writes directly, so the host
+    /// reads them in place after the step, with no copy and no second round trip.
+    HostOutputs,
     /// Host-visible read-back regions of device-resident outputs: rows are copied here on request
     /// and read by the host.
     ReadBack,
@@ -73,11 +77,12 @@ pub enum BufferRole {
 
 impl BufferRole {
     /// Every role, in the order a backend's buffers are listed.
-    pub const ALL: [BufferRole; 6] = [
+    pub const ALL: [BufferRole; 7] = [
         BufferRole::Params,
         BufferRole::State,
         BufferRole::Inputs,
         BufferRole::Outputs,
+        BufferRole::HostOutputs,
         BufferRole::ReadBack,
         BufferRole::Arena,
     ];
@@ -89,6 +94,7 @@ impl BufferRole {
             BufferRole::State => "state",
             BufferRole::Inputs => "inputs",
             BufferRole::Outputs => "outputs",
+            BufferRole::HostOutputs => "host_outputs",
             BufferRole::ReadBack => "readback",
             BufferRole::Arena => "arena",
         }
@@ -111,7 +117,7 @@ impl BufferRole {
     pub const fn kind(self) -> MemoryKind {
         match self {
             BufferRole::Params | BufferRole::State | BufferRole::Outputs | BufferRole::Arena => MemoryKind::Device,
-            BufferRole::Inputs | BufferRole::ReadBack => MemoryKind::Host,
+            BufferRole::Inputs | BufferRole::HostOutputs | BufferRole::ReadBack => MemoryKind::Host,
         }
     }
 }
@@ -251,13 +257,14 @@ impl Plan {
         );
         let _ = writeln!(
             out,
-            "memory: arena {} B (no reuse {} B), params {} B, state {} B, inputs {} B, outputs {} B, readback {} B",
+            "memory: arena {} B (no reuse {} B), params {} B, state {} B, inputs {} B, outputs {} B, host outputs {} B, readback {} B",
             self.arena_bytes,
             self.no_reuse_bytes,
             self.role_bytes(BufferRole::Params),
             self.role_bytes(BufferRole::State),
             self.role_bytes(BufferRole::Inputs),
             self.role_bytes(BufferRole::Outputs),
+            self.role_bytes(BufferRole::HostOutputs),
             self.role_bytes(BufferRole::ReadBack)
         );
         for b in &self.buffers {
