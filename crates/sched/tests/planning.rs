@@ -5,7 +5,7 @@ mod common;
 
 use common::{Mock, fixture, log};
 use graph::{DType, Graph, NodeId, Op};
-use sched::{BufferRole, Cause, MemoryKind, Plan, SchedError, Scheduler};
+use sched::{BufferRole, Cause, Plan, SchedError, Scheduler};
 
 /// x [8, 4], b [8]: a1 = x + b; s1 = 2 a1; n1 = -s1; s2 = n1 / 2; y = s2 + x.
 fn chain() -> (Graph, [NodeId; 7]) {
