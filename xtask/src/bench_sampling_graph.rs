@@ -217,6 +217,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                 "graph_host_waits_per_step": r.graph_work.host_waits,
                 "graph_submit_us_per_step": r.graph_work.submit_ns as f64 / 1e3,
                 "graph_wait_us_per_step": r.graph_work.wait_ns as f64 / 1e3,
+                "graph_record_us_per_step": r.graph_work.record_ns as f64 / 1e3,
                 "cpu_submissions_per_step": r.cpu_work.submissions,
                 "cpu_host_waits_per_step": r.cpu_work.host_waits,
                 "placement": r.placement,
