@@ -144,6 +144,8 @@ fn measure(args: &Args, spec: &str, batch: usize, rows: &[f32]) -> Result<Result
         }
         Ok(())
     };
+    // The counts are of a second step: the first one also creates the pipelines.
+    graph_step(&mut tail, &mut sched, &mut seqs)?;
     let w0 = sched.work_counts();
     let graph_bytes = graph_step(&mut tail, &mut sched, &mut seqs)?;
     let w1 = sched.work_counts();

@@ -5,8 +5,9 @@
 //! timestamps (`GGS_VULKAN_TIMESTAMPS=1`) reported via `tracing`.
 //!
 //! Ordering: there is one queue, and every command buffer starts its work behind a full memory
-//! barrier (each compute dispatch has one, see [`crate::encoder`]; every transfer command buffer
-//! opens with one), so submissions run one after another in submission order and each sees the
+//! barrier (a compute command buffer's first dispatch has one, later dispatches a barrier over the
+//! compute shaders before them, see [`crate::encoder`]; every transfer command buffer opens with
+//! one), so submissions run one after another in submission order and each sees the
 //! writes of all earlier ones. Every command buffer ends with a barrier that makes its writes
 //! visible to host reads once its fence has signalled. Submissions carry increasing serials;
 //! finishing serial `s` finishes everything submitted before it.
@@ -156,6 +157,9 @@ pub struct VulkanBackend {
     pub(crate) buffers: BTreeMap<u32, Buf>,
     next_id: u32,
     pub(crate) scratch: Vec<Subbuffer<[u8]>>,
+    /// Host-visible status-word buffers of retired submissions, for reuse (see
+    /// [`VulkanBackend::status_buffer`]).
+    status_pool: Vec<Subbuffer<[u8]>>,
     /// Submitted, not yet retired command buffers, in submission (= completion) order.
     in_flight: VecDeque<InFlight>,
     /// Serial of the next submission (serials start at 1; 0 means "never submitted").
@@ -195,6 +199,9 @@ const SPARE_FENCES: usize = 64;
 const FIRST_SUBMIT: u64 = 8;
 /// Each later command buffer of a split is submitted once it holds this many dispatches.
 const SUBMIT_EVERY: u64 = 64;
+
+/// The most status-word buffers kept for reuse (a step's pieces each take one).
+const STATUS_POOL: usize = 64;
 
 /// The phases [`VulkanBackend::phase_times`] reports, in a submission's order.
 pub const PHASES: [&str; 7] = ["begin", "end", "fence", "queue_submit", "wait", "retire", "record"];
@@ -271,6 +278,7 @@ impl VulkanBackend {
             buffers: BTreeMap::new(),
             next_id: 0,
             scratch: Vec::new(),
+            status_pool: Vec::new(),
             in_flight: VecDeque::new(),
             next_serial: 1,
             staging: Vec::new(),
@@ -441,6 +449,25 @@ impl VulkanBackend {
         Ok(Buf { sub, host_visible, coherent, len: bytes })
     }
 
+    /// A zeroed host-visible buffer of at least `bytes` bytes for a submission's status words: one
+    /// a retired submission gave back, or a new one (a buffer allocation per piece of every step
+    /// would cost more than recording it).
+    pub(crate) fn status_buffer(&mut self, bytes: usize) -> Result<Subbuffer<[u8]>> {
+        let sub = match self.status_pool.iter().position(|b| b.len() as usize >= bytes) {
+            Some(i) => self.status_pool.swap_remove(i),
+            None => {
+                let b = self.new_buffer(bytes.max(4096).next_power_of_two(), MemoryKind::Host)?;
+                if !b.host_visible {
+                    return Err(VulkanError::NoHostVisibleMemory { purpose: HostBuffer::Status });
+                }
+                b.sub
+            }
+        };
+        sub.write().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?[..bytes]
+            .fill(0);
+        Ok(sub)
+    }
+
     /// Adds the time since `since` to phase `i` (an index into [`PHASES`]).
     fn phase_done(&self, i: usize, since: std::time::Instant) {
         let mut v = self.phase_ns.get();
@@ -590,13 +617,18 @@ impl VulkanBackend {
     fn retire(&mut self, f: InFlight) -> Result<Option<VulkanError>> {
         let InFlight { fence, status, timing, .. } = f;
         let mut error = None;
-        if let Some((buf, owners)) = &status {
-            let words =
-                buf.read().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?;
-            error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
-                let w = &words[i * 4..i * 4 + 4];
-                (w != [0, 0, 0, 0]).then_some(VulkanError::Node { node, op, error: NodeError::RowIdOutOfRange })
-            });
+        if let Some((buf, owners)) = status {
+            {
+                let words =
+                    buf.read().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?;
+                error = owners.iter().enumerate().find_map(|(i, &(node, op))| {
+                    let w = &words[i * 4..i * 4 + 4];
+                    (w != [0, 0, 0, 0]).then_some(VulkanError::Node { node, op, error: NodeError::RowIdOutOfRange })
+                });
+            }
+            if self.status_pool.len() < STATUS_POOL {
+                self.status_pool.push(buf);
+            }
         }
         if let Some((pool, labels)) = &timing {
             let mut ticks = vec![0u64; labels.len() + 1];

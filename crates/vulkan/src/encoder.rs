@@ -1,11 +1,12 @@
 //! Records a split's nodes into a command buffer (the backend submits a split in several pieces):
 //! binds a pipeline, a descriptor set of the four operand buffers and the push constants per
-//! dispatch, with a global memory barrier before each dispatch (so every dispatch sees everything
-//! recorded before it, and the first one sees earlier submissions). Also hands out scratch buffers
-//! and records per-node timestamps when enabled.
+//! dispatch, with a memory barrier before each dispatch: the first one's covers every command
+//! (it sees earlier submissions, uploads and copies included), a later one's the compute shaders
+//! recorded before it (it sees their writes). Also hands out scratch buffers and records per-node
+//! timestamps when enabled.
 
 use crate::backend::VulkanBackend;
-use crate::error::{HostBuffer, NodeError, Result, VulkanError};
+use crate::error::{NodeError, Result, VulkanError};
 use crate::push::{Push, TensorArg};
 use crate::shaders::{self, ShaderId};
 use graph::{Graph, NodeId};
@@ -33,6 +34,8 @@ pub(crate) struct Encoder<'a> {
     keep: Vec<Arc<DescriptorSet>>,
     /// The buffers of dispatches whose descriptors were pushed (kept alive until the fence).
     keep_bufs: Vec<Subbuffer<[u8]>>,
+    /// Whether a dispatch was recorded (the first one's barrier covers earlier submissions).
+    dispatched: bool,
     timing: Option<(Arc<QueryPool>, Vec<String>, u32)>,
     node: Option<NodeId>,
     /// Host-visible status words (one per checked node) and which node owns each.
@@ -83,6 +86,7 @@ impl<'a> Encoder<'a> {
             bindings,
             keep: Vec::new(),
             keep_bufs: Vec::new(),
+            dispatched: false,
             timing: None,
             node: None,
             status: None,
@@ -157,12 +161,8 @@ impl<'a> Encoder<'a> {
     /// host-visible buffer holding it.
     pub(crate) fn status_word(&mut self, g: &Graph) -> Result<(Subbuffer<[u8]>, u32)> {
         if self.status.is_none() {
-            let b = self.be.new_buffer(self.capacity * 4, MemoryKind::Host)?;
-            if !b.host_visible {
-                return Err(VulkanError::NoHostVisibleMemory { purpose: HostBuffer::Status });
-            }
-            b.sub.write().map_err(|e| VulkanError::Mapping { what: HostBuffer::Status, cause: e.to_string() })?.fill(0);
-            self.status = Some((b.sub, Vec::new()));
+            let b = self.be.status_buffer(self.capacity * 4)?;
+            self.status = Some((b, Vec::new()));
         }
         let node = self.node.ok_or(VulkanError::StatusOutsideNode)?;
         let (buf, owners) = self.status.as_mut().expect("just made");
@@ -207,12 +207,28 @@ impl<'a> Encoder<'a> {
                 })?;
             Some(set)
         };
+        // The first dispatch of a command buffer waits for everything submitted before it (uploads
+        // and copies included); a later one only for the dispatches recorded before it.
+        let (stages, write, read) = if self.dispatched {
+            (
+                PipelineStages::COMPUTE_SHADER,
+                AccessFlags::SHADER_WRITE,
+                AccessFlags::SHADER_READ | AccessFlags::SHADER_WRITE,
+            )
+        } else {
+            (
+                PipelineStages::ALL_COMMANDS,
+                AccessFlags::MEMORY_WRITE,
+                AccessFlags::MEMORY_READ | AccessFlags::MEMORY_WRITE,
+            )
+        };
+        self.dispatched = true;
         let barrier = DependencyInfo {
             memory_barriers: [MemoryBarrier {
-                src_stages: PipelineStages::ALL_COMMANDS,
-                src_access: AccessFlags::MEMORY_WRITE,
-                dst_stages: PipelineStages::ALL_COMMANDS,
-                dst_access: AccessFlags::MEMORY_READ | AccessFlags::MEMORY_WRITE,
+                src_stages: stages,
+                src_access: write,
+                dst_stages: stages,
+                dst_access: read,
                 ..Default::default()
             }]
             .into_iter()
