@@ -36,37 +36,36 @@ const fn section(name: &'static str, title: &'static str, limit_s: (u64, u64), r
     Section { name, title, limit_s, full_only: false, run }
 }
 
-/// Every section. The full run's limits add up to 360 s (the whole report took 135 s on an H100
-/// before `profile`, each section well inside its limit); `--quick`'s to 330 s (on lavapipe it
-/// takes seconds).
+/// Every section. The full run's limits add up to 293 s (the whole report took 150-160 s on an
+/// H100, each section well inside its limit); `--quick`'s to 330 s (on lavapipe it takes seconds).
 pub const SECTIONS: &[Section] = &[
-    section("device", "the Vulkan device, its driver and limits", (15, 20), device),
+    section("device", "the Vulkan device, its driver and limits", (10, 20), device),
     section(
         "latency",
         "one host round trip to the device: downloads, uploads, a one-op step",
-        (15, 20),
+        (10, 20),
         super::latency::run,
     ),
-    section("conformance", "the op-conformance suite on the device, CPU backend as oracle", (40, 60), conformance),
-    section("sampling-151936", "backend sampling vs the CPU path, V = 151936", (45, 60), sampling_151936),
+    section("conformance", "the op-conformance suite on the device, CPU backend as oracle", (30, 60), conformance),
+    section("sampling-151936", "backend sampling vs the CPU path, V = 151936", (40, 60), sampling_151936),
     Section {
         full_only: true,
         ..section("sampling-262144", "backend sampling vs the CPU path, V = 262144", (55, 0), sampling_262144)
     },
     section("fused", "top_k_top_p_sample and random_sample vs a read of the logits", (30, 30), fused),
-    section("readback", "reading back 1, 4, 32 rows vs the whole output", (10, 20), readback),
+    section("readback", "reading back 1, 4, 32 rows vs the whole output", (8, 20), readback),
     section("spec-verify", "verifying 8 drafts vs one plain draw", (15, 30), spec_verify),
-    section("decode-demo", "decoding, the demo model (tiny in --quick)", (20, 40), decode_demo),
+    section("decode-demo", "decoding, the demo model (tiny in --quick)", (10, 40), decode_demo),
     Section {
         full_only: true,
-        ..section("decode-smollm2-135m", "decoding, random SmolLM2-135M shapes (q8_0/q4_1)", (25, 0), decode_smollm2)
+        ..section("decode-smollm2-135m", "decoding, random SmolLM2-135M shapes (q8_0/q4_1)", (20, 0), decode_smollm2)
     },
     Section {
         full_only: true,
-        ..section("decode-gemma3-270m", "decoding, random Gemma 3 270M shapes (q8_0)", (25, 0), decode_gemma3)
+        ..section("decode-gemma3-270m", "decoding, random Gemma 3 270M shapes (q8_0)", (20, 0), decode_gemma3)
     },
-    section("cpu-chains", "the CPU sampler chains on this machine's CPU (context)", (15, 20), cpu_chains),
-    section("profile", "where the GPU's time goes: per-op times from timestamps", (50, 30), super::profile::run),
+    section("cpu-chains", "the CPU sampler chains on this machine's CPU (context)", (10, 20), cpu_chains),
+    section("profile", "where the GPU's time goes: per-op times from timestamps", (35, 30), super::profile::run),
 ];
 
 /// The section called `name`.
@@ -263,4 +262,17 @@ fn cpu_chains(cx: &Ctx) -> Result<()> {
         &["--vocab", "151936,262144", "--seconds", "0.05", "--reps", "3", "--batch", "64"]
     };
     suite(crate::bench_sampling::run, "sampling", args, &cx.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SECTIONS;
+
+    #[test]
+    fn the_full_runs_limits_leave_a_rerun_inside_ten_minutes() {
+        let full: u64 = SECTIONS.iter().map(|s| s.limit_s.0).sum();
+        assert!(full < 300, "the full run's limits add up to {full} s");
+        let names: std::collections::BTreeSet<&str> = SECTIONS.iter().map(|s| s.name).collect();
+        assert_eq!(names.len(), SECTIONS.len(), "section names are unique");
+    }
 }
