@@ -451,6 +451,18 @@ void main() {
 }
 #endif
 
+#if defined(TOP_P_PASS) || defined(TOPP_SEG)
+// The ascending order key (sort_key without the descending flip).
+uint up_key(float v) {
+    uint u = floatBitsToUint(v == 0.0 ? 0.0 : v);
+    return isnan(v) ? 0xFFFFFFFFu : ((u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u));
+}
+#endif
+
+#ifdef TOPP_SEG
+#include "top_p_segmented.glsl"
+#endif
+
 #ifdef TOP_P_PASS
 #include "fixed64.glsl"
 
@@ -460,11 +472,6 @@ shared uvec2 tp_q[WG];
 shared uint tp_c[WG];
 shared uvec4 tp_cut; // (key, ties to keep, 0, 0)
 
-// The ascending order key (sort_key without the descending flip).
-uint up_key(float v) {
-    uint u = floatBitsToUint(v == 0.0 ? 0.0 : v);
-    return isnan(v) ? 0xFFFFFFFFu : ((u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u));
-}
 
 // Workgroup sums of a 64-bit value and a count (every invocation calls it; all get the result).
 void wg_sum2(uvec2 q, uint c, out uvec2 qs, out uint cs) {

@@ -58,6 +58,8 @@ pub enum ShaderId {
     CategoricalSeg,
     /// sort.comp, the top-p mask
     TopPMask,
+    /// sort.comp with top_p_segmented.glsl, the top-p mask over many workgroups
+    TopPMaskSeg,
     /// quant.comp: get_rows and mul_mat reading quantized weights
     Quant,
     /// quant.comp with subgroup operations (mul_mat's reduction)
@@ -174,6 +176,7 @@ variants! {
     (Categorical, "categorical", "random.comp", ["CATEGORICAL"], 256, false),
     (CategoricalSeg, "categorical_seg", "random.comp", ["CATEGORICAL", "SEGMENTED"], 256, false),
     (TopPMask, "sort_top_p", "sort.comp", ["TOP_P_PASS"], 256, false),
+    (TopPMaskSeg, "sort_top_p_seg", "sort.comp", ["TOPP_SEG"], 256, false),
     (Quant, "quant", "quant.comp", [], 64, false),
     (QuantSg, "quant_sg", "quant.comp", ["USE_SUBGROUP"], 64, true),
     (SamplePack, "sample_pack", "sample.comp", ["PACK"], 256, false),

@@ -13,8 +13,13 @@
 //! dispatches): four radix-select histogram passes over the row find the k-th key exactly, a
 //! compaction pass lists the `k` winners in index order, and one block pass sorts them.
 //!
-//! TopPMask is one dispatch, a workgroup per row (`TOP_P_PASS`): the nucleus by bisection over the
-//! order key on exact 64-bit fixed-point weights, the categorical draw's (see the shader's header).
+//! TopPMask on rows of at most 8192 entries is one dispatch, a workgroup per row (`TOP_P_PASS`):
+//! the nucleus by bisection over the order key on exact 64-bit fixed-point weights, the
+//! categorical draw's (see the shader's header). Longer rows take 12 dispatches over segments of
+//! 8192 entries (`TOPP_SEG`, `shaders/top_p_segmented.glsl`): the same two keys by a radix select
+//! of four 8-bit levels, each a histogram pass over the segments and a selection pass per row,
+//! then the ties' counts per segment and the mask, bit for bit the one-workgroup result (on an H100
+//! the one-workgroup pass took 4.4 ms at V = 151936: 32 bisection passes over the row).
 
 use crate::encoder::{Encoder, Operand, grid};
 use crate::error::{Result, VulkanError};
@@ -50,16 +55,60 @@ pub(super) fn supports_top_p_mask(g: &Graph, n: &Node) -> bool {
         && p.layout.rows_contiguous(p.dtype)
 }
 
-/// TopPMask: one workgroup per row.
+/// Entries per segment of the segmented top-p mask.
+const TOP_P_SEGMENT: usize = 8192;
+
+/// TopPMask: rows longer than a segment over many workgroups (12 dispatches, see
+/// `shaders/top_p_segmented.glsl`), shorter ones (or every row with `Options::whole_rows`) on one
+/// workgroup each.
 pub(super) fn top_p_mask(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()> {
     let n = g.node(id);
     let x = g.node(n.srcs[0]);
     let a = enc.operand(g, n.srcs[0])?;
     let p = enc.operand(g, n.srcs[1])?;
     let d = enc.operand(g, id)?;
+    let (ne0, rows) = (x.layout.ne[0], x.layout.ne.nrows());
     let push = Push::new(ne32(x)).a(&a.arg).b(&p.arg).d(&d.arg);
-    let groups = grid(x.layout.ne.nrows() as u64, 1)?;
+    if ne0 > TOP_P_SEGMENT && rows <= 65_535 && !enc.whole_rows() {
+        return top_p_mask_segmented(enc, push, [&a.buf, &p.buf, &d.buf], ne0, rows);
+    }
+    let groups = grid(rows as u64, 1)?;
     enc.dispatch(ShaderId::TopPMask, [&a.buf, &p.buf, &p.buf, &d.buf], &push, groups)
+}
+
+/// The segmented top-p mask's dispatches: the segments' maxima, the rows' state, four levels of
+/// (histograms per segment, selection per row), the segments' tie counts, the mask.
+fn top_p_mask_segmented(
+    enc: &mut Encoder<'_>,
+    push: Push,
+    [a, p, d]: [&vulkano::buffer::Subbuffer<[u8]>; 3],
+    ne0: usize,
+    rows: usize,
+) -> Result<()> {
+    let segs = ne0.div_ceil(TOP_P_SEGMENT);
+    // Scratch words: 16 of state per row, 2 per (row, segment), 1028 per (row, segment), 1 per
+    // (row, segment).
+    let maxima = rows * 16;
+    let hists = maxima + rows * segs * 2;
+    let ties = hists + rows * segs * 1028;
+    let words = ties + rows * segs;
+    let word = |w: usize| u32::try_from(w).map_err(|_| VulkanError::SortRowTooLong { stride: w });
+    let scratch = enc.scratch(0, words * 4)?;
+    let mut base = push.pu(0, TOP_P_SEGMENT as u32);
+    base.c_off = 0;
+    base.c_ne = [word(segs)?, word(maxima)?, word(hists)?, word(ties)?];
+    let bufs = [a, p, &scratch, d];
+    let per_segment = [word(segs)?, rows as u32, 1];
+    let per_row = grid(rows as u64, 1)?;
+    let stage = |s: u32, level: u32| base.pu(1, level).pu(2, s);
+    enc.dispatch(ShaderId::TopPMaskSeg, bufs, &stage(0, 0), per_segment)?;
+    enc.dispatch(ShaderId::TopPMaskSeg, bufs, &stage(1, 0), per_row)?;
+    for level in 0..4 {
+        enc.dispatch(ShaderId::TopPMaskSeg, bufs, &stage(2, level), per_segment)?;
+        enc.dispatch(ShaderId::TopPMaskSeg, bufs, &stage(3, level), per_row)?;
+    }
+    enc.dispatch(ShaderId::TopPMaskSeg, bufs, &stage(4, 0), per_segment)?;
+    enc.dispatch(ShaderId::TopPMaskSeg, bufs, &stage(5, 0), per_segment)
 }
 
 /// The passes for a row of `ne0` entries keeping `k`: (runs, run capacity) after each pass.
