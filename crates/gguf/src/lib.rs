@@ -14,6 +14,7 @@
 //! g.tensors() -> &[TensorInfo]             // name, dtype: graph::DType, ne (ggml order), offset, size
 //! g.tensor(name) -> Result<(&TensorInfo, &[u8])>                 // MissingTensor
 //! g.tensor_expect(name, &[ne0, ne1]) -> Result<(&TensorInfo, &[u8])>   // WrongShape
+//! write::Writer::from_gguf(&g).set(key, value).bytes() -> Vec<u8>   // a file written back, changed
 //! ```
 //!
 //! Getters accept what fits: `get_u32` any integer type whose value fits in a u32, `get_f32` f32,
@@ -37,6 +38,7 @@ mod error;
 mod parse;
 mod tensor;
 mod value;
+pub mod write;
 
 pub use error::GgufError;
 pub use parse::DEFAULT_ALIGNMENT;

@@ -216,3 +216,17 @@ fn bad_tensors() {
     w.tensors[0].offset = Some(u64::MAX - 31);
     t(w, &["tensor 'f32'", "of the data section"]);
 }
+
+#[test]
+fn a_file_written_back_with_changed_metadata_reads_the_same_tensors() {
+    let g = gguf::Gguf::from_bytes("sample", sample().bytes()).unwrap();
+    let bytes = Writer::from_gguf(&g).set("small", Value::U8(9)).kv("added", Value::F32(0.5)).bytes();
+    let h = gguf::Gguf::from_bytes("changed", bytes).unwrap();
+    assert_eq!(h.get_u32("small").unwrap(), 9);
+    assert_eq!(h.get_f32("added").unwrap(), 0.5);
+    assert_eq!(h.metadata().len(), g.metadata().len() + 1);
+    assert_eq!(h.tensors().len(), g.tensors().len());
+    for t in g.tensors() {
+        assert_eq!(h.tensor(&t.name).unwrap().1, g.tensor(&t.name).unwrap().1, "{}", t.name);
+    }
+}

@@ -123,6 +123,7 @@ impl Model {
         if g.get("tokenizer.chat_template").is_some() {
             model.chat_template = Some(g.get_str("tokenizer.chat_template").map_err(RunnerError::gguf)?.to_string());
         }
+        model.sampling = crate::sampling_defaults::ModelSampling::from_gguf(&g);
         Ok(model)
     }
 }

@@ -14,6 +14,7 @@ pub mod forward;
 pub mod gguf_model;
 pub mod kv;
 pub mod model;
+pub mod sampling_defaults;
 pub mod serve;
 pub mod session;
 pub mod spec;

@@ -33,7 +33,9 @@ const DEFAULT_SEQS: [&str; 4] = [
 #[command(name = "runner", about = "Batched decoding with per-sequence sampler chains run as graph ops")]
 struct Args {
     /// A sequence and its sampler chain, `ID:SPEC` (ids 0, 1, 2, ... in order; SPEC as
-    /// `cargo xtask sample --chain`). Default: four sequences with four different chains.
+    /// `cargo xtask sample --chain`). Default: four sequences, with four different chains on the
+    /// random demo model, and on a model file each with the model's default chain (its
+    /// `general.sampling.*` keys over llama-server's defaults).
     #[arg(long = "seq", value_name = "ID:SPEC")]
     seqs: Vec<String>,
     /// Tokens to generate per sequence (the first from the prompt's logits, then decode steps).
@@ -172,6 +174,12 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let path = model_path(&args.model)?;
     let model = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
+    if !model.sampling.is_empty() || !model.sampling.ignored.is_empty() {
+        println!("sampling defaults of requests:");
+        for line in model.sampling.describe() {
+            println!("  {line}");
+        }
+    }
     let addr: std::net::SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
@@ -335,6 +343,18 @@ fn run(args: Args) -> Result<()> {
         }
     };
     let load_time = t_load.elapsed();
+    // A model file's sequences without --seq: the model's default chain (its general.sampling.*
+    // over llama-server's defaults), seeded per sequence; the random demo keeps its four chains.
+    let specs = if args.seqs.is_empty() && args.model.is_some() {
+        let base = model.sampling.apply(&runner::serve::params::SamplingParams::default());
+        println!("sampling: the model's default chain (no --seq):");
+        for line in model.sampling.describe() {
+            println!("  {line}");
+        }
+        (0..specs.len()).map(|s| base.spec(sampling::DEFAULT_SEED.wrapping_add(s as u64))).collect()
+    } else {
+        specs
+    };
     let seqs = chains(&specs, &model)?;
     let model = Arc::new(model);
     let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);

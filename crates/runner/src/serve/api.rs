@@ -184,7 +184,7 @@ fn stops(f: &Fields<'_>) -> Result<Vec<String>, ApiError> {
 }
 
 /// The fields both endpoints share.
-fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize) -> Result<Request, ApiError> {
+fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize, base: &SamplingParams) -> Result<Request, ApiError> {
     // llama-server's `n_predict` is an alias; -1 (its default) generates until the context ends.
     let key = if f.get("max_tokens").is_some() {
         "max_tokens"
@@ -205,7 +205,7 @@ fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize) -> Result<Request, Api
         stream: f.bool("stream", false)?,
         stop: stops(f)?,
         logprobs: None,
-        sampling: SamplingParams::from_fields(f, n_vocab)?,
+        sampling: SamplingParams::from_fields_over(f, n_vocab, base)?,
         constraint,
         ignore_eos: f.bool("ignore_eos", false)?,
         cache_prompt: f.bool("cache_prompt", true)?,
@@ -242,7 +242,7 @@ fn constraint(f: &Fields<'_>) -> Result<Option<Constraint>, ApiError> {
 }
 
 /// A `/v1/completions` request.
-pub fn completion(body: &Map<String, Value>, n_vocab: usize) -> Result<Request, ApiError> {
+pub fn completion(body: &Map<String, Value>, n_vocab: usize, base: &SamplingParams) -> Result<Request, ApiError> {
     let f = Fields(body);
     let bad =
         || ApiError::invalid("prompt", "`prompt` must be a string, an array of token ids, or an array of one string");
@@ -265,7 +265,7 @@ pub fn completion(body: &Map<String, Value>, n_vocab: usize) -> Result<Request, 
         }
         Some(_) => return Err(bad()),
     };
-    let mut r = common(&f, prompt, n_vocab)?;
+    let mut r = common(&f, prompt, n_vocab, base)?;
     // Completions: `logprobs` is how many (0-20) alternatives come with each token.
     if f.get("logprobs").is_some() {
         r.logprobs = Some(f.int("logprobs", 0, 0, MAX_LOGPROBS)? as usize);
@@ -274,7 +274,7 @@ pub fn completion(body: &Map<String, Value>, n_vocab: usize) -> Result<Request, 
 }
 
 /// A `/v1/chat/completions` request.
-pub fn chat(body: &Map<String, Value>, n_vocab: usize) -> Result<Request, ApiError> {
+pub fn chat(body: &Map<String, Value>, n_vocab: usize, base: &SamplingParams) -> Result<Request, ApiError> {
     let f = Fields(body);
     let msgs = match f.get("messages") {
         Some(Value::Array(a)) if !a.is_empty() => a,
@@ -316,7 +316,7 @@ pub fn chat(body: &Map<String, Value>, n_vocab: usize) -> Result<Request, ApiErr
         };
         out.push(json!({"role": role, "content": content}));
     }
-    let mut r = common(&f, Prompt::Chat(out), n_vocab)?;
+    let mut r = common(&f, Prompt::Chat(out), n_vocab, base)?;
     // Chat: `logprobs` is a boolean and `top_logprobs` how many alternatives.
     if f.bool("logprobs", false)? {
         r.logprobs = Some(f.int("top_logprobs", 0, 0, MAX_LOGPROBS)? as usize);

@@ -8,6 +8,7 @@
 use super::api::{self, ApiError, Constraint, Prompt, Request};
 use super::engine::{Event, Job, TokenLogprob};
 use super::metrics::Metrics;
+use super::params::SamplingParams;
 use super::template::ChatTemplate;
 use crate::model::Model;
 use axum::Router;
@@ -42,6 +43,9 @@ pub struct AppState {
     pub template: Option<ChatTemplate>,
     /// Cells per slot.
     pub n_ctx: usize,
+    /// What a request's absent sampling fields take: the model file's `general.sampling.*` over
+    /// llama-server's defaults.
+    pub sampling: SamplingParams,
     /// Grammars at their start by their text, shared by the requests that use them (their
     /// clones share one engine's cache of states and masks).
     grammars: Mutex<HashMap<String, grammar::Matcher>>,
@@ -70,6 +74,7 @@ impl AppState {
         let name = model.name.trim_end_matches(".gguf").to_string();
         Ok(AppState {
             jobs,
+            sampling: model.sampling.apply(&SamplingParams::default()),
             model,
             name,
             metrics,
@@ -123,7 +128,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
 
 async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let n_vocab = st.model.config.n_vocab;
-    match api::object(&body).and_then(|b| api::completion(&b, n_vocab)) {
+    match api::object(&body).and_then(|b| api::completion(&b, n_vocab, &st.sampling)) {
         Ok(req) => generate(st, req, false).await,
         Err(e) => error(&st, e),
     }
@@ -131,7 +136,7 @@ async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
 
 async fn chat_completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let n_vocab = st.model.config.n_vocab;
-    match api::object(&body).and_then(|b| api::chat(&b, n_vocab)) {
+    match api::object(&body).and_then(|b| api::chat(&b, n_vocab, &st.sampling)) {
         Ok(req) => generate(st, req, true).await,
         Err(e) => error(&st, e),
     }

@@ -50,15 +50,19 @@ const DEFAULT_ORDER: [Stage; 9] = [
     Stage::Temperature,
 ];
 
-fn stage_named(name: &str) -> Option<Stage> {
-    Some(match name.replace('-', "_").as_str() {
+/// The stage a sampler name means, as llama.cpp's `common_sampler_types_from_names` reads it:
+/// the canonical names, their kebab-case and no-underscore forms, `nucleus`, `temp` and `typ`
+/// (and `typical_p`, `typical`). `None` for a name this chain has no stage for (`infill`,
+/// `adaptive_p`) or does not know.
+pub(crate) fn stage_named(name: &str) -> Option<Stage> {
+    Some(match name.replace(['-', '_'], "").as_str() {
         "penalties" => Stage::Penalties,
         "dry" => Stage::Dry,
-        "top_n_sigma" => Stage::TopNSigma,
-        "top_k" => Stage::TopK,
-        "typ_p" | "typical_p" | "typical" => Stage::Typical,
-        "top_p" => Stage::TopP,
-        "min_p" => Stage::MinP,
+        "topnsigma" => Stage::TopNSigma,
+        "topk" => Stage::TopK,
+        "typp" | "typ" | "typicalp" | "typical" => Stage::Typical,
+        "topp" | "nucleus" => Stage::TopP,
+        "minp" => Stage::MinP,
         "xtc" => Stage::Xtc,
         "temperature" | "temp" => Stage::Temperature,
         _ => return None,
@@ -99,12 +103,53 @@ pub struct SamplingParams {
     pub samplers: Vec<Stage>,
 }
 
+impl Default for SamplingParams {
+    /// llama-server's defaults (see the module documentation).
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 0.8,
+            dynatemp_range: 0.0,
+            dynatemp_exponent: 1.0,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            typical_p: 1.0,
+            min_keep: 0,
+            repeat_last_n: 64,
+            repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            dry_multiplier: 0.0,
+            dry_base: 1.75,
+            dry_allowed_length: 2,
+            dry_penalty_last_n: -1,
+            xtc_probability: 0.0,
+            xtc_threshold: 0.1,
+            top_n_sigma: -1.0,
+            mirostat: 0,
+            mirostat_tau: 5.0,
+            mirostat_eta: 0.1,
+            seed: None,
+            logit_bias: Vec::new(),
+            samplers: DEFAULT_ORDER.to_vec(),
+        }
+    }
+}
+
 impl SamplingParams {
-    /// The sampling fields of `f`, over a vocabulary of `n_vocab` tokens.
+    /// The sampling fields of `f`, over a vocabulary of `n_vocab` tokens; absent fields take
+    /// llama-server's defaults.
     pub fn from_fields(f: &Fields<'_>, n_vocab: usize) -> Result<Self, ApiError> {
+        Self::from_fields_over(f, n_vocab, &SamplingParams::default())
+    }
+
+    /// The sampling fields of `f`; absent fields take `base`'s values (the model's own defaults,
+    /// `crate::sampling_defaults`, over llama-server's). The seed and logit biases come from `f`
+    /// alone.
+    pub fn from_fields_over(f: &Fields<'_>, n_vocab: usize, base: &SamplingParams) -> Result<Self, ApiError> {
         let seed = f.int("seed", -1, -1, i64::MAX)?;
         let samplers = match f.get("samplers") {
-            None => DEFAULT_ORDER.to_vec(),
+            None => base.samplers.clone(),
             Some(Value::Array(a)) => a
                 .iter()
                 .map(|v| v.as_str().and_then(stage_named))
@@ -123,34 +168,35 @@ impl SamplingParams {
                 "DRY sequence breakers as strings are not supported yet (DRY runs without breakers)",
             ));
         }
-        let repeat_penalty = f.f32("repeat_penalty", 1.0, 0.0, 1e3)?;
+        let b = base;
+        let repeat_penalty = f.f32("repeat_penalty", b.repeat_penalty, 0.0, 1e3)?;
         if repeat_penalty == 0.0 {
             // A positive logit divided by 0 would become +inf (the penalties stage refuses it).
             return Err(ApiError::invalid("repeat_penalty", "`repeat_penalty` must be above 0"));
         }
         Ok(SamplingParams {
-            temperature: f.f32("temperature", 0.8, -1e3, 1e3)?,
-            dynatemp_range: f.f32("dynatemp_range", 0.0, 0.0, 1e3)?,
-            dynatemp_exponent: f.f32("dynatemp_exponent", 1.0, 0.0, 1e3)?,
-            top_k: f.int("top_k", 40, -1, n_vocab as i64)?,
-            top_p: f.f32("top_p", 0.95, 0.0, 1.0)?,
-            min_p: f.f32("min_p", 0.05, 0.0, 1.0)?,
-            typical_p: f.f32("typical_p", 1.0, 0.0, 1.0)?,
-            min_keep: f.int("min_keep", 0, 0, n_vocab as i64)?,
-            repeat_last_n: f.int("repeat_last_n", 64, -1, 1 << 20)?,
+            temperature: f.f32("temperature", b.temperature, -1e3, 1e3)?,
+            dynatemp_range: f.f32("dynatemp_range", b.dynatemp_range, 0.0, 1e3)?,
+            dynatemp_exponent: f.f32("dynatemp_exponent", b.dynatemp_exponent, 0.0, 1e3)?,
+            top_k: f.int("top_k", b.top_k, -1, n_vocab as i64)?,
+            top_p: f.f32("top_p", b.top_p, 0.0, 1.0)?,
+            min_p: f.f32("min_p", b.min_p, 0.0, 1.0)?,
+            typical_p: f.f32("typical_p", b.typical_p, 0.0, 1.0)?,
+            min_keep: f.int("min_keep", b.min_keep, 0, n_vocab as i64)?,
+            repeat_last_n: f.int("repeat_last_n", b.repeat_last_n, -1, 1 << 20)?,
             repeat_penalty,
-            presence_penalty: f.f32("presence_penalty", 0.0, -2.0, 2.0)?,
-            frequency_penalty: f.f32("frequency_penalty", 0.0, -2.0, 2.0)?,
-            dry_multiplier: f.f32("dry_multiplier", 0.0, 0.0, 1e3)?,
-            dry_base: f.f32("dry_base", 1.75, 1.0, 1e3)?,
-            dry_allowed_length: f.int("dry_allowed_length", 2, 0, 1 << 20)?,
-            dry_penalty_last_n: f.int("dry_penalty_last_n", -1, -1, 1 << 20)?,
-            xtc_probability: f.f32("xtc_probability", 0.0, 0.0, 1.0)?,
-            xtc_threshold: f.f32("xtc_threshold", 0.1, 0.0, 1.0)?,
-            top_n_sigma: f.f32("top_n_sigma", -1.0, -1.0, 1e3)?,
-            mirostat: f.int("mirostat", 0, 0, 2)?,
-            mirostat_tau: f.f32("mirostat_tau", 5.0, 0.0, 1e3)?,
-            mirostat_eta: f.f32("mirostat_eta", 0.1, 0.0, 1e3)?,
+            presence_penalty: f.f32("presence_penalty", b.presence_penalty, -2.0, 2.0)?,
+            frequency_penalty: f.f32("frequency_penalty", b.frequency_penalty, -2.0, 2.0)?,
+            dry_multiplier: f.f32("dry_multiplier", b.dry_multiplier, 0.0, 1e3)?,
+            dry_base: f.f32("dry_base", b.dry_base, 1.0, 1e3)?,
+            dry_allowed_length: f.int("dry_allowed_length", b.dry_allowed_length, 0, 1 << 20)?,
+            dry_penalty_last_n: f.int("dry_penalty_last_n", b.dry_penalty_last_n, -1, 1 << 20)?,
+            xtc_probability: f.f32("xtc_probability", b.xtc_probability, 0.0, 1.0)?,
+            xtc_threshold: f.f32("xtc_threshold", b.xtc_threshold, 0.0, 1.0)?,
+            top_n_sigma: f.f32("top_n_sigma", b.top_n_sigma, -1.0, 1e3)?,
+            mirostat: f.int("mirostat", b.mirostat, 0, 2)?,
+            mirostat_tau: f.f32("mirostat_tau", b.mirostat_tau, 0.0, 1e3)?,
+            mirostat_eta: f.f32("mirostat_eta", b.mirostat_eta, 0.0, 1e3)?,
             seed: (seed >= 0).then_some(seed as u64),
             logit_bias: logit_bias(f, n_vocab)?,
             samplers,
@@ -293,10 +339,28 @@ mod tests {
 
     #[test]
     fn defaults_are_llama_servers_chain() {
+        assert_eq!(params(json!({})).unwrap(), SamplingParams::default());
         let p = params(json!({})).unwrap();
         assert_eq!(p.spec(7), "top_k(k=40);top_p(p=0.95,min_keep=0);min_p(p=0.05,min_keep=0);temp(t=0.8);dist(seed=7)");
         assert_eq!(p.seed, None);
         sampling::chain_spec::parse(&p.spec(7), 0).unwrap();
+    }
+
+    #[test]
+    fn absent_fields_take_the_models_defaults() {
+        let base = SamplingParams {
+            temperature: 0.3,
+            top_k: 7,
+            samplers: vec![Stage::TopK, Stage::Temperature],
+            ..SamplingParams::default()
+        };
+        let over = |v: Value| SamplingParams::from_fields_over(&Fields(v.as_object().unwrap()), 1000, &base).unwrap();
+        assert_eq!(over(json!({})).spec(2), "top_k(k=7);temp(t=0.3);dist(seed=2)");
+        assert_eq!(over(json!({"top_k": 3, "temperature": 0.9})).spec(2), "top_k(k=3);temp(t=0.9);dist(seed=2)");
+        assert_eq!(
+            over(json!({"samplers": ["min-p", "topk", "temp"]})).samplers,
+            [Stage::MinP, Stage::TopK, Stage::Temperature]
+        );
     }
 
     #[test]
