@@ -2,7 +2,6 @@
 //! (a tensor's offset), and a model's file with its metadata changed ([`Writer::from_gguf`]).
 
 use crate::{Gguf, Value};
-use graph::DType;
 
 /// One tensor to write.
 #[derive(Debug, Clone)]
@@ -141,19 +140,6 @@ impl Writer {
     }
 }
 
-/// The ggml type id of `d`.
-pub fn dtype_id(d: DType) -> u32 {
-    match d {
-        DType::F32 => 0,
-        DType::F16 => 1,
-        DType::Q4_0 => 2,
-        DType::Q4_1 => 3,
-        DType::Q8_0 => 8,
-        DType::I32 => 26,
-        DType::BF16 => 30,
-    }
-}
-
 impl Writer {
     /// The metadata and tensors of `g`, to write back with changes (`kv` adds or, for a key
     /// already there, replaces; see [`Writer::set`]).
@@ -167,7 +153,7 @@ impl Writer {
                 T {
                     name: t.name.clone(),
                     ne: t.ne.iter().map(|&n| n as u64).collect(),
-                    type_id: dtype_id(t.dtype),
+                    type_id: crate::ggml_type_id(t.dtype),
                     data: data.to_vec(),
                     offset: None,
                 }

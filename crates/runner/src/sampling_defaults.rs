@@ -105,39 +105,38 @@ fn leading_float(s: &str) -> Option<f32> {
     std::str::from_utf8(&t[..i]).ok()?.trim_end_matches('.').parse::<f32>().ok()
 }
 
+/// The number at `key` as `parse` reads its text, where it lies in `lo..=hi` (else noted in
+/// `ignored`, as is a value whose text is no number); `None` for an absent key.
+fn number<T: PartialOrd + std::fmt::Display + Copy>(
+    g: &Gguf,
+    key: &str,
+    parse: fn(&str) -> Option<T>,
+    lo: T,
+    hi: T,
+    ignored: &mut Vec<String>,
+) -> Option<T> {
+    let v = g.get(key)?;
+    match text(v).as_deref().and_then(parse) {
+        // NaN fails both comparisons: out of range.
+        Some(x) if lo <= x && x <= hi => Some(x),
+        Some(x) => {
+            ignored.push(format!("{key}: {x} is outside {lo}..={hi}"));
+            None
+        }
+        None => {
+            ignored.push(format!("{key}: {v:?} is not a number"));
+            None
+        }
+    }
+}
+
 impl ModelSampling {
     /// The keys `g` sets.
     pub fn from_gguf(g: &Gguf) -> ModelSampling {
         let mut m = ModelSampling::default();
         let mut ignored = Vec::new();
-        let int = |key: &str, lo: i64, hi: i64, ignored: &mut Vec<String>| -> Option<i64> {
-            let v = g.get(key)?;
-            match text(v).as_deref().and_then(leading_int) {
-                Some(x) if (lo..=hi).contains(&x) => Some(x),
-                Some(x) => {
-                    ignored.push(format!("{key}: {x} is outside {lo}..={hi}"));
-                    None
-                }
-                None => {
-                    ignored.push(format!("{key}: {v:?} is not a number"));
-                    None
-                }
-            }
-        };
-        let float = |key: &str, lo: f32, hi: f32, ignored: &mut Vec<String>| -> Option<f32> {
-            let v = g.get(key)?;
-            match text(v).as_deref().and_then(leading_float) {
-                Some(x) if x.is_finite() && (lo..=hi).contains(&x) => Some(x),
-                Some(x) => {
-                    ignored.push(format!("{key}: {x} is outside {lo}..={hi}"));
-                    None
-                }
-                None => {
-                    ignored.push(format!("{key}: {v:?} is not a number"));
-                    None
-                }
-            }
-        };
+        let int = |key, lo, hi, ignored: &mut Vec<String>| number(g, key, leading_int, lo, hi, ignored);
+        let float = |key, lo, hi, ignored: &mut Vec<String>| number(g, key, leading_float, lo, hi, ignored);
         if let Some(v) = g.get(KEYS[0]) {
             match v {
                 Value::Str(s) => {
