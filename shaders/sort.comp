@@ -19,13 +19,22 @@
 // KEY64 (with BLOCK_PASS or MERGE_PASS): rows of f64 values as word pairs, ordered by the f64's
 // 64-bit order key (see key_of below).
 //
-// TopK with k <= BLOCK on longer rows instead selects: four HIST_PASSes find the k-th smallest key
+// TopK with k <= 512 on longer rows (at least k blocks) selects by block minima: BMIN_PASS writes
+// each block's smallest key (P2 entries a block; many workgroups), THRESH_PASS (one workgroup per
+// row) takes T, the k-th smallest block minimum, by a radix select in shared memory, lists the
+// blocks below T (fewer than k: they hold every entry below T) and those at or below T (they hold
+// every entry equal to T), and keeps every entry below the cut and the first ties at it in index
+// order (the cut is T, or, when the blocks below T hold k entries or more, the k-th key among them
+// by a second radix select), then sorts the k winners.
+//
+// TopK with k <= BLOCK otherwise selects: four HIST_PASSes find the k-th smallest key
 // exactly, one radix digit (8 bits) at a time, with a shared-memory histogram per row (state: the
 // key prefix, its mask and how many entries equal to the final key to keep, 4 words per row in B);
 // COMPACT_PASS writes, in index order, the entries below that key and the first ones equal to it
 // (exactly k) to C; the BLOCK_PASS then sorts those k candidates (P1 bit 2: indirect, read from B).
 //
-// TopPMask (TOP_P_PASS): one workgroup per row; A the values f32 (rows contiguous), B the params
+// TopPMask on rows longer than 8192 entries: TOPP_SEG, top_p_segmented.glsl (the same mask over
+// many workgroups). TOP_P_PASS: one workgroup per row; A the values f32 (rows contiguous), B the params
 // f32 [3, rows..] (t, p, min_keep), D the result f32 (contiguous, A's shape). Weights are the
 // categorical draw's exact fixed point, q_i = floor(exp((x_i - M) / t) 2^40) (fixed64.glsl), Q their
 // total and T = floor(p Q). The nucleus is the shortest prefix, in the order value descending,

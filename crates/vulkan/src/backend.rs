@@ -476,9 +476,10 @@ impl VulkanBackend {
     }
 
     /// Host nanoseconds spent so far in each phase of a submission's life ([`PHASES`]): allocating
-    /// and beginning command buffers, ending them, creating fences, `vkQueueSubmit`, waiting, and
-    /// retiring (status words, timestamps, freeing), and recording a split's dispatches. A diagnostic for `gpu-report`'s latency
-    /// section: on a real GPU a round trip costs what these add up to.
+    /// and beginning command buffers, ending them, creating fences, `vkQueueSubmit`, waiting,
+    /// retiring (status words, timestamps, freeing), and recording a split's dispatches. A
+    /// diagnostic for `gpu-report`'s latency section: on a real GPU a round trip costs what these
+    /// add up to.
     pub fn phase_times(&self) -> Vec<(&'static str, u64)> {
         PHASES.iter().copied().zip(self.phase_ns.get()).collect()
     }
