@@ -175,10 +175,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     let path = model_path(&args.model)?;
     let model = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
     if !model.sampling.is_empty() || !model.sampling.ignored.is_empty() {
-        println!("sampling defaults of requests:");
-        for line in model.sampling.describe() {
-            println!("  {line}");
-        }
+        print_sampling_defaults("sampling defaults of requests:", &model);
     }
     let addr: std::net::SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
@@ -251,6 +248,14 @@ fn parse_dtype(s: &str, what: &str) -> Result<DType> {
         "bf16" => DType::BF16,
         _ => bail!("{what} `{s}`: expected f32, f16 or bf16"),
     })
+}
+
+/// `header`, then where each of the model's sampling defaults comes from, a line each.
+fn print_sampling_defaults(header: &str, model: &Model) {
+    println!("{header}");
+    for line in model.sampling.describe() {
+        println!("  {line}");
+    }
 }
 
 /// The SPECs of `--seq ID:SPEC` arguments (ids 0..n in order), or the defaults.
@@ -347,10 +352,7 @@ fn run(args: Args) -> Result<()> {
     // over llama-server's defaults), seeded per sequence; the random demo keeps its four chains.
     let specs = if args.seqs.is_empty() && args.model.is_some() {
         let base = model.sampling.apply(&runner::serve::params::SamplingParams::default());
-        println!("sampling: the model's default chain (no --seq):");
-        for line in model.sampling.describe() {
-            println!("  {line}");
-        }
+        print_sampling_defaults("sampling: the model's default chain (no --seq):", &model);
         (0..specs.len()).map(|s| base.spec(sampling::DEFAULT_SEED.wrapping_add(s as u64))).collect()
     } else {
         specs

@@ -254,7 +254,9 @@ impl<'a> Encoder<'a> {
                     );
                 }
                 None => {
-                    let w: Vec<WriteDescriptorSet> = writes().collect();
+                    // On the stack: recording is the host's cost per dispatch.
+                    let w: [WriteDescriptorSet; 4] =
+                        std::array::from_fn(|i| WriteDescriptorSet::buffer(i as u32, bufs[i].clone()));
                     self.rec.push_descriptor_set_unchecked(PipelineBindPoint::Compute, &self.be.layout, 0, &w);
                 }
             }
