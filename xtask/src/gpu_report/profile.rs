@@ -17,62 +17,35 @@ const TOP: usize = 20;
 
 type Run = fn(std::vec::IntoIter<String>) -> Result<()>;
 
-/// (case name, suite, suite name, arguments) for a full run.
-const CASES: &[(&str, Run, &str, &[&str])] = &[
-    ("sampling greedy B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_GREEDY),
-    ("sampling default B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DEFAULT),
-    ("sampling top_p B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_TOP_P),
-    ("sampling dist B=1", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DIST),
-    ("sampling default B=64", crate::bench_sampling_graph::run, "sampling", &SAMPLING_ARGS_DEFAULT_64),
-    ("fused B=16", crate::bench_fused::run, "fused", &["--backend", "vulkan", "--batch", "16", "--reps", "1"]),
-    ("decode demo B=1", crate::bench_runner::run, "runner", &DECODE_DEMO_1),
-    ("decode smollm2 B=1", crate::bench_runner::run, "runner", &DECODE_ARGS_1),
-    ("decode smollm2 B=16", crate::bench_runner::run, "runner", &DECODE_ARGS_16),
-];
-
-const SAMPLING_COMMON: [&str; 8] = ["--path", "graph", "--backend", "vulkan", "--steps", "2", "--reps", "1"];
-
-const fn sampling_args(chain: &'static str, batch: &'static str) -> [&'static str; 12] {
-    let c = SAMPLING_COMMON;
-    [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], "--chains", chain, "--batch", batch]
-}
-
-const SAMPLING_ARGS_GREEDY: [&str; 12] = sampling_args("greedy", "1");
-const SAMPLING_ARGS_DEFAULT: [&str; 12] = sampling_args("default", "1");
-const SAMPLING_ARGS_TOP_P: [&str; 12] = sampling_args("top_p", "1");
-const SAMPLING_ARGS_DIST: [&str; 12] = sampling_args("dist", "1");
-const SAMPLING_ARGS_DEFAULT_64: [&str; 12] = sampling_args("default", "64");
-
-const fn decode_args(model: &'static str, batch: &'static str) -> [&'static str; 14] {
-    [
-        "--backend",
-        "vulkan",
-        "--model",
-        model,
-        "--batch",
-        batch,
-        "--threads",
-        "8",
-        "--prompt",
-        "8",
-        "--steps",
-        "4",
-        "--reps",
-        "1",
+/// (case name, suite, suite name, arguments): a full run's cases, or the quick run's one (lavapipe
+/// in CI: one small sampling case).
+fn cases(quick: bool) -> Vec<(String, Run, &'static str, Vec<String>)> {
+    let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let sampling = |chain: &str, batch: &str| {
+        let args = format!("--path graph --backend vulkan --steps 2 --reps 1 --chains {chain} --batch {batch}");
+        (format!("sampling {chain} B={batch}"), crate::bench_sampling_graph::run as Run, "sampling", words(&args))
+    };
+    let decode = |name: &str, model: &str, batch: &str| {
+        let args =
+            format!("--backend vulkan --model {model} --batch {batch} --threads 8 --prompt 8 --steps 4 --reps 1");
+        (format!("decode {name} B={batch}"), crate::bench_runner::run as Run, "runner", words(&args))
+    };
+    if quick {
+        let args = "--path graph --backend vulkan --vocab 32000 --steps 1 --reps 1 --batch 1";
+        return vec![("sampling B=1 (quick)".into(), crate::bench_sampling_graph::run, "sampling", words(args))];
+    }
+    vec![
+        sampling("greedy", "1"),
+        sampling("default", "1"),
+        sampling("top_p", "1"),
+        sampling("dist", "1"),
+        sampling("default", "64"),
+        ("fused B=16".into(), crate::bench_fused::run, "fused", words("--backend vulkan --batch 16 --reps 1")),
+        decode("demo", "random:demo", "1"),
+        decode("smollm2", "random:smollm2-135m", "1"),
+        decode("smollm2", "random:smollm2-135m", "16"),
     ]
 }
-
-const DECODE_DEMO_1: [&str; 14] = decode_args("random:demo", "1");
-const DECODE_ARGS_1: [&str; 14] = decode_args("random:smollm2-135m", "1");
-const DECODE_ARGS_16: [&str; 14] = decode_args("random:smollm2-135m", "16");
-
-/// The quick run (lavapipe in CI): one small sampling case.
-const QUICK: &[(&str, Run, &str, &[&str])] = &[(
-    "sampling greedy B=1 (quick)",
-    crate::bench_sampling_graph::run,
-    "sampling",
-    &["--path", "graph", "--backend", "vulkan", "--vocab", "32000", "--steps", "1", "--reps", "1", "--batch", "1"],
-)];
 
 /// The op of a node label `"<node> <op>"`.
 fn op_of(label: &str) -> &str {
@@ -101,10 +74,11 @@ pub(super) fn run(cx: &Ctx) -> Result<()> {
     drop(require_vulkan()?);
     vulkan::profile::enable();
     let scratch = std::env::temp_dir().join(format!("gpu-report-profile-{}.json", std::process::id()));
-    let mut cases = Vec::new();
-    for &(name, run, suite_name, args) in if cx.quick { QUICK } else { CASES } {
+    let mut out = Vec::new();
+    for (name, run, suite_name, args) in cases(cx.quick) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         drop(vulkan::profile::take());
-        suite(run, suite_name, args, &scratch)?;
+        suite(run, suite_name, &args, &scratch)?;
         let times = vulkan::profile::take();
         let total: f64 = times.iter().map(|t| t.1).sum();
         let rows = summarize(&times);
@@ -113,7 +87,7 @@ pub(super) fn run(cx: &Ctx) -> Result<()> {
         for (op, n, t, m) in rows.iter().take(TOP) {
             println!("{:>11.1}% {n:>7} {t:>11.1} {m:>10.2}  {op}", 100.0 * t / total.max(1e-9));
         }
-        cases.push(serde_json::json!({
+        out.push(serde_json::json!({
             "case": name, "node_times": times.len(), "total_us": total,
             "ops": rows.iter().take(TOP).map(|(op, n, t, m)| serde_json::json!({
                 "op": op, "calls": n, "total_us": t, "median_us": m, "share": t / total.max(1e-9),
@@ -121,7 +95,7 @@ pub(super) fn run(cx: &Ctx) -> Result<()> {
         }));
     }
     let _ = std::fs::remove_file(&scratch);
-    let doc = serde_json::json!({ "cases": cases });
+    let doc = serde_json::json!({ "cases": out });
     std::fs::write(&cx.out, serde_json::to_string_pretty(&doc)?)?;
     Ok(())
 }
