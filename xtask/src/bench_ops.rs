@@ -75,7 +75,7 @@ fn bytes_of(dt: DType, v: &[f32]) -> Vec<u8> {
         DType::F16 => v.iter().flat_map(|&x| f16::from_f32(x).to_le_bytes()).collect(),
         DType::BF16 => v.iter().flat_map(|&x| bf16::from_f32(x).to_le_bytes()).collect(),
         DType::I32 => v.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect(),
-        DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("quantized weights are uploaded as ggml's blocks"),
+        _ => unreachable!("quantized weights are uploaded as ggml's blocks"),
     }
 }
 

@@ -33,7 +33,7 @@ impl Tol {
             DType::BF16 => (1e-6, 2f64.powi(-6)),
             DType::F32 | DType::I32 => (0.0, 0.0),
             // no op produces a quantized result; a case states its own tolerance for reading one
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => (0.0, 0.0),
+            _ => (0.0, 0.0),
         };
         Tol { abs: self.abs.max(abs), rel: self.rel.max(rel) }
     }

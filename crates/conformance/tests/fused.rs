@@ -28,7 +28,7 @@ fn bytes_of(dtype: DType, v: &[f32]) -> Vec<u8> {
         DType::F32 => v.iter().flat_map(|t| t.to_le_bytes()).collect(),
         DType::F16 => v.iter().flat_map(|&t| graph::f16::from_f32(t).to_bits().to_le_bytes()).collect(),
         DType::BF16 => v.iter().flat_map(|&t| graph::bf16::from_f32(t).to_bits().to_le_bytes()).collect(),
-        DType::I32 | DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("logits are f32, f16 or bf16"),
+        _ => unreachable!("logits are f32, f16 or bf16"),
     }
 }
 

@@ -114,7 +114,7 @@ impl TensorRef {
                 DType::F16 => (*(p as *const f16)).to_f32(),
                 DType::BF16 => (*(p as *const bf16)).to_f32(),
                 DType::I32 => *(p as *const i32) as f32,
-                DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
+                _ => unreachable!("{QUANT_ONLY}"),
             }
         }
     }
@@ -152,7 +152,7 @@ pub(crate) unsafe fn load_f32(dtype: DType, src: *const u8, out: &mut [f32]) {
                     *o = x as f32;
                 }
             }
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
+            _ => unreachable!("{QUANT_ONLY}"),
         }
     }
 }
@@ -174,7 +174,7 @@ pub(crate) unsafe fn store_f32(dtype: DType, dst: *mut u8, vals: &[f32]) {
                     *o = x as i32;
                 }
             }
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{QUANT_ONLY}"),
+            _ => unreachable!("{QUANT_ONLY}"),
         }
     }
 }

@@ -16,17 +16,28 @@ fn avx2() -> bool {
     kernels::has_avx2_fma()
 }
 
-const TYPES: [(Ty, DType); 3] = [(Ty::Q8_0, DType::Q8_0), (Ty::Q4_0, DType::Q4_0), (Ty::Q4_1, DType::Q4_1)];
+const TYPES: [(Ty, DType); 8] = [
+    (Ty::Q8_0, DType::Q8_0),
+    (Ty::Q4_0, DType::Q4_0),
+    (Ty::Q4_1, DType::Q4_1),
+    (Ty::Q5_0, DType::Q5_0),
+    (Ty::Q5_1, DType::Q5_1),
+    (Ty::Q4K, DType::Q4_K),
+    (Ty::Q5K, DType::Q5_K),
+    (Ty::Q6K, DType::Q6_K),
+];
 
 #[test]
 fn get_rows_dequantizes_exactly_as_ggml() {
     let mut rng = Rng::new(301);
     for (ty, dt) in TYPES {
-        let ane = [96usize, 20, 2, 1];
-        let mut av = rng.vec(96 * 40, -3.0, 3.0);
-        av[96 * 3..96 * 3 + 32].fill(0.0); // an all-zero block
-        av[96 * 5 + 7] = 1e4; // an outlier block
-        let blocks = ty.quantize(&av, 96);
+        // rows of three blocks
+        let k = 3 * dt.block_size();
+        let ane = [k, 20, 2, 1];
+        let mut av = rng.vec(k * 40, -3.0, 3.0);
+        av[k * 3..k * 3 + dt.block_size()].fill(0.0); // an all-zero block
+        av[k * 5 + 7] = 1e4; // an outlier block
+        let blocks = ty.quantize(&av, k);
         let ids: Vec<i32> = (0..10).map(|_| rng.below(20) as i32).collect();
         let c = Ctx::new(16);
         let a = c.tensor(ty, &ane);
@@ -68,8 +79,14 @@ fn mul_mat_matches_ggml() {
         ([160, 37, 1, 1], [160, 17, 1, 1]),
         ([96, 3, 1, 1], [96, 1, 1, 1]),
     ];
-    for (ane, bne) in cases {
-        for (ty, dt) in TYPES {
+    // the K-quants' rows are multiples of 256: the same cases with k scaled up
+    let k_cases = cases.map(|(a, b)| {
+        let k = a[0].div_ceil(256) * 256;
+        ([k, a[1], a[2], a[3]], [k, b[1], b[2], b[3]])
+    });
+    for (ty, dt) in TYPES {
+        let list = if dt.block_size() == 256 { &k_cases } else { &cases };
+        for &(ane, bne) in list {
             let (na, nb): (usize, usize) = (ane.iter().product(), bne.iter().product());
             let (av, bv) = (rng.vec(na, -1.0, 1.0), rng.vec(nb, -1.0, 1.0));
             let blocks = ty.quantize(&av, ane[0]);

@@ -198,7 +198,9 @@ fn bad_values() {
 #[test]
 fn bad_tensors() {
     let t = |w: Writer, parts: &[&str]| has(&err(&w), &[&["model.gguf"][..], parts].concat());
-    t(sample().tensor("k4", &[256], 12, vec![0; 144]), &["tensor 'k4'", "ggml type 12 (q4_K)", "supported"]);
+    t(sample().tensor("k3", &[256], 11, vec![0; 110]), &["tensor 'k3'", "ggml type 11 (q3_K)", "supported"]);
+    // a K-quant row is whole blocks of 256
+    t(sample().tensor("k4", &[128], 12, vec![0; 72]), &["tensor 'k4'", "ne[0] = 128", "block size 256"]);
     t(sample().tensor("odd", &[256], 99, vec![0; 144]), &["tensor 'odd'", "ggml type 99 (unknown)"]);
     t(sample().tensor("q", &[48], 2, vec![0; 27]), &["tensor 'q'", "ne[0] = 48", "block size 32"]);
     t(sample().tensor("big", &[1 << 62, 1 << 62], 0, vec![]), &["tensor 'big'", "overflows"]);

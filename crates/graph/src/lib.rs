@@ -28,7 +28,7 @@ pub mod philox;
 pub mod shape;
 
 pub use crate::build::SpecAux;
-pub use crate::dtype::{DType, QK, bf16, f16};
+pub use crate::dtype::{DType, QK, QK_K, bf16, f16};
 pub use crate::error::GraphError;
 pub use crate::graph::Graph;
 pub use crate::hash::Fnv64;

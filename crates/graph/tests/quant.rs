@@ -9,7 +9,7 @@ use common::{has, msg};
 #[test]
 fn leaves_have_whole_blocks_and_ggml_strides() {
     let mut g = Graph::new();
-    for (d, row) in [(DType::Q8_0, 68), (DType::Q4_0, 36), (DType::Q4_1, 40)] {
+    for (d, row) in [(DType::Q8_0, 68), (DType::Q4_0, 36), (DType::Q4_1, 40), (DType::Q5_0, 44), (DType::Q5_1, 48)] {
         let w = g.param(&format!("w_{d}"), d, &[64, 3, 2]).unwrap();
         let n = g.node(w);
         assert_eq!(n.layout.nb, [d.size(), row, 3 * row, 6 * row], "{d}");
@@ -17,26 +17,33 @@ fn leaves_have_whole_blocks_and_ggml_strides() {
         assert!(n.layout.is_contiguous(d));
         assert_eq!(n.layout.extent(d), 6 * row);
     }
-    has(&msg(g.param("odd", DType::Q4_1, &[48, 2])), &["param (node #3 'odd')", "q4_1", "ne[0] = 48", "32"]);
+    has(&msg(g.param("odd", DType::Q4_1, &[48, 2])), &["param (node #5 'odd')", "q4_1", "ne[0] = 48", "32"]);
     has(&msg(g.input("odd2", DType::Q8_0, &[1])), &["input", "ne[0] = 1"]);
+    // the K-quants: blocks of 256
+    for (d, row) in [(DType::Q4_K, 288), (DType::Q5_K, 352), (DType::Q6_K, 420)] {
+        let w = g.param(&format!("w_{d}"), d, &[512, 3]).unwrap();
+        assert_eq!(g.node(w).layout.nb, [d.size(), row, 3 * row, 3 * row], "{d}");
+        has(&msg(g.param(&format!("odd_{d}"), d, &[640, 2])), &[d.name(), "ne[0] = 640", "block size 256"]);
+    }
 }
 
 #[test]
 fn mul_mat_and_get_rows_read_quantized_tensors() {
     for d in DType::QUANTIZED {
         let mut g = Graph::new();
-        let w = g.param("w", d, &[64, 5]).unwrap();
-        let x = g.input("x", DType::F32, &[64, 2]).unwrap();
+        let k = 2 * d.block_size();
+        let w = g.param("w", d, &[k, 5]).unwrap();
+        let x = g.input("x", DType::F32, &[k, 2]).unwrap();
         let y = g.mul_mat(w, x).unwrap();
         assert_eq!((g.node(y).dtype, g.node(y).ne()), (DType::F32, [5, 2, 1, 1]));
         let ids = g.input("ids", DType::I32, &[3]).unwrap();
         let r = g.get_rows(w, ids).unwrap();
-        assert_eq!((g.node(r).dtype, g.node(r).ne()), (DType::F32, [64, 3, 1, 1]));
+        assert_eq!((g.node(r).dtype, g.node(r).ne()), (DType::F32, [k, 3, 1, 1]));
         // b must still be f32, and quantized
-        let xq = g.input("xq", d, &[64, 2]).unwrap();
+        let xq = g.input("xq", d, &[k, 2]).unwrap();
         has(&msg(g.mul_mat(w, xq)), &["mul_mat", "'xq'", "quantized"]);
         let x3 = g.input("x3", DType::F32, &[32, 2]).unwrap();
-        has(&msg(g.mul_mat(w, x3)), &["inner dimensions differ", "ne[0] = 64", "ne[0] = 32"]);
+        has(&msg(g.mul_mat(w, x3)), &["inner dimensions differ", &format!("ne[0] = {k}"), "ne[0] = 32"]);
     }
 }
 
@@ -74,6 +81,9 @@ fn a_quantized_fixture_parses_and_dumps() {
     .unwrap();
     let text = graph::dump::to_text(&g);
     assert!(text.contains("q8_0 [64, 100]") && text.contains("q4_1 [64, 32]"), "{text}");
-    let e = graph::fixture::parse("param w q5_0 [64, 2]\n").unwrap_err().to_string();
-    has(&e, &["line 1", "unknown dtype `q5_0`", "q4_1"]);
+    let g = graph::fixture::parse("param w q6_K [256, 2]\nparam v q5_0 [64, 2]\n").unwrap();
+    let text = graph::dump::to_text(&g);
+    assert!(text.contains("q6_K [256, 2]") && text.contains("q5_0 [64, 2]"), "{text}");
+    let e = graph::fixture::parse("param w q3_K [256, 2]\n").unwrap_err().to_string();
+    has(&e, &["line 1", "unknown dtype `q3_K`", "q6_K"]);
 }

@@ -1,19 +1,23 @@
-//! Row kernels for ggml's block-quantized formats (`q8_0`, `q4_0`, `q4_1`): dequantizing a row,
-//! quantizing an f32 activation row to 8-bit blocks, and the integer dot product of a weight row
-//! with such an activation row. Each exists as an AVX2 form and a portable one that give
-//! bit-identical results (tested in `tests.rs`).
+//! Row kernels for ggml's block-quantized formats: dequantizing a row, quantizing an f32
+//! activation row to 8-bit blocks, and the integer dot product of a weight row with such an
+//! activation row. Each exists as an AVX2 form and a portable one that give bit-identical results
+//! (tested in `tests.rs`). The 32-element formats live here; the 256-element K-quants (`q4_K`,
+//! `q5_K`, `q6_K`, dotted with `q8_K` activations) in [`kquants`].
 //!
 //! Block layouts (32 elements, little-endian, `d`/`m`/`s` IEEE f16): `q8_0` = `d` + 32 `i8`;
 //! `q4_0` = `d` + 16 bytes whose low nibbles are elements 0..16 and high nibbles 16..32, element =
-//! `d * (nibble - 8)`; `q4_1` = `d`, `m` + 16 nibble bytes, element = `d * nibble + m`.
+//! `d * (nibble - 8)`; `q4_1` = `d`, `m` + 16 nibble bytes, element = `d * nibble + m`; `q5_0` =
+//! `d` + 32 high bits `qh` (bit `j` for element `j`) + 16 nibble bytes, element =
+//! `d * ((nibble | high << 4) - 16)`; `q5_1` = `d`, `m`, `qh`, 16 nibble bytes, element =
+//! `d * (nibble | high << 4) + m`.
 //!
 //! The matrix-vector arithmetic is ggml's on x86 (what llama.cpp computes there): the activation
-//! row is quantized to 8 bits per block ([`quantize_act`]: `q8_0` for `q8_0`/`q4_0` weights, `q8_1`
-//! (`d`, `s = d * sum(q)`, 32 `i8`) for `q4_1`), with `d = amax / 127` stored as f16 and
-//! `q = round_half_even(x * 127 / amax)`; the dot then multiplies 8-bit integers exactly and scales
-//! each block's integer partial sums by `d_w * d_a` into 8 f32 lanes (lane `l` holds elements
-//! `4l..4l+4` of every block, accumulated with FMA), summed at the end as ggml's `hsum_float_8`
-//! does; `q4_1` adds `sum over blocks of m_w * s_a`.
+//! row is quantized to 8 bits per block ([`quantize_act`]: `q8_0` for `q8_0`/`q4_0`/`q5_0`
+//! weights, `q8_1` (`d`, `s = d * sum(q)`, 32 `i8`) for `q4_1`/`q5_1`), with `d = amax / 127`
+//! stored as f16 and `q = round_half_even(x * 127 / amax)`; the dot then multiplies 8-bit integers
+//! exactly and scales each block's integer partial sums by `d_w * d_a` into 8 f32 lanes (lane `l`
+//! holds elements `4l..4l+4` of every block, accumulated with FMA), summed at the end as ggml's
+//! `hsum_float_8` does; `q4_1`/`q5_1` add `sum over blocks of m_w * s_a`.
 //!
 //! The error this implies (beyond f32 rounding): each activation element moves by at most half a
 //! step, `|x - x̂| <= amax_block / 254` (plus the f16 rounding of `d`, relative `2^-11`), so a dot
@@ -21,40 +25,79 @@
 //! `sum over blocks of (amax_block / 254 + 2^-11 amax_block) * sum |w|` of that block, about 0.4% of
 //! `sum |w| |x|` in the worst case and far less on average (the errors are independent).
 
+pub mod kquants;
 mod rows;
 
 pub use rows::{PREFETCH, ROWS_MAX, Rows, act_scales, dot_rows};
 
-/// Elements per block.
+/// Elements per block of the 32-element formats.
 pub const QK: usize = 32;
+
+/// Elements per block of the K-quants (ggml's `QK_K`).
+pub const QK_K: usize = 256;
 
 /// A quantized weight format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
-    /// ggml's `q8_0` (34 bytes per block).
+    /// ggml's `q8_0` (34 bytes per block of 32).
     Q8_0,
-    /// ggml's `q4_0` (18 bytes per block).
+    /// ggml's `q4_0` (18 bytes per block of 32).
     Q4_0,
-    /// ggml's `q4_1` (20 bytes per block).
+    /// ggml's `q4_1` (20 bytes per block of 32).
     Q4_1,
+    /// ggml's `q5_0` (22 bytes per block of 32).
+    Q5_0,
+    /// ggml's `q5_1` (24 bytes per block of 32).
+    Q5_1,
+    /// ggml's `q4_K` (144 bytes per block of 256).
+    Q4K,
+    /// ggml's `q5_K` (176 bytes per block of 256).
+    Q5K,
+    /// ggml's `q6_K` (210 bytes per block of 256).
+    Q6K,
 }
 
 impl Format {
+    /// Every format, in declaration order.
+    pub const ALL: [Format; 8] =
+        [Format::Q8_0, Format::Q4_0, Format::Q4_1, Format::Q5_0, Format::Q5_1, Format::Q4K, Format::Q5K, Format::Q6K];
+
     /// Bytes of one block of weights.
     pub const fn block_bytes(self) -> usize {
         match self {
             Format::Q8_0 => 34,
             Format::Q4_0 => 18,
             Format::Q4_1 => 20,
+            Format::Q5_0 => 22,
+            Format::Q5_1 => 24,
+            Format::Q4K => 144,
+            Format::Q5K => 176,
+            Format::Q6K => 210,
         }
     }
 
+    /// Elements per block: [`QK`] or, for the K-quants, [`QK_K`].
+    pub const fn block_elems(self) -> usize {
+        if self.is_k() { QK_K } else { QK }
+    }
+
+    /// True for the 256-element K-quants (dotted with `q8_K` activations, [`kquants`]).
+    pub const fn is_k(self) -> bool {
+        matches!(self, Format::Q4K | Format::Q5K | Format::Q6K)
+    }
+
+    /// True for the formats with a block minimum `m` (dotted with `q8_1` activations).
+    pub const fn has_min(self) -> bool {
+        matches!(self, Format::Q4_1 | Format::Q5_1)
+    }
+
     /// Bytes of one block of the activation format this weight format is dotted with (`q8_0`: 34,
-    /// `q8_1`: 36).
+    /// `q8_1`: 36, both per 32 elements; `q8_K`: 292 per 256).
     pub const fn act_block_bytes(self) -> usize {
         match self {
-            Format::Q8_0 | Format::Q4_0 => 34,
-            Format::Q4_1 => 36,
+            Format::Q8_0 | Format::Q4_0 | Format::Q5_0 => 34,
+            Format::Q4_1 | Format::Q5_1 => 36,
+            Format::Q4K | Format::Q5K | Format::Q6K => kquants::Q8K_BYTES,
         }
     }
 }
@@ -113,38 +156,55 @@ fn half_at(b: &[u8], i: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]))
 }
 
+/// The 32 integer quants of a block of a 32-element format `f` (signed values for `q8_0`, `q4_0`,
+/// `q5_0`; the unsigned ones of `q4_1`, `q5_1`), in element order.
+#[inline]
+fn unpack32(f: Format, b: &[u8]) -> [i32; QK] {
+    let mut q = [0i32; QK];
+    match f {
+        Format::Q8_0 => q.iter_mut().zip(&b[2..34]).for_each(|(o, &v)| *o = i32::from(v as i8)),
+        Format::Q4_0 | Format::Q4_1 => {
+            let (ns, off) = if f == Format::Q4_0 { (&b[2..18], 8) } else { (&b[4..20], 0) };
+            for (j, &v) in ns.iter().enumerate() {
+                q[j] = i32::from(v & 15) - off;
+                q[j + 16] = i32::from(v >> 4) - off;
+            }
+        }
+        Format::Q5_0 | Format::Q5_1 => {
+            let (h, off) = if f == Format::Q5_0 { (2, 16) } else { (4, 0) };
+            let qh = u32::from_le_bytes([b[h], b[h + 1], b[h + 2], b[h + 3]]);
+            for (j, &v) in b[h + 4..h + 20].iter().enumerate() {
+                q[j] = (i32::from(v & 15) | ((qh >> j & 1) << 4) as i32) - off;
+                q[j + 16] = (i32::from(v >> 4) | ((qh >> (j + 16) & 1) << 4) as i32) - off;
+            }
+        }
+        Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("K-quants are unpacked in `kquants`"),
+    }
+    q
+}
+
 // ----- dequantization -----
 
 fn dequantize_portable(f: Format, src: &[u8], out: &mut [f32]) {
+    if f.is_k() {
+        return kquants::dequantize(f, src, out);
+    }
     for (b, o) in src.chunks_exact(f.block_bytes()).zip(out.chunks_exact_mut(QK)) {
         let d = half_at(b, 0);
-        match f {
-            Format::Q8_0 => {
-                for (o, &q) in o.iter_mut().zip(&b[2..]) {
-                    *o = d * f32::from(q as i8);
-                }
-            }
-            Format::Q4_0 => {
-                for (j, &q) in b[2..18].iter().enumerate() {
-                    o[j] = d * f32::from((q & 15) as i8 - 8);
-                    o[j + 16] = d * f32::from((q >> 4) as i8 - 8);
-                }
-            }
-            Format::Q4_1 => {
-                let m = half_at(b, 2);
-                for (j, &q) in b[4..20].iter().enumerate() {
-                    o[j] = d * f32::from(q & 15) + m;
-                    o[j + 16] = d * f32::from(q >> 4) + m;
-                }
-            }
+        let q = unpack32(f, b);
+        if f.has_min() {
+            let m = half_at(b, 2);
+            o.iter_mut().zip(q).for_each(|(o, q)| *o = d * q as f32 + m);
+        } else {
+            o.iter_mut().zip(q).for_each(|(o, q)| *o = d * q as f32);
         }
     }
 }
 
 crate::dispatch!(
-    /// Dequantizes whole blocks of `f` from `src` into `out` (`out.len() / 32` blocks; `src` holds at
-    /// least that many). `q4_1` computes `d * q + m` as a rounded product then a rounded sum (no FMA),
-    /// as ggml's `dequantize_row_q4_1` does.
+    /// Dequantizes whole blocks of `f` from `src` into `out` (`out.len() / f.block_elems()` blocks;
+    /// `src` holds at least that many). `q4_1`/`q5_1` compute `d * q + m` as a rounded product then a
+    /// rounded sum (no FMA), as ggml's `dequantize_row_q4_1` does.
     pub fn dequantize_row(f: Format, src: &[u8], out: &mut [f32]) -> () => x86::dequantize_row | dequantize_portable
 );
 
@@ -158,6 +218,9 @@ fn cvt_i32(r: f32) -> i32 {
 }
 
 fn quantize_act_portable(f: Format, x: &[f32], out: &mut [u8]) {
+    if f.is_k() {
+        return kquants::quantize_q8k(x, out);
+    }
     let bb = f.act_block_bytes();
     for (xb, ob) in x.chunks_exact(QK).zip(out.chunks_exact_mut(bb)) {
         let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -171,15 +234,16 @@ fn quantize_act_portable(f: Format, x: &[f32], out: &mut [u8]) {
             sum = sum.wrapping_add(r);
             *q = r.clamp(-128, 127) as i8 as u8;
         }
-        if f == Format::Q4_1 {
+        if f.has_min() {
             ob[2..4].copy_from_slice(&f32_to_f16(d * sum as f32).to_le_bytes());
         }
     }
 }
 
 crate::dispatch!(
-    /// Quantizes the activation row `x` (a multiple of 32 long) into the 8-bit blocks that weights of
-    /// format `f` are dotted with (`out`: `x.len() / 32 * f.act_block_bytes()` bytes).
+    /// Quantizes the activation row `x` (a multiple of `f.block_elems()` long) into the 8-bit blocks
+    /// that weights of format `f` are dotted with (`out`: `x.len() / f.block_elems() *
+    /// f.act_block_bytes()` bytes; `q8_K` blocks for the K-quants).
     pub fn quantize_act(f: Format, x: &[f32], out: &mut [u8]) -> () => x86::quantize_act | quantize_act_portable
 );
 
@@ -193,24 +257,17 @@ fn hsum8(l: &[f32; 8]) -> f32 {
 }
 
 fn dot_portable(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
+    if f.is_k() {
+        return kquants::dot_portable(f, w, a, nblocks);
+    }
     let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
     let mut lanes = [0.0f32; 8];
     let mut summs = 0.0f32;
-    let mut wq = [0i32; QK];
     for i in 0..nblocks {
         let (w, a) = (&w[i * wb..(i + 1) * wb], &a[i * ab..(i + 1) * ab]);
         let (dw, da) = (half_at(w, 0), half_at(a, 0));
-        match f {
-            Format::Q8_0 => wq.iter_mut().zip(&w[2..34]).for_each(|(o, &q)| *o = i32::from(q as i8)),
-            Format::Q4_0 | Format::Q4_1 => {
-                let (q, off) = if f == Format::Q4_0 { (&w[2..18], 8) } else { (&w[4..20], 0) };
-                for (j, &b) in q.iter().enumerate() {
-                    wq[j] = i32::from(b & 15) - off;
-                    wq[j + 16] = i32::from(b >> 4) - off;
-                }
-            }
-        }
-        if f == Format::Q4_1 {
+        let wq = unpack32(f, w);
+        if f.has_min() {
             summs = half_at(w, 2).mul_add(half_at(a, 2), summs);
         }
         let aq = &a[ab - QK..];
@@ -225,7 +282,7 @@ fn dot_portable(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
 
 crate::dispatch!(
     /// The dot product of `nblocks` blocks of a weight row of format `f` with an activation row
-    /// quantized by [`quantize_act`] for `f`.
+    /// quantized by [`quantize_act`] for `f` (ggml's `vec_dot` of the pair on x86).
     pub fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 => x86::dot | dot_portable
 );
 
@@ -305,6 +362,9 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn dequantize_row(f: Format, src: &[u8], out: &mut [f32]) {
+        if f.is_k() {
+            return super::kquants::dequantize(f, src, out);
+        }
         let bb = f.block_bytes();
         let nb = out.len() / QK;
         assert!(src.len() >= nb * bb);
@@ -315,25 +375,61 @@ mod x86 {
             // stores only.
             unsafe {
                 let d = _mm256_set1_ps(half_at(b, 0));
-                let q = match f {
-                    Format::Q8_0 => _mm256_loadu_si256(b[2..].as_ptr().cast()),
-                    Format::Q4_0 => _mm256_sub_epi8(nibbles(b[2..].as_ptr()), _mm256_set1_epi8(8)),
-                    Format::Q4_1 => nibbles(b[4..].as_ptr()),
-                };
-                let m = if f == Format::Q4_1 { _mm256_set1_ps(half_at(b, 2)) } else { _mm256_setzero_ps() };
+                let q = quants(f, b.as_ptr());
+                let m = if f.has_min() { _mm256_set1_ps(half_at(b, 2)) } else { _mm256_setzero_ps() };
                 let lo = _mm256_castsi256_si128(q);
                 let hi = _mm256_extracti128_si256::<1>(q);
                 let parts = [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)];
                 for (k, p) in parts.into_iter().enumerate() {
                     let v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
                     let mut r = _mm256_mul_ps(d, v);
-                    if f == Format::Q4_1 {
+                    if f.has_min() {
                         r = _mm256_add_ps(r, m);
                     }
                     _mm256_storeu_ps(o[8 * k..].as_mut_ptr(), r);
                 }
             }
         }
+    }
+
+    /// The 32 quants of a block of a 32-element format `f` at `b` as bytes in element order: signed
+    /// for `q8_0`, `q4_0` (`nibble - 8`) and `q5_0` (`(nibble | high << 4) - 16`), unsigned for
+    /// `q4_1` and `q5_1`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn quants(f: Format, b: *const u8) -> __m256i {
+        // SAFETY: the caller passes one whole block of `f`.
+        unsafe {
+            match f {
+                Format::Q8_0 => _mm256_loadu_si256(b.add(2).cast()),
+                Format::Q4_0 => _mm256_sub_epi8(nibbles(b.add(2)), _mm256_set1_epi8(8)),
+                Format::Q4_1 => nibbles(b.add(4)),
+                // the high bit set gives nibble + 16 - 16; clear, nibble - 16 (0xF0 over the nibble)
+                Format::Q5_0 => _mm256_or_si256(
+                    nibbles(b.add(6)),
+                    _mm256_andnot_si256(high_bits(b.add(2)), _mm256_set1_epi8(0xF0u8 as i8)),
+                ),
+                Format::Q5_1 => {
+                    _mm256_or_si256(nibbles(b.add(8)), _mm256_and_si256(high_bits(b.add(4)), _mm256_set1_epi8(16)))
+                }
+                Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("K-quants are unpacked in `kquants`"),
+            }
+        }
+    }
+
+    /// The 32 bits at `p` (little-endian) as 32 bytes, byte `j` all ones where bit `j` is set.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn high_bits(p: *const u8) -> __m256i {
+        // SAFETY: the caller passes 4 readable bytes.
+        let bits = unsafe { p.cast::<i32>().read_unaligned() };
+        // byte j takes byte j / 8 of the word, then keeps only bit j % 8
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits),
+            _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303),
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit)
     }
 
     /// 32 nibbles of 16 bytes as bytes: low nibbles in bytes 0..16, high nibbles in 16..32.
@@ -348,6 +444,9 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn quantize_act(f: Format, x: &[f32], out: &mut [u8]) {
+        if f.is_k() {
+            return super::kquants::quantize_q8k(x, out);
+        }
         let bb = f.act_block_bytes();
         let nb = x.len() / QK;
         assert!(out.len() >= nb * bb);
@@ -375,7 +474,7 @@ mod x86 {
                         _mm256_mul_ps(v[k], mul),
                     ))
                 });
-                if f == Format::Q4_1 {
+                if f.has_min() {
                     let s = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
                     let mut l = [0i32; 8];
                     _mm256_storeu_si256(l.as_mut_ptr().cast(), s);
@@ -394,6 +493,9 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
+        if f.is_k() {
+            return super::kquants::x86::dot(f, w, a, nblocks);
+        }
         let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
         assert!(w.len() >= nblocks * wb && a.len() >= nblocks * ab);
         let mut summs = 0.0f32;
@@ -407,23 +509,16 @@ mod x86 {
                 let (dw, da) = f16_pair(wblk, ablk);
                 let d = _mm256_set1_ps(dw * da);
                 let qa = _mm256_loadu_si256(ablk.add(ab - QK).cast());
-                let q = match f {
-                    Format::Q8_0 | Format::Q4_0 => {
-                        let qw = if f == Format::Q8_0 {
-                            _mm256_loadu_si256(wblk.add(2).cast())
-                        } else {
-                            _mm256_sub_epi8(nibbles(wblk.add(2)), _mm256_set1_epi8(8))
-                        };
-                        // |w| times sign(w) * a: maddubs needs an unsigned first operand
-                        let aw = _mm256_sign_epi8(qw, qw);
-                        let sa = _mm256_sign_epi8(qa, qw);
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones)
-                    }
-                    Format::Q4_1 => {
-                        let (m, sa) = f16_pair(wblk.add(2), ablk.add(2));
-                        summs = m.mul_add(sa, summs);
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(wblk.add(4)), qa), ones)
-                    }
+                let qw = quants(f, wblk);
+                let q = if f.has_min() {
+                    let (m, sa) = f16_pair(wblk.add(2), ablk.add(2));
+                    summs = m.mul_add(sa, summs);
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(qw, qa), ones)
+                } else {
+                    // |w| times sign(w) * a: maddubs needs an unsigned first operand
+                    let aw = _mm256_sign_epi8(qw, qw);
+                    let sa = _mm256_sign_epi8(qa, qw);
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones)
                 };
                 acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q), acc);
             }
@@ -439,6 +534,15 @@ mod x86 {
         if t.rows == 1 && t.cols == 1 {
             // one pair: the plain dot (the same arithmetic, without the tile's bookkeeping)
             out[0] = dot(t.f, t.w, t.a, t.nblocks);
+            return;
+        }
+        if t.f.is_k() {
+            // the K-quants have no tile of their own: each pair is its dot
+            for r in 0..t.rows {
+                for c in 0..t.cols {
+                    out[r * t.cols + c] = dot(t.f, &t.w[r * t.wstride..], &t.a[c * t.astride..], t.nblocks);
+                }
+            }
             return;
         }
         macro_rules! shapes {
@@ -498,11 +602,7 @@ mod x86 {
                 for r in 0..R {
                     let wblk = wp.add(r * t.wstride + i * wb);
                     (dw[r], mw[r]) = f16_pair(wblk, wblk.add(2));
-                    qw[r] = match f {
-                        Format::Q8_0 => _mm256_loadu_si256(wblk.add(2).cast()),
-                        Format::Q4_0 => _mm256_sub_epi8(nibbles(wblk.add(2)), _mm256_set1_epi8(8)),
-                        Format::Q4_1 => nibbles(wblk.add(4)),
-                    };
+                    qw[r] = quants(f, wblk);
                     aw[r] = _mm256_sign_epi8(qw[r], qw[r]);
                 }
                 for c in 0..C {
@@ -510,7 +610,7 @@ mod x86 {
                     let (da, sa) = f16_pair(ablk, ablk.add(2));
                     let qa = _mm256_loadu_si256(ablk.add(ab - QK).cast());
                     for r in 0..R {
-                        let q = if f == Format::Q4_1 {
+                        let q = if f.has_min() {
                             summs[r][c] = mw[r].mul_add(sa, summs[r][c]);
                             _mm256_madd_epi16(_mm256_maddubs_epi16(qw[r], qa), ones)
                         } else {
@@ -569,13 +669,16 @@ mod tests {
     }
 
     /// Random blocks of `f` with sane f16 scales (random bytes elsewhere).
-    fn weights(f: Format, nb: usize, seed: u64) -> Vec<u8> {
+    pub(crate) fn weights(f: Format, nb: usize, seed: u64) -> Vec<u8> {
+        if f.is_k() {
+            return kquants::tests::blocks(f, nb, seed);
+        }
         let mut w = bytes(nb * f.block_bytes(), seed);
         let s = floats(2 * nb, seed + 1, 0.05);
         for i in 0..nb {
             let b = &mut w[i * f.block_bytes()..];
             b[..2].copy_from_slice(&f32_to_f16(s[2 * i].abs()).to_le_bytes());
-            if f == Format::Q4_1 {
+            if f.has_min() {
                 b[2..4].copy_from_slice(&f32_to_f16(s[2 * i + 1]).to_le_bytes());
             }
         }
@@ -605,10 +708,11 @@ mod tests {
         if !crate::has_avx2_fma() {
             return;
         }
-        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+        for f in Format::ALL {
             for (nb, seed) in [(1, 1), (3, 2), (18, 3), (48, 4)] {
                 let w = weights(f, nb, seed);
-                let (mut p, mut x) = (vec![0.0; nb * QK], vec![0.0; nb * QK]);
+                let qk = f.block_elems();
+                let (mut p, mut x) = (vec![0.0; nb * qk], vec![0.0; nb * qk]);
                 dequantize_portable(f, &w, &mut p);
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
@@ -619,7 +723,7 @@ mod tests {
                     p.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                     x.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
                 );
-                let mut act = floats(nb * QK, seed + 9, 3.0);
+                let mut act = floats(nb * qk, seed + 9, 3.0);
                 act[5] = 0.0;
                 if nb > 3 {
                     act[QK..2 * QK].fill(0.0); // an all-zero block
@@ -646,12 +750,12 @@ mod tests {
 
     #[test]
     fn every_tile_shape_gives_the_pairwise_dots_bit_for_bit() {
-        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+        for f in Format::ALL {
             let nb = 7;
             let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
             // rows padded by one block so the strides differ from the row length
             let w = weights(f, 4 * (nb + 1), 21);
-            let x = floats(4 * (nb + 1) * QK, 22, 2.5);
+            let x = floats(4 * (nb + 1) * f.block_elems(), 22, 2.5);
             let mut a = vec![0u8; 4 * (nb + 1) * ab];
             quantize_act(f, &x, &mut a);
             for rows in 1..=TILE {
@@ -692,7 +796,8 @@ mod tests {
 
     #[test]
     fn dot_is_within_the_stated_bound_of_the_exact_product() {
-        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+        // the 32-element formats (the K-quants' q8_K bound is tested in `kquants`)
+        for f in Format::ALL.into_iter().filter(|f| !f.is_k()) {
             let nb = 18;
             let w = weights(f, nb, 7);
             let mut wd = vec![0.0; nb * QK];

@@ -25,10 +25,15 @@ pub(crate) const fn dtype_code(d: DType) -> u32 {
         DType::F16 => 1,
         DType::BF16 => 2,
         DType::I32 => 3,
-        // read by `shaders/quant.comp` only (`DT_Q8_0`, `DT_Q4_0`, `DT_Q4_1` there)
+        // read by `shaders/quant.comp` only (`DT_Q8_0` .. `DT_Q6_K` there)
         DType::Q8_0 => 4,
         DType::Q4_0 => 5,
         DType::Q4_1 => 6,
+        DType::Q5_0 => 7,
+        DType::Q5_1 => 8,
+        DType::Q4_K => 9,
+        DType::Q5_K => 10,
+        DType::Q6_K => 11,
     }
 }
 

@@ -61,7 +61,7 @@ pub(crate) fn cont_cast(k: &K<'_>) -> Result<(), CpuError> {
                         o.iter_mut().zip(&ints).for_each(|(o, &x)| *o = bf16::from_f64(f64::from(x)));
                     }
                     DType::I32 => unreachable!("same dtype handled above"),
-                    DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{}", crate::tensor::QUANT_ONLY),
+                    _ => unreachable!("{}", crate::tensor::QUANT_ONLY),
                 }
             }
         }),

@@ -14,7 +14,7 @@ pub(crate) fn fill(k: &K<'_>, value: f32) -> Result<(), CpuError> {
             DType::F16 => d.row_mut::<f16>(r).fill(f16::from_f32(value)),
             DType::BF16 => d.row_mut::<bf16>(r).fill(bf16::from_f32(value)),
             DType::I32 => d.row_mut::<i32>(r).fill(value as i32),
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 => unreachable!("{}", crate::tensor::QUANT_ONLY),
+            _ => unreachable!("{}", crate::tensor::QUANT_ONLY),
         }
     });
     Ok(())

@@ -1,9 +1,10 @@
-//! Kernels that read quantized tensors (`q8_0`, `q4_0`, `q4_1`), on the `kernels` crate's
-//! `quant` row kernels: `mul_mat` with a quantized weight `a` and f32 `b`, and `get_rows` from a
+//! Kernels that read quantized tensors (`q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`, `q4_K`, `q5_K`,
+//! `q6_K`), on the `kernels` crate's `quant` row kernels: `mul_mat` with a quantized weight `a` and f32 `b`, and `get_rows` from a
 //! quantized table (the gathered rows dequantized to f32).
 //!
 //! `mul_mat` follows ggml on x86: each column of `b` is first quantized to 8-bit blocks
-//! (`kernels::quant::quantize_act`: `q8_0`, or `q8_1` for a `q4_1` weight), then every output is
+//! (`kernels::quant::quantize_act`: `q8_0`, `q8_1` for a `q4_1`/`q5_1` weight, `q8_K` for the
+//! K-quants), then every output is
 //! an integer block dot product of a weight row with a quantized column
 //! (`kernels::quant::dot`). The weights are read once per task, in place, and never expanded
 //! to f32 (the matrix-vector product runs at the memory floor); the quantized columns (about a
@@ -22,7 +23,7 @@ use super::K;
 use super::rows::check_ids;
 use crate::error::CpuError;
 use graph::DType;
-use kernels::quant::{self, Format, QK};
+use kernels::quant::{self, Format};
 
 /// Rows of `a` per work item.
 const ROWS: usize = 32;
@@ -33,6 +34,11 @@ fn format(d: DType) -> Format {
         DType::Q8_0 => Format::Q8_0,
         DType::Q4_0 => Format::Q4_0,
         DType::Q4_1 => Format::Q4_1,
+        DType::Q5_0 => Format::Q5_0,
+        DType::Q5_1 => Format::Q5_1,
+        DType::Q4_K => Format::Q4K,
+        DType::Q5_K => Format::Q5K,
+        DType::Q6_K => Format::Q6K,
         DType::F32 | DType::F16 | DType::BF16 | DType::I32 => unreachable!("called for quantized dtypes only"),
     }
 }
@@ -42,7 +48,7 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     let f = format(a.dtype);
     let (kk, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
-    let nbk = kk / QK;
+    let nbk = kk / f.block_elems();
     let (wrow, arow) = (a.dtype.row_bytes(kk), nbk * f.act_block_bytes());
     let batches = b.ne[2] * b.ne[3];
     // Quantize every column of b (serially: n * kk work against the product's m * n * kk).

@@ -20,6 +20,11 @@ pub enum Ty {
     Q8_0,
     Q4_0,
     Q4_1,
+    Q5_0,
+    Q5_1,
+    Q4K,
+    Q5K,
+    Q6K,
 }
 
 impl Ty {
@@ -31,6 +36,11 @@ impl Ty {
             Ty::Q8_0 => sys::ggml_type_GGML_TYPE_Q8_0,
             Ty::Q4_0 => sys::ggml_type_GGML_TYPE_Q4_0,
             Ty::Q4_1 => sys::ggml_type_GGML_TYPE_Q4_1,
+            Ty::Q5_0 => sys::ggml_type_GGML_TYPE_Q5_0,
+            Ty::Q5_1 => sys::ggml_type_GGML_TYPE_Q5_1,
+            Ty::Q4K => sys::ggml_type_GGML_TYPE_Q4_K,
+            Ty::Q5K => sys::ggml_type_GGML_TYPE_Q5_K,
+            Ty::Q6K => sys::ggml_type_GGML_TYPE_Q6_K,
         }
     }
 

@@ -26,15 +26,20 @@ pub const ROWS_MAX: usize = 4;
 
 /// The per-block f32 scales of an activation row quantized by [`super::quantize_act`] for weights
 /// of format `f`, as [`dot_rows`] takes them: `[d, s]` for each of `nblocks` blocks (`s` is 0 for
-/// the `q8_0` activations of `q8_0`/`q4_0` weights), exact conversions of the stored f16s.
+/// the `q8_0` activations of `q8_0`/`q4_0`/`q5_0` weights), exact conversions of the stored f16s.
+/// The K-quants' `q8_K` blocks need none: their rows take [`super::dot`] (`out` is filled with 0).
 /// Panics if `a` holds fewer than `nblocks` blocks or `out` fewer than `2 * nblocks` floats.
 pub fn act_scales(f: Format, a: &[u8], nblocks: usize, out: &mut [f32]) {
     let ab = f.act_block_bytes();
     assert!(a.len() >= nblocks * ab && out.len() >= 2 * nblocks, "activation row or scales too short");
+    if f.is_k() {
+        out[..2 * nblocks].fill(0.0);
+        return;
+    }
     for (i, o) in out[..2 * nblocks].chunks_exact_mut(2).enumerate() {
         let b = &a[i * ab..];
         o[0] = half_at(b, 0);
-        o[1] = if f == Format::Q4_1 { half_at(b, 2) } else { 0.0 };
+        o[1] = if f.has_min() { half_at(b, 2) } else { 0.0 };
     }
 }
 
@@ -92,7 +97,7 @@ pub fn dot_rows(t: &Rows<'_>, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::x86::nibbles;
+    use super::super::x86::quants;
     use super::{Format, QK, Rows};
     use std::arch::x86_64::*;
 
@@ -111,6 +116,13 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn group(t: &Rows<'_>, out: &mut [f32]) {
+        if t.f.is_k() {
+            // the K-quants have no multi-row form: each row is its dot
+            for (r, o) in out[..t.rows].iter_mut().enumerate() {
+                *o = super::super::x86::dot(t.f, &t.w[r * t.wstride..], t.a, t.nblocks);
+            }
+            return;
+        }
         // SAFETY: forwarded from the caller.
         unsafe {
             match (t.f, t.rows) {
@@ -126,7 +138,15 @@ mod x86 {
                 (Format::Q8_0, 2) => rows::<2, Q8_0>(t, out),
                 (Format::Q8_0, 3) => rows::<3, Q8_0>(t, out),
                 (Format::Q8_0, 4) => rows::<4, Q8_0>(t, out),
-                _ => unreachable!("rows are checked to be 1 to 4"),
+                (Format::Q5_0, 1) => rows::<1, Q5_0>(t, out),
+                (Format::Q5_0, 2) => rows::<2, Q5_0>(t, out),
+                (Format::Q5_0, 3) => rows::<3, Q5_0>(t, out),
+                (Format::Q5_0, 4) => rows::<4, Q5_0>(t, out),
+                (Format::Q5_1, 1) => rows::<1, Q5_1>(t, out),
+                (Format::Q5_1, 2) => rows::<2, Q5_1>(t, out),
+                (Format::Q5_1, 3) => rows::<3, Q5_1>(t, out),
+                (Format::Q5_1, 4) => rows::<4, Q5_1>(t, out),
+                _ => unreachable!("rows are checked to be 1 to 4, K-quants handled above"),
             }
         }
     }
@@ -135,13 +155,15 @@ mod x86 {
     const Q8_0: u8 = 0;
     const Q4_0: u8 = 1;
     const Q4_1: u8 = 2;
+    const Q5_0: u8 = 3;
+    const Q5_1: u8 = 4;
 
     /// `R` rows of format `F` (a tag above).
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn rows<const R: usize, const F: u8>(t: &Rows<'_>, out: &mut [f32]) {
-        let f = [Format::Q8_0, Format::Q4_0, Format::Q4_1][F as usize];
-        let q41 = F == Q4_1;
+        let f = [Format::Q8_0, Format::Q4_0, Format::Q4_1, Format::Q5_0, Format::Q5_1][F as usize];
+        let q41 = f.has_min();
         let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
         // SAFETY: the caller checked that rows `0..R` of `w` (`wstride` apart) hold `nblocks` whole
         // blocks, `a` `nblocks` blocks and `scales` `2 * nblocks` floats; unaligned loads only.
@@ -165,15 +187,11 @@ mod x86 {
                     let q = if q41 {
                         summs[r] = _mm_fmadd_ps(h, sc, summs[r]);
                         let d = _mm256_broadcastss_ps(_mm_mul_ps(h, sc));
-                        let q = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(wblk.add(4)), qa), ones);
+                        let q = _mm256_madd_epi16(_mm256_maddubs_epi16(quants(f, wblk), qa), ones);
                         (d, q)
                     } else {
                         let d = _mm256_broadcastss_ps(_mm_mul_ss(h, sc));
-                        let qw = if F == Q8_0 {
-                            _mm256_loadu_si256(wblk.add(2).cast())
-                        } else {
-                            _mm256_sub_epi8(nibbles(wblk.add(2)), _mm256_set1_epi8(8))
-                        };
+                        let qw = quants(f, wblk);
                         // |w| times sign(w) * a: maddubs needs an unsigned first operand
                         let aw = _mm256_sign_epi8(qw, qw);
                         let sa = _mm256_sign_epi8(qa, qw);
@@ -200,22 +218,15 @@ mod tests {
 
     #[test]
     fn every_row_count_gives_dot_bit_for_bit() {
-        for f in [Format::Q8_0, Format::Q4_0, Format::Q4_1] {
+        for f in Format::ALL {
             for nb in [1, 5, 18] {
                 let (wb, ab) = (f.block_bytes(), f.act_block_bytes());
                 let mut r = stream(31 + nb as u64);
                 // rows padded by one block so the stride differs from the row length
                 let stride = (nb + 1) * wb;
-                let mut w: Vec<u8> = (0..9 * stride).map(|_| (r() >> 32) as u8).collect();
-                for b in w.chunks_exact_mut(wb) {
-                    let s = ((r() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
-                    b[..2].copy_from_slice(&super::super::f32_to_f16(s.abs()).to_le_bytes());
-                    if f == Format::Q4_1 {
-                        b[2..4].copy_from_slice(&super::super::f32_to_f16(s).to_le_bytes());
-                    }
-                }
+                let w = super::super::tests::weights(f, 9 * (nb + 1), 31 + nb as u64);
                 let x: Vec<f32> =
-                    (0..nb * QK).map(|_| ((r() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 5.0).collect();
+                    (0..nb * f.block_elems()).map(|_| ((r() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 5.0).collect();
                 let mut a = vec![0u8; nb * ab];
                 quantize_act(f, &x, &mut a);
                 let mut scales = vec![0.0; 2 * nb];
