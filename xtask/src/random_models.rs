@@ -1,7 +1,6 @@
 //! Seeded random models with the shapes and quantization types of real checkpoints, for benchmarks
-//! on machines that model files cannot reach (the GPU machine has no network): the architecture is
-//! the runner's llama-style block (RMSNorm, RoPE, grouped-query attention, SwiGLU), the sizes and the
-//! types of each tensor those of the checkpoint named. Weights are uniform with the scale of
+//! on machines that model files cannot reach (the GPU machine has no network): the architecture,
+//! the sizes and the types of each tensor those of the checkpoint named. Weights are uniform with the scale of
 //! `runner::Weights::random`, then quantized with ggml's reference quantizers
 //! (`conformance::quant`), so a step reads as many bytes, in the same blocks, as the real file's.
 //!
@@ -9,10 +8,10 @@
 //! - `smollm2-135m`: SmolLM2-135M-Instruct as in its Q4_1 GGUF (what `cargo xtask fetch-model`
 //!   fetches): 30 blocks of width 576, 9 heads / 3 KV heads of 64, SwiGLU 1536, vocabulary 49,152
 //!   tied; `token_embd` q8_0, every block matrix q4_1.
-//! - `gemma3-270m`: Gemma 3 270M's sizes as in its Q8_0 GGUF: 18 blocks of width 640, 4 heads /
-//!   1 KV head of 256, feed-forward 2048, vocabulary 262,144 tied, every matrix q8_0. Only the
-//!   shapes: the block is llama's, not Gemma's (no GELU, no extra norms, no sliding window: issue
-//!   29 brings the architecture).
+//! - `gemma3-270m`: Gemma 3 270M's architecture and sizes (`runner::arch::GEMMA3`: QK norms,
+//!   post-norms, GELU, five sliding-window layers of 512 in six): 18 blocks of width 640, 4 heads /
+//!   1 KV head of 256, feed-forward 2048, vocabulary 262,144 tied, every matrix q8_0 (the real
+//!   `Q4_K_M` file mixes q5_0, q4_K, q6_K and q8_0).
 //! - `demo`: the runner's demo model (`Config::demo`, f16).
 //! - `tiny`: `Config::tiny(4096)` in f16, for smoke runs on a software device.
 
@@ -30,6 +29,8 @@ pub fn make(name: &str, seed: u64) -> Result<Model> {
         "tiny" => return Ok(Model::random(Config::tiny(4096), DType::F16, seed)?),
         "smollm2-135m" => (
             Config {
+                arch: &runner::arch::LLAMA,
+                sliding: None,
                 n_vocab: 49_152,
                 n_embd: 576,
                 n_layer: 30,
@@ -48,6 +49,8 @@ pub fn make(name: &str, seed: u64) -> Result<Model> {
         ),
         "gemma3-270m" => (
             Config {
+                arch: &runner::arch::GEMMA3,
+                sliding: Some(runner::config::Sliding { window: 512, period: 6, rope_theta: 10_000.0 }),
                 n_vocab: 262_144,
                 n_embd: 640,
                 n_layer: 18,

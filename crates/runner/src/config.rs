@@ -1,11 +1,26 @@
-//! `Config`: the hyper-parameters of a LLaMA-architecture decoder (the `llama.*` keys of a GGUF
+//! `Config`: the hyper-parameters of a decoder (its [`Arch`] and the `{arch}.*` keys of a GGUF
 //! file), their consistency checks, and the built-in configurations (the seeded demo model).
 
+use crate::arch::{Arch, LLAMA};
 use crate::error::{Result, RunnerError};
 
-/// Hyper-parameters of a LLaMA-architecture decoder.
+/// Sliding-window attention: which layers use it, their window and RoPE base.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sliding {
+    /// A token at position `p` attends to the positions `p - window + 1 ..= p` in sliding layers
+    /// (llama.cpp's standard SWA: a key is hidden when `p - p_key >= window`).
+    pub window: usize,
+    /// Layer `il` slides when `il % period < period - 1`.
+    pub period: usize,
+    /// RoPE frequency base of the sliding layers.
+    pub rope_theta: f32,
+}
+
+/// Hyper-parameters of a decoder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// The architecture: which pieces each block has.
+    pub arch: &'static Arch,
     /// Vocabulary size (rows of the embedding and of the LM head).
     pub n_vocab: usize,
     /// Width of the residual stream.
@@ -31,6 +46,8 @@ pub struct Config {
     /// The context the model was trained for (`llama.context_length`), where the file says:
     /// positions past it are outside what the model has seen.
     pub n_ctx_train: Option<usize>,
+    /// Sliding-window layers, where the architecture has them.
+    pub sliding: Option<Sliding>,
 }
 
 impl Config {
@@ -39,6 +56,7 @@ impl Config {
     /// decodes a batch of sequences quickly, tied embeddings.
     pub fn demo() -> Config {
         Config {
+            arch: &LLAMA,
             n_vocab: 151_936,
             n_embd: 256,
             n_layer: 4,
@@ -51,6 +69,7 @@ impl Config {
             rms_eps: 1e-6,
             tied_embeddings: true,
             n_ctx_train: None,
+            sliding: None,
         }
     }
 
@@ -58,6 +77,7 @@ impl Config {
     /// 2 key/value heads of width 16, an untied LM head.
     pub fn tiny(n_vocab: usize) -> Config {
         Config {
+            arch: &LLAMA,
             n_vocab,
             n_embd: 64,
             n_layer: 2,
@@ -70,6 +90,7 @@ impl Config {
             rms_eps: 1e-5,
             tied_embeddings: false,
             n_ctx_train: None,
+            sliding: None,
         }
     }
 
@@ -81,6 +102,19 @@ impl Config {
     /// Key/value width: `n_head_kv * head_dim`.
     pub fn n_embd_kv(&self) -> usize {
         self.n_head_kv * self.head_dim
+    }
+
+    /// Whether layer `il` attends through the sliding window.
+    pub fn is_sliding(&self, il: usize) -> bool {
+        self.sliding.is_some_and(|s| il % s.period < s.period - 1)
+    }
+
+    /// RoPE frequency base of layer `il`.
+    pub fn rope_theta_of(&self, il: usize) -> f32 {
+        match self.sliding {
+            Some(s) if self.is_sliding(il) => s.rope_theta,
+            _ => self.rope_theta,
+        }
     }
 
     /// Checks that the values are positive and consistent.
@@ -116,6 +150,17 @@ impl Config {
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
             return bad("rms_eps", self.rms_eps.to_string(), "must be finite and >= 0");
         }
+        if let Some(s) = self.sliding {
+            if s.window == 0 || s.period == 0 {
+                return bad("sliding", format!("{s:?}"), "window and period must be positive");
+            }
+            if !(s.rope_theta.is_finite() && s.rope_theta > 0.0) {
+                return bad("sliding.rope_theta", s.rope_theta.to_string(), "must be finite and positive");
+            }
+            if self.arch.sliding.is_none() {
+                return bad("sliding", format!("{s:?}"), "the architecture has no sliding-window layers");
+            }
+        }
         Ok(())
     }
 }
@@ -138,5 +183,21 @@ mod tests {
         assert!(e.contains("n_head = 4") && e.contains("multiple of n_head_kv"), "{e}");
         let c = Config { rope_dims: 15, ..Config::tiny(10) };
         assert!(c.validate().unwrap_err().to_string().contains("rope_dims = 15"));
+        let c = Config { sliding: Some(Sliding { window: 4, period: 2, rope_theta: 1e4 }), ..Config::tiny(10) };
+        assert!(c.validate().unwrap_err().to_string().contains("no sliding-window layers"));
+    }
+
+    #[test]
+    fn every_period_th_layer_is_global() {
+        let c = Config {
+            arch: &crate::arch::GEMMA3,
+            n_layer: 12,
+            sliding: Some(Sliding { window: 4, period: 6, rope_theta: 1e4 }),
+            ..Config::tiny(10)
+        };
+        c.validate().unwrap();
+        let slides: Vec<bool> = (0..12).map(|il| c.is_sliding(il)).collect();
+        assert_eq!(slides, [true, true, true, true, true, false, true, true, true, true, true, false]);
+        assert_eq!((c.rope_theta_of(0), c.rope_theta_of(5)), (1e4, c.rope_theta));
     }
 }

@@ -1,21 +1,26 @@
-//! The forward pass as a static graph: a LLaMA-architecture decoder built only from `graph` ops.
+//! The forward pass as a static graph: a decoder built only from `graph` ops, its blocks as its
+//! [`crate::arch::Arch`] describes them.
 //!
 //! Per step the graph takes `t` tokens for each of the cache's `n_seq` slots (see [`crate::kv`]):
-//! embedding (`get_rows`), per block RMSNorm, Q/K/V projections, RoPE (ggml mode 0, "normal": the
-//! GGUF converter permutes LLaMA's Q and K rows so that adjacent pairs rotate), keys and values
-//! written into the state tensors with `set_rows`, grouped-query attention of each slot's tokens over
-//! its own cells (`mul_mat` broadcasting key/value heads over query heads, a causal mask input to
-//! `soft_max`), the output projection and residual, RMSNorm and the SwiGLU feed-forward block and
-//! residual; then the output rows (`n_out` per slot, chosen by the `out_rows` input through a
+//! embedding (`get_rows`, scaled by `sqrt(n_embd)` where the architecture says), per block RMSNorm,
+//! Q/K/V projections, each head's Q and K RMS-normed where the architecture has QK norms, RoPE
+//! (the architecture's mode; ggml mode 0 for LLaMA, whose GGUF converter permutes Q and K rows so
+//! that adjacent pairs rotate; the layer's base), keys and values written into the state tensors
+//! with `set_rows`, grouped-query attention of each slot's tokens over its own cells (`mul_mat`
+//! broadcasting key/value heads over query heads, a causal mask input to `soft_max`: `mask_swa`,
+//! which also hides keys a window or more behind, in sliding-window layers), the output projection,
+//! its post-norm where the architecture has one, and the residual; RMSNorm, the gated feed-forward
+//! block (SiLU or GELU), its post-norm, and the residual; then the output rows (`n_out` per slot, chosen by the `out_rows` input through a
 //! `get_rows` when `t > 1`: the slot's last real token for plain decoding, the last token and each
 //! draft token for speculative verification), the output norm and the LM head (the token embedding
 //! when tied): logits `[n_vocab, n_seq * n_out]`.
 
+use crate::arch::Activation;
 use crate::config::Config;
 use crate::error::{Result, RunnerError};
 use crate::kv::CacheSpec;
 use crate::weights::{Weights, blk};
-use graph::{DType, Graph, NodeId, RopeMode};
+use graph::{DType, Graph, NodeId};
 
 /// The input and output nodes of a built forward graph.
 #[derive(Debug, Clone)]
@@ -32,6 +37,9 @@ pub struct Forward {
     pub v_rows: NodeId,
     /// `mask` f32 `[cells, 1, 1, n_seq * t]` (one row per token; `cells` the cells attended).
     pub mask: NodeId,
+    /// `mask_swa` f32, shaped as `mask`: the sliding-window layers' mask (only where the model has
+    /// them).
+    pub mask_swa: Option<NodeId>,
     /// Output rows per slot.
     pub n_out: usize,
     /// `out_rows` i32 `[n_seq * n_out]` (only when `t > 1`).
@@ -139,11 +147,19 @@ pub fn build_slots(
     let k_rows = b.g.input("k_rows", DType::I32, &[n_tok]).map_err(e("inputs"))?;
     let v_rows = b.g.input("v_rows", DType::I32, &[n_tok * n_kv]).map_err(e("inputs"))?;
     let mask = b.g.input("mask", DType::F32, &[cells, 1, 1, n_tok]).map_err(e("inputs"))?;
+    let mask_swa = if cfg.sliding.is_some() {
+        Some(b.g.input("mask_swa", DType::F32, &[cells, 1, 1, n_tok]).map_err(e("inputs"))?)
+    } else {
+        None
+    };
     let out_rows =
         if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq * n_out]).map_err(e("inputs"))?) } else { None };
 
     let embd = b.param("token_embd.weight")?;
     let mut x = b.g.get_rows(embd, tokens).map_err(e("embedding"))?;
+    if cfg.arch.embed_scale {
+        x = b.g.scale(x, (cfg.n_embd as f32).sqrt()).map_err(e("embedding scale"))?;
+    }
     let kq_scale = 1.0 / (hd as f32).sqrt();
     let es = cache.dtype.size();
     for il in 0..cfg.n_layer {
@@ -158,14 +174,35 @@ pub fn build_slots(
             b.param(&blk(il, "attn_v"))?,
             b.param(&blk(il, "attn_output"))?,
         );
+        let qk_norms = if cfg.arch.qk_norm {
+            Some((b.param(&blk(il, "attn_q_norm"))?, b.param(&blk(il, "attn_k_norm"))?))
+        } else {
+            None
+        };
+        let post_norms = if cfg.arch.post_norms {
+            Some((b.param(&blk(il, "post_attention_norm"))?, b.param(&blk(il, "post_ffw_norm"))?))
+        } else {
+            None
+        };
+        let (theta, layer_mask) = (cfg.rope_theta_of(il), if cfg.is_sliding(il) { mask_swa } else { None });
+        let layer_mask = layer_mask.unwrap_or(mask);
         let g = &mut *b.g;
         let q = g.mul_mat(wq, cur).map_err(e(&what("q")))?;
         let k = g.mul_mat(wk, cur).map_err(e(&what("k")))?;
         let v = g.mul_mat(wv, cur).map_err(e(&what("v")))?;
         let q = g.reshape(q, &[hd, n_head, n_tok]).map_err(e(&what("q")))?;
         let k = g.reshape(k, &[hd, n_head_kv, n_tok]).map_err(e(&what("k")))?;
+        let (q, k) = match qk_norms {
+            // each head's row of head_dim entries normed, then scaled by the weight (broadcast)
+            Some((qn, kn)) => {
+                let q = g.rms_norm(q, cfg.rms_eps).map_err(e(&what("q norm")))?;
+                let k = g.rms_norm(k, cfg.rms_eps).map_err(e(&what("k norm")))?;
+                (g.mul(q, qn).map_err(e(&what("q norm")))?, g.mul(k, kn).map_err(e(&what("k norm")))?)
+            }
+            None => (q, k),
+        };
         let rope = |g: &mut Graph, x| {
-            g.rope(x, pos, cfg.rope_dims as u32, RopeMode::Normal, cfg.rope_theta, 1.0).map_err(e(&what("rope")))
+            g.rope(x, pos, cfg.rope_dims as u32, cfg.arch.rope, theta, 1.0).map_err(e(&what("rope")))
         };
         let q = rope(g, q)?;
         let k = rope(g, k)?;
@@ -196,10 +233,14 @@ pub fn build_slots(
         let qv =
             g.view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0).map_err(e(&what("q view")))?;
         let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [cells, 1, n_head, n_tok]
-        let kq = g.soft_max(kq, Some(mask), kq_scale).map_err(e(&what("softmax")))?;
+        let kq = g.soft_max(kq, Some(layer_mask), kq_scale).map_err(e(&what("softmax")))?;
         let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, n_tok]
         let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;
-        let attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
+        let mut attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
+        if let Some((pn, _)) = post_norms {
+            attn = g.rms_norm(attn, cfg.rms_eps).map_err(e(&what("post_attention_norm")))?;
+            attn = g.mul(attn, pn).map_err(e(&what("post_attention_norm")))?;
+        }
         x = g.add(x, attn).map_err(e(&what("residual")))?;
         // Feed-forward.
         let norm_w = b.param(&blk(il, "ffn_norm"))?;
@@ -210,9 +251,17 @@ pub fn build_slots(
         let cur = g.mul(cur, norm_w).map_err(e(&what("ffn_norm")))?;
         let gate = g.mul_mat(wg, cur).map_err(e(&what("ffn_gate")))?;
         let up = g.mul_mat(wu, cur).map_err(e(&what("ffn_up")))?;
-        let gate = g.silu(gate).map_err(e(&what("ffn_gate")))?;
-        let h = g.mul(gate, up).map_err(e(&what("swiglu")))?;
-        let down = g.mul_mat(wd, h).map_err(e(&what("ffn_down")))?;
+        let gate = match cfg.arch.ffn {
+            Activation::Silu => g.silu(gate),
+            Activation::Gelu => g.gelu(gate),
+        }
+        .map_err(e(&what("ffn_gate")))?;
+        let h = g.mul(gate, up).map_err(e(&what("gated ffn")))?;
+        let mut down = g.mul_mat(wd, h).map_err(e(&what("ffn_down")))?;
+        if let Some((_, pn)) = post_norms {
+            down = g.rms_norm(down, cfg.rms_eps).map_err(e(&what("post_ffw_norm")))?;
+            down = g.mul(down, pn).map_err(e(&what("post_ffw_norm")))?;
+        }
         x = g.add(x, down).map_err(e(&what("residual")))?;
     }
     if let Some(rows) = out_rows {
@@ -225,5 +274,5 @@ pub fn build_slots(
     let x = g.mul(x, norm_w).map_err(e("output_norm"))?;
     let logits = g.mul_mat(head, x).map_err(e("lm head"))?;
     g.set_name(logits, "logits");
-    Ok(Forward { t, tokens, pos, k_rows, v_rows, mask, n_out, out_rows, logits, params: b.params })
+    Ok(Forward { t, tokens, pos, k_rows, v_rows, mask, mask_swa, n_out, out_rows, logits, params: b.params })
 }

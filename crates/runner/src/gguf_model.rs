@@ -1,9 +1,9 @@
-//! Loading a LLaMA-architecture model from a GGUF file: the hyper-parameters from the
-//! `{arch}.*` keys (with llama.cpp's defaults for the optional ones), every tensor the config needs
-//! checked for its shape by the reader (F32, F16, BF16, Q8_0, Q4_0 or Q4_1), tied embeddings when
-//! the file has no `output.weight`, and the tokenizer from `tokenizer.ggml.*`.
+//! Loading a model from a GGUF file: its architecture ([`crate::arch`]), the hyper-parameters from
+//! the `{arch}.*` keys (with llama.cpp's defaults for the optional ones), every tensor the config
+//! needs checked for its shape by the reader (any dtype the graph has), tied embeddings when the
+//! file has no `output.weight`, and the tokenizer from `tokenizer.ggml.*`.
 
-use crate::config::Config;
+use crate::config::{Config, Sliding};
 use crate::error::{Result, RunnerError};
 use crate::model::Model;
 use crate::tokenizer::{Tokenizer, TokenizerSpec};
@@ -19,16 +19,14 @@ fn opt_f32(g: &Gguf, key: &str) -> Result<Option<f32>> {
     if g.get(key).is_none() { Ok(None) } else { g.get_f32(key).map(Some).map_err(RunnerError::gguf) }
 }
 
-/// The hyper-parameters of a GGUF file's model (architecture `llama` only).
+/// The hyper-parameters of a GGUF file's model (an architecture of [`crate::arch::ALL`]).
 pub fn config(g: &Gguf) -> Result<Config> {
-    let arch = g.get_str("general.architecture").map_err(RunnerError::gguf)?;
-    if arch != "llama" {
-        return Err(RunnerError::Unsupported {
-            file: g.name().to_string(),
-            reason: format!("architecture {arch:?} (this runner runs \"llama\")"),
-        });
-    }
-    let k = |s: &str| format!("{arch}.{s}");
+    let name = g.get_str("general.architecture").map_err(RunnerError::gguf)?;
+    let arch = crate::arch::by_name(name).ok_or_else(|| RunnerError::Unsupported {
+        file: g.name().to_string(),
+        reason: format!("architecture {name:?} (this runner runs {})", crate::arch::names()),
+    })?;
+    let k = |s: &str| format!("{name}.{s}");
     let u = |s: &str| g.get_u32(&k(s)).map(|v| v as usize).map_err(RunnerError::gguf);
     if let Some(Some(t)) = g.get(&k("rope.scaling.type")).map(|_| g.get_str(&k("rope.scaling.type")).ok())
         && t != "none"
@@ -48,7 +46,30 @@ pub fn config(g: &Gguf) -> Result<Config> {
     };
     let (embd, _) = g.tensor("token_embd.weight").map_err(RunnerError::gguf)?;
     let n_vocab = embd.ne.get(1).copied().unwrap_or(0);
+    let sliding = match (arch.sliding, opt_u32(g, &k("attention.sliding_window"))?) {
+        (Some(d), Some(window)) if window > 0 => {
+            if g.get(&k("attention.sliding_window_pattern")).is_some()
+                && g.get_u32(&k("attention.sliding_window_pattern")).is_err()
+            {
+                return Err(RunnerError::Unsupported {
+                    file: g.name().to_string(),
+                    reason: format!(
+                        "{} as a per-layer array (only a period is implemented)",
+                        k("attention.sliding_window_pattern")
+                    ),
+                });
+            }
+            Some(Sliding {
+                window: window as usize,
+                period: opt_u32(g, &k("attention.sliding_window_pattern"))?.map_or(d.period, |v| v as usize),
+                rope_theta: opt_f32(g, &k("rope.freq_base_swa"))?.unwrap_or(d.rope_theta),
+            })
+        }
+        _ => None,
+    };
     let cfg = Config {
+        arch,
+        sliding,
         n_vocab,
         n_embd,
         n_layer: u("block_count")?,

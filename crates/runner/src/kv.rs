@@ -16,8 +16,9 @@
 //!
 //! Rolling back (speculative decoding's rejected drafts) is only a position: a slot's next step
 //! writes its cells from its position on, and a token at position `p` attends to cells `0..=p`
-//! only, each either accepted earlier or written in the same step, so the cells of rejected
-//! tokens are never read again before they are overwritten.
+//! only (sliding-window layers to `p - window + 1 ..= p`: every position keeps its own cell, the
+//! window only masks), each either accepted earlier or written in the same step, so the cells of
+//! rejected tokens are never read again before they are overwritten.
 
 use crate::config::Config;
 use crate::error::{Result, RunnerError};
@@ -53,6 +54,9 @@ pub struct StepInputs {
     /// Causal mask `[cells, 1, 1, n_seq * t]` (a row per token): 0 where it may attend, `-inf`
     /// elsewhere.
     pub mask: Vec<f32>,
+    /// The sliding-window layers' mask, shaped as `mask` (models with such layers only): a token at
+    /// position `p` also hides the cells at `window` or more positions behind it.
+    pub mask_swa: Option<Vec<f32>>,
     /// The output rows, `n_out` per slot (`[n_seq * n_out]`): its last real token, or for
     /// [`StepInputs::with_outputs`] its last `outs[s]` real tokens then repeats of the last.
     pub out_rows: Vec<i32>,
@@ -108,12 +112,16 @@ impl StepInputs {
         if cells <= self.cells {
             return;
         }
-        let rows = self.mask.len() / self.cells;
-        let mut mask = vec![f32::NEG_INFINITY; rows * cells];
-        for (r, row) in self.mask.chunks(self.cells).enumerate() {
-            mask[r * cells..r * cells + self.cells].copy_from_slice(row);
-        }
-        self.mask = mask;
+        let widen = |m: &[f32]| {
+            let rows = m.len() / self.cells;
+            let mut mask = vec![f32::NEG_INFINITY; rows * cells];
+            for (r, row) in m.chunks(self.cells).enumerate() {
+                mask[r * cells..r * cells + self.cells].copy_from_slice(row);
+            }
+            mask
+        };
+        self.mask = widen(&self.mask);
+        self.mask_swa = self.mask_swa.as_deref().map(widen);
         self.cells = cells;
     }
 
@@ -185,6 +193,7 @@ impl StepInputs {
             v_rows: Vec::with_capacity(n * kv),
             cells,
             mask: vec![f32::NEG_INFINITY; cells * n],
+            mask_swa: cfg.sliding.map(|_| vec![f32::NEG_INFINITY; cells * n]),
             out_rows: Vec::with_capacity(n_seq * n_out),
         };
         for (s, toks) in tokens.iter().enumerate() {
@@ -198,6 +207,9 @@ impl StepInputs {
                 si.v_rows.extend((0..kv).map(|c| ((slot * kv + c) * n_ctx + pos) as i32));
                 let row = (s * t + j) * cells;
                 si.mask[row..=row + pos].fill(0.0);
+                if let (Some(m), Some(sw)) = (si.mask_swa.as_mut(), cfg.sliding) {
+                    m[row + (pos + 1).saturating_sub(sw.window)..=row + pos].fill(0.0);
+                }
             }
             let first = toks.len() - outs[s];
             si.out_rows.extend((0..n_out).map(|j| (s * t + first + j.min(outs[s] - 1)) as i32));

@@ -7,6 +7,7 @@
 //!
 //! The binary (`cargo run --release -p runner`) is the project's main demo; see its `--help`.
 
+pub mod arch;
 pub mod config;
 pub mod error;
 pub mod fetch;

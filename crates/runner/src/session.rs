@@ -557,6 +557,9 @@ impl Session {
         s.set_input_i32(f.v_rows, &inputs.v_rows).map_err(e)?;
         let e = RunnerError::sched("writing the step's inputs");
         s.set_input_f32(f.mask, &inputs.mask).map_err(e)?;
+        if let (Some(id), Some(m)) = (f.mask_swa, &inputs.mask_swa) {
+            s.set_input_f32(id, m).map_err(RunnerError::sched("writing the step's inputs"))?;
+        }
         if let Some(rows) = f.out_rows {
             s.set_input_i32(rows, &inputs.out_rows).map_err(RunnerError::sched("writing the step's inputs"))?;
         }

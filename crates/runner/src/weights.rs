@@ -30,7 +30,7 @@ pub fn blk(i: usize, what: &str) -> String {
 }
 
 /// Every tensor `cfg` needs, with its shape (ggml order), in a fixed order: the token embedding,
-/// each block's tensors, the output norm and (untied) the LM head.
+/// each block's tensors (as its architecture has them), the output norm and (untied) the LM head.
 pub fn expected(cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (e, q, kv, ff) = (cfg.n_embd, cfg.n_embd_q(), cfg.n_embd_kv(), cfg.n_ff);
     let mut v = vec![("token_embd.weight".to_string(), vec![e, cfg.n_vocab])];
@@ -40,6 +40,14 @@ pub fn expected(cfg: &Config) -> Vec<(String, Vec<usize>)> {
         v.push((blk(i, "attn_k"), vec![e, kv]));
         v.push((blk(i, "attn_v"), vec![e, kv]));
         v.push((blk(i, "attn_output"), vec![q, e]));
+        if cfg.arch.qk_norm {
+            v.push((blk(i, "attn_q_norm"), vec![cfg.head_dim]));
+            v.push((blk(i, "attn_k_norm"), vec![cfg.head_dim]));
+        }
+        if cfg.arch.post_norms {
+            v.push((blk(i, "post_attention_norm"), vec![e]));
+            v.push((blk(i, "post_ffw_norm"), vec![e]));
+        }
         v.push((blk(i, "ffn_norm"), vec![e]));
         v.push((blk(i, "ffn_gate"), vec![e, ff]));
         v.push((blk(i, "ffn_up"), vec![e, ff]));
