@@ -110,6 +110,7 @@ fn fuzz_tokenizer() -> &'static runner::Tokenizer {
             eos: Some(n as u32 - 1),
             eot: None,
             add_bos: false,
+            ..Default::default()
         };
         runner::Tokenizer::new(&spec).expect("the fuzz tokenizer builds")
     })

@@ -11,7 +11,7 @@ const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-m
   sample --logits F.npy --chain SPEC  run a sampler chain on logits (see docs/SAMPLING.md)
   fused top-k-top-p|random-sample ... the fused sampling ops on .npy files (see docs/FUSED.md)
   bench <suite>                        benchmarks (release build)
-  fetch-model                          download the SmolLM2 test model into target/models
+  fetch-model [smollm2|gemma3]         download a model into target/models (default: the SmolLM2 test model)
   ci                                   install what the tests need, then run the whole suite
   sanitize [--address] [--thread]      kernels, cpu and sched tests under ASan / TSan (nightly)
   fuzz [--seconds N] [--target T]      the libFuzzer targets of fuzz/ (nightly, cargo-fuzz)";

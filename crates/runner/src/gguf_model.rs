@@ -100,21 +100,34 @@ pub fn tokenizer(g: &Gguf) -> Result<Tokenizer> {
         Vec::new()
     };
     let merges = if g.get("tokenizer.ggml.merges").is_some() { strings("tokenizer.ggml.merges")? } else { Vec::new() };
-    let add_bos = if g.get("tokenizer.ggml.add_bos_token").is_some() {
-        g.get_bool("tokenizer.ggml.add_bos_token").map_err(RunnerError::gguf)?
-    } else {
-        false
+    let opt_bool = |key: &str| -> Result<Option<bool>> {
+        if g.get(key).is_none() { Ok(None) } else { g.get_bool(key).map(Some).map_err(RunnerError::gguf) }
+    };
+    let add_bos = opt_bool("tokenizer.ggml.add_bos_token")?.unwrap_or(false);
+    // Scores are f32, or integers in older conversions (llama.cpp reads both).
+    let scores = match g.get("tokenizer.ggml.scores") {
+        None => Vec::new(),
+        Some(_) => match g.get_f32_array("tokenizer.ggml.scores") {
+            Ok(v) => v,
+            Err(e) => match g.get_i32_array("tokenizer.ggml.scores") {
+                Ok(v) => v.into_iter().map(|x| x as f32).collect(),
+                Err(_) => return Err(RunnerError::gguf(e)),
+            },
+        },
     };
     Tokenizer::new(&TokenizerSpec {
         model: s("tokenizer.ggml.model")?,
         pre,
         tokens: strings("tokenizer.ggml.tokens")?,
         merges,
+        scores,
         token_types,
         bos: opt_u32(g, "tokenizer.ggml.bos_token_id")?,
         eos: opt_u32(g, "tokenizer.ggml.eos_token_id")?,
         eot: opt_u32(g, "tokenizer.ggml.eot_token_id")?,
         add_bos,
+        unk: opt_u32(g, "tokenizer.ggml.unknown_token_id")?,
+        add_space_prefix: opt_bool("tokenizer.ggml.add_space_prefix")?,
     })
 }
 

@@ -3,7 +3,7 @@
 //! tensors ([`kv`]), a batch of sequences decoded in lockstep with each sequence's sampler chain
 //! run as backend sampling ops after the logits ([`session`]). Models come from seeded random
 //! weights ([`Model::random`], the default: nothing to download) or from GGUF files; text goes
-//! through a byte-level BPE [`tokenizer`] built from the GGUF metadata.
+//! through a [`tokenizer`] built from the GGUF metadata (byte-level BPE, or llama.cpp's SPM).
 //!
 //! The binary (`cargo run --release -p runner`) is the project's main demo; see its `--help`.
 

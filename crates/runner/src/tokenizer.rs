@@ -1,9 +1,14 @@
-//! `Tokenizer`: byte-level BPE from a GGUF file's `tokenizer.ggml.*` metadata (tokens, merges,
-//! token types, the pre-tokenizer name, BOS/EOS), run by the `tokenizers` crate with its pure-Rust
-//! regex engine. The pre-tokenizer is rebuilt from llama.cpp's per-type split expressions (applied
-//! in order, each piece isolated), followed by the byte-to-character mapping; control tokens are
-//! special tokens (matched whole in the input, printed by `decode`). Text streams out through
-//! [`TextStream`], which holds back an incomplete UTF-8 sequence until its last byte arrives.
+//! `Tokenizer`: text to token ids and back from a GGUF file's `tokenizer.ggml.*` metadata, for
+//! the two tokenizer types this runner supports. Byte-level BPE (`gpt2`) is run by the
+//! `tokenizers` crate with its pure-Rust regex engine: the pre-tokenizer is rebuilt from
+//! llama.cpp's per-type split expressions (applied in order, each piece isolated), followed by the
+//! byte-to-character mapping; control tokens are special tokens (matched whole in the input,
+//! printed by `decode`). SentencePiece-style (`llama`, as LLaMA 2 and Gemma) is llama.cpp's own
+//! algorithm, in [`spm`]. Both share BOS handling, the end-of-generation set and streaming: text
+//! streams out through [`TextStream`], which holds back an incomplete UTF-8 sequence until its
+//! last byte arrives.
+
+mod spm;
 
 use crate::error::{Result, RunnerError};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
@@ -90,17 +95,20 @@ fn piece_bytes(text: &str, ty: i32) -> Vec<u8> {
     out
 }
 
-/// What a byte-level BPE tokenizer is built from (the `tokenizer.ggml.*` metadata).
+/// What a tokenizer is built from (the `tokenizer.ggml.*` metadata).
 #[derive(Debug, Clone, Default)]
 pub struct TokenizerSpec {
-    /// `tokenizer.ggml.model`: must be `gpt2` (byte-level BPE).
+    /// `tokenizer.ggml.model`: `gpt2` (byte-level BPE) or `llama` (SentencePiece-style).
     pub model: String,
-    /// `tokenizer.ggml.pre`: the pre-tokenizer's name.
+    /// `tokenizer.ggml.pre`: the pre-tokenizer's name (BPE only; SPM has none).
     pub pre: String,
-    /// `tokenizer.ggml.tokens`: token text by id (byte-level characters).
+    /// `tokenizer.ggml.tokens`: token text by id (byte-level characters for BPE, `▁` for a space
+    /// in SPM).
     pub tokens: Vec<String>,
-    /// `tokenizer.ggml.merges`: `"left right"` pairs, highest priority first.
+    /// `tokenizer.ggml.merges`: `"left right"` pairs, highest priority first (BPE).
     pub merges: Vec<String>,
+    /// `tokenizer.ggml.scores`: merge scores by id (SPM; empty means all 0, as llama.cpp).
+    pub scores: Vec<f32>,
     /// `tokenizer.ggml.token_type` (may be empty).
     pub token_types: Vec<i32>,
     /// `tokenizer.ggml.bos_token_id`.
@@ -111,12 +119,25 @@ pub struct TokenizerSpec {
     pub eot: Option<u32>,
     /// `tokenizer.ggml.add_bos_token`.
     pub add_bos: bool,
+    /// `tokenizer.ggml.unknown_token_id` (SPM: byte fallback's last resort).
+    pub unk: Option<u32>,
+    /// `tokenizer.ggml.add_space_prefix` (SPM; absent: true, llama.cpp's default for SPM).
+    pub add_space_prefix: Option<bool>,
 }
 
-/// A byte-level BPE tokenizer; see the module docs.
+/// The algorithm behind a [`Tokenizer`].
+#[derive(Debug, Clone)]
+enum Inner {
+    /// Byte-level BPE, run by the `tokenizers` crate.
+    Bpe(Box<tokenizers::Tokenizer>),
+    /// llama.cpp's SPM tokenizer.
+    Spm(Box<spm::Spm>),
+}
+
+/// A byte-level BPE or SPM tokenizer; see the module docs.
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Inner,
     n_vocab: usize,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -133,14 +154,12 @@ impl Tokenizer {
     /// Builds the tokenizer; an unsupported model or pre-tokenizer, an empty vocabulary, a
     /// malformed merge or a special id outside the vocabulary is an error naming it.
     pub fn new(spec: &TokenizerSpec) -> Result<Tokenizer> {
-        if spec.model != "gpt2" {
+        if !matches!(spec.model.as_str(), "gpt2" | "llama") {
             return Err(tok_err(
                 format!("tokenizer.ggml.model = {:?}", spec.model),
-                "unsupported tokenizer type (only byte-level BPE, \"gpt2\", is supported)",
+                "unsupported tokenizer type (supported: byte-level BPE, \"gpt2\", and SentencePiece-style, \"llama\")",
             ));
         }
-        let exprs = split_expressions(&spec.pre)
-            .ok_or_else(|| tok_err(format!("tokenizer.ggml.pre = {:?}", spec.pre), "unsupported pre-tokenizer type"))?;
         let n_vocab = spec.tokens.len();
         if n_vocab == 0 {
             return Err(tok_err("tokenizer.ggml.tokens", "the vocabulary is empty"));
@@ -155,11 +174,40 @@ impl Tokenizer {
             ("tokenizer.ggml.bos_token_id", spec.bos),
             ("tokenizer.ggml.eos_token_id", spec.eos),
             ("tokenizer.ggml.eot_token_id", spec.eot),
+            ("tokenizer.ggml.unknown_token_id", spec.unk),
         ] {
             if let Some(id) = id.filter(|&i| i as usize >= n_vocab) {
                 return Err(tok_err(what, format!("{id} is outside the vocabulary of {n_vocab} tokens")));
             }
         }
+        let (inner, pieces) = if spec.model == "llama" {
+            let spm = spm::Spm::new(&spm::SpmSpec {
+                tokens: &spec.tokens,
+                scores: &spec.scores,
+                token_types: &spec.token_types,
+                control_texts: &EOG_TEXTS,
+                unk: spec.unk,
+                add_space_prefix: spec.add_space_prefix.unwrap_or(true),
+            })?;
+            let pieces = spm.pieces().to_vec();
+            (Inner::Spm(Box::new(spm)), pieces)
+        } else {
+            let ty = |i: usize| spec.token_types.get(i).copied().unwrap_or(TOKEN_TYPE_NORMAL);
+            let pieces = spec.tokens.iter().enumerate().map(|(i, t)| piece_bytes(t, ty(i))).collect();
+            (Inner::Bpe(Box::new(Self::bpe(spec)?)), pieces)
+        };
+        let mut eog: Vec<u32> = [spec.eos, spec.eot].into_iter().flatten().collect();
+        eog.extend(
+            spec.tokens.iter().enumerate().filter(|(_, t)| EOG_TEXTS.contains(&t.as_str())).map(|(i, _)| i as u32),
+        );
+        let vocab = std::sync::Arc::new(grammar::Vocab::new(pieces, &eog));
+        Ok(Tokenizer { inner, n_vocab, bos: spec.bos, eos: spec.eos, add_bos: spec.add_bos, vocab })
+    }
+
+    /// The byte-level BPE tokenizer of `spec` (its pre-tokenizer, merges and control tokens).
+    fn bpe(spec: &TokenizerSpec) -> Result<tokenizers::Tokenizer> {
+        let exprs = split_expressions(&spec.pre)
+            .ok_or_else(|| tok_err(format!("tokenizer.ggml.pre = {:?}", spec.pre), "unsupported pre-tokenizer type"))?;
         let mut vocab = Vocab::default();
         for (i, t) in spec.tokens.iter().enumerate() {
             vocab.entry(t.clone()).or_insert(i as u32);
@@ -200,14 +248,7 @@ impl Tokenizer {
             .map(|(_, t)| AddedToken::from(t.clone(), true))
             .collect();
         inner.add_special_tokens(&specials);
-        let ty = |i: usize| spec.token_types.get(i).copied().unwrap_or(TOKEN_TYPE_NORMAL);
-        let pieces = spec.tokens.iter().enumerate().map(|(i, t)| piece_bytes(t, ty(i))).collect();
-        let mut eog: Vec<u32> = [spec.eos, spec.eot].into_iter().flatten().collect();
-        eog.extend(
-            spec.tokens.iter().enumerate().filter(|(_, t)| EOG_TEXTS.contains(&t.as_str())).map(|(i, _)| i as u32),
-        );
-        let vocab = std::sync::Arc::new(grammar::Vocab::new(pieces, &eog));
-        Ok(Tokenizer { inner, n_vocab, bos: spec.bos, eos: spec.eos, add_bos: spec.add_bos, vocab })
+        Ok(inner)
     }
 
     /// The vocabulary as grammars see it: each token's text as bytes (llama.cpp's
@@ -244,14 +285,19 @@ impl Tokenizer {
 
     /// Token ids of `text`, with the BOS token first when the model asks for it.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.inner.encode(text, false).map_err(|e| tok_err(format!("encoding {text:?}"), e))?;
-        let mut ids = Vec::with_capacity(enc.len() + 1);
+        let mut ids = Vec::new();
         if self.add_bos
             && let Some(b) = self.bos
         {
             ids.push(b);
         }
-        ids.extend_from_slice(enc.get_ids());
+        match &self.inner {
+            Inner::Bpe(t) => {
+                let enc = t.encode(text, false).map_err(|e| tok_err(format!("encoding {text:?}"), e))?;
+                ids.extend_from_slice(enc.get_ids());
+            }
+            Inner::Spm(s) => s.encode(text, &mut ids)?,
+        }
         Ok(ids)
     }
 
@@ -260,7 +306,10 @@ impl Tokenizer {
         if let Some(&bad) = ids.iter().find(|&&i| i as usize >= self.n_vocab) {
             return Err(tok_err("decode", format!("token {bad} is outside the vocabulary of {} tokens", self.n_vocab)));
         }
-        self.inner.decode(ids, false).map_err(|e| tok_err("decode", e))
+        match &self.inner {
+            Inner::Bpe(t) => t.decode(ids, false).map_err(|e| tok_err("decode", e)),
+            Inner::Spm(s) => Ok(String::from_utf8_lossy(&s.decode(ids)).into_owned()),
+        }
     }
 
     /// An incremental decoder for one sequence.

@@ -1,6 +1,7 @@
-//! The byte-level BPE tokenizer built from GGUF-style metadata: round trips through merges,
+//! The tokenizers built from GGUF-style metadata. Byte-level BPE: round trips through merges,
 //! digits split as the pre-tokenizer says, special tokens, streaming of split UTF-8 characters,
-//! and every rejected input by its message.
+//! and every rejected input by its message. SPM (`llama`): merges by score, special tokens, byte
+//! fallback, the space prefix, streaming over byte tokens, rejected metadata.
 
 use runner::{Tokenizer, TokenizerSpec};
 
@@ -46,6 +47,7 @@ fn spec(pre: &str) -> TokenizerSpec {
         eos: Some(n as u32 - 1),
         eot: None,
         add_bos: false,
+        ..TokenizerSpec::default()
     }
 }
 
@@ -116,8 +118,8 @@ fn streaming_holds_back_split_characters() {
 #[test]
 fn bad_metadata_is_rejected_by_name() {
     let err = |s: TokenizerSpec| Tokenizer::new(&s).unwrap_err().to_string();
-    let e = err(TokenizerSpec { model: "llama".into(), ..spec("gpt2") });
-    assert!(e.contains("tokenizer.ggml.model = \"llama\"") && e.contains("unsupported tokenizer type"), "{e}");
+    let e = err(TokenizerSpec { model: "bert".into(), ..spec("gpt2") });
+    assert!(e.contains("tokenizer.ggml.model = \"bert\"") && e.contains("unsupported tokenizer type"), "{e}");
     let e = err(spec("tekken-99"));
     assert!(e.contains("tokenizer.ggml.pre = \"tekken-99\"") && e.contains("unsupported pre-tokenizer"), "{e}");
     let mut s = spec("gpt2");
@@ -136,4 +138,80 @@ fn bad_metadata_is_rejected_by_name() {
     let t = Tokenizer::new(&spec("gpt2")).unwrap();
     let e = t.decode(&[265]).unwrap_err().to_string();
     assert!(e.contains("token 265 is outside"), "{e}");
+}
+
+/// A SentencePiece-style (`llama`) vocabulary: `<pad> <eos> <bos> <unk>`, `<start_of_turn>`
+/// (control), the 256 byte tokens, then `▁`, `a`, `b`, `ab`, `▁ab` with scores.
+fn spm_spec() -> TokenizerSpec {
+    let mut tokens: Vec<String> = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>"].map(String::from).to_vec();
+    let mut token_types = vec![3, 3, 3, 2, 3];
+    for b in 0..=255u8 {
+        tokens.push(format!("<0x{b:02X}>"));
+        token_types.push(6);
+    }
+    let mut scores = vec![0.0; tokens.len()];
+    for (t, s) in [("▁", -1.0), ("a", -2.0), ("b", -3.0), ("ab", -4.0), ("▁ab", -5.0)] {
+        tokens.push(t.into());
+        token_types.push(1);
+        scores.push(s);
+    }
+    TokenizerSpec {
+        model: "llama".into(),
+        pre: "default".into(),
+        tokens,
+        scores,
+        token_types,
+        bos: Some(2),
+        eos: Some(1),
+        unk: Some(3),
+        add_bos: true,
+        add_space_prefix: Some(false),
+        ..TokenizerSpec::default()
+    }
+}
+
+/// The id of byte `b` in [`spm_spec`].
+fn spm_byte(b: u8) -> u32 {
+    5 + u32::from(b)
+}
+
+#[test]
+fn spm_merges_specials_and_byte_fallback() {
+    let t = Tokenizer::new(&spm_spec()).unwrap();
+    let ab = 261 + 3;
+    assert_eq!(t.encode("ab ab").unwrap(), [2, ab, 261 + 4]);
+    let ids = t.encode("<start_of_turn>é").unwrap();
+    assert_eq!(ids, [2, 4, spm_byte(0xc3), spm_byte(0xa9)]);
+    assert_eq!(t.decode(&ids).unwrap(), "<bos><start_of_turn>é");
+    assert!(t.is_eog(1) && !t.is_eog(4));
+    // Without add_space_prefix set, llama.cpp's default for SPM applies: a space first.
+    let t = Tokenizer::new(&TokenizerSpec { add_space_prefix: None, ..spm_spec() }).unwrap();
+    assert_eq!(t.encode("ab").unwrap(), [2, 261 + 4]);
+    assert_eq!(t.decode(&[261 + 4]).unwrap(), "ab", "and decoding drops it again");
+}
+
+#[test]
+fn spm_streaming_holds_back_characters_split_over_byte_tokens() {
+    let t = Tokenizer::new(&spm_spec()).unwrap();
+    let ids = t.encode("aé🙂").unwrap();
+    let mut want = vec![2, 262];
+    want.extend("é🙂".bytes().map(spm_byte));
+    assert_eq!(ids, want, "é and the emoji fall back to their bytes");
+    let mut st = t.stream();
+    let pieces: Vec<String> = ids.iter().map(|&i| st.push(&t, i).unwrap()).collect();
+    assert_eq!(pieces, ["<bos>", "a", "", "é", "", "", "", "🙂"]);
+}
+
+#[test]
+fn spm_bad_metadata_is_rejected_by_name() {
+    let mut s = spm_spec();
+    s.scores.pop();
+    let e = Tokenizer::new(&s).unwrap_err().to_string();
+    assert!(e.contains("tokenizer.ggml.scores") && e.contains("265 entries for 266 tokens"), "{e}");
+    let mut s = spm_spec();
+    s.tokens[5] = "<0xZZ>".into();
+    let e = Tokenizer::new(&s).unwrap_err().to_string();
+    assert!(e.contains("<0xZZ>") && e.contains("byte token"), "{e}");
+    let e = Tokenizer::new(&TokenizerSpec { unk: Some(999), ..spm_spec() }).unwrap_err().to_string();
+    assert!(e.contains("unknown_token_id") && e.contains("999 is outside"), "{e}");
 }

