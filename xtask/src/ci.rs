@@ -52,9 +52,13 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         install_packages()?;
         python_client()?;
     }
-    // The runner's SmolLM2 tests need the model file: fetch it now (network), not inside a test.
-    let model = crate::fetch_model::fetch().context("fetching the SmolLM2 test model (cargo xtask fetch-model)")?;
-    eprintln!("xtask ci: test model at {}", model.display());
+    // The runner's SmolLM2 and Gemma 3 tests need the model files: fetch them now (network), not
+    // inside a test.
+    for name in ["smollm2", "gemma3"] {
+        let model = crate::fetch_model::fetch_named(name)
+            .with_context(|| format!("fetching the {name} test model (cargo xtask fetch-model {name})"))?;
+        eprintln!("xtask ci: test model at {}", model.display());
+    }
     let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let target = target_dir();
     report_free_disk(&target);

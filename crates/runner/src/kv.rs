@@ -62,6 +62,15 @@ pub struct StepInputs {
     pub out_rows: Vec<i32>,
 }
 
+/// A mask of rows of `from` cells as rows of `to` cells (`to >= from`), the new cells hidden.
+fn widen_mask(m: &[f32], from: usize, to: usize) -> Vec<f32> {
+    let mut out = vec![f32::NEG_INFINITY; m.len() / from * to];
+    for (r, row) in m.chunks(from).enumerate() {
+        out[r * to..r * to + from].copy_from_slice(row);
+    }
+    out
+}
+
 /// The least number of cells a step's attention reads ([`attended_cells`]).
 pub const MIN_CELLS: usize = 32;
 
@@ -112,16 +121,9 @@ impl StepInputs {
         if cells <= self.cells {
             return;
         }
-        let widen = |m: &[f32]| {
-            let rows = m.len() / self.cells;
-            let mut mask = vec![f32::NEG_INFINITY; rows * cells];
-            for (r, row) in m.chunks(self.cells).enumerate() {
-                mask[r * cells..r * cells + self.cells].copy_from_slice(row);
-            }
-            mask
-        };
-        self.mask = widen(&self.mask);
-        self.mask_swa = self.mask_swa.as_deref().map(widen);
+        let (from, to) = (self.cells, cells);
+        self.mask = widen_mask(&self.mask, from, to);
+        self.mask_swa = self.mask_swa.as_deref().map(|m| widen_mask(m, from, to));
         self.cells = cells;
     }
 
@@ -239,6 +241,30 @@ mod tests {
         assert_eq!(si.mask[8..12], [0.0, ninf, ninf, ninf]);
         assert_eq!(si.mask[12..16], [0.0, 0.0, ninf, ninf]);
         assert_eq!(si.out_rows, [1, 2]);
+    }
+
+    #[test]
+    fn sliding_layers_get_a_mask_that_also_hides_the_window_behind() {
+        let cfg = Config {
+            arch: &crate::arch::GEMMA3,
+            sliding: Some(crate::config::Sliding { window: 2, period: 2, rope_theta: 1e4 }),
+            n_head_kv: 1,
+            head_dim: 2,
+            rope_dims: 2,
+            n_head: 1,
+            ..Config::tiny(10)
+        };
+        let cache = CacheSpec { n_seq: 1, n_ctx: 8, dtype: DType::F32 };
+        // three tokens at positions 3, 4, 5 over 8 cells: globally each sees 0..=pos, in the
+        // sliding layers only pos - 1 ..= pos
+        let si = StepInputs::new(&cfg, &cache, &[&[1, 2, 3]], &[3]).unwrap();
+        let (o, x) = (0.0, f32::NEG_INFINITY);
+        assert_eq!(si.mask[..8], [o, o, o, o, x, x, x, x]);
+        let swa = si.mask_swa.as_ref().unwrap();
+        assert_eq!(swa[..8], [x, x, o, o, x, x, x, x]);
+        assert_eq!(swa[8..16], [x, x, x, o, o, x, x, x]);
+        assert_eq!(swa[16..24], [x, x, x, x, o, o, x, x]);
+        assert!(StepInputs::new(&Config::tiny(10), &cache, &[&[1]], &[0]).unwrap().mask_swa.is_none());
     }
 
     #[test]

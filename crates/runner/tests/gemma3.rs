@@ -5,44 +5,56 @@
 //! long, so its generation runs past position 600 and the 512-token window hides the start of the
 //! prompt from five layers in six: a model whose layers all attend globally fails it.
 //!
-//! Teacher-forced, llama.cpp's tokens are fed one by one and at every step where llama.cpp's gap is
-//! clear (at least [`NEAR_TIE`]: its own logits move by about 0.2 between batch shapes) our argmax
-//! must be its token; free-running, our tokens must equal its tokens up to the first step where they
-//! differ, and that step must be a near-tie. Batched decoding (all prompts in one batch) must give
-//! each sequence exactly the tokens it gets alone.
+//! A step's choice may differ from llama.cpp's only at a near-tie of llama.cpp's own logits: where
+//! its top-1 minus top-2 gap is below [`NEAR_TIE`] or below how far llama.cpp's own logits move
+//! between its two attention paths on that prompt (the 90th percentile over its steps of the
+//! reference's `flash_attention_moves`: its flash attention rounds the queries to f16 and
+//! accumulates the values in f16; the reference is its other path, which rounds the queries and
+//! the attention weights to f16 for its f16 cache and looks GELU up in an f16 table, where ours
+//! computes in f32). On this model those moves are large: per prompt a median of 0.29 to 0.59, a
+//! 90th percentile of 0.44 to 0.89, and up to 3.2. Teacher-forced, llama.cpp's tokens are fed one by one and every
+//! step must choose its token or be such a near-tie; free-running, our tokens must equal its tokens
+//! up to the first step where they differ, and that step must be a near-tie. Batched decoding (all
+//! prompts in one batch) must give each sequence exactly the tokens it gets alone.
 
 #![allow(clippy::print_stdout)] // the per-case report
+
+mod common;
 
 use runner::spec::generate;
 use runner::{BackendKind, Model, Sampling, Session, SessionOptions};
 use sampling::Chain;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-/// A gap between llama.cpp's two best logits below which our choice may differ.
+/// A gap between llama.cpp's two best logits below which our choice may differ (its logits move by
+/// about 0.2 between batch shapes), whatever its flash-attention path says.
 const NEAR_TIE: f64 = 0.25;
 
 fn model() -> Arc<Model> {
-    static M: OnceLock<Arc<Model>> = OnceLock::new();
-    M.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models");
-        let path = dir.join("gemma-3-270m-q4_k_m.gguf");
-        let g = gguf::Gguf::open(&path).unwrap();
-        let cfg = runner::gguf_model::config(&g).unwrap();
-        let mut w = runner::Weights::new();
-        for (name, ne) in runner::weights::expected(&cfg) {
-            let (info, bytes) = g.tensor_expect(&name, &ne).unwrap();
-            w.insert(name, runner::Tensor { dtype: info.dtype, ne, data: bytes.to_vec() });
-        }
-        Arc::new(Model::new("gemma3".into(), cfg, w, None).unwrap())
-    })
-    .clone()
+    common::gemma3()
 }
 
 struct Case {
     name: String,
+    text: String,
     prompt: Vec<u32>,
     want: Vec<u32>,
     margins: Vec<f64>,
+    /// The 90th percentile of llama.cpp's per-step logit moves between its attention paths.
+    noise: f64,
+}
+
+impl Case {
+    /// Whether step `i` is a near-tie of llama.cpp's logits (see the module doc).
+    fn near_tie(&self, i: usize) -> bool {
+        self.margins[i] < NEAR_TIE.max(self.noise)
+    }
+}
+
+/// The 90th percentile of `v` (the element at rank `0.9 * len`).
+fn p90(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[(v.len() * 9 / 10).min(v.len() - 1)]
 }
 
 fn cases() -> Vec<Case> {
@@ -50,15 +62,19 @@ fn cases() -> Vec<Case> {
     let ids = |v: &serde_json::Value| -> Vec<u32> {
         v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
     };
+    let floats =
+        |v: &serde_json::Value| -> Vec<f64> { v.as_array().unwrap().iter().map(|m| m.as_f64().unwrap()).collect() };
     data["cases"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| Case {
             name: c["name"].as_str().unwrap().to_string(),
+            text: c["prompt"].as_str().unwrap().to_string(),
             prompt: ids(&c["prompt_tokens"]),
             want: ids(&c["tokens"]),
-            margins: c["margins"].as_array().unwrap().iter().map(|m| m.as_f64().unwrap()).collect(),
+            margins: floats(&c["margins"]),
+            noise: p90(floats(&c["flash_attention_moves"])),
         })
         .collect()
 }
@@ -75,6 +91,17 @@ fn session(m: &Arc<Model>, n_seq: usize, n_ctx: usize) -> Session {
 }
 
 #[test]
+fn the_prompts_tokenize_as_llama_cpp() {
+    let m = model();
+    let tok = m.tokenizer.as_ref().unwrap();
+    for c in cases() {
+        assert_eq!(tok.encode(&c.text).unwrap(), c.prompt, "{}", c.name);
+    }
+    assert_eq!((m.config.n_vocab, m.config.n_layer, m.config.arch.name), (262_144, 18, "gemma3"));
+    assert_eq!(m.config.sliding.map(|s| (s.window, s.period)), Some((512, 6)));
+}
+
+#[test]
 fn teacher_forced_argmax_matches_llama_cpp_wherever_its_gap_is_clear() {
     let m = model();
     for c in cases() {
@@ -83,20 +110,25 @@ fn teacher_forced_argmax_matches_llama_cpp_wherever_its_gap_is_clear() {
         for &t in &c.want[..c.want.len() - 1] {
             got.push(s.step(&[&[t]]).unwrap().tokens[0]);
         }
-        let mut differ = Vec::new();
-        for (i, (g, w)) in got.iter().zip(&c.want).enumerate() {
-            if g != w {
-                differ.push((i, c.margins[i]));
-            }
-        }
-        println!("{}: {} of {} steps differ {:?}", c.name, differ.len(), got.len(), differ);
-        for (i, margin) in differ {
+        let differ: Vec<usize> = (0..got.len()).filter(|&i| got[i] != c.want[i]).collect();
+        let report: Vec<String> = differ.iter().map(|&i| format!("step {i} (gap {:.3})", c.margins[i])).collect();
+        println!(
+            "{}: {} of {} steps differ (llama.cpp's noise {:.3}): {}",
+            c.name,
+            differ.len(),
+            got.len(),
+            c.noise,
+            report.join(", ")
+        );
+        for i in differ {
             assert!(
-                margin < NEAR_TIE,
-                "{}: step {i}: ours {} llama.cpp {} with a clear gap {margin}",
+                c.near_tie(i),
+                "{}: step {i}: ours {} llama.cpp {} with a clear gap {} (llama.cpp's own noise {})",
                 c.name,
                 got[i],
-                c.want[i]
+                c.want[i],
+                c.margins[i],
+                c.noise
             );
         }
     }
@@ -116,12 +148,7 @@ fn greedy_decoding_matches_llama_cpp_alone_and_batched() {
         let agree = got.iter().zip(&c.want).take_while(|(a, b)| a == b).count();
         println!("{}: {agree} of {} tokens as llama.cpp", c.name, c.want.len());
         if agree < c.want.len() {
-            assert!(
-                c.margins[agree] < NEAR_TIE,
-                "{}: diverges at {agree} with a clear gap {}",
-                c.name,
-                c.margins[agree]
-            );
+            assert!(c.near_tie(agree), "{}: diverges at {agree} with a clear gap {}", c.name, c.margins[agree]);
         }
         alone.push(got);
     }
@@ -129,4 +156,48 @@ fn greedy_decoding_matches_llama_cpp_alone_and_batched() {
     let prompts: Vec<Vec<u32>> = cases.iter().map(|c| c.prompt.clone()).collect();
     let g = generate(&mut s, None, &prompts, n, |_| Ok(())).unwrap();
     assert_eq!(g.tokens, alone, "batched against alone");
+}
+
+#[test]
+fn vulkan_decodes_as_llama_cpp() {
+    if !common::vulkan_available("vulkan_decodes_as_llama_cpp") {
+        return;
+    }
+    // The embedding table (178 MB of q8_0) exceeds lavapipe's largest buffer (128 MiB): the
+    // scheduler leaves what reads it to the CPU, and the rest runs on Vulkan, whose quantized
+    // products sum the dequantized weights in f32 (the CPU quantizes the activations to 8 bits as
+    // ggml does), so the two may part at a near-tie: each is held to llama.cpp's tokens.
+    let m = model();
+    let cases: Vec<Case> = cases().into_iter().filter(|c| c.name != "long").collect();
+    let prompts: Vec<Vec<u32>> = cases.iter().map(|c| c.prompt.clone()).collect();
+    let n = 12;
+    let opts = SessionOptions { n_ctx: 64, backend: BackendKind::Vulkan, threads: 2, ..SessionOptions::default() };
+    let chains = (0..prompts.len()).map(|_| Chain::parse("greedy").unwrap()).collect();
+    let mut s = Session::new(m.clone(), opts, chains).unwrap();
+    let got = generate(&mut s, None, &prompts, n, |_| Ok(())).unwrap().tokens;
+    for (c, got) in cases.iter().zip(&got) {
+        let agree = got.iter().zip(&c.want).take_while(|(a, b)| a == b).count();
+        println!("{}: {agree} of {n} tokens as llama.cpp", c.name);
+        if agree < n {
+            assert!(c.near_tie(agree), "{}: diverges at {agree} with a clear gap {}", c.name, c.margins[agree]);
+        }
+    }
+    // Every block's q5_0, q4_K, q6_K and q8_0 matrices are read on Vulkan; only the two readers of
+    // the embedding table (its get_rows and the tied LM head) run on the CPU.
+    let (g, plan) = (s.graph().unwrap(), s.scheduler().current_plan().unwrap());
+    let mut on_vulkan = std::collections::BTreeMap::<String, usize>::new();
+    let mut on_cpu = 0;
+    for (id, n) in g.nodes() {
+        if let Some(q) = n.srcs.iter().map(|&x| g.node(x).dtype).find(|d| d.is_quantized()) {
+            if plan.backends[plan.nodes[id.index()].backend] == vulkan::NAME {
+                *on_vulkan.entry(q.to_string()).or_default() += 1;
+            } else {
+                on_cpu += 1;
+            }
+        }
+    }
+    println!("quantized readers on Vulkan: {on_vulkan:?}, on the CPU: {on_cpu}");
+    assert_eq!(on_cpu, 2, "the embedding table's readers");
+    assert_eq!(on_vulkan.values().sum::<usize>(), 18 * 7, "18 blocks of 7 matrices");
+    assert!(["q5_0", "q4_K", "q6_K", "q8_0"].iter().all(|d| on_vulkan.contains_key(*d)), "{on_vulkan:?}");
 }

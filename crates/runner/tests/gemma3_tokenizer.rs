@@ -10,17 +10,10 @@ use runner::Tokenizer;
 use std::sync::OnceLock;
 
 /// Gemma 3's tokenizer, read once from the model file's metadata.
-///
-/// The `gguf` reader does not yet index this file's quantized tensor types (q5_0, q4_K, q6_K:
-/// it refuses the file), and the tokenizer needs none of them: the header's tensor count (bytes
-/// 8..16) is set to 0 so that only the metadata is read.
 fn tokenizer() -> &'static Tokenizer {
     static T: OnceLock<Tokenizer> = OnceLock::new();
     T.get_or_init(|| {
-        let path = common::gemma3_path();
-        let mut bytes = std::fs::read(&path).unwrap();
-        bytes[8..16].copy_from_slice(&0u64.to_le_bytes());
-        let g = gguf::Gguf::from_bytes(&path.display().to_string(), bytes).unwrap();
+        let g = gguf::Gguf::open(&common::gemma3_path()).unwrap();
         runner::gguf_model::tokenizer(&g).unwrap()
     })
 }

@@ -1,9 +1,11 @@
 //! Pass 1, backend assignment: every node gets a backend and the [`Cause`] that decided it.
 //!
 //! Order (as ggml-backend's scheduler): pins first; then compute nodes in topological order go to
-//! the only backend that supports them, or to a supporting backend where a weight source lives, or
-//! to the first supporting backend (preference order) where one of their sources already lives, or
-//! else to the first supporting backend. Leaves (inputs, params) are placed with their first
+//! the only backend that supports them (and whose largest buffer holds each of their tensors), or
+//! to a supporting backend where a weight source lives, or, when a weight source is not placed
+//! yet, to the first supporting backend (ggml's loader puts weights on the GPU), or to the first
+//! supporting backend (preference order) where one of their sources already lives, or else to the
+//! first supporting backend. Leaves (inputs, params) are placed with their first
 //! consumer unless pinned ("weights stay where they live"); views go with their storage.
 //!
 //! `set_rows` writes its destination's storage in place, so it runs where that storage lives (a
@@ -150,6 +152,14 @@ pub(crate) fn assign(
     Ok(Assignment { backend, cause })
 }
 
+/// Whether every tensor node `id` computes or reads fits in one buffer of backend `b` (a source
+/// counts with its whole storage, which the backend would hold): a backend whose largest buffer is
+/// smaller (lavapipe's 128 MiB against a 262,144-token embedding table) leaves the node to another.
+fn fits(g: &Graph, b: &dyn Backend, id: NodeId) -> bool {
+    let max = b.max_buffer_size();
+    g.node(id).nbytes() <= max && g.node(id).srcs.iter().all(|&s| g.node(g.storage_of(s)).nbytes() <= max)
+}
+
 /// The normal rules for an unpinned compute node.
 fn choose(
     g: &Graph,
@@ -158,7 +168,7 @@ fn choose(
     id: NodeId,
 ) -> Result<(usize, Cause), SchedError> {
     let node = g.node(id);
-    let supports: Vec<bool> = backends.iter().map(|b| b.supports(g, id)).collect();
+    let supports: Vec<bool> = backends.iter().map(|b| b.supports(g, id) && fits(g, b.as_ref(), id)).collect();
     let supporters: Vec<usize> = (0..backends.len()).filter(|&b| supports[b]).collect();
     if supporters.is_empty() {
         return Err(SchedError::Unsupported {
@@ -181,9 +191,18 @@ fn choose(
             return Ok((b, Cause::Weights(st)));
         }
     }
-    for &b in &supporters {
-        if let Some(&s) = node.srcs.iter().find(|&&s| be[g.storage_of(s).index()] == Some(b)) {
-            return Ok((b, Cause::FollowsInput(s)));
+    // A weight not placed yet goes to the preferred supporting backend with its first consumer
+    // (as ggml's model loader puts the weights in the GPU's buffers), rather than following an
+    // input: one node left to another backend (an embedding table too large for the GPU's
+    // buffers) must not pull every later block after it.
+    // (A set_rows writing a weight in place is not a reader: it keeps following its inputs.)
+    let unplaced_weight = node.op != Op::SetRows
+        && node.srcs.iter().any(|&s| g.node(g.storage_of(s)).flags.param && be[g.storage_of(s).index()].is_none());
+    if !unplaced_weight {
+        for &b in &supporters {
+            if let Some(&s) = node.srcs.iter().find(|&&s| be[g.storage_of(s).index()] == Some(b)) {
+                return Ok((b, Cause::FollowsInput(s)));
+            }
         }
     }
     if supporters[0] == 0 {

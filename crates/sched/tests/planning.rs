@@ -383,3 +383,26 @@ fn plan_dot_has_a_cluster_per_split_and_dashed_copy_edges_and_renders() {
         }
     }
 }
+
+#[test]
+fn a_table_larger_than_a_backends_largest_buffer_is_read_on_another() {
+    // an embedding table of 64 KiB and a GPU whose buffers hold 16 KiB: the get_rows reading it
+    // (and so the table) go to the CPU; its consumer follows it there
+    let mut g = Graph::new();
+    let table = g.param("table", DType::F32, &[64, 256]).unwrap();
+    let ids = g.input("ids", DType::I32, &[4]).unwrap();
+    let rows = g.get_rows(table, ids).unwrap();
+    let y = g.neg(rows).unwrap();
+    g.set_output(y);
+    let l = log();
+    let mut s =
+        Scheduler::new(vec![Mock::new("gpu", &l).max_buffer(16 << 10).boxed(), Mock::new("cpu", &l).boxed()]).unwrap();
+    let p = s.plan(&g).unwrap().clone();
+    assert_eq!(cause(&p, rows), &Cause::OnlySupporter { refused_by: "gpu".into() });
+    let on: Vec<&str> = [table, rows, y].iter().map(|&n| p.backend_of(n)).collect();
+    assert_eq!(on, ["cpu", "cpu", "cpu"]);
+    // with room for the table, everything stays on the GPU
+    let mut s =
+        Scheduler::new(vec![Mock::new("gpu", &l).max_buffer(64 << 10).boxed(), Mock::new("cpu", &l).boxed()]).unwrap();
+    assert_eq!(s.plan(&g).unwrap().backend_of(rows), "gpu");
+}

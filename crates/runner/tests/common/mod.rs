@@ -25,6 +25,12 @@ pub fn gemma3_path() -> std::path::PathBuf {
         .expect("fetching Gemma 3 270M (network needed once; or `cargo xtask fetch-model gemma3`)")
 }
 
+/// Gemma 3 270M (`Q4_K_M`) from `target/models` (fetched there if missing), loaded once.
+pub fn gemma3() -> Arc<Model> {
+    static M: OnceLock<Arc<Model>> = OnceLock::new();
+    M.get_or_init(|| Arc::new(Model::from_gguf(&gemma3_path()).unwrap())).clone()
+}
+
 /// Whether a Vulkan device opens; without one, test `test` is skipped (`sched::testing::skip`:
 /// said loudly, and a failure under CI).
 pub fn vulkan_available(test: &str) -> bool {
