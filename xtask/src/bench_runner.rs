@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 #[command(about = "Benchmark the reference runner: prefill/decode tokens/s, backend vs CPU sampling")]
 struct Args {
     /// Model: `random` (the demo model), `random:NAME` (a random model shaped as a real one, see
-    /// `random_models`: demo, tiny, smollm2-135m, gemma3-270m), `smollm2` (fetched into
-    /// target/models), or a GGUF path.
+    /// `random_models`: demo, tiny, smollm2-135m, gemma3-270m), `smollm2` or `gemma3` (fetched
+    /// into target/models), or a GGUF path.
     #[arg(long, default_value = "random")]
     model: String,
     /// Backend: cpu or vulkan.
@@ -85,7 +85,7 @@ pub(crate) fn load_model(spec: &str) -> Result<Model> {
     match spec {
         "random" => Ok(Model::random(Config::demo(), DType::F16, 42)?),
         _ if spec.starts_with("random:") => crate::random_models::make(&spec["random:".len()..], 42),
-        "smollm2" => Ok(Model::from_gguf(&crate::fetch_model::fetch()?)?),
+        "smollm2" | "gemma3" => Ok(Model::from_gguf(&crate::fetch_model::fetch_named(spec)?)?),
         path => Ok(Model::from_gguf(std::path::Path::new(path))?),
     }
 }
