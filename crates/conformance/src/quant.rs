@@ -33,14 +33,7 @@ pub fn quantize(dtype: DType, values: &[f64]) -> Vec<u8> {
             }
             DType::Q4_0 => {
                 // the signed value of largest magnitude (the first one on a tie) maps to -8
-                let (mut amax, mut max) = (0.0f32, 0.0f32);
-                for &v in &x {
-                    if amax < v.abs() {
-                        amax = v.abs();
-                        max = v;
-                    }
-                }
-                let d = max / -8.0;
+                let d = signed_max(&x) / -8.0;
                 let id = if d != 0.0 { 1.0 / d } else { 0.0 };
                 out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
                 let q = |v: f32| ((v * id + 8.5) as i8).min(15) as u8;
@@ -58,14 +51,7 @@ pub fn quantize(dtype: DType, values: &[f64]) -> Vec<u8> {
             }
             DType::Q5_0 | DType::Q5_1 => {
                 let q: Vec<u8> = if dtype == DType::Q5_0 {
-                    let (mut amax, mut max) = (0.0f32, 0.0f32);
-                    for &v in &x {
-                        if amax < v.abs() {
-                            amax = v.abs();
-                            max = v;
-                        }
-                    }
-                    let d = max / -16.0;
+                    let d = signed_max(&x) / -16.0;
                     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
                     out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
                     x.iter().map(|&v| ((v * id + 16.5) as i8).min(31) as u8).collect()
@@ -86,6 +72,18 @@ pub fn quantize(dtype: DType, values: &[f64]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The first value of largest magnitude, with its sign (ggml's `max` of `q4_0`/`q5_0`).
+fn signed_max(x: &[f32]) -> f32 {
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    max
 }
 
 /// Rounds to the nearest integer in `[lo, hi]` (0 for NaN).
