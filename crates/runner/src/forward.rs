@@ -10,7 +10,8 @@
 //! broadcasting key/value heads over query heads, a causal mask input to `soft_max`: `mask_swa`,
 //! which also hides keys a window or more behind, in sliding-window layers), the output projection,
 //! its post-norm where the architecture has one, and the residual; RMSNorm, the gated feed-forward
-//! block (SiLU or GELU), its post-norm, and the residual; then the output rows (`n_out` per slot, chosen by the `out_rows` input through a
+//! block (SiLU or GELU), its post-norm, and the residual; then the output rows (`n_out` per slot,
+//! chosen by the `out_rows` input through a
 //! `get_rows` when `t > 1`: the slot's last real token for plain decoding, the last token and each
 //! draft token for speculative verification), the output norm and the LM head (the token embedding
 //! when tied): logits `[n_vocab, n_seq * n_out]`.
@@ -58,6 +59,12 @@ pub fn k_cache_name(il: usize) -> String {
 /// Name of layer `il`'s value cache state tensor.
 pub fn v_cache_name(il: usize) -> String {
     format!("cache.v.{il}")
+}
+
+/// RMSNorm of `x`'s rows scaled by the weight `w` (broadcast over the rows).
+fn rms_norm_mul(g: &mut Graph, x: NodeId, w: NodeId, eps: f32, what: String) -> Result<NodeId> {
+    let n = g.rms_norm(x, eps).map_err(RunnerError::graph(what.clone()))?;
+    g.mul(n, w).map_err(RunnerError::graph(what))
 }
 
 struct Builder<'a> {
@@ -166,8 +173,7 @@ pub fn build_slots(
         let what = |s: &str| format!("block {il}: {s}");
         // Attention.
         let norm_w = b.param(&blk(il, "attn_norm"))?;
-        let cur = b.g.rms_norm(x, cfg.rms_eps).map_err(e(&what("attn_norm")))?;
-        let cur = b.g.mul(cur, norm_w).map_err(e(&what("attn_norm")))?;
+        let cur = rms_norm_mul(b.g, x, norm_w, cfg.rms_eps, what("attn_norm"))?;
         let (wq, wk, wv, wo) = (
             b.param(&blk(il, "attn_q"))?,
             b.param(&blk(il, "attn_k"))?,
@@ -184,8 +190,8 @@ pub fn build_slots(
         } else {
             None
         };
-        let (theta, layer_mask) = (cfg.rope_theta_of(il), if cfg.is_sliding(il) { mask_swa } else { None });
-        let layer_mask = layer_mask.unwrap_or(mask);
+        let theta = cfg.rope_theta_of(il);
+        let layer_mask = if cfg.is_sliding(il) { mask_swa.unwrap_or(mask) } else { mask };
         let g = &mut *b.g;
         let q = g.mul_mat(wq, cur).map_err(e(&what("q")))?;
         let k = g.mul_mat(wk, cur).map_err(e(&what("k")))?;
@@ -194,11 +200,10 @@ pub fn build_slots(
         let k = g.reshape(k, &[hd, n_head_kv, n_tok]).map_err(e(&what("k")))?;
         let (q, k) = match qk_norms {
             // each head's row of head_dim entries normed, then scaled by the weight (broadcast)
-            Some((qn, kn)) => {
-                let q = g.rms_norm(q, cfg.rms_eps).map_err(e(&what("q norm")))?;
-                let k = g.rms_norm(k, cfg.rms_eps).map_err(e(&what("k norm")))?;
-                (g.mul(q, qn).map_err(e(&what("q norm")))?, g.mul(k, kn).map_err(e(&what("k norm")))?)
-            }
+            Some((qn, kn)) => (
+                rms_norm_mul(g, q, qn, cfg.rms_eps, what("q norm"))?,
+                rms_norm_mul(g, k, kn, cfg.rms_eps, what("k norm"))?,
+            ),
             None => (q, k),
         };
         let rope = |g: &mut Graph, x| {
@@ -238,8 +243,7 @@ pub fn build_slots(
         let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;
         let mut attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
         if let Some((pn, _)) = post_norms {
-            attn = g.rms_norm(attn, cfg.rms_eps).map_err(e(&what("post_attention_norm")))?;
-            attn = g.mul(attn, pn).map_err(e(&what("post_attention_norm")))?;
+            attn = rms_norm_mul(g, attn, pn, cfg.rms_eps, what("post_attention_norm"))?;
         }
         x = g.add(x, attn).map_err(e(&what("residual")))?;
         // Feed-forward.
@@ -247,8 +251,7 @@ pub fn build_slots(
         let (wg, wu, wd) =
             (b.param(&blk(il, "ffn_gate"))?, b.param(&blk(il, "ffn_up"))?, b.param(&blk(il, "ffn_down"))?);
         let g = &mut *b.g;
-        let cur = g.rms_norm(x, cfg.rms_eps).map_err(e(&what("ffn_norm")))?;
-        let cur = g.mul(cur, norm_w).map_err(e(&what("ffn_norm")))?;
+        let cur = rms_norm_mul(g, x, norm_w, cfg.rms_eps, what("ffn_norm"))?;
         let gate = g.mul_mat(wg, cur).map_err(e(&what("ffn_gate")))?;
         let up = g.mul_mat(wu, cur).map_err(e(&what("ffn_up")))?;
         let gate = match cfg.arch.ffn {
@@ -259,8 +262,7 @@ pub fn build_slots(
         let h = g.mul(gate, up).map_err(e(&what("gated ffn")))?;
         let mut down = g.mul_mat(wd, h).map_err(e(&what("ffn_down")))?;
         if let Some((_, pn)) = post_norms {
-            down = g.rms_norm(down, cfg.rms_eps).map_err(e(&what("post_ffw_norm")))?;
-            down = g.mul(down, pn).map_err(e(&what("post_ffw_norm")))?;
+            down = rms_norm_mul(g, down, pn, cfg.rms_eps, what("post_ffw_norm"))?;
         }
         x = g.add(x, down).map_err(e(&what("residual")))?;
     }
@@ -270,8 +272,7 @@ pub fn build_slots(
     let norm_w = b.param("output_norm.weight")?;
     let head = if cfg.tied_embeddings { embd } else { b.param("output.weight")? };
     let g = &mut *b.g;
-    let x = g.rms_norm(x, cfg.rms_eps).map_err(e("output_norm"))?;
-    let x = g.mul(x, norm_w).map_err(e("output_norm"))?;
+    let x = rms_norm_mul(g, x, norm_w, cfg.rms_eps, "output_norm".into())?;
     let logits = g.mul_mat(head, x).map_err(e("lm head"))?;
     g.set_name(logits, "logits");
     Ok(Forward { t, tokens, pos, k_rows, v_rows, mask, mask_swa, n_out, out_rows, logits, params: b.params })

@@ -48,22 +48,16 @@ pub fn config(g: &Gguf) -> Result<Config> {
     let n_vocab = embd.ne.get(1).copied().unwrap_or(0);
     let sliding = match (arch.sliding, opt_u32(g, &k("attention.sliding_window"))?) {
         (Some(d), Some(window)) if window > 0 => {
-            if g.get(&k("attention.sliding_window_pattern")).is_some()
-                && g.get_u32(&k("attention.sliding_window_pattern")).is_err()
-            {
-                return Err(RunnerError::Unsupported {
+            let pattern = k("attention.sliding_window_pattern");
+            let period = match g.get(&pattern) {
+                None => d.period,
+                Some(_) => g.get_u32(&pattern).map_err(|_| RunnerError::Unsupported {
                     file: g.name().to_string(),
-                    reason: format!(
-                        "{} as a per-layer array (only a period is implemented)",
-                        k("attention.sliding_window_pattern")
-                    ),
-                });
-            }
-            Some(Sliding {
-                window: window as usize,
-                period: opt_u32(g, &k("attention.sliding_window_pattern"))?.map_or(d.period, |v| v as usize),
-                rope_theta: opt_f32(g, &k("rope.freq_base_swa"))?.unwrap_or(d.rope_theta),
-            })
+                    reason: format!("{pattern} other than one period (a per-layer array is not implemented)"),
+                })? as usize,
+            };
+            let rope_theta = opt_f32(g, &k("rope.freq_base_swa"))?.unwrap_or(d.rope_theta);
+            Some(Sliding { window: window as usize, period, rope_theta })
         }
         _ => None,
     };
