@@ -2,9 +2,11 @@
 //! public reference: greedy, no BOS, "The capital of France is" tokenizes to
 //! [504, 3575, 282, 4649, 314] and continues 7042 " Paris", 30 ".", 198 "\n", 198 "\n", 504 "The";
 //! alone and batched with other sequences at other positions, with backend and CPU sampling, on
-//! the CPU backend (and on Vulkan where a device exists).
+//! the CPU backend (and on Vulkan where a device exists). And five prompts of llama.cpp's own
+//! greedy decoding, 64 tokens each (`tests/data/smollm2_greedy.json`, one prompt 832 tokens long),
+//! teacher-forced and free-running, alone and batched, by the rules of `common::reference`.
 
-#![allow(clippy::print_stderr)] // a skipped Vulkan test says so loudly
+#![allow(clippy::print_stderr, clippy::print_stdout)] // a skipped Vulkan test says so loudly; reports
 
 mod common;
 
@@ -18,6 +20,22 @@ const CONTINUATION: [u32; 5] = [7042, 30, 198, 198, 504];
 
 fn model() -> Arc<Model> {
     common::smollm2()
+}
+
+fn reference_cases() -> Vec<common::reference::Case> {
+    common::reference::cases(include_str!("data/smollm2_greedy.json"))
+}
+
+#[test]
+fn five_prompts_tokenize_and_decode_as_llama_cpp_teacher_forced() {
+    let (m, cases) = (model(), reference_cases());
+    common::reference::check_prompts(&m, &cases);
+    common::reference::check_teacher_forced(&m, &cases);
+}
+
+#[test]
+fn five_prompts_decode_as_llama_cpp_alone_and_batched() {
+    common::reference::check_alone_and_batched(&model(), &reference_cases());
 }
 
 /// Generates `n` tokens per sequence (the first from the prompt's logits).

@@ -2,6 +2,8 @@
 //! the Gemma 3 270M file, and the skip of a Vulkan test without a device.
 #![allow(dead_code, clippy::print_stderr)]
 
+pub mod reference;
+
 use runner::Model;
 use std::sync::{Arc, OnceLock};
 

@@ -1,4 +1,5 @@
-# Greedy decoding of Gemma 3 270M (Q4_K_M) with llama.cpp, for crates/runner/tests/gemma3.rs.
+# Greedy decoding of Gemma 3 270M (Q4_K_M) or SmolLM2-135M-Instruct (Q4_1) with llama.cpp, for
+# crates/runner/tests/gemma3.rs and smollm2.rs.
 # Writes, per prompt, llama.cpp's prompt tokens (BOS added, special tokens parsed), the 64 tokens
 # it chooses greedily (the argmax of each step's raw logits) and each step's gap between its two
 # largest logits. The prompt is decoded in one batch, then one token per step, on the CPU, without
@@ -7,30 +8,36 @@
 # change among the 10 largest) when the same tokens go through its flash-attention path: the
 # scale of llama.cpp's own arithmetic noise on this model.
 #
-# Run (llama-cpp-python 0.3.36 and numpy installed; the model fetched by
-# `cargo xtask fetch-model gemma3`):
-#   python3 crates/runner/tests/data/gemma3_greedy_ref.py target/models/gemma-3-270m-q4_k_m.gguf \
+# Run (llama-cpp-python 0.3.36 and numpy installed; the models fetched by
+# `cargo xtask fetch-model gemma3` and `cargo xtask fetch-model`):
+#   python3 crates/runner/tests/data/greedy_ref.py gemma3 target/models/gemma-3-270m-q4_k_m.gguf \
 #       > crates/runner/tests/data/gemma3_greedy.json
+#   python3 crates/runner/tests/data/greedy_ref.py smollm2 target/models/SmolLM2-135M-Instruct.Q4_1.gguf \
+#       > crates/runner/tests/data/smollm2_greedy.json
 import ctypes, json, sys
 import numpy as np
 import llama_cpp as lc
 
 N = 64
-# A text long enough that prompt plus generation pass 600 positions: the 512-token sliding
+# A text long enough that prompt plus generation pass 600 positions: Gemma 3's 512-token sliding
 # window of five layers in six then hides the start of the prompt from them.
 LONG = " ".join(
     f"Day {i}: the farmer counted {i * 7 % 23 + 2} sheep, {i * 5 % 11 + 1} cows and {i % 4 + 1} dogs."
     for i in range(1, 41)
 ) + " On the last day the farmer counted"
+CHAT = {
+    "gemma3": "<start_of_turn>user\nWrite a haiku about autumn leaves.<end_of_turn>\n<start_of_turn>model\n",
+    "smollm2": "<|im_start|>user\nWrite a haiku about autumn leaves.<|im_end|>\n<|im_start|>assistant\n",
+}
+which, model_path = sys.argv[1], sys.argv[2]
 PROMPTS = [
     ("capital", "The capital of France is"),
     ("story", "Once upon a time, in a small village by the sea,"),
-    ("chat", "<start_of_turn>user\nWrite a haiku about autumn leaves.<end_of_turn>\n<start_of_turn>model\n"),
+    ("chat", CHAT[which]),
     ("code", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"),
     ("long", LONG),
 ]
 
-model_path = sys.argv[1]
 lc.llama_backend_init()
 mp = lc.llama_model_default_params()
 model = lc.llama_model_load_from_file(model_path.encode(), mp)
@@ -38,9 +45,9 @@ vocab = lc.llama_model_get_vocab(model)
 nv = lc.llama_vocab_n_tokens(vocab)
 out = {
     "generated_by": f"llama.cpp through llama-cpp-python {lc.__version__} (CPU), "
-    "gemma-3-270m-q4_k_m.gguf, flash attention off, greedy on the raw logits; "
+    f"{model_path.split('/')[-1]}, flash attention off, greedy on the raw logits; "
     "margins: top-1 minus top-2 logit; flash_attention_moves: see the script's header",
-    "command": "python3 crates/runner/tests/data/gemma3_greedy_ref.py target/models/gemma-3-270m-q4_k_m.gguf",
+    "command": f"python3 crates/runner/tests/data/greedy_ref.py {which} {model_path}",
     "cases": [],
 }
 def run(prompt, flash, forced=None):
