@@ -64,7 +64,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 /// One plain read pass over every weight byte (summing 8-byte words), median of 5.
 fn weight_pass(m: &Model) -> Duration {
-    let tensors: Vec<&[u8]> = m.weights.names().map(|n| m.weights.get(n).expect("listed").data.as_slice()).collect();
+    let tensors: Vec<&[u8]> = m.weights.names().map(|n| &m.weights.get(n).expect("listed").data[..]).collect();
     let runs = (0..5)
         .map(|_| {
             let t = Instant::now();

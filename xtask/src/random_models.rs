@@ -83,7 +83,7 @@ pub fn make(name: &str, seed: u64) -> Result<Model> {
         } else {
             let values: Vec<f64> =
                 t.data.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes")))).collect();
-            conformance::quant::quantize(dtype, &values)
+            conformance::quant::quantize(dtype, &values).into()
         };
         weights.insert(n, Tensor { dtype, ne: t.ne.clone(), data });
     }

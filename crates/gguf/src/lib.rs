@@ -5,7 +5,8 @@
 //! # API summary
 //!
 //! ```text
-//! Gguf::open(path) / Gguf::from_bytes(name, bytes) -> Result<Gguf, GgufError>   // owns the bytes
+//! Gguf::open(path) -> Result<Gguf, GgufError>                 // maps the file (no copy)
+//! Gguf::from_bytes(name, bytes) -> Result<Gguf, GgufError>   // owns the bytes
 //! g.version() -> u32                       g.alignment() -> usize      g.name() -> &str
 //! g.metadata() -> &[(String, Value)]       // in file order
 //! g.get(key) -> Option<&Value>
@@ -14,6 +15,7 @@
 //! g.tensors() -> &[TensorInfo]             // name, dtype: graph::DType, ne (ggml order), offset, size
 //! g.tensor(name) -> Result<(&TensorInfo, &[u8])>                 // MissingTensor
 //! g.tensor_expect(name, &[ne0, ne1]) -> Result<(&TensorInfo, &[u8])>   // WrongShape
+//! g.data_of(&info) -> Bytes                // a tensor's data as a shared handle (no copy)
 //! write::Writer::from_gguf(&g).set(key, value).bytes() -> Vec<u8>   // a file written back, changed
 //! ```
 //!
@@ -26,20 +28,23 @@
 //! bytes that remain, every string and array length likewise (array nesting at most 4 deep),
 //! strings are UTF-8, bool bytes are 0 or 1, no key or tensor name appears twice,
 //! `general.alignment` (default 32) is a u32 power of two, each tensor has 1 to 4 dimensions, a
-//! known ggml type (f32 0, f16 1, q4_0 2, q4_1 3, q8_0 8, i32 26, bf16 30; others are
+//! known ggml type (f32 0, f16 1, q4_0 2, q4_1 3, q5_0 6, q5_1 7, q8_0 8, q4_K 12, q5_K 13,
+//! q6_K 14, i32 26, bf16 30; others are
 //! [`GgufError::UnknownDType`] naming the tensor and type id), `ne[0]` a multiple of its block
 //! size, a byte size that does not overflow, and an aligned offset whose data lies inside the data
 //! section.
 //!
 //! Modules: `parse` (the reader), `value` ([`Value`]), `tensor` ([`TensorInfo`], ggml type ids),
-//! `error` ([`GgufError`]).
+//! `bytes` ([`Bytes`]: the file mapped or owned), `error` ([`GgufError`]).
 
+mod bytes;
 mod error;
 mod parse;
 mod tensor;
 mod value;
 pub mod write;
 
+pub use bytes::Bytes;
 pub use error::GgufError;
 pub use parse::DEFAULT_ALIGNMENT;
 pub use tensor::{TensorInfo, ggml_type_id};
@@ -52,7 +57,7 @@ use std::path::Path;
 #[derive(Debug)]
 pub struct Gguf {
     name: String,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     version: u32,
     metadata: Vec<(String, Value)>,
     keys: HashMap<String, usize>,
@@ -63,15 +68,20 @@ pub struct Gguf {
 }
 
 impl Gguf {
-    /// Reads and parses the file at `path` (errors name it as given).
+    /// Maps and parses the file at `path` (errors name it as given); tensor data is read from the
+    /// mapping, never copied ([`Gguf::data_of`]).
     pub fn open(path: &Path) -> Result<Gguf, GgufError> {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| GgufError::Io { file: name.clone(), source })?;
-        Gguf::from_bytes(&name, bytes)
+        let bytes = Bytes::map(path).map_err(|source| GgufError::Io { file: name.clone(), source })?;
+        Gguf::parse(&name, bytes)
     }
 
     /// Parses `bytes`; `name` is the file name errors give.
     pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Gguf, GgufError> {
+        Gguf::parse(name, Bytes::from(bytes))
+    }
+
+    fn parse(name: &str, bytes: Bytes) -> Result<Gguf, GgufError> {
         let p = parse::parse(name, &bytes)?;
         Ok(Gguf {
             name: name.to_string(),
@@ -204,6 +214,13 @@ impl Gguf {
         let start = self.data_start + t.offset;
         // in bounds: checked when the file was parsed
         Ok((t, &self.bytes[start..start + t.size]))
+    }
+
+    /// The data of tensor `t` (one of [`Gguf::tensors`]) as a handle sharing the file's bytes.
+    pub fn data_of(&self, t: &TensorInfo) -> Bytes {
+        let start = self.data_start + t.offset;
+        // in bounds: checked when the file was parsed
+        self.bytes.slice(start..start + t.size)
     }
 
     /// The tensor `name` and its bytes, which must have shape `ne` (ggml order; trailing 1s on

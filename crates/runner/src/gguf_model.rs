@@ -132,8 +132,8 @@ impl Model {
         let config = config(&g)?;
         let mut weights = Weights::new();
         for (name, ne) in expected(&config) {
-            let (info, bytes) = g.tensor_expect(&name, &ne).map_err(RunnerError::gguf)?;
-            weights.insert(name, Tensor { dtype: info.dtype, ne, data: bytes.to_vec() });
+            let (info, _) = g.tensor_expect(&name, &ne).map_err(RunnerError::gguf)?;
+            weights.insert(name, Tensor { dtype: info.dtype, ne, data: g.data_of(info) });
         }
         let tokenizer = tokenizer(&g)?;
         if tokenizer.n_vocab() != config.n_vocab {

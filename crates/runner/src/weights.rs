@@ -1,4 +1,5 @@
-//! `Weights`: the model's tensors by GGUF name (dtype, ggml shape, raw little-endian bytes), the
+//! `Weights`: the model's tensors by GGUF name (dtype, ggml shape, raw little-endian bytes, shared
+//! with the mapped model file), the
 //! list of tensors a [`Config`] needs with their shapes, and seeded random weights for the demo
 //! model (no download needed).
 
@@ -14,8 +15,9 @@ pub struct Tensor {
     pub dtype: DType,
     /// Shape, ggml order.
     pub ne: Vec<usize>,
-    /// Raw bytes.
-    pub data: Vec<u8>,
+    /// Raw bytes: a range of the mapped model file for a loaded model (never copied out of it), or
+    /// owned bytes (`Vec<u8>::into()`).
+    pub data: gguf::Bytes,
 }
 
 /// The model's tensors by name.
@@ -147,7 +149,7 @@ impl Weights {
                     }
                 }
             }
-            w.insert(name, Tensor { dtype: t_dtype, ne, data });
+            w.insert(name, Tensor { dtype: t_dtype, ne, data: data.into() });
         }
         Ok(w)
     }

@@ -30,6 +30,8 @@ fn the_prompts_tokenize_as_llama_cpp() {
     reference::check_prompts(&m, &cases());
     assert_eq!((m.config.n_vocab, m.config.n_layer, m.config.arch.name), (262_144, 18, "gemma3"));
     assert_eq!(m.config.sliding.map(|s| (s.window, s.period)), Some((512, 6)));
+    // the weights are ranges of the mapped file, not copies
+    assert!(m.weights.names().all(|n| m.weights.get(n).unwrap().data.is_mapped()));
 }
 
 #[test]
