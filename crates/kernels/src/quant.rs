@@ -536,22 +536,19 @@ mod x86 {
             out[0] = dot(t.f, t.w, t.a, t.nblocks);
             return;
         }
-        if t.f.is_k() {
-            // the K-quants have no tile of their own: each pair is its dot
-            for r in 0..t.rows {
-                for c in 0..t.cols {
-                    out[r * t.cols + c] = dot(t.f, &t.w[r * t.wstride..], &t.a[c * t.astride..], t.nblocks);
-                }
-            }
-            return;
-        }
         macro_rules! shapes {
             ($(($r:literal, $c:literal)),*) => {
                 match (t.rows, t.cols) {
                     $(($r, $c) => {
                         let mut o = [[0.0f32; $c]; $r];
                         // SAFETY: forwarded from the caller.
-                        unsafe { tile::<$r, $c>(t, &mut o) };
+                        unsafe {
+                            if t.f.is_k() {
+                                super::kquants::x86::tile::<$r, $c>(t, &mut o)
+                            } else {
+                                tile::<$r, $c>(t, &mut o)
+                            }
+                        };
                         for (r, row) in o.iter().enumerate() {
                             out[r * $c..(r + 1) * $c].copy_from_slice(row);
                         }

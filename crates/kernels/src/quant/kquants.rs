@@ -23,8 +23,9 @@
 //! with their scales into 8 `i32` lanes (lane `l` holds the elements `4l..4l+4` of every 32-element
 //! chunk), then one FMA per lane by `d_w * d_a`; the mins term (`dmin * sum m * bsum`) goes to 4 f32
 //! lanes by FMA for `q4_K` and to one f32 by FMA for `q5_K`; the lanes are reduced as ggml does.
-//! The portable form ([`dot_portable`]) performs the same f32 operations in the same order, so the
-//! two are bit-identical (tested).
+//! On x86 it is a register tile (`x86::tile`: each weight block unpacked once for up to 4 columns,
+//! the lone dot its 1 x 1 case); the portable form ([`dot_portable`]) performs the same f32
+//! operations in the same order, so the two are bit-identical (tested).
 
 use super::{Format, QK_K, half_at, hsum8};
 
@@ -217,122 +218,182 @@ pub fn dot_portable(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
+    //! ggml's AVX2 `vec_dot_qN_K_q8_K` arithmetic (see the module doc) as a register tile: `R`
+    //! weight rows times `C` activation columns, each weight block unpacked once for the `C`
+    //! columns and each activation block's quants loaded once for the `R` rows. Every pair keeps
+    //! its own accumulators and adds the same terms as a lone dot ([`dot`], the 1 x 1 tile; its
+    //! integer sums are exact in any order), so each result is that dot's, bit for bit.
+
     use super::{Format, Q8K_BYTES, Q8K_QS, Q8K_SUMS, q8k_d, scales_mins};
+    use crate::quant::Tile;
     use std::arch::x86_64::*;
 
-    /// ggml's AVX2 `vec_dot_qN_K_q8_K` arithmetic for `nblocks` blocks of `f` (see the module doc).
+    /// The dot product of `nblocks` blocks of `f` with `q8_K` activations.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(in crate::quant) fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
-        let wb = f.block_bytes();
-        assert!(f.is_k() && w.len() >= nblocks * wb && a.len() >= nblocks * Q8K_BYTES);
+        let t = Tile { f, w, wstride: 0, rows: 1, a, astride: 0, cols: 1, nblocks };
+        let mut o = [[0.0f32; 1]; 1];
+        // SAFETY: the CPU has the features `tile` needs (this function's own); it reads through
+        // bounds-checked slices.
+        unsafe { tile::<1, 1>(&t, &mut o) };
+        o[0][0]
+    }
+
+    /// One weight block unpacked: its 8 chunks of 32 quants (chunk `k` pairs with activations
+    /// `32k..32k+32`), each chunk's scales as 16 `i16` lanes, and its block scalars.
+    #[derive(Clone, Copy)]
+    struct Block {
+        q: [__m256i; 8],
+        scale: [__m256i; 8],
+        d: f32,
+        dmin: f32,
+        mins: __m128i,
+    }
+
+    /// Unpacks the block of `f` at `b` (one whole block).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn unpack(f: Format, b: &[u8]) -> Block {
         let m4 = _mm256_set1_epi8(15);
-        let mut acc = _mm256_setzero_ps();
-        let mut acc_m = _mm_setzero_ps();
-        let mut summs = 0.0f32;
-        for i in 0..nblocks {
-            let (wblk, ablk) = (&w[i * wb..(i + 1) * wb], &a[i * Q8K_BYTES..(i + 1) * Q8K_BYTES]);
-            let da = q8k_d(ablk);
-            // SAFETY: `wblk` is one whole block of `f` and `ablk` one `q8_K` block (sliced above);
-            // every load below lies inside them; unaligned loads only.
-            unsafe {
-                let q8 = ablk.as_ptr().add(Q8K_QS);
-                let mut sumi = _mm256_setzero_si256();
-                let d = if f == Format::Q6K {
-                    let (ql, qh) = (wblk.as_ptr(), wblk.as_ptr().add(128));
-                    let m2 = _mm256_set1_epi8(3);
+        let mut q = [_mm256_setzero_si256(); 8];
+        let mut scale = [_mm256_setzero_si256(); 8];
+        // SAFETY: `b` is one whole block of `f`; every load lies inside it; unaligned loads only.
+        unsafe {
+            if f == Format::Q6K {
+                let (ql, qh) = (b.as_ptr(), b.as_ptr().add(128));
+                let m2 = _mm256_set1_epi8(3);
+                for h in 0..2 {
+                    let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());
+                    let l2 = _mm256_loadu_si256(ql.add(64 * h + 32).cast());
+                    let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
+                    let lows = [
+                        _mm256_and_si256(l1, m4),
+                        _mm256_and_si256(l2, m4),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(l2), m4),
+                    ];
+                    let highs = [
+                        _mm256_and_si256(hb, m2),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(hb), m2),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(hb), m2),
+                        _mm256_and_si256(_mm256_srli_epi16::<6>(hb), m2),
+                    ];
+                    for k in 0..4 {
+                        q[4 * h + k] = _mm256_or_si256(lows[k], _mm256_slli_epi16::<4>(highs[k]));
+                        let g = 8 * h + 2 * k;
+                        let (s0, s1) = (b[192 + g] as i8, b[192 + g + 1] as i8);
+                        scale[4 * h + k] =
+                            _mm256_setr_m128i(_mm_set1_epi16(i16::from(s0)), _mm_set1_epi16(i16::from(s1)));
+                    }
+                }
+                return Block { q, scale, d: super::half_at(b, 208), dmin: 0.0, mins: _mm_setzero_si128() };
+            }
+            let (sc, mn) = scales_mins(&b[4..16]);
+            let qs = b.as_ptr().add(if f == Format::Q4K { 16 } else { 48 });
+            let hb =
+                if f == Format::Q5K { _mm256_loadu_si256(b.as_ptr().add(16).cast()) } else { _mm256_setzero_si256() };
+            let one = _mm256_set1_epi8(1);
+            for j in 0..4 {
+                let bits = _mm256_loadu_si256(qs.add(32 * j).cast());
+                let mut lo = _mm256_and_si256(bits, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+                if f == Format::Q5K {
+                    let shifted = _mm256_srlv_epi32(hb, _mm256_set1_epi32(2 * j as i32));
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(_mm256_and_si256(shifted, one)));
+                    let b1 = _mm256_and_si256(_mm256_srli_epi16::<1>(shifted), one);
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(b1));
+                }
+                (q[2 * j], q[2 * j + 1]) = (lo, hi);
+                (scale[2 * j], scale[2 * j + 1]) =
+                    (_mm256_set1_epi16(sc[2 * j] as i16), _mm256_set1_epi16(sc[2 * j + 1] as i16));
+            }
+            let mins = _mm_setr_epi16(
+                mn[0] as i16,
+                mn[1] as i16,
+                mn[2] as i16,
+                mn[3] as i16,
+                mn[4] as i16,
+                mn[5] as i16,
+                mn[6] as i16,
+                mn[7] as i16,
+            );
+            Block { q, scale, d: super::half_at(b, 0), dmin: super::half_at(b, 2), mins }
+        }
+    }
+
+    /// The `R x C` tile of `t` (K-quant weights) into `out`; a block outside `t`'s slices panics.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(in crate::quant) unsafe fn tile<const R: usize, const C: usize>(t: &Tile<'_>, out: &mut [[f32; C]; R]) {
+        let (f, wb) = (t.f, t.f.block_bytes());
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let mut acc_m = [[_mm_setzero_ps(); C]; R];
+        let mut summs = [[0.0f32; C]; R];
+        for i in 0..t.nblocks {
+            let blocks: [Block; R] = std::array::from_fn(|r| {
+                let o = r * t.wstride + i * wb;
+                // SAFETY: the slice is one whole block (a bounds-checked range of `t.w`).
+                unsafe { unpack(f, &t.w[o..o + wb]) }
+            });
+            for c in 0..C {
+                let o = c * t.astride + i * Q8K_BYTES;
+                let ab = &t.a[o..o + Q8K_BYTES];
+                let da = q8k_d(ab);
+                // SAFETY: `ab` is one whole `q8_K` block; unaligned loads inside it only.
+                unsafe {
+                    let a: [__m256i; 8] =
+                        std::array::from_fn(|k| _mm256_loadu_si256(ab.as_ptr().add(Q8K_QS + 32 * k).cast()));
                     let m32 = _mm256_set1_epi8(32);
-                    for h in 0..2 {
-                        let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());
-                        let l2 = _mm256_loadu_si256(ql.add(64 * h + 32).cast());
-                        let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
-                        let lows = [
-                            _mm256_and_si256(l1, m4),
-                            _mm256_and_si256(l2, m4),
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(l2), m4),
-                        ];
-                        let highs = [
-                            _mm256_and_si256(hb, m2),
-                            _mm256_and_si256(_mm256_srli_epi16::<2>(hb), m2),
-                            _mm256_and_si256(_mm256_srli_epi16::<4>(hb), m2),
-                            _mm256_and_si256(_mm256_srli_epi16::<6>(hb), m2),
-                        ];
-                        for k in 0..4 {
-                            let q = _mm256_or_si256(lows[k], _mm256_slli_epi16::<4>(highs[k]));
-                            let a8 = _mm256_loadu_si256(q8.add(128 * h + 32 * k).cast());
-                            // (q - 32) * a as q * a - 32 * a, pairs summed in 16 bits
-                            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a8), _mm256_maddubs_epi16(m32, a8));
-                            let g = 8 * h + 2 * k;
-                            let (s0, s1) = (wblk[192 + g] as i8, wblk[192 + g + 1] as i8);
-                            let sc = _mm256_setr_m128i(_mm_set1_epi16(i16::from(s0)), _mm_set1_epi16(i16::from(s1)));
-                            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, p));
-                        }
-                    }
-                    da * super::half_at(wblk, 208)
-                } else {
-                    let (sc, mn) = scales_mins(&wblk[4..16]);
-                    let dmin = -da * super::half_at(wblk, 2);
-                    // the mins term: bsums paired into sub-block sums, times the mins, 4 lanes
-                    let bs = _mm256_loadu_si256(ablk.as_ptr().add(Q8K_SUMS).cast());
-                    let sums32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256::<1>(bs));
-                    let mins = _mm_setr_epi16(
-                        mn[0] as i16,
-                        mn[1] as i16,
-                        mn[2] as i16,
-                        mn[3] as i16,
-                        mn[4] as i16,
-                        mn[5] as i16,
-                        mn[6] as i16,
-                        mn[7] as i16,
-                    );
-                    let prod = _mm_madd_epi16(mins, sums32);
-                    if f == Format::Q4K {
-                        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+                    let bias: [__m256i; 8] = if f == Format::Q6K {
+                        std::array::from_fn(|k| _mm256_maddubs_epi16(m32, a[k]))
                     } else {
-                        let mut p = [0i32; 4];
-                        _mm_storeu_si128(p.as_mut_ptr().cast(), prod);
-                        summs = dmin.mul_add(p.iter().sum::<i32>() as f32, summs);
-                    }
-                    let qs = wblk.as_ptr().add(if f == Format::Q4K { 16 } else { 48 });
-                    let hb = if f == Format::Q5K {
-                        _mm256_loadu_si256(wblk.as_ptr().add(16).cast())
-                    } else {
-                        _mm256_setzero_si256()
+                        [_mm256_setzero_si256(); 8]
                     };
-                    let one = _mm256_set1_epi8(1);
-                    for j in 0..4 {
-                        let bits = _mm256_loadu_si256(qs.add(32 * j).cast());
-                        let mut lo = _mm256_and_si256(bits, m4);
-                        let mut hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
-                        if f == Format::Q5K {
-                            // bit 2j (low) and 2j+1 (high) of each qh byte, moved to bit 4
-                            let shifted = _mm256_srlv_epi32(hb, _mm256_set1_epi32(2 * j as i32));
-                            let b0 = _mm256_and_si256(shifted, one);
-                            let b1 = _mm256_and_si256(_mm256_srli_epi16::<1>(shifted), one);
-                            lo = _mm256_or_si256(lo, _mm256_slli_epi16::<4>(b0));
-                            hi = _mm256_or_si256(hi, _mm256_slli_epi16::<4>(b1));
+                    let sums32 = if f == Format::Q6K {
+                        _mm_setzero_si128()
+                    } else {
+                        let bs = _mm256_loadu_si256(ab.as_ptr().add(Q8K_SUMS).cast());
+                        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256::<1>(bs))
+                    };
+                    for (r, blk) in blocks.iter().enumerate() {
+                        let mut sumi = _mm256_setzero_si256();
+                        for k in 0..8 {
+                            let mut p = _mm256_maddubs_epi16(blk.q[k], a[k]);
+                            if f == Format::Q6K {
+                                p = _mm256_sub_epi16(p, bias[k]);
+                            }
+                            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(blk.scale[k], p));
                         }
-                        let al = _mm256_loadu_si256(q8.add(64 * j).cast());
-                        let ah = _mm256_loadu_si256(q8.add(64 * j + 32).cast());
-                        let pl = _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * j] as i16), _mm256_maddubs_epi16(lo, al));
-                        let ph =
-                            _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * j + 1] as i16), _mm256_maddubs_epi16(hi, ah));
-                        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+                        if f != Format::Q6K {
+                            let dmin = -da * blk.dmin;
+                            let prod = _mm_madd_epi16(blk.mins, sums32);
+                            if f == Format::Q4K {
+                                acc_m[r][c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r][c]);
+                            } else {
+                                let mut p = [0i32; 4];
+                                _mm_storeu_si128(p.as_mut_ptr().cast(), prod);
+                                summs[r][c] = dmin.mul_add(p.iter().sum::<i32>() as f32, summs[r][c]);
+                            }
+                        }
+                        let d = da * blk.d;
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r][c]);
                     }
-                    da * super::half_at(wblk, 0)
-                };
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+                }
             }
         }
-        let mut l = [0.0f32; 8];
-        let mut m = [0.0f32; 4];
-        // SAFETY: plain stores into local arrays of the right sizes.
-        unsafe {
-            _mm256_storeu_ps(l.as_mut_ptr(), acc);
-            _mm_storeu_ps(m.as_mut_ptr(), acc_m);
+        for r in 0..R {
+            for c in 0..C {
+                let mut l = [0.0f32; 8];
+                let mut m = [0.0f32; 4];
+                // SAFETY: plain stores into local arrays of the right sizes.
+                unsafe {
+                    _mm256_storeu_ps(l.as_mut_ptr(), acc[r][c]);
+                    _mm_storeu_ps(m.as_mut_ptr(), acc_m[r][c]);
+                }
+                let mins = (m[0] + m[2]) + (m[1] + m[3]);
+                out[r][c] = super::hsum8(&l) + if f == Format::Q4K { mins } else { summs[r][c] };
+            }
         }
-        let mins = (m[0] + m[2]) + (m[1] + m[3]);
-        super::hsum8(&l) + if f == Format::Q4K { mins } else { summs }
     }
 }
 
