@@ -47,21 +47,32 @@ pub const TOKEN_TYPE_CONTROL: i32 = 3;
 const TOKEN_TYPES_VERBATIM: [i32; 3] = [2, 3, 4];
 /// GGUF token type of a normal token (byte-level characters decoded to bytes).
 const TOKEN_TYPE_NORMAL: i32 = 1;
-/// The texts llama.cpp treats as end of generation wherever a vocabulary holds them (besides the
-/// EOS and EOT ids of the metadata).
-const EOG_TEXTS: [&str; 12] = [
+/// The texts llama.cpp (as of llama-cpp-python 0.3.36's `llama-vocab.cpp`) treats as end of
+/// generation wherever a vocabulary holds them, besides the EOS and EOT ids of the metadata; it
+/// also makes them control tokens when the file does not.
+const EOG_TEXTS: [&str; 22] = [
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
     "<|return|>",
     "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
     "_<EOT>",
+    "[EOT]",
+    "[EOS]",
     "<|end_of_text|>",
     "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
 ];
 
 /// The byte a byte-level BPE character stands for (GPT-2's byte-to-character table, inverted):

@@ -55,6 +55,12 @@ fn metadata_is_gemmas() {
     assert!(t.is_eog(1), "<eos> ends generation");
     assert!(t.is_eog(106), "<end_of_turn> ends generation");
     assert!(!t.is_eog(105), "<start_of_turn> does not");
+    // llama.cpp's end-of-generation set for this file: <eos>, <end_of_turn> and </s> (a text on its
+    // list, made a control token though the file says normal), nothing else
+    let eog: Vec<u32> = (0..262_144).filter(|&i| t.is_eog(i)).collect();
+    assert_eq!(eog, [1, 106, 212]);
+    // llama-cpp-python 0.3.36: tokenize(b"a</s>b", add_bos=True, special=True)
+    assert_eq!(t.encode("a</s>b").unwrap(), [2, 236746, 212, 236763], "</s> matched whole");
     let v = t.grammar_vocab();
     assert_eq!(v.piece(236743), b" ", "\u{2581} is a space");
     assert_eq!(v.piece(238 + 0x41), b"A", "<0x41> is its byte");
