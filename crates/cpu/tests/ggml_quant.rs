@@ -113,3 +113,33 @@ fn mul_mat_matches_ggml() {
         }
     }
 }
+
+#[test]
+fn k_quant_activations_quantize_exactly_as_ggml() {
+    // q8_K blocks of random values, an all-zero block, one whose largest magnitude is subnormal
+    // (-127 / max overflows: every product is infinite or NaN), NaNs, infinities and exact halves
+    let mut rng = Rng::new(303);
+    let mut x = rng.vec(256 * 8, -3.0, 3.0);
+    x[256..512].fill(0.0);
+    for (i, v) in x[512..768].iter_mut().enumerate() {
+        *v = if i % 3 == 0 {
+            1e-40
+        } else if i % 3 == 1 {
+            -2e-41
+        } else {
+            0.0
+        };
+    }
+    x[768 + 5] = f32::NAN;
+    x[1024 + 9] = f32::INFINITY;
+    x[1280] = 127.0; // then halves: 0.5, 1.5, ... round to even
+    for (i, v) in x[1281..1290].iter_mut().enumerate() {
+        *v = i as f32 + 0.5;
+    }
+    let ours = {
+        let mut out = vec![0u8; 8 * 292];
+        kernels::quant::kquants::quantize_q8k(&x, &mut out);
+        out
+    };
+    assert_eq!(ours, ggml::quantize_q8k(&x));
+}

@@ -67,6 +67,20 @@ impl Ty {
     }
 }
 
+/// ggml's activation quantizer for the K-quants (`quantize_row_q8_K`, through the type traits):
+/// `x` (a multiple of 256 long) as `q8_K` blocks (`d` f32, 256 `i8`, 16 `i16` sums; 292 bytes each).
+/// The output starts zeroed (ggml leaves an all-zero block's sums unwritten).
+pub fn quantize_q8k(x: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; x.len() / 256 * 292];
+    // SAFETY: plain FFI; `x` holds `x.len()` floats and `out` that many q8_K blocks' bytes.
+    unsafe {
+        let traits = sys::ggml_internal_get_type_traits(sys::ggml_type_GGML_TYPE_Q8_K);
+        let from_float = traits.from_float.expect("q8_K has a quantizer");
+        from_float(x.as_ptr(), out.as_mut_ptr().cast(), x.len() as i64);
+    }
+    out
+}
+
 /// One ggml context (arena) and the raw pointer to it.
 #[derive(Debug)]
 pub struct Ctx {

@@ -17,7 +17,8 @@
 //!   element = `d * sc * (q - 32)`.
 //! - `q8_K` (292 bytes, activations only): `d` as f32, 256 `i8`, 16 `i16` sums of each 16 quants.
 //!   ggml's quantizer: `iscale = -127 / max` with `max` the first element of largest magnitude,
-//!   `q = min(127, round_half_even(iscale * x))`, `d = 1 / iscale`; an all-zero block is `d = 0`.
+//!   `q = min(127, nearest_int(iscale * x))` (round half to even), `d = 1 / iscale`; an all-zero
+//!   block is `d = 0`.
 //!
 //! The dot product is ggml's AVX2 `vec_dot_qN_K_q8_K`: per block, exact integer products summed
 //! with their scales into 8 `i32` lanes (lane `l` holds the elements `4l..4l+4` of every 32-element
@@ -129,8 +130,19 @@ pub fn dequantize(f: Format, src: &[u8], out: &mut [f32]) {
     }
 }
 
+/// ggml's `nearest_int`: `v` rounded half to even by adding 1.5 * 2^23 and reading the mantissa
+/// bits, exact for `|v| < 2^22`. Where that does not hold it gives what ggml's release build gives:
+/// 0 for NaN, and for `±inf` (the products of a block whose largest magnitude is subnormal, where
+/// `-127 / max` overflows) `-2^22`, stored as the byte 0. No libm call, so it vectorizes.
+#[inline]
+fn nearest_int(v: f32) -> i32 {
+    let val = v + 12_582_912.0;
+    (val.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
+}
+
 /// Quantizes `x` (a multiple of 256 long) to `q8_K` blocks in `out` as ggml's
-/// `quantize_row_q8_K` does (see the module doc). NaN elements quantize to 0.
+/// `quantize_row_q8_K` does (see the module doc), bit for bit (tested against ggml), NaN and
+/// infinite products included.
 pub fn quantize_q8k(x: &[f32], out: &mut [u8]) {
     for (xb, ob) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(Q8K_BYTES)) {
         let (mut amax, mut max) = (0.0f32, 0.0f32);
@@ -146,8 +158,7 @@ pub fn quantize_q8k(x: &[f32], out: &mut [u8]) {
         let iscale = -127.0 / max;
         let qs = &mut ob[Q8K_QS..Q8K_SUMS];
         for (q, &v) in qs.iter_mut().zip(xb) {
-            // `as` maps NaN to 0, as ggml's rounding by adding 1.5 * 2^23 does
-            *q = ((iscale * v).round_ties_even() as i32).min(127) as i8 as u8;
+            *q = nearest_int(iscale * v).min(127) as i8 as u8;
         }
         for g in 0..QK_K / 16 {
             let s: i32 = ob[Q8K_QS + 16 * g..Q8K_QS + 16 * g + 16].iter().map(|&q| i32::from(q as i8)).sum();
