@@ -1,6 +1,6 @@
 //! Kernels that read quantized tensors (`q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`, `q4_K`, `q5_K`,
-//! `q6_K`), on the `kernels` crate's `quant` row kernels: `mul_mat` with a quantized weight `a` and f32 `b`, and `get_rows` from a
-//! quantized table (the gathered rows dequantized to f32).
+//! `q6_K`), on the `kernels` crate's `quant` row kernels: `mul_mat` with a quantized weight `a` and
+//! f32 `b`, and `get_rows` from a quantized table (the gathered rows dequantized to f32).
 //!
 //! `mul_mat` follows ggml on x86: each column of `b` is first quantized to 8-bit blocks
 //! (`kernels::quant::quantize_act`: `q8_0`, `q8_1` for a `q4_1`/`q5_1` weight, `q8_K` for the
