@@ -9,6 +9,11 @@
 //! cached), then `--steps` decode steps; reported are medians (prefill) and the median decode step.
 //! `d/s/w` is the last decode step's dispatches, submissions and host fence waits (`sched::WorkCounts`,
 //! all zero on the CPU backend). Writes `target/bench/runner.json`.
+//!
+//! With `--llama-python PYTHON` (or `$LLAMA_CPP_PYTHON`: an interpreter with llama-cpp-python
+//! installed) and a model file, llama.cpp runs in the same bench run on the same file, threads,
+//! prompt length and steps, one sequence (`llama_cpp_peer.py`), and each thread count's batch-1 row
+//! is followed by llama.cpp's and the ratio.
 #![allow(clippy::print_stdout)]
 
 use anyhow::{Result, bail};
@@ -48,6 +53,74 @@ struct Args {
     /// Output JSON file (default: target/bench/runner.json in the workspace).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// A Python interpreter with llama-cpp-python, to run llama.cpp beside ours at batch 1
+    /// (default: $LLAMA_CPP_PYTHON; a model file only).
+    #[arg(long)]
+    llama_python: Option<std::path::PathBuf>,
+}
+
+/// The llama.cpp peer script (see the module doc).
+const PEER: &str = include_str!("llama_cpp_peer.py");
+
+/// llama.cpp's batch-1 prefill and decode tokens/s on `model` through `python`, or why not.
+fn llama_cpp(
+    python: &std::path::Path,
+    model: &std::path::Path,
+    threads: usize,
+    args: &Args,
+) -> Result<serde_json::Value> {
+    let script = std::env::temp_dir().join(format!("llama_cpp_peer-{}.py", std::process::id()));
+    std::fs::write(&script, PEER)?;
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .arg(model)
+        .args([threads, args.prompt, args.steps, args.reps].map(|v| v.to_string()))
+        .output();
+    let _ = std::fs::remove_file(&script);
+    let out = out.map_err(|e| anyhow::anyhow!("running {}: {e}", python.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(3).collect();
+        bail!("{} exited with {}: {}", python.display(), out.status, tail.join(" | "));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// llama.cpp's row beside ours at batch 1 and `threads` (when `--llama-python` or
+/// `$LLAMA_CPP_PYTHON` is given and the model is a file), with our/llama.cpp ratios.
+fn peer_row(args: &Args, threads: usize, decode: f64, prefill: f64, rows: &mut Vec<serde_json::Value>) -> Result<()> {
+    let python = args.llama_python.clone().or_else(|| std::env::var_os("LLAMA_CPP_PYTHON").map(Into::into));
+    let (Some(python), Some(file)) = (python, model_file(&args.model)?) else {
+        return Ok(());
+    };
+    match llama_cpp(&python, &file, threads, args) {
+        Ok(v) => {
+            let (p, d) =
+                (v["prefill_tokens_per_s"].as_f64().unwrap_or(0.0), v["decode_tokens_per_s"].as_f64().unwrap_or(0.0));
+            println!(
+                "{:>5} {threads:>7} {:>8} | {p:>12.1} | {d:>11.1}   (llama.cpp {}; ours/llama.cpp: prefill {:.2}x, decode {:.2}x)",
+                1,
+                "llama",
+                v["llama_cpp_python"].as_str().unwrap_or("?"),
+                prefill / p,
+                decode / d
+            );
+            rows.push(serde_json::json!({"batch": 1, "threads": threads, "sampling": "llama.cpp", "llama_cpp": v,
+                "prefill_ratio": prefill / p, "decode_ratio": decode / d}));
+        }
+        Err(e) => println!("llama.cpp beside ours: not measured ({e})"),
+    }
+    Ok(())
+}
+
+/// The file a `--model` value names, where it names one.
+fn model_file(spec: &str) -> Result<Option<std::path::PathBuf>> {
+    Ok(match spec {
+        "random" => None,
+        _ if spec.starts_with("random:") => None,
+        "smollm2" | "gemma3" => Some(crate::fetch_model::fetch_named(spec)?),
+        path => Some(path.into()),
+    })
 }
 
 const CHAINS: [&str; 4] = [
@@ -200,6 +273,9 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                     "submit_ms_per_step": work.submit_ns as f64 / 1e6,
                 }));
                 crate::bench::write_partial(args.out.as_deref(), &doc(&rows))?;
+                if batch == 1 && sampling == Sampling::Backend {
+                    peer_row(&args, threads, decode_tps, prefill_tps, &mut rows)?;
+                }
             }
         }
     }
