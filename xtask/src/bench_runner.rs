@@ -155,11 +155,10 @@ fn weight_pass(m: &Model) -> Duration {
 }
 
 pub(crate) fn load_model(spec: &str) -> Result<Model> {
-    match spec {
-        "random" => Ok(Model::random(Config::demo(), DType::F16, 42)?),
-        _ if spec.starts_with("random:") => crate::random_models::make(&spec["random:".len()..], 42),
-        "smollm2" | "gemma3" => Ok(Model::from_gguf(&crate::fetch_model::fetch_named(spec)?)?),
-        path => Ok(Model::from_gguf(std::path::Path::new(path))?),
+    match (spec, model_file(spec)?) {
+        (_, Some(path)) => Ok(Model::from_gguf(&path)?),
+        ("random", None) => Ok(Model::random(Config::demo(), DType::F16, 42)?),
+        _ => crate::random_models::make(&spec["random:".len()..], 42),
     }
 }
 

@@ -31,41 +31,24 @@ pub fn quantize(dtype: DType, values: &[f64]) -> Vec<u8> {
                 out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
                 out.extend(x.iter().map(|v| (v * id).round() as i8 as u8));
             }
-            DType::Q4_0 => {
-                // the signed value of largest magnitude (the first one on a tie) maps to -8
-                let d = signed_max(&x) / -8.0;
-                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
-                let q = |v: f32| ((v * id + 8.5) as i8).min(15) as u8;
-                out.extend((0..QK / 2).map(|j| q(x[j]) | (q(x[j + QK / 2]) << 4)));
-            }
-            DType::Q4_1 => {
-                let min = x.iter().fold(f32::MAX, |m, &v| if v < m { v } else { m });
-                let max = x.iter().fold(-f32::MAX, |m, &v| if v > m { v } else { m });
-                let d = (max - min) / 15.0;
-                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
-                out.extend_from_slice(&f16::from_f32(min).to_le_bytes());
-                let q = |v: f32| (((v - min) * id + 0.5) as i8).min(15) as u8;
-                out.extend((0..QK / 2).map(|j| q(x[j]) | (q(x[j + QK / 2]) << 4)));
-            }
-            DType::Q5_0 | DType::Q5_1 => {
-                let q: Vec<u8> = if dtype == DType::Q5_0 {
-                    let d = signed_max(&x) / -16.0;
-                    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
+                // the signed value of largest magnitude (the first one on a tie) maps to level 0
+                // (q4_0, q5_0), or the minimum does (q4_1, q5_1)
+                let levels = if matches!(dtype, DType::Q4_0 | DType::Q4_1) { 16.0 } else { 32.0 };
+                let q = if matches!(dtype, DType::Q4_0 | DType::Q5_0) {
+                    let (d, q) = signed_quants(&x, levels);
                     out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
-                    x.iter().map(|&v| ((v * id + 16.5) as i8).min(31) as u8).collect()
+                    q
                 } else {
-                    let min = x.iter().fold(f32::MAX, |m, &v| if v < m { v } else { m });
-                    let max = x.iter().fold(-f32::MAX, |m, &v| if v > m { v } else { m });
-                    let d = (max - min) / 31.0;
-                    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                    let (d, min, q) = min_quants(&x, levels);
                     out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
                     out.extend_from_slice(&f16::from_f32(min).to_le_bytes());
-                    x.iter().map(|&v| (((v - min) * id + 0.5) as i8).min(31) as u8).collect()
+                    q
                 };
-                let qh = q.iter().enumerate().fold(0u32, |h, (j, &v)| h | u32::from(v >> 4) << j);
-                out.extend_from_slice(&qh.to_le_bytes());
+                if matches!(dtype, DType::Q5_0 | DType::Q5_1) {
+                    let qh = q.iter().enumerate().fold(0u32, |h, (j, &v)| h | u32::from(v >> 4) << j);
+                    out.extend_from_slice(&qh.to_le_bytes());
+                }
                 out.extend((0..QK / 2).map(|j| (q[j] & 15) | ((q[j + QK / 2] & 15) << 4)));
             }
             _ => unreachable!("checked above"),
@@ -74,8 +57,10 @@ pub fn quantize(dtype: DType, values: &[f64]) -> Vec<u8> {
     out
 }
 
-/// The first value of largest magnitude, with its sign (ggml's `max` of `q4_0`/`q5_0`).
-fn signed_max(x: &[f32]) -> f32 {
+/// ggml's reference quantizer of `q4_0` / `q5_0` (`levels` 16 / 32): `d = max / -(levels / 2)`
+/// with `max` the first value of largest magnitude, with its sign, and each quant
+/// `min(levels - 1, (int8)(x / d + levels / 2 + 0.5))`.
+fn signed_quants(x: &[f32], levels: f32) -> (f32, Vec<u8>) {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &v in x {
         if amax < v.abs() {
@@ -83,7 +68,21 @@ fn signed_max(x: &[f32]) -> f32 {
             max = v;
         }
     }
-    max
+    let half = levels / 2.0;
+    let d = max / -half;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, x.iter().map(|&v| ((v * id + (half + 0.5)) as i8).min(levels as i8 - 1) as u8).collect())
+}
+
+/// ggml's reference quantizer of `q4_1` / `q5_1` (`levels` 16 / 32): `d = (max - min) / (levels - 1)`
+/// and each quant `min(levels - 1, (int8)((x - min) / d + 0.5))`; returns `d`, `min` and the quants.
+fn min_quants(x: &[f32], levels: f32) -> (f32, f32, Vec<u8>) {
+    let min = x.iter().fold(f32::MAX, |m, &v| if v < m { v } else { m });
+    let max = x.iter().fold(-f32::MAX, |m, &v| if v > m { v } else { m });
+    let d = (max - min) / (levels - 1.0);
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let q = x.iter().map(|&v| (((v - min) * id + 0.5) as i8).min(levels as i8 - 1) as u8).collect();
+    (d, min, q)
 }
 
 /// Rounds to the nearest integer in `[lo, hi]` (0 for NaN).
