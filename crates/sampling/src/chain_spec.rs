@@ -26,6 +26,7 @@
 //! | `grammar` | `file=` (a GBNF grammar, required), `root=root`, `mode=first` (or `optimistic`) |
 //! | `json_schema` | `file=` (a JSON schema, required), `mode=first` |
 //! | `grammar_lazy` | `file=`, `triggers=` (both required), `root=root`, `mode=first` |
+//! | `reasoning_budget` | `budget=-1` (unlimited), `start=`, `end=` (token sequences, both required), `forced=` (token ids; default the first end sequence), `state=idle` (or `counting`: the prompt opened a block) |
 //!
 //! The grammar stages need the vocabulary's token texts ([`SpecContext::vocab`]); their grammars
 //! come from files so that no grammar text has to survive the SPEC's own syntax. A `triggers=`
@@ -34,8 +35,9 @@
 //!
 //! Names may also be written with `-` (llama.cpp's spelling: `top-k`, `min-p`, ...). A missing
 //! `seed` is the default seed given to [`parse`] ([`crate::DEFAULT_SEED`] unless overridden).
-//! DRY's `breakers` and `bad_words`' `words` are token sequences separated by `|`, tokens within
-//! one by spaces: `dry(multiplier=0.8,breakers=13|198 271)`; `ids` and `eos` are token ids
+//! DRY's `breakers`, `bad_words`' `words` and `reasoning_budget`'s `start` and `end` are token
+//! sequences separated by `|`, tokens within one by spaces: `dry(multiplier=0.8,breakers=13|198
+//! 271)`; `ids`, `eos` and `forced` are token ids
 //! separated by spaces. Errors name the stage (index and name) and the
 //! parameter.
 
@@ -343,13 +345,25 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
             st.allow(&["file", "triggers", "root", "mode"])?;
             Box::new(grammar_stage(st, "grammar_lazy", cx)?)
         }
+        "reasoning_budget" => {
+            st.allow(&["budget", "start", "end", "forced", "state"])?;
+            let state = match st.params.get("state").copied().unwrap_or("idle") {
+                "idle" => BudgetState::Idle,
+                "counting" => BudgetState::Counting,
+                s => return Err(st.err(format!("parameter `state`: `{s}` is not `idle` or `counting`"))),
+            };
+            let forced = token_seqs(st, "forced")?.concat();
+            let (start, end) = (token_seqs(st, "start")?, token_seqs(st, "end")?);
+            let vocab = cx.vocab.clone();
+            Box::new(st.wrap(ReasoningBudget::new(st.get("budget", -1)?, &start, &end, &forced, state, vocab))?)
+        }
         "adaptive_p" => {
             st.allow(&["target", "decay", "seed"])?;
             Box::new(st.wrap(AdaptiveP::new(st.get("target", -1.0)?, st.get("decay", 0.9)?, seed()?))?)
         }
         other => {
             return Err(st.err(format!(
-                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos, grammar, json_schema, grammar_lazy)"
+                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos, grammar, json_schema, grammar_lazy, reasoning_budget)"
             )));
         }
     };

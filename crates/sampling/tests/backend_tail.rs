@@ -473,6 +473,9 @@ fn backend_verification_equals_the_cpu_verifier() {
         ("top_k(k=30);temp(t=0);dist(seed=61)", 2),
         ("penalties(last_n=8,repeat=3,present=2);top_k(k=10);greedy", 0),
         ("penalties(last_n=-1,repeat=1.4,freq=0.3,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=59)", 0),
+        // A reasoning budget of 1 re-armed by the often-drafted tokens 7 and 14: drafted outputs
+        // past the budget are forced (11, then 3), whatever the draft proposed.
+        ("reasoning_budget(budget=1,start=7|14,end=3,forced=11 3,state=counting);top_k(k=30);dist(seed=62)", 0),
     ];
     for (spec, suffix) in specs {
         let backend = Box::new(cpu::CpuBackend::new());

@@ -132,13 +132,15 @@ fn speculative_verification_on_vulkan_equals_the_cpu_verifier() {
     // back (16 bytes), and the accepted prefix equals `speculative::verify` on the CPU.
     let Some(probe) = common::vulkan("speculative_verification_on_vulkan_equals_the_cpu_verifier") else { return };
     drop(probe);
-    // The last: whole-history penalties, its counts a device state tensor and each drafted
+    // The fourth: whole-history penalties, its counts a device state tensor and each drafted
     // output's draft added on Vulkan.
     for spec in [
         "top_k(k=30);temp(t=0.8);dist(seed=61)",
         "min_p(p=0.01);temp(t=0.9);dist(seed=62)",
         "greedy",
         "penalties(last_n=-1,repeat=1.3,present=0.5);top_k(k=30);temp(t=0.8);dist(seed=63)",
+        // A reasoning budget: drafted outputs past it are forced (11, then 3) on Vulkan too.
+        "reasoning_budget(budget=1,start=7|14,end=3,forced=11 3,state=counting);top_k(k=30);dist(seed=64)",
     ] {
         let log = Arc::new(Mutex::new(Vec::new()));
         let vk =

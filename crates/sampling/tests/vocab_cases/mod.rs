@@ -472,7 +472,7 @@ pub const AFTER_CUT: [&str; 28] = [
 /// The stages whose state is the token history (dry, the constraints of `samplers/constraints.rs`)
 /// or moves with what they selected (adaptive-p, mirostat's `mu`), on the vocabulary, after a cut, on a sorted and an unsorted list, with a pending
 /// temperature, mixed with penalties; run with resampled steps ([`run_resampled`]).
-pub const HISTORY_CHAINS: [&str; 24] = [
+pub const HISTORY_CHAINS: [&str; 27] = [
     "dry(multiplier=0.8,base=1.75,allowed_length=1,last_n=32);dist(seed=31)",
     "top_k(k=40);dry(multiplier=2,base=2,allowed_length=1);dist(seed=32)",
     "top_k(k=20);dry(multiplier=inf,allowed_length=1,last_n=16);temp(t=0.8);top_p(p=0.9);dist(seed=33)",
@@ -497,10 +497,13 @@ pub const HISTORY_CHAINS: [&str; 24] = [
     "allowed_tokens(ids=1 3 5 7 9 11 40 63 100 70000);temp(t=0.9);dist(seed=50)",
     "min_p(p=0.01);allowed_tokens(ids=0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);dist(seed=51)",
     "top_k(k=20);logit_bias(3=2,5=-inf,1=-1.5,60=1);temp(t=0.8);dist(seed=52)",
+    "reasoning_budget(budget=3,start=5|9 10,end=7 8|11,state=counting);dist(seed=53)",
+    "reasoning_budget(budget=0,start=4,end=6,forced=2 6,state=counting);penalties(last_n=8,repeat=1.3);greedy",
+    "reasoning_budget(budget=2,start=1|3,end=12 13);top_k(k=20);temp(t=0.8);dist(seed=54)",
 ];
 
 /// Where each of [`HISTORY_CHAINS`] runs: everywhere on the backend.
-pub const HISTORY_PLACEMENTS: [&str; 24] = [
+pub const HISTORY_PLACEMENTS: [&str; 27] = [
     "+dry +dist",
     "+top_k +dry +dist",
     "+top_k +dry +temp +top_p +dist",
@@ -525,6 +528,9 @@ pub const HISTORY_PLACEMENTS: [&str; 24] = [
     "+allowed_tokens +temp +dist",
     "+min_p +allowed_tokens +dist",
     "+top_k +logit_bias +temp +dist",
+    "+reasoning_budget +dist",
+    "+reasoning_budget +penalties +greedy",
+    "+reasoning_budget +top_k +temp +dist",
 ];
 
 /// Where each of [`AFTER_CUT`] runs.
