@@ -15,6 +15,7 @@ pub mod forward;
 pub mod gguf_model;
 pub mod kv;
 pub mod model;
+pub mod reasoning;
 pub mod sampling_defaults;
 pub mod serve;
 pub mod session;

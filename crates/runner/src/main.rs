@@ -104,6 +104,22 @@ struct Args {
     /// draws must be independent of the verifier's).
     #[arg(long, default_value_t = 1234)]
     draft_seed: u64,
+    /// Token budget for thinking (llama.cpp's flag): -1 unrestricted, 0 ends a thinking block as
+    /// soon as it opens, N > 0 forces the block's end after N tokens in it. A stage first in every
+    /// sequence's chain (`reasoning_budget`, on the backend too); a prompt that leaves a block open
+    /// starts the count at the first generated token.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    reasoning_budget: i64,
+    /// The text that opens a thinking block (default: `<think>`, where it is a token).
+    #[arg(long)]
+    reasoning_start: Option<String>,
+    /// A text that closes a thinking block, repeatable; the first is forced when the budget is
+    /// spent (default: `</think>`, where it is a token).
+    #[arg(long)]
+    reasoning_end: Vec<String>,
+    /// Forced before the end text when the budget is spent (llama.cpp's flag).
+    #[arg(long)]
+    reasoning_budget_message: Option<String>,
 }
 
 /// `runner serve`: an OpenAI-compatible server with continuous batching.
@@ -298,6 +314,46 @@ fn chains(specs: &[String], model: &Model) -> Result<Vec<(String, Chain)>> {
         .collect()
 }
 
+/// `seqs` with a reasoning budget first in each chain, where `--reasoning-budget` asks for one
+/// (counting where its sequence's prompt leaves a block open).
+fn with_reasoning_budget(
+    seqs: Vec<(String, Chain)>,
+    args: &Args,
+    model: &Model,
+    prompts: &[Vec<u32>],
+) -> Result<Vec<(String, Chain)>> {
+    if args.reasoning_budget < -1 {
+        bail!("--reasoning-budget {}: expected -1 (unrestricted), 0 or a token count", args.reasoning_budget);
+    }
+    if args.reasoning_budget == -1 {
+        if args.reasoning_start.is_some() || !args.reasoning_end.is_empty() || args.reasoning_budget_message.is_some() {
+            bail!("--reasoning-start, --reasoning-end and --reasoning-budget-message need --reasoning-budget N");
+        }
+        return Ok(seqs);
+    }
+    let tk = model.tokenizer.as_ref().context("--reasoning-budget needs --model (texts to tokenize)")?;
+    let tags = runner::reasoning::ReasoningTags::resolve(
+        tk,
+        args.reasoning_start.as_deref(),
+        &args.reasoning_end,
+        args.reasoning_budget_message.as_deref(),
+    )?;
+    println!(
+        "reasoning budget: {} tokens in a block from {:?} to {:?}{}",
+        args.reasoning_budget,
+        tags.start,
+        tags.end.join(" | "),
+        tags.message.as_ref().map_or(String::new(), |m| format!(", then {m:?} forced before the end"))
+    );
+    seqs.into_iter()
+        .zip(prompts)
+        .map(|((spec, chain), prompt)| {
+            let stage = runner::reasoning::budget_stage(tk, args.reasoning_budget, &tags, prompt)?;
+            Ok((spec, runner::reasoning::with_budget(&chain, stage)))
+        })
+        .collect()
+}
+
 /// Seeded prompts for the random model: sequence `s` gets `6 + 5 s` tokens, so the sequences sit
 /// at different positions.
 fn random_prompts(n_seq: usize, n_vocab: usize, seed: u64) -> Vec<Vec<u32>> {
@@ -365,7 +421,7 @@ fn run(args: Args) -> Result<()> {
     } else {
         specs
     };
-    let seqs = chains(&specs, &model)?;
+    let seqs = with_reasoning_budget(chains(&specs, &model)?, &args, &model, &prompts)?;
     let model = Arc::new(model);
     let max_prompt = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let k = if args.spec.is_some() { args.draft_max } else { 0 };

@@ -62,6 +62,15 @@ fn bad_arguments_are_clear_errors() {
     let o = runner(&["--seq", "0:top_k(k=40);nonsense;dist"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--seq 0: chain"), "{}", String::from_utf8_lossy(&o.stderr));
+    for (args, says) in [
+        (&["--reasoning-budget", "3", "--steps", "2"][..], "--reasoning-budget needs --model"),
+        (&["--reasoning-budget", "-2", "--steps", "2"][..], "--reasoning-budget -2: expected -1"),
+        (&["--reasoning-end", "</think>", "--steps", "2"][..], "need --reasoning-budget N"),
+    ] {
+        let o = runner(args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
 }
 
 /// `--ctx` bounds the KV cache: a run that does not fit is an error naming what it needs, and one
