@@ -17,7 +17,7 @@
 //! calls (matchers hold their stacks, not state ids, across calls).
 
 use crate::error::{GrammarError, Result};
-use crate::rules::{Pos, Rules};
+use crate::rules::{Kind, Pos, Rules};
 use crate::stacks::{self, Stack};
 use crate::utf8::{self, Decoder, Partial, Step};
 use crate::vocab::Vocab;
@@ -48,6 +48,22 @@ struct State {
     /// The ASCII characters after which the state is itself again (inside a string: most of
     /// them), as a 128-bit set without NUL; computed on first use.
     loops: Option<[u64; 2]>,
+    /// Transitions on code points from U+0080 up, by class; computed on first use.
+    wide: Option<WideClasses>,
+}
+
+/// The code points from U+0080 up cut into intervals at the bounds of the character classes on
+/// top of a state's stacks: two code points of one interval match the same classes, so the state
+/// moves alike on both, and a transition is computed once per interval rather than once per
+/// code point (a vocabulary of 262,144 tokens holds tens of thousands of distinct characters).
+struct WideClasses {
+    /// The interval starts above U+0080, sorted: interval `i` is `[bounds[i - 1], bounds[i])`,
+    /// with U+0080 before the first and no end after the last.
+    bounds: Box<[u32]>,
+    /// The state after a code point of each interval (`UNKNOWN` until computed).
+    next: Vec<StateId>,
+    /// Whether every interval leads back to the state itself; computed on first use.
+    loops: Option<bool>,
 }
 
 /// See the module docs.
@@ -56,8 +72,6 @@ pub(crate) struct Engine {
     states: Vec<State>,
     /// The state of each stack set (the key shares the state's stacks).
     index: HashMap<Arc<Vec<Stack>>, StateId>,
-    /// Transitions on code points above ASCII.
-    wide: HashMap<(StateId, u32), StateId>,
     partial_ok: HashMap<(StateId, Partial), bool>,
     masks: HashMap<(StateId, Partial), Arc<[u32]>>,
     mask_bytes: usize,
@@ -76,7 +90,6 @@ impl Engine {
             rules,
             states: Vec::new(),
             index: HashMap::default(),
-            wide: HashMap::default(),
             partial_ok: HashMap::default(),
             masks: HashMap::default(),
             mask_bytes: 0,
@@ -94,7 +107,6 @@ impl Engine {
         if self.states.len() > MAX_STATES {
             self.states.clear();
             self.index.clear();
-            self.wide.clear();
             self.partial_ok.clear();
             self.masks.clear();
             self.mask_bytes = 0;
@@ -124,7 +136,14 @@ impl Engine {
             stacks.iter().filter_map(|s| s.last().copied()).filter(|&p| self.rules.at(p).is_token()).collect();
         let stacks = Arc::new(stacks);
         self.index.insert(Arc::clone(&stacks), id);
-        self.states.push(State { stacks, complete, token_tops, ascii: Box::new([UNKNOWN; 128]), loops: None });
+        self.states.push(State {
+            stacks,
+            complete,
+            token_tops,
+            ascii: Box::new([UNKNOWN; 128]),
+            loops: None,
+            wide: None,
+        });
         Ok(id)
     }
 
@@ -138,17 +157,82 @@ impl Engine {
         self.states[s as usize].complete
     }
 
+    /// The interval of code point `c` (at least U+0080) among state `s`'s [`WideClasses`],
+    /// computed on first use.
+    fn wide_class(&mut self, s: StateId, c: u32) -> usize {
+        let state = &self.states[s as usize];
+        if state.wide.is_none() {
+            let mut bounds = Vec::new();
+            for top in state.stacks.iter().filter_map(|st| st.last().copied()) {
+                if self.rules.at(top).is_token() {
+                    continue;
+                }
+                // The class at `top`, as `stacks::match_char` reads it: each character or range
+                // bounds an interval where membership may change.
+                let mut pos = top;
+                loop {
+                    let (e, next) = (self.rules.at(pos), self.rules.at(pos + 1));
+                    if next.kind == Kind::CharRngUpper {
+                        bounds.extend([e.value, next.value.saturating_add(1)]);
+                        pos += 2;
+                    } else {
+                        if e.kind != Kind::CharAny {
+                            bounds.extend([e.value, e.value.saturating_add(1)]);
+                        }
+                        pos += 1;
+                    }
+                    if self.rules.at(pos).kind != Kind::CharAlt {
+                        break;
+                    }
+                }
+            }
+            bounds.retain(|&b| b > 0x80);
+            bounds.sort_unstable();
+            bounds.dedup();
+            let next = vec![UNKNOWN; bounds.len() + 1];
+            self.states[s as usize].wide = Some(WideClasses { bounds: bounds.into(), next, loops: None });
+        }
+        let w = self.states[s as usize].wide.as_ref().expect("just computed");
+        w.bounds.partition_point(|&b| b <= c)
+    }
+
+    /// Whether state `s` is itself again after every code point from U+0080 up.
+    fn wide_loops(&mut self, s: StateId) -> Result<bool> {
+        self.wide_class(s, 0x80);
+        let w = self.states[s as usize].wide.as_ref().expect("computed");
+        if let Some(l) = w.loops {
+            return Ok(l);
+        }
+        // One code point of each interval: its start (U+0080 for the first).
+        let starts: Vec<u32> = std::iter::once(0x80).chain(w.bounds.iter().copied()).collect();
+        let mut all = true;
+        for c in starts {
+            if self.next(s, c)? != s {
+                all = false;
+                break;
+            }
+        }
+        self.states[s as usize].wide.as_mut().expect("computed").loops = Some(all);
+        Ok(all)
+    }
+
     /// The state after code point `c` ([`DEAD`] when no stack takes it).
     #[inline]
     pub(crate) fn next(&mut self, s: StateId, c: u32) -> Result<StateId> {
-        if c < 128 {
+        let class = if c < 128 {
             let t = self.states[s as usize].ascii[c as usize];
             if t != UNKNOWN {
                 return Ok(t);
             }
-        } else if let Some(&t) = self.wide.get(&(s, c)) {
-            return Ok(t);
-        }
+            0
+        } else {
+            let class = self.wide_class(s, c);
+            let t = self.states[s as usize].wide.as_ref().expect("computed").next[class];
+            if t != UNKNOWN {
+                return Ok(t);
+            }
+            class
+        };
         let mut out = Vec::new();
         // `out` gathers duplicates (see `stacks::advance`): removed whenever it has grown by
         // another MAX_STACKS, so that only distinct stacks count against the limit.
@@ -168,7 +252,7 @@ impl Engine {
         if c < 128 {
             self.states[s as usize].ascii[c as usize] = t;
         } else {
-            self.wide.insert((s, c), t);
+            self.states[s as usize].wide.as_mut().expect("computed").next[class] = t;
         }
         Ok(t)
     }
@@ -275,13 +359,17 @@ impl Engine {
             // Where the start state is itself again after most ASCII characters (inside a
             // string), a token made only of those is allowed without a walk: it never leaves the
             // state and ends between characters. Worth a test per token only then.
+            // A text with characters from U+0080 up (bit 0 of its byte set) needs them to lead
+            // back to the state too, and to be whole characters (`Vocab::wide_clean`).
             let loops = if Decoder::new(partial).is_clear() { self.loops(s)? } else { [0; 2] };
             let shortcut = loops[0].count_ones() + loops[1].count_ones() >= 48;
+            let wide_loops = shortcut && self.wide_loops(s)?;
             while i < order.len() {
                 let t = order[i];
                 if shortcut {
                     let set = vocab.byte_sets[i];
-                    if set[0] & !loops[0] == 0 && set[1] & !loops[1] == 0 {
+                    let wide_ok = set[0] & 1 == 0 || (wide_loops && vocab.wide_clean[i]);
+                    if wide_ok && set[0] & !(loops[0] | 1) == 0 && set[1] & !loops[1] == 0 {
                         out[(t / 32) as usize] |= 1 << (t % 32);
                         // The next token starts from the root: nothing of this one was walked.
                         valid = 0;

@@ -4,6 +4,7 @@
 //! by text, so that the mask walk shares the work of common prefixes.
 
 use crate::parse::TokenLookup;
+use crate::utf8::{Decoder, Step};
 use std::collections::HashMap;
 
 /// A vocabulary as the grammar sees it.
@@ -24,6 +25,11 @@ pub struct Vocab {
     /// The bytes of `order[i]`'s text as a 128-bit set, where all are ASCII; with bit 0 set (a
     /// byte no text holds: texts end at NUL) where one is not.
     pub(crate) byte_sets: Vec<[u64; 2]>,
+    /// Whether `order[i]`'s non-ASCII bytes, decoded from a character boundary as the mask walk
+    /// decodes them, are whole characters all at or above U+0080 (no invalid sequence, no partial
+    /// character at the end); false for an ASCII-only text. A state that is itself again after
+    /// every such character and after each of the text's ASCII bytes takes the token unwalked.
+    pub(crate) wide_clean: Vec<bool>,
     /// The longest text.
     pub(crate) max_len: usize,
     by_text: HashMap<Vec<u8>, u32>,
@@ -65,6 +71,7 @@ impl Vocab {
             let (a, b) = (&pieces[order[i - 1] as usize], &pieces[order[i] as usize]);
             lcp[i] = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count() as u32;
         }
+        let wide_clean = order.iter().map(|&t| wide_clean(&pieces[t as usize])).collect();
         let max_len = pieces.iter().map(Vec::len).max().unwrap_or(0);
         let mut texts = Vec::with_capacity(order.iter().map(|&t| pieces[t as usize].len()).sum());
         let mut offsets = Vec::with_capacity(order.len() + 1);
@@ -77,7 +84,7 @@ impl Vocab {
         for (i, p) in pieces.iter().enumerate() {
             by_text.entry(p.clone()).or_insert(i as u32);
         }
-        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, max_len, by_text }
+        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, wide_clean, max_len, by_text }
     }
 
     /// The text of `order[i]`.
@@ -115,6 +122,24 @@ impl Vocab {
     pub fn mask_words(&self) -> usize {
         self.len().div_ceil(32)
     }
+}
+
+/// [`Vocab::wide_clean`] of one text: the walk's decoding (an ASCII byte between characters is
+/// its own character; every other byte goes through the decoder).
+fn wide_clean(piece: &[u8]) -> bool {
+    let mut d = Decoder::CLEAR;
+    let mut wide = false;
+    for &b in piece {
+        if b < 0x80 && d.is_clear() {
+            continue;
+        }
+        match d.push(b) {
+            Step::Char(c) if c >= 0x80 => wide = true,
+            Step::Pending => {}
+            Step::Char(_) | Step::Invalid => return false,
+        }
+    }
+    wide && d.is_clear()
 }
 
 impl TokenLookup for Vocab {

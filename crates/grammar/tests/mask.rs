@@ -573,6 +573,21 @@ fn class_masks() {
     assert_coverage(&walk("classes", &g, &pieces, &eog, 500, 0x1234_5678_9abc_def1), 500);
 }
 
+// Strings whose contents loop on most ASCII characters (the walk's shortcut) but not on every
+// character from U+0080 up: one excludes a range of accented letters, one takes only Greek and
+// ASCII, one everything; a token of wide characters is taken unwalked only where all of them
+// lead back to the string.
+const STRINGS: &str = r#"
+root ::= ( "<" [^"<>é-ü]* ">" | "\"" [^"α-ω]* "\"" | "(" [ -~α-ω]* ")" | "'" [^']* "'" ) ( " " root )?
+"#;
+
+#[test]
+fn wide_string_masks() {
+    let (pieces, eog) = test_pieces(&["αβγ", "aαb", "ü", "aé", "é!", "中中", "(αβ", "<ab", "'é'", "\"ω\""]);
+    let g = Grammar::new(STRINGS).unwrap();
+    assert_coverage(&walk("strings", &g, &pieces, &eog, 400, 0x0bad_5eed_1234_5678), 200);
+}
+
 #[test]
 fn token_masks() {
     // Token elements by text (`<think>`) and by id, next to characters.
