@@ -91,3 +91,32 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// The Python interpreter of `--llama-python`, or `$LLAMA_CPP_PYTHON`: one with llama-cpp-python,
+/// for the suites that measure llama.cpp beside ours in the same run.
+pub fn llama_python(arg: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    arg.map(std::path::Path::to_path_buf).or_else(|| std::env::var_os("LLAMA_CPP_PYTHON").map(Into::into))
+}
+
+/// Runs the peer script `script` (its text; written to a temporary file) with `python` and
+/// `args`, and parses the one JSON object it prints; an error with the tail of its stderr where
+/// it fails.
+pub fn run_python_peer(
+    python: &std::path::Path,
+    script: &str,
+    args: &[std::ffi::OsString],
+) -> Result<serde_json::Value> {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("llama_cpp_peer-{}-{n}.py", std::process::id()));
+    std::fs::write(&file, script)?;
+    let out = std::process::Command::new(python).arg(&file).args(args).output();
+    let _ = std::fs::remove_file(&file);
+    let out = out.map_err(|e| anyhow::anyhow!("running {}: {e}", python.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(3).collect();
+        anyhow::bail!("{} exited with {}: {}", python.display(), out.status, tail.join(" | "));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}

@@ -1,4 +1,5 @@
-//! `cargo xtask bench grammar [--model smollm2|FILE.gguf] [--reps N]`: the grammar stage on a
+//! `cargo xtask bench grammar [--model smollm2|gemma3|FILE.gguf] [--reps N] [--llama-python PY]`:
+//! the grammar stage on a
 //! model's real vocabulary, over a realistic token stream (a JSON document as the model's
 //! tokenizer splits it, replayed token by token).
 //!
@@ -15,6 +16,12 @@
 //! - **optimistic**: the CPU chain `grammar(mode=optimistic);greedy` applied to a row whose
 //!   maximum is the stream's token (the model's output already fits: one check, no second run)
 //!   vs `greedy` alone.
+//!
+//! With `--llama-python PYTHON` (or `$LLAMA_CPP_PYTHON`: an interpreter with llama-cpp-python),
+//! llama.cpp's grammar sampler runs in the same bench run on the same vocabulary, GBNF text and
+//! stream (`llama_cpp_grammar_peer.py`): its `apply` on a full row (the grammar-first mask; it
+//! keeps no cache, so one pass is its cold and warm) and its `accept`, p50 and p99, and the ratios
+//! of ours to it.
 //!
 //! Writes `target/bench/grammar.json`.
 #![allow(clippy::print_stdout)]
@@ -39,9 +46,14 @@ pub const PERSON_DOC: &str = include_str!("../../grammars/person.json");
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark the grammar stage on a model's vocabulary over a replayed JSON document")]
 struct Args {
-    /// A GGUF model (its vocabulary), or `smollm2` (fetched into target/models).
+    /// A GGUF model (its vocabulary), or `smollm2` or `gemma3` (262,144 tokens), fetched into
+    /// target/models.
     #[arg(long, default_value = "smollm2")]
     model: String,
+    /// A Python interpreter with llama-cpp-python, to run llama.cpp's grammar sampler beside ours
+    /// (default: $LLAMA_CPP_PYTHON).
+    #[arg(long)]
+    llama_python: Option<PathBuf>,
     /// Replays of the stream for the step timings (the median is reported).
     #[arg(long, default_value_t = 5)]
     reps: usize,
@@ -143,13 +155,37 @@ fn optimistic_time(chain: &Chain, v: usize, stream: &[u32], reps: usize) -> Resu
     Ok(crate::bench::median(times))
 }
 
+/// The llama.cpp peer script (see the module doc).
+const PEER: &str = include_str!("llama_cpp_grammar_peer.py");
+
+/// llama.cpp's grammar sampler on `model`'s vocabulary, `grammars` and `stream` (see the module
+/// doc), or why not (no interpreter given is such a reason).
+fn llama_cpp(
+    args: &Args,
+    model: &std::path::Path,
+    stream: &[u32],
+    grammars: &[(&str, String)],
+) -> Result<serde_json::Value> {
+    let Some(python) = crate::bench::llama_python(args.llama_python.as_deref()) else {
+        bail!("no --llama-python or $LLAMA_CPP_PYTHON");
+    };
+    let input = serde_json::json!({
+        "stream": stream,
+        "grammars": grammars.iter().map(|(n, t)| (n.to_string(), serde_json::Value::from(t.as_str()))).collect::<serde_json::Map<_, _>>(),
+    });
+    let file = std::env::temp_dir().join(format!("llama_cpp_grammar-{}.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_vec(&input)?)?;
+    let out =
+        crate::bench::run_python_peer(&python, PEER, &[model.as_os_str().to_owned(), file.as_os_str().to_owned()]);
+    let _ = std::fs::remove_file(&file);
+    out
+}
+
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let args = Args::try_parse_from(args)?;
-    let path = if args.model == "smollm2" {
-        runner::fetch::smollm2(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/models")))?
-    } else {
-        PathBuf::from(&args.model)
-    };
+    let path = crate::bench_runner::model_file(&args.model)?.with_context(|| {
+        format!("--model {}: a GGUF file, smollm2 or gemma3 (the grammar needs a vocabulary)", args.model)
+    })?;
     let g = gguf::Gguf::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let tok = runner::gguf_model::tokenizer(&g)?;
     let vocab = Arc::clone(tok.grammar_vocab());
@@ -180,8 +216,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "greedy",
         "ratio"
     );
+    let grammars = [("json", JSON_GRAMMAR.to_string()), ("schema", schema_grammar)];
+    let peer = llama_cpp(&args, &path, &stream, &grammars);
     let mut results = Vec::new();
-    for (name, text) in [("json", JSON_GRAMMAR.to_string()), ("schema", schema_grammar)] {
+    for (name, text) in grammars {
         let gr = Grammar::with_vocab(&text, "root", vocab.as_ref()).with_context(|| format!("the {name} grammar"))?;
         let (cold, warm, adv) = mask_times(&gr, &vocab, &stream)?;
         let stage = |mode| GrammarStage::new("grammar", Matcher::new(&gr, Arc::clone(&vocab)), mode);
@@ -193,7 +231,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         let opt = Chain::new().with(stage(GrammarMode::Optimistic)).with(Greedy::new());
         let t_opt = optimistic_time(&opt, v, &stream, args.reps)?;
         let t_greedy = optimistic_time(&Chain::new().with(Greedy::new()), v, &stream, args.reps)?;
-        let row = serde_json::json!({
+        let mut row = serde_json::json!({
             "grammar": name, "vocab": v, "tokens": stream.len(),
             "mask_cold_p50_us": percentile(cold.clone(), 0.5), "mask_cold_p99_us": percentile(cold, 0.99),
             "mask_warm_p50_us": percentile(warm.clone(), 0.5), "mask_warm_p99_us": percentile(warm, 0.99),
@@ -219,12 +257,34 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             t_greedy,
             t_opt / t_greedy
         );
+        if let Ok(p) = &peer {
+            let g = &p["grammars"][name];
+            let (ap50, ap99) =
+                (g["apply_p50_us"].as_f64().unwrap_or(f64::NAN), g["apply_p99_us"].as_f64().unwrap_or(f64::NAN));
+            let (ac50, ac99) =
+                (g["accept_p50_us"].as_f64().unwrap_or(f64::NAN), g["accept_p99_us"].as_f64().unwrap_or(f64::NAN));
+            println!(
+                "{:<8} {ap50:>10.1} {ap99:>10.1} {:>10} {:>10} {ac50:>9.1} {ac99:>9.1}   (llama.cpp: apply on the full row, accept; llama.cpp/ours: cold p50 {:.0}x, cold p99 {:.1}x, warm p50 {:.0}x)",
+                "llama",
+                "-",
+                "-",
+                ap50 / f("mask_cold_p50_us"),
+                ap99 / f("mask_cold_p99_us"),
+                ap50 / f("mask_warm_p50_us"),
+            );
+            row["llama_cpp"] = g.clone();
+        }
         results.push(row);
+    }
+    if let Err(e) = &peer {
+        println!("llama.cpp beside ours: not measured ({e})");
     }
     println!(
         "(times in us; bytes written per step with the grammar: the mask's {} words and the draws' inputs)",
         vocab.mask_words()
     );
-    let doc = serde_json::json!({ "suite": "grammar", "model": path.display().to_string(), "reps": args.reps, "results": results });
+    let llama = peer.as_ref().ok().map(|p| p["llama_cpp_python"].clone());
+    let doc = serde_json::json!({ "suite": "grammar", "model": path.display().to_string(), "reps": args.reps,
+        "llama_cpp_python": llama, "results": results });
     crate::bench::write_report(args.out.as_deref(), "grammar", &doc)
 }

@@ -69,27 +69,15 @@ fn llama_cpp(
     threads: usize,
     args: &Args,
 ) -> Result<serde_json::Value> {
-    let script = std::env::temp_dir().join(format!("llama_cpp_peer-{}.py", std::process::id()));
-    std::fs::write(&script, PEER)?;
-    let out = std::process::Command::new(python)
-        .arg(&script)
-        .arg(model)
-        .args([threads, args.prompt, args.steps, args.reps].map(|v| v.to_string()))
-        .output();
-    let _ = std::fs::remove_file(&script);
-    let out = out.map_err(|e| anyhow::anyhow!("running {}: {e}", python.display()))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(3).collect();
-        bail!("{} exited with {}: {}", python.display(), out.status, tail.join(" | "));
-    }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    let mut a = vec![model.as_os_str().to_owned()];
+    a.extend([threads, args.prompt, args.steps, args.reps].map(|v| v.to_string().into()));
+    crate::bench::run_python_peer(python, PEER, &a)
 }
 
 /// llama.cpp's row beside ours at batch 1 and `threads` (when `--llama-python` or
 /// `$LLAMA_CPP_PYTHON` is given and the model is a file), with our/llama.cpp ratios.
 fn peer_row(args: &Args, threads: usize, decode: f64, prefill: f64, rows: &mut Vec<serde_json::Value>) -> Result<()> {
-    let python = args.llama_python.clone().or_else(|| std::env::var_os("LLAMA_CPP_PYTHON").map(Into::into));
+    let python = crate::bench::llama_python(args.llama_python.as_deref());
     let (Some(python), Some(file)) = (python, model_file(&args.model)?) else {
         return Ok(());
     };
@@ -114,7 +102,7 @@ fn peer_row(args: &Args, threads: usize, decode: f64, prefill: f64, rows: &mut V
 }
 
 /// The file a `--model` value names, where it names one.
-fn model_file(spec: &str) -> Result<Option<std::path::PathBuf>> {
+pub(crate) fn model_file(spec: &str) -> Result<Option<std::path::PathBuf>> {
     Ok(match spec {
         "random" => None,
         _ if spec.starts_with("random:") => None,
