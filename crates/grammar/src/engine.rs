@@ -404,8 +404,13 @@ impl Engine {
                     d += 1;
                 }
                 if let Some(d) = dead {
-                    // Every token sharing the first d + 1 bytes is rejected.
+                    // Every token sharing the first d + 1 bytes is rejected (those sharing the
+                    // first byte, the common case, in one jump).
                     valid = d;
+                    if d == 0 {
+                        i = vocab.first_byte_end[i] as usize;
+                        continue;
+                    }
                     i += 1;
                     while i < order.len() && lcp[i] as usize > d {
                         i += 1;

@@ -25,6 +25,9 @@ pub struct Vocab {
     /// The bytes of `order[i]`'s text as a 128-bit set, where all are ASCII; with bit 0 set (a
     /// byte no text holds: texts end at NUL) where one is not.
     pub(crate) byte_sets: Vec<[u64; 2]>,
+    /// The end (exclusive) of the run of `order` whose texts start with `order[i]`'s first byte:
+    /// where a state refuses that byte, the walk jumps over the whole run at once.
+    pub(crate) first_byte_end: Vec<u32>,
     /// Whether `order[i]`'s non-ASCII bytes, decoded from a character boundary as the mask walk
     /// decodes them, are whole characters all at or above U+0080 (no invalid sequence, no partial
     /// character at the end); false for an ASCII-only text. A state that is itself again after
@@ -72,6 +75,10 @@ impl Vocab {
             lcp[i] = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count() as u32;
         }
         let wide_clean = order.iter().map(|&t| wide_clean(&pieces[t as usize])).collect();
+        let mut first_byte_end = vec![order.len() as u32; order.len()];
+        for i in (0..order.len().saturating_sub(1)).rev() {
+            first_byte_end[i] = if lcp[i + 1] > 0 { first_byte_end[i + 1] } else { i as u32 + 1 };
+        }
         let max_len = pieces.iter().map(Vec::len).max().unwrap_or(0);
         let mut texts = Vec::with_capacity(order.iter().map(|&t| pieces[t as usize].len()).sum());
         let mut offsets = Vec::with_capacity(order.len() + 1);
@@ -84,7 +91,7 @@ impl Vocab {
         for (i, p) in pieces.iter().enumerate() {
             by_text.entry(p.clone()).or_insert(i as u32);
         }
-        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, wide_clean, max_len, by_text }
+        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, first_byte_end, wide_clean, max_len, by_text }
     }
 
     /// The text of `order[i]`.
