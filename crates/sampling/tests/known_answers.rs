@@ -249,6 +249,13 @@ fn tail_free_regimes() {
     for mk in [5, 6, 100] {
         assert_eq!(id_set(&run_both(&format!("tail_free(z=0.3,min_keep={mk})"), &l)), all);
     }
+    // A `-inf` entry counts as llama.cpp's array holds it (p = 0): sorted p = a x4, b x3, 0, so
+    // |d2| = 0, 0, c, c, 0, b (c = a - b) -> running sums 0, 0, .43, .86, .86, 1: z = .9 cuts at
+    // i = 5 (without the entry: at i = 3, as above).
+    let mut with_inf = l.clone();
+    with_inf.push(f32::NEG_INFINITY);
+    assert_eq!(id_set(&run_both("tail_free(z=0.9)", &with_inf)), vec![0, 1, 2, 3, 4]);
+    assert_eq!(id_set(&run_both("tail_free(z=0.3)", &with_inf)), vec![0, 1]);
     // Disabled: z >= 1, +inf too (llama.cpp: `z >= 1.0f`).
     for z in ["1", "1.5", "inf"] {
         assert_eq!(id_set(&run_both(&format!("tail_free(z={z})"), &l)), all);
