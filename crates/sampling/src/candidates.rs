@@ -13,10 +13,10 @@
 //! list, exactly what llama.cpp starts from; stages that only touch a few tokens (penalties,
 //! logit bias, DRY) take an owned copy of the row and edit it in place.
 //!
-//! A list left by a cut on the vocabulary view (min-p, top-p, typical, xtc, top-n-sigma there) is
-//! marked as the *cut*: its survivors in token-id order stand for the masked vocabulary row, and
-//! the stages with vocabulary-view forms run those on it ([`Candidates::cut_len`]); a stage that
-//! sorts or replaces the list ends the mark.
+//! A list left by a cut on the vocabulary view (min-p, top-p, typical, tail-free, xtc,
+//! top-n-sigma there) is marked as the *cut*: its survivors in token-id order stand for the masked
+//! vocabulary row, and the stages with vocabulary-view forms run those on it
+//! ([`Candidates::cut_len`]); a stage that sorts or replaces the list ends the mark.
 //!
 //! The list has llama.cpp's `sorted` flag (sorted by logit descending) and `selected` index.
 //! Ties are broken by the lower token id everywhere (llama.cpp leaves their order unspecified).
@@ -55,9 +55,9 @@ pub struct Candidates<'a> {
     repr: Repr<'a>,
     sorted: bool,
     selected: Option<usize>,
-    /// The list is what a cut on the vocabulary left (min-p, top-p, typical, xtc or top-n-sigma
-    /// on the vocabulary view): the survivors in token-id order, standing for the masked
-    /// vocabulary row. The later vocabulary stages keep that order ([`Candidates::cut_len`]);
+    /// The list is what a cut on the vocabulary left (min-p, top-p, typical, tail-free, xtc or
+    /// top-n-sigma on the vocabulary view): the survivors in token-id order, standing for the
+    /// masked vocabulary row. The later vocabulary stages keep that order ([`Candidates::cut_len`]);
     /// cleared by every stage that sorts or replaces the list.
     cut: bool,
 }

@@ -9,6 +9,8 @@
 //! | `top_p` | `p=0.95`, `min_keep=0` |
 //! | `min_p` | `p=0.05`, `min_keep=0` |
 //! | `typical` | `p=1.0`, `min_keep=0` |
+//! | `tail_free` | `z=1.0` (disabled), `min_keep=0` (older llama.cpp's `tfs_z`, `llama_sample_tail_free`) |
+//! | `softmax` | (none: sorts a list and fills `p`, `llama_sampler_init_softmax`) |
 //! | `temp` | `t=0.8` |
 //! | `temp_ext` | `t=0.8`, `delta=0.0`, `exponent=1.0` |
 //! | `xtc` | `p=0.0`, `t=0.1`, `min_keep=0`, `seed` |
@@ -254,6 +256,14 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
             st.allow(&["p", "min_keep"])?;
             Box::new(st.wrap(Typical::new(st.get("p", 1.0)?, st.get("min_keep", 0)?))?)
         }
+        "tail_free" | "tfs_z" => {
+            st.allow(&["z", "min_keep"])?;
+            Box::new(st.wrap(TailFree::new(st.get("z", 1.0)?, st.get("min_keep", 0)?))?)
+        }
+        "softmax" => {
+            st.allow(&[])?;
+            Box::new(Softmax::new())
+        }
         "temp" | "temperature" => {
             st.allow(&["t"])?;
             Box::new(st.wrap(Temp::new(st.get("t", 0.8)?))?)
@@ -363,7 +373,7 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
         }
         other => {
             return Err(st.err(format!(
-                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos, grammar, json_schema, grammar_lazy, reasoning_budget)"
+                "unknown sampler `{other}` (known: greedy, dist, top_k, top_p, min_p, typical, tail_free, softmax, temp, temp_ext, xtc, top_n_sigma, mirostat, mirostat_v2, penalties, dry, logit_bias, adaptive_p, allowed_tokens, bad_words, min_tokens, ignore_eos, grammar, json_schema, grammar_lazy, reasoning_budget)"
             )));
         }
     };

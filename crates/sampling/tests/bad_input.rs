@@ -15,6 +15,10 @@ const CHAINS: &[&str] = &[
     "temp(t=0.8);dist",
     "temp(t=0);dist",
     "typical(p=0.5);dist",
+    "tail_free(z=0.9);dist",
+    "top_k(k=40);tail_free(z=0.9,min_keep=1);dist",
+    "softmax;dist",
+    "top_k(k=40);softmax;dist",
     "mirostat_v2",
     "mirostat",
     "top_n_sigma(n=1);dist",
@@ -98,6 +102,12 @@ fn rejected_parameter_values_name_stage_and_parameter() {
         ("top_p(p=nan)", "top_p", "p"),
         ("min_p(p=nan)", "min_p", "p"),
         ("typical(p=nan)", "typical", "p"),
+        // tail_free: NaN, and a negative z (llama.cpp would keep exactly min_keep candidates, or
+        // leave an empty array: docs/SAMPLING.md, "Deliberate differences").
+        ("tail_free(z=nan)", "tail_free", "z"),
+        ("tail_free(z=-0.5)", "tail_free", "z"),
+        ("tail_free(z=-1e-30,min_keep=3)", "tail_free", "z"),
+        ("tail_free(z=-inf)", "tail_free", "z"),
         ("temp(t=nan)", "temp", "t"),
         ("temp_ext(t=nan)", "temp_ext", "t"),
         ("temp_ext(delta=nan)", "temp_ext", "delta"),

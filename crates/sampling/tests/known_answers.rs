@@ -195,6 +195,150 @@ fn typical_regimes() {
     assert!(spec_err("typical(p=nan)").to_string().contains("`p`"));
 }
 
+// ------------------------------------------------------------------ tail_free
+
+/// llama.cpp's `test_tfs` (tests/test-sampling.cpp, release b2757): probabilities
+/// [0.1, 0.15, 0.2, 0.25, 0.3] as logits `logf(p)`, `llama_sample_tail_free(.., z, 1)`, and the
+/// probabilities left (llama.cpp's, not renormalised after the cut) within 1e-3.
+#[test]
+fn tail_free_llama_cpp_test_sampling_cases() {
+    let probs = [0.1f32, 0.15, 0.2, 0.25, 0.3];
+    let logits: Vec<f32> = probs.iter().map(|p| p.ln()).collect();
+    // Sorted p = [.3, .25, .2, .15, .1]: the first differences are all .05, so the second ones
+    // are 0 (up to rounding): sum <= 1e-6, every value 1/3, running sums 1/3, 2/3, 1. With
+    // min_keep = 1 the cut is at the first i >= 1 whose running sum exceeds z: z = .25 keeps 1,
+    // z = .75 and z = .99 keep 2.
+    for (z, want) in [(0.25f32, &[0.3f32][..]), (0.75, &[0.3, 0.25]), (0.99, &[0.3, 0.25])] {
+        let list = logits.iter().enumerate().map(|(i, &l)| TokenData { id: i as u32, logit: l, p: 0.0 }).collect();
+        let mut cur = Candidates::from_list(list, logits.len()).unwrap();
+        TailFree::new(z, 1).unwrap().apply(&mut cur).unwrap();
+        let got: Vec<f32> = cur.list("test").unwrap().iter().map(|t| t.p).collect();
+        assert_eq!(got.len(), want.len(), "z = {z}: {got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-3, "z = {z}: {got:?} vs {want:?}");
+        }
+        // Through a SPEC on both representations: the same tokens (ids 4, 3), renormalised.
+        let o = run_both(&format!("tail_free(z={z},min_keep=1)"), &logits);
+        let kept: Vec<u32> = (0..want.len() as u32).map(|i| 4 - i).collect();
+        let mut kept_sorted = kept.clone();
+        kept_sorted.sort_unstable();
+        assert_eq!(id_set(&o), kept_sorted, "z = {z}");
+    }
+}
+
+#[test]
+fn tail_free_regimes() {
+    // Weights [1, 1, 1, 1, 1/4, 1/4, 1/4] (exact ties): sorted p = a, a, a, a, b, b, b. First
+    // differences 0, 0, 0, a - b, 0, 0; second differences 0, 0, -(a - b), a - b, 0, whose
+    // absolute values normalise to exactly 0, 0, 1/2, 1/2, 0: running sums 0, 0, .5, 1, 1.
+    // The cut keeps i tokens, i the first index >= min_keep whose running sum exceeds z.
+    let l = logits_of(&[1.0, 1.0, 1.0, 1.0, 0.25, 0.25, 0.25]);
+    let all = vec![0, 1, 2, 3, 4, 5, 6];
+    // z = .3: i = 2 (.5 > .3): the first two (ties by lower id), renormalised.
+    assert_probs(&run_both("tail_free(z=0.3)", &l), &[(0, 0.5), (1, 0.5)]);
+    // z = .5: .5 > .5 is false (strict, llama.cpp's `cum_sum > z`): i = 3.
+    assert_eq!(id_set(&run_both("tail_free(z=0.5)", &l)), vec![0, 1, 2]);
+    // z = 0: the first nonzero value, at i = 2.
+    assert_eq!(id_set(&run_both("tail_free(z=0)", &l)), vec![0, 1]);
+    assert_eq!(id_set(&run_both("tail_free(z=-0)", &l)), vec![0, 1]);
+    // z = .99: i = 3.
+    assert_eq!(id_set(&run_both("tail_free(z=0.99)", &l)), vec![0, 1, 2]);
+    // min_keep: the cut waits for i >= min_keep (3, 4); from n - 2 = 5 on the loop never cuts.
+    assert_eq!(id_set(&run_both("tail_free(z=0.3,min_keep=3)", &l)), vec![0, 1, 2]);
+    assert_eq!(id_set(&run_both("tail_free(z=0.3,min_keep=4)", &l)), vec![0, 1, 2, 3]);
+    for mk in [5, 6, 100] {
+        assert_eq!(id_set(&run_both(&format!("tail_free(z=0.3,min_keep={mk})"), &l)), all);
+    }
+    // A `-inf` entry counts as llama.cpp's array holds it (p = 0): sorted p = a x4, b x3, 0, so
+    // |d2| = 0, 0, c, c, 0, b (c = a - b) -> running sums 0, 0, .43, .86, .86, 1: z = .9 cuts at
+    // i = 5 (without the entry: at i = 3, as above).
+    let mut with_inf = l.clone();
+    with_inf.push(f32::NEG_INFINITY);
+    assert_eq!(id_set(&run_both("tail_free(z=0.9)", &with_inf)), vec![0, 1, 2, 3, 4]);
+    assert_eq!(id_set(&run_both("tail_free(z=0.3)", &with_inf)), vec![0, 1]);
+    // Disabled: z >= 1, +inf too (llama.cpp: `z >= 1.0f`).
+    for z in ["1", "1.5", "inf"] {
+        assert_eq!(id_set(&run_both(&format!("tail_free(z={z})"), &l)), all);
+    }
+    // The default z = 1 (llama.cpp's common `tfs_z = 1.00f`): disabled.
+    assert_eq!(id_set(&run_both("tail_free", &l)), all);
+
+    // All equal: every difference 0, sum <= 1e-6, every value 1/(n - 2) = 1/4 (llama.cpp's
+    // fallback): running sums .25, .5, .75, 1; z = .5 cuts at i = 2 (.5 > .5 is false).
+    let flat = vec![0.7f32; 6];
+    assert_eq!(id_set(&run_both("tail_free(z=0.5)", &flat)), vec![0, 1]);
+    assert_eq!(id_set(&run_both("tail_free(z=0.2)", &flat)), vec![0]);
+
+    // At most 2 candidates: disabled (llama.cpp's `size <= 2`).
+    assert_eq!(id_set(&run_both("tail_free(z=0)", &[1.0, 3.0])), vec![0, 1]);
+    assert_eq!(id_set(&run_both("tail_free(z=0)", &[1.0])), vec![0]);
+    // 3 candidates: one second difference, normalised to 1 > z at i = 0. With min_keep = 1 the
+    // loop ends first: all 3 kept. With min_keep = 0 llama.cpp would keep 0 (an empty array, which
+    // its next stage asserts on): here the most likely one (docs/SAMPLING.md).
+    assert_eq!(id_set(&run_both("tail_free(z=0.5,min_keep=1)", &[3.0, 2.0, 0.0])), vec![0, 1, 2]);
+    assert_probs(&run_both("tail_free(z=0.5)", &[3.0, 2.0, 0.0]), &[(0, 1.0)]);
+    // p = [1/2, 1/4, 1/8, 1/8]: |d2| = 1/8, 1/8 -> 1/2, 1/2; z = .4 exceeded at i = 0 (min_keep 0:
+    // the most likely one) and at i = 1 (min_keep 1: keeps 1).
+    assert_probs(&run_both("tail_free(z=0.4)", &quarter()), &[(0, 1.0)]);
+    assert_probs(&run_both("tail_free(z=0.4,min_keep=1)", &quarter()), &[(0, 1.0)]);
+    assert_eq!(id_set(&run_both("tail_free(z=0.4,min_keep=2)", &quarter())), vec![0, 1, 2, 3]);
+
+    // A list after top_k stays sorted, with llama.cpp's probabilities (not renormalised).
+    let mut chain = Chain::parse("top_k(k=7);tail_free(z=0.3)").unwrap();
+    let mut cur = Candidates::from_row(&l).unwrap();
+    chain.apply(&mut cur).unwrap();
+    assert!(cur.is_sorted());
+    let got: Vec<(u32, f32)> = cur.list("test").unwrap().iter().map(|t| (t.id, t.p)).collect();
+    assert_eq!(got.iter().map(|t| t.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert!((got[0].1 - 1.0 / 4.75).abs() < 1e-6, "{got:?}");
+    // On the vocabulary view the kept tokens come out in token-id order (the project's rule).
+    let x = [0.0f32, 2.0, 1.0, 2.0, -1.0, 2.0, -3.0];
+    let mut cur = Candidates::from_row(&x).unwrap();
+    TailFree::new(0.9, 1).unwrap().apply(&mut cur).unwrap();
+    let ids: Vec<u32> = cur.list("test").unwrap().iter().map(|t| t.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+
+    assert!(spec_err("tail_free(z=nan)").to_string().contains("`z`"));
+    assert!(spec_err("tail_free(z=-0.1)").to_string().contains("`z`"));
+    assert!(spec_err("tail_free(q=1)").to_string().contains("unknown parameter"));
+}
+
+// ------------------------------------------------------------------ softmax
+
+#[test]
+fn softmax_stage() {
+    let l = quarter();
+    // Nothing removed, the probabilities of the logits.
+    assert_probs(&run_both("softmax", &l), &[(0, 0.5), (1, 0.25), (2, 0.125), (3, 0.125)]);
+    assert_eq!(run_both("softmax;greedy", &[1.0, 3.0, 2.0, 3.0]).selected, Some(1));
+    // On a list: sorted by logit descending (ties by lower id), p filled (llama.cpp's
+    // llama_sample_softmax).
+    let list = [1.0f32, 3.0, 2.0, 3.0].iter().enumerate().map(|(i, &l)| TokenData { id: i as u32, logit: l, p: 0.0 });
+    let mut cur = Candidates::from_list(list.collect(), 4).unwrap();
+    Softmax::new().apply(&mut cur).unwrap();
+    assert!(cur.is_sorted());
+    let got: Vec<(u32, f32)> = cur.list("test").unwrap().iter().map(|t| (t.id, t.p)).collect();
+    assert_eq!(got.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 3, 2, 0]);
+    let z = 2.0 * 3f64.exp() + 2f64.exp() + 1f64.exp();
+    for (&(_, p), x) in got.iter().zip([3.0f64, 3.0, 2.0, 1.0]) {
+        assert!((f64::from(p) - x.exp() / z).abs() < 1e-6, "{got:?}");
+    }
+    let s: f32 = got.iter().map(|t| t.1).sum();
+    assert!((s - 1.0).abs() < 1e-6);
+    // After a reordering stage (typical's order) the list is sorted again.
+    let mut chain = Chain::parse("top_k(k=4);typical(p=0.9);softmax").unwrap();
+    let mut cur = Candidates::from_row(&l).unwrap();
+    chain.apply(&mut cur).unwrap();
+    assert!(cur.is_sorted());
+    let logits: Vec<f32> = cur.list("test").unwrap().iter().map(|t| t.logit).collect();
+    assert!(logits.windows(2).all(|w| w[0] >= w[1]), "{logits:?}");
+    // On the vocabulary view: the row unchanged (token-id order, see docs/SAMPLING.md).
+    let mut cur = Candidates::from_row(&l).unwrap();
+    Softmax::new().apply(&mut cur).unwrap();
+    assert!(cur.is_vocab_view());
+    assert!(spec_err("softmax(t=1)").to_string().contains("unknown parameter"));
+}
+
 // ------------------------------------------------------------------ temp, temp_ext
 
 #[test]
