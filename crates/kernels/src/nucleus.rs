@@ -129,9 +129,28 @@ fn fast_cut(buf: &[(u32, f32)], p: f32, min_keep: usize, a: f32, b: f32, total: 
 /// `[0, 1)` and `min_keep` (0 and 1 alike); `sc.buf` receives the selection, sorted. A row with a
 /// NaN or `+inf`, or no finite value, has none ([`BadRow`]).
 pub fn select(row: &[f32], div: f32, p: f32, min_keep: usize, sc: &mut Scratch) -> Result<Nucleus, BadRow> {
+    select_within(row, div, p, min_keep, row.len(), sc)
+}
+
+/// The nucleus cut inside the `cap` largest tokens of `row` only (top-p approximated by top-k):
+/// the shortest prefix of those `cap` tokens whose probabilities, each the softmax over the
+/// *whole* row, sum to at least `p` (at least `min_keep`), or all `cap` where they carry less
+/// than `p`. The same decision, in the same arithmetic, as [`select`] on every prefix it
+/// examines, so it keeps exactly the first `min(kept, cap)` tokens of [`select`]'s nucleus
+/// (`kept` its size): exact where the nucleus fits in the `cap` largest, and never a selection of
+/// more than `cap` tokens. `cap >= row.len()` is [`select`]; `cap = 0` is taken as 1.
+pub fn select_within(
+    row: &[f32],
+    div: f32,
+    p: f32,
+    min_keep: usize,
+    cap: usize,
+    sc: &mut Scratch,
+) -> Result<Nucleus, BadRow> {
     let s = 1.0 / div;
     let n = row.len();
-    let mut k = (2 * sc.hint).clamp(64, 4096).max(min_keep).min(n);
+    let cap = cap.clamp(1, n.max(1));
+    let mut k = (2 * sc.hint).clamp(64, 4096).max(min_keep).min(cap);
     block_stats_with_sub_max(row, s, &mut sc.stats);
     if sc.stats.bad || sc.stats.row_max == f32::NEG_INFINITY || n == 0 {
         return Err(BadRow { bad: sc.stats.bad });
@@ -157,11 +176,11 @@ pub fn select(row: &[f32], div: f32, p: f32, min_keep: usize, sc: &mut Scratch) 
                 (cut, false) => cut,
             },
         };
-        if cut.is_some() || k == n {
+        if cut.is_some() || k == cap {
             break cut.unwrap_or(k);
         }
         // The best k do not carry mass p yet (a flat row): widen and select again.
-        k = (k * 8).min(n);
+        k = (k * 8).min(cap);
         top_k_from_maxima(row, &sc.stats.sub_max, k, &mut sc.buf);
     };
     sc.hint = kept;
@@ -170,4 +189,50 @@ pub fn select(row: &[f32], div: f32, p: f32, min_keep: usize, sc: &mut Scratch) 
         None => Probs::Fast { a, b, inv: (1.0 / total) as f32 },
     };
     Ok(Nucleus { kept, probs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift values in `[-scale / 2, scale / 2)`.
+    fn row(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+        let mut s = seed | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+            })
+            .collect()
+    }
+
+    #[test]
+    fn within_a_cap_is_the_nucleus_cut_to_its_first_cap_tokens() {
+        let mut full = Scratch::default();
+        let mut capped = Scratch::default();
+        let mut short = 0;
+        for (i, &(n, scale)) in
+            [(50usize, 4.0f32), (1000, 2.0), (1000, 20.0), (5000, 1.0), (20_000, 12.0), (20_000, 30.0)]
+                .iter()
+                .enumerate()
+        {
+            let x = row(n, 77 + i as u64, scale);
+            for p in [0.0f32, 0.5, 0.9, 0.95] {
+                for min_keep in [0usize, 3, 40] {
+                    let nuc = select(&x, 1.0, p, min_keep, &mut full).unwrap();
+                    let want: Vec<(u32, f32)> = full.buf[..nuc.kept].to_vec();
+                    for cap in [1usize, 8, 32, 256, n, n + 5] {
+                        let got = select_within(&x, 1.0, p, min_keep, cap, &mut capped).unwrap();
+                        let k = nuc.kept.min(cap);
+                        assert_eq!(got.kept, k, "n {n} p {p} min_keep {min_keep} cap {cap}");
+                        assert_eq!(&capped.buf[..k], &want[..k], "n {n} p {p} cap {cap}");
+                        short += usize::from(nuc.kept > cap);
+                    }
+                }
+            }
+        }
+        assert!(short > 20, "the caps cut some nuclei ({short})");
+    }
 }

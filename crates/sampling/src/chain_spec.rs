@@ -6,7 +6,7 @@
 //! | `greedy` | |
 //! | `dist` | `seed` |
 //! | `top_k` | `k=40` |
-//! | `top_p` | `p=0.95`, `min_keep=0` |
+//! | `top_p` | `p=0.95`, `min_keep=0`, `approx_k=0` (exact; `N`: the nucleus cut inside the `N` largest logits, top-p approximated by top-k) |
 //! | `min_p` | `p=0.05`, `min_keep=0` |
 //! | `typical` | `p=1.0`, `min_keep=0` |
 //! | `tail_free` | `z=1.0` (disabled), `min_keep=0` (older llama.cpp's `tfs_z`, `llama_sample_tail_free`) |
@@ -173,6 +173,20 @@ fn token_seqs(st: &Stage<'_>, key: &str) -> Result<Vec<Vec<u32>>> {
         .collect()
 }
 
+/// top_p's `approx_k`: a non-negative integer, 0 (exact top-p) where absent; anything else (a
+/// negative number, a fraction, text) is an invalid parameter.
+fn approx_k(st: &Stage<'_>) -> Result<usize> {
+    let Some(v) = st.params.get("approx_k") else { return Ok(0) };
+    st.wrap(v.parse::<usize>().map_err(|_| {
+        crate::error::invalid(
+            "top_p",
+            "approx_k",
+            v,
+            "must be a non-negative integer: how many of the largest logits the nucleus is cut inside (0: exact top-p)",
+        )
+    }))
+}
+
 fn read_file(st: &Stage<'_>, key: &str) -> Result<String> {
     let path = st.params.get(key).ok_or_else(|| st.err(format!("parameter `{key}` (a file) is required")))?;
     std::fs::read_to_string(path).map_err(|e| st.err(format!("parameter `{key}`: cannot read `{path}`: {e}")))
@@ -245,8 +259,9 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
             Box::new(TopK::new(st.get("k", 40)?))
         }
         "top_p" => {
-            st.allow(&["p", "min_keep"])?;
-            Box::new(st.wrap(TopP::new(st.get("p", 0.95)?, st.get("min_keep", 0)?))?)
+            st.allow(&["p", "min_keep", "approx_k"])?;
+            let approx_k = approx_k(st)?;
+            Box::new(st.wrap(TopP::new(st.get("p", 0.95)?, st.get("min_keep", 0)?))?.with_approx_k(approx_k))
         }
         "min_p" => {
             st.allow(&["p", "min_keep"])?;

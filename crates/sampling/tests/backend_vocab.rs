@@ -1,5 +1,6 @@
 //! Backend sampling of stages on the whole vocabulary (no `top_k` before them): top-p as the
-//! `top_p_mask` op, min-p's cut, and the CPU suffix that continues from a masked vocabulary. Every
+//! `top_p_mask` op, top-p approximated by top-k (a list of `N`), min-p's cut, and the CPU suffix
+//! that continues from a masked vocabulary. Every
 //! chain's tokens over many steps must equal its CPU chain's, token for token, in a mixed batch,
 //! at a small vocabulary (short rows: decided in llama.cpp's f32 arithmetic) and at 151936.
 
@@ -58,4 +59,20 @@ fn long_lists_match_the_cpu_chain_signed_zeros_included() {
     let cpu = Box::new(cpu::CpuBackend::new());
     let placed = run(1000, 40, &chains, vocab_cases::logits_for, cpu, None);
     assert!(placed.iter().all(|p| !p.contains('-')), "{placed:?}");
+}
+
+/// Top-p approximated by top-k (`vocab_cases::APPROX_TOP_P`, also run on Vulkan): `top_k` of `N`
+/// and the whole row's softmax denominator on the backend, a list of `N` after it, token for
+/// token the CPU chain's, at a small vocabulary and at 151936; the candidates read back equal the
+/// CPU chain's; bad rows fail alone.
+#[test]
+fn top_p_approximated_by_top_k_matches_the_cpu_chain() {
+    use vocab_cases::{APPROX_TOP_P, APPROX_TOP_P_CANDIDATES, APPROX_TOP_P_PLACEMENTS, approx_logits};
+    let cpu = || Box::new(cpu::CpuBackend::new());
+    assert_eq!(run(1000, 60, &APPROX_TOP_P, approx_logits, cpu(), None), APPROX_TOP_P_PLACEMENTS);
+    assert_eq!(run(1000, 30, &APPROX_TOP_P, vocab_cases::sorted_logits, cpu(), None), APPROX_TOP_P_PLACEMENTS);
+    assert_eq!(run(151_936, 6, &APPROX_TOP_P, approx_logits, cpu(), None), APPROX_TOP_P_PLACEMENTS);
+    vocab_cases::candidates_of(&APPROX_TOP_P_CANDIDATES, 1000, 30, cpu(), None);
+    vocab_cases::candidates_of(&APPROX_TOP_P_CANDIDATES, 151_936, 3, cpu(), None);
+    vocab_cases::bad_rows_of(&APPROX_TOP_P, 1000, cpu(), None);
 }

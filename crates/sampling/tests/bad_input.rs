@@ -11,6 +11,8 @@ const CHAINS: &[&str] = &[
     "top_k(k=40)",
     "top_k(k=40);top_p(p=0.95);min_p(p=0.05);temp(t=0.8);dist",
     "top_p(p=0.95);temp(t=0.8);dist",
+    "top_p(p=0.95,approx_k=8);temp(t=0.8);dist",
+    "top_k(k=40);top_p(p=0.9,approx_k=8);dist",
     "min_p(p=0.05);temp(t=0.8);dist",
     "temp(t=0.8);dist",
     "temp(t=0);dist",
@@ -100,6 +102,11 @@ fn no_selecting_stage_is_an_error_for_sample() {
 fn rejected_parameter_values_name_stage_and_parameter() {
     const REJECTED: &[(&str, &str, &str)] = &[
         ("top_p(p=nan)", "top_p", "p"),
+        ("top_p(approx_k=-3)", "top_p", "approx_k"),
+        ("top_p(p=0.9,approx_k=1.5)", "top_p", "approx_k"),
+        ("top_p(approx_k=32x)", "top_p", "approx_k"),
+        ("top_p(approx_k=)", "top_p", "approx_k"),
+        ("top_p(approx_k=1e3)", "top_p", "approx_k"),
         ("min_p(p=nan)", "min_p", "p"),
         ("typical(p=nan)", "typical", "p"),
         // tail_free: NaN, and a negative z (llama.cpp would keep exactly min_keep candidates, or
@@ -152,6 +159,9 @@ fn rejected_parameter_values_name_stage_and_parameter() {
         ("adaptive_p(target=inf,decay=0)", "adaptive_p", "target"),
         ("adaptive_p(decay=nan)", "adaptive_p", "decay"),
     ];
+    // approx_k's reason says what it is.
+    let e = Chain::parse("top_p(approx_k=-1)").unwrap_err().to_string();
+    assert!(e.contains("approx_k") && e.contains("-1") && e.contains("non-negative integer"), "{e}");
     for &(spec, stage, param) in REJECTED {
         let e = Chain::parse(&format!("greedy;{spec}")).unwrap_err();
         assert!(matches!(e, SamplingError::Spec { stage_index: 1, .. }), "{spec}: {e:?}");

@@ -117,6 +117,102 @@ fn top_p_keeps_pre_truncation_probabilities() {
     assert_eq!(c.list("test").unwrap().iter().map(|t| t.id).collect::<Vec<_>>(), vec![2, 0]);
 }
 
+// ------------------------------------------------------------------ top_p approximated by top-k
+
+#[test]
+fn top_p_approx_k_regimes() {
+    // quarter(): p = [1/2, 1/4, 1/8, 1/8]. The nucleus is cut inside the N largest, each with its
+    // probability over the whole row; where the N carry less than p, all N are kept.
+    let l = quarter();
+    // approx_k = 0: exact top-p.
+    assert_probs(&run_both("top_p(p=0.6,approx_k=0)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // The nucleus fits in the N largest: exact. p = 0.6 -> {0, 1}; p = 0.8 -> {0, 1, 2}.
+    assert_probs(&run_both("top_p(p=0.6,approx_k=2)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    assert_probs(&run_both("top_p(p=0.8,approx_k=3)", &l), &[(0, 4.0 / 7.0), (1, 2.0 / 7.0), (2, 1.0 / 7.0)]);
+    // It does not: the N are kept, renormalised over them. p = 0.8, N = 2: the two largest carry
+    // 0.75 < 0.8 -> {0, 1} (exact top-p keeps {0, 1, 2}).
+    assert_probs(&run_both("top_p(p=0.8,approx_k=2)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // p = 0.9, N = 3: the tie at 1/8 goes to the lower id: {0, 1, 2} (exact keeps all four).
+    assert_probs(&run_both("top_p(p=0.9,approx_k=3)", &l), &[(0, 4.0 / 7.0), (1, 2.0 / 7.0), (2, 1.0 / 7.0)]);
+    assert_probs(&run_both("top_p(p=0.9,approx_k=1)", &l), &[(0, 1.0)]);
+    // The mass is the whole row's: p = 0.55, N = 2: cum 0.5 < 0.55, 0.75 >= 0.55 -> {0, 1}
+    // (normalised over the two alone, 2/3 >= 0.55 would keep only {0}).
+    assert_probs(&run_both("top_p(p=0.55,approx_k=2)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    assert_probs(&run_both("top_p(p=0.55,approx_k=3)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    // approx_k >= n_vocab: exact top-p (all four at p = 0.9).
+    for n in [4, 5, 1000] {
+        assert_eq!(id_set(&run_both(&format!("top_p(p=0.9,approx_k={n})"), &l)), vec![0, 1, 2, 3]);
+    }
+    // min_keep counts inside the N: min_keep = 3 with N = 2 keeps the 2; with N = 3, {0, 1, 2}.
+    assert_eq!(id_set(&run_both("top_p(p=0.1,min_keep=3,approx_k=2)", &l)), vec![0, 1]);
+    assert_eq!(id_set(&run_both("top_p(p=0.1,min_keep=3,approx_k=3)", &l)), vec![0, 1, 2]);
+    // p = 0 (and below): the top max(min_keep, 1); p >= 1: disabled, N or not.
+    assert_probs(&run_both("top_p(p=0,approx_k=3)", &l), &[(0, 1.0)]);
+    assert_probs(&run_both("top_p(p=-1,approx_k=3)", &l), &[(0, 1.0)]);
+    assert_eq!(id_set(&run_both("top_p(p=1,approx_k=2)", &l)), vec![0, 1, 2, 3]);
+    // After a temperature: t = 0.5 squares the odds, p = [16, 4, 1, 1] / 22: N = 1 at p = 0.9
+    // keeps {0}; N = 2 at p = 0.9: 20/22 = 0.909 >= 0.9 -> {0, 1} = 16/20, 4/20.
+    assert_probs(&run_both("temp(t=0.5);top_p(p=0.9,approx_k=1)", &l), &[(0, 1.0)]);
+    assert_probs(&run_both("temp(t=0.5);top_p(p=0.9,approx_k=2)", &l), &[(0, 0.8), (1, 0.2)]);
+    // On a list (after top_k): the cut inside its first N, with the list's own softmax: top_k(3)
+    // gives [4, 2, 1] / 7; p = 0.8: 6/7 >= 0.8 at the second -> {0, 1} whatever N >= 2; N = 1: {0}.
+    assert_eq!(id_set(&run_both("top_k(k=3);top_p(p=0.8,approx_k=2)", &l)), vec![0, 1]);
+    assert_eq!(id_set(&run_both("top_k(k=3);top_p(p=0.8,approx_k=9)", &l)), vec![0, 1]);
+    assert_eq!(id_set(&run_both("top_k(k=3);top_p(p=0.95,approx_k=2)", &l)), vec![0, 1]);
+    assert_eq!(id_set(&run_both("top_k(k=3);top_p(p=0.95,approx_k=1)", &l)), vec![0]);
+    // After a cut on the vocabulary (min_p keeps {0, 1, 2, 3}; top_p(0.95) all four): the same.
+    assert_probs(&run_both("top_p(p=0.95);top_p(p=0.55,approx_k=2)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+    assert_probs(&run_both("min_p(p=0.2);top_p(p=0.8,approx_k=2)", &l), &[(0, 2.0 / 3.0), (1, 1.0 / 3.0)]);
+}
+
+#[test]
+fn top_p_approx_k_keeps_whole_row_probabilities_sorted() {
+    // The kept tokens carry their probability in the whole row's softmax (as exact top-p keeps
+    // the pre-truncation ones) and leave sorted by logit, as top-k's list (the backend's record is
+    // a list of N), on the vocabulary view and after a cut alike.
+    let l = [0.25f32.ln(), 0.125f32.ln(), 0.5f32.ln(), 0.125f32.ln()];
+    for pre in [None, Some("top_p(p=0.99)")] {
+        let mut c = Candidates::from_row(&l).unwrap();
+        if let Some(spec) = pre {
+            Chain::parse(spec).unwrap().apply(&mut c).unwrap();
+        }
+        TopP::new(0.55, 0).unwrap().with_approx_k(2).apply(&mut c).unwrap();
+        assert!(c.is_sorted());
+        let list = c.list("test").unwrap();
+        assert_eq!(list.iter().map(|t| t.id).collect::<Vec<_>>(), vec![2, 0], "{pre:?}");
+        assert!((list[0].p - 0.5).abs() < 1e-6 && (list[1].p - 0.25).abs() < 1e-6, "{pre:?}: {list:?}");
+    }
+    // A later draw is from the kept tokens renormalised: with p = 0.8 and N = 2, {2, 0} at 2/3
+    // and 1/3, for every uniform (dist's draws over many seeds hit both, in proportion).
+    let mut hits = [0usize; 4];
+    for seed in 0..3000 {
+        let t = Chain::parse(&format!("top_p(p=0.8,approx_k=2);dist(seed={seed})")).unwrap().sample(&l).unwrap();
+        hits[t as usize] += 1;
+    }
+    assert_eq!((hits[1], hits[3]), (0, 0), "{hits:?}");
+    let share = hits[2] as f64 / 3000.0;
+    assert!((share - 2.0 / 3.0).abs() < 0.03, "{hits:?}");
+}
+
+#[test]
+fn top_p_approx_k_is_the_exact_nucleus_cut_to_its_first_n_on_long_rows() {
+    // 10,000 and 20,000 tokens (the fast path with its replay): the kept set is the first
+    // min(kept, N) of the exact nucleus in value order, ties by lower id.
+    for (n, scale) in [(10_000usize, 2.0f32), (10_000, 6.0), (20_000, 1.0)] {
+        let l = gaussian_logits(n, 9 + n as u64, scale);
+        for p in [0.3f32, 0.9, 0.95] {
+            let mut exact = run_view(&format!("top_p(p={p})"), &l).candidates;
+            exact.sort_by(|a, b| b.logit.total_cmp(&a.logit).then(a.id.cmp(&b.id)));
+            for nn in [1usize, 16, 64, 256, 4096] {
+                let got = run_both(&format!("top_p(p={p},approx_k={nn})"), &l);
+                let mut want: Vec<u32> = exact.iter().take(nn).map(|t| t.id).collect();
+                want.sort_unstable();
+                assert_eq!(id_set(&got), want, "n {n} scale {scale} p {p} N {nn}");
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------------------ min_p
 
 #[test]
@@ -911,7 +1007,7 @@ fn mask_by_predicate() {
 #[test]
 fn spec_errors_name_stage_and_parameter() {
     let e = spec_err("top_k(k=40);top_p(q=0.9)");
-    assert_eq!(e.to_string(), "SPEC stage 1 (`top_p`): unknown parameter `q` (expected p, min_keep)");
+    assert_eq!(e.to_string(), "SPEC stage 1 (`top_p`): unknown parameter `q` (expected p, min_keep, approx_k)");
     let e = spec_err("top_k(k=40);bogus");
     assert!(e.to_string().contains("stage 1") && e.to_string().contains("unknown sampler `bogus`"));
     let e = spec_err("min_p(p=nan)");

@@ -198,3 +198,26 @@ fn tail_free_and_softmax_on_vulkan_at_151936() {
         chains.iter().zip(&places).filter(keep).map(|(c, p)| (*c, *p)).unzip();
     with_vulkan(false, |vk, cpu| assert_eq!(run(151_936, 3, &chains, peaked_logits, vk, Some(cpu)), places));
 }
+
+/// Top-p approximated by top-k (`vocab_cases::APPROX_TOP_P`): `top_k` of `N`, the whole row's
+/// softmax denominator by two-level sums and the cut on the `N` probabilities' running mass on
+/// Vulkan, every token the CPU chain's, at a small vocabulary (normal and staged memory) and at
+/// 151936; the candidates read back; bad rows failing alone. At 151936 the chains with an exact
+/// top-p on the vocabulary (`top_p_mask`, or `approx_k` past the vocabulary) are left out, as in
+/// [`sorted_on_vulkan`].
+#[test]
+fn top_p_approximated_by_top_k_on_vulkan_matches_the_cpu_chain() {
+    use vocab_cases::{APPROX_TOP_P, APPROX_TOP_P_CANDIDATES, APPROX_TOP_P_PLACEMENTS, approx_logits};
+    let Some(probe) = common::vulkan("top_p_approximated_by_top_k_on_vulkan_matches_the_cpu_chain") else { return };
+    drop(probe);
+    for (v, steps, staged) in [(1000, 30, false), (1000, 10, true), (151_936, 2, false)] {
+        let exact_on_vocab = |c: &str| c.contains("top_p(p=0.95);") || c.contains("approx_k=200000");
+        let keep = |c: &&str| v < 100_000 || !exact_on_vocab(c);
+        let chains: Vec<&str> = APPROX_TOP_P.iter().copied().filter(keep).collect();
+        let places: Vec<&str> =
+            APPROX_TOP_P.iter().zip(APPROX_TOP_P_PLACEMENTS).filter(|(c, _)| keep(c)).map(|(_, p)| p).collect();
+        with_vulkan(staged, |vk, cpu| assert_eq!(run(v, steps, &chains, approx_logits, vk, Some(cpu)), places));
+    }
+    with_vulkan(false, |vk, cpu| candidates_of(&APPROX_TOP_P_CANDIDATES, 1000, 20, vk, Some(cpu)));
+    with_vulkan(false, |vk, cpu| bad_rows_of(&APPROX_TOP_P, 1000, vk, Some(cpu)));
+}

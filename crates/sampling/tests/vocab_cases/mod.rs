@@ -2,9 +2,10 @@
 //! selections on the vocabulary (mirostat_v2, min_p with `min_keep > 1` or `p > 1`, top_n_sigma,
 //! xtc: [`CHAINS`]) and the stages that order the vocabulary (dynamic temp_ext,
 //! mirostat v1, typical: [`SORTED_CHAINS`]), the vocabulary stages and top-p after a cut on the
-//! vocabulary ([`AFTER_CUT`], on the masked row), the history stages (dry, adaptive-p:
-//! [`HISTORY_CHAINS`]), tail-free and softmax on every form ([`TAIL_FREE_CHAINS`]), with [`run`] and [`run_resampled`], which check a mixed batch against each
-//! chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
+//! vocabulary ([`AFTER_CUT`], on the masked row), the history stages (dry, adaptive-p, the
+//! constraints, the reasoning budget: [`HISTORY_CHAINS`]), tail-free and softmax on every form
+//! ([`TAIL_FREE_CHAINS`]), top-p approximated by top-k ([`APPROX_TOP_P`]), with [`run`] and
+//! [`run_resampled`], which check a mixed batch against each chain run alone on the CPU. `tests/backend_vocab*.rs` run them on the CPU backend,
 //! `crates/vulkan/tests/vocab_select.rs` and `vocab_sorted.rs` include this file (`#[path]`) and
 //! run them on Vulkan. Every chain's tokens over many steps must equal its CPU chain's, token for
 //! token, in one mixed batch, on rows with `-inf` entries from the start and rows of tied logits.
@@ -718,4 +719,73 @@ pub const TAIL_FREE_CANDIDATES: [&str; 6] = [
     "top_k(k=30);typical(p=0.77);softmax;dist(seed=114)",
     "softmax;dist(seed=115)",
     "top_k(k=40);top_p(p=0.9);tail_free(z=0.93,min_keep=1);dist(seed=116)",
+];
+
+/// Rows for [`APPROX_TOP_P`]: [`logits_for`]'s rows, some of them sharpened (times 3 or 8) so that
+/// nuclei of every size meet the caps: a few tokens (the cut inside the `N` largest, exact) to
+/// thousands (all `N` kept).
+pub fn approx_logits(v: usize, step: usize, row: usize) -> Vec<f32> {
+    let sharpen = [1.0f32, 3.0, 8.0][(step + 2 * row) % 3];
+    logits_for(v, step, row).into_iter().map(|x| x * sharpen).collect()
+}
+
+/// Top-p approximated by top-k (`approx_k = N`): on the vocabulary (after a temperature, a
+/// pending min-p, a cut on the vocabulary), on a list longer and shorter than `N`, `N` at least
+/// the vocabulary (exact), `min_keep` above `N`, `p = 0` and `p = 1`, followed by the list stages,
+/// xtc, mirostat_v2, top_k, greedy and dist (not typical: on a list its backend cut can differ from
+/// the CPU's at a close call, docs/SAMPLING.md, whatever list it gets). The record after it is a list of `N`.
+pub const APPROX_TOP_P: [&str; 20] = [
+    "top_p(p=0.9,approx_k=32);dist(seed=81)",
+    "top_p(p=0.95,approx_k=8);dist(seed=82)",
+    "temp(t=0.7);top_p(p=0.8,approx_k=16);dist(seed=83)",
+    "top_p(p=0.9,approx_k=64);temp(t=1.3);dist(seed=84)",
+    "top_p(p=0.5,min_keep=3,approx_k=20);min_p(p=0.2);dist(seed=85)",
+    "top_p(p=0.9,approx_k=24);greedy",
+    "top_p(p=0.3,min_keep=40,approx_k=12);dist(seed=86)",
+    "min_p(p=0.05);top_p(p=0.9,approx_k=16);dist(seed=87)",
+    "top_p(p=0.95);top_p(p=0.8,approx_k=10);dist(seed=88)",
+    "top_k(k=50);top_p(p=0.9,approx_k=10);dist(seed=89)",
+    "top_k(k=8);top_p(p=0.9,approx_k=10);dist(seed=90)",
+    "top_p(p=0.9,approx_k=200000);dist(seed=91)",
+    "top_p(p=0.9,approx_k=30);xtc(p=1,t=0.05,seed=92);dist(seed=92)",
+    "top_p(p=0.9,approx_k=40);mirostat_v2(tau=5,eta=0.1,seed=93)",
+    "top_p(p=0.9,approx_k=16);top_k(k=5);dist(seed=94)",
+    "temp(t=1.5);top_p(p=0.95,approx_k=256);min_p(p=0.05);temp(t=0.8);dist(seed=95)",
+    "top_p(p=0,approx_k=16);dist(seed=96)",
+    "top_p(p=1,approx_k=16);dist(seed=97)",
+    "top_p(p=0.5,approx_k=128);dist(seed=98)",
+    "top_n_sigma(n=1.5);top_p(p=0.7,approx_k=48);dist(seed=99)",
+];
+
+/// Where each of [`APPROX_TOP_P`] runs: everywhere on the backend.
+pub const APPROX_TOP_P_PLACEMENTS: [&str; 20] = [
+    "+top_p +dist",
+    "+top_p +dist",
+    "+temp +top_p +dist",
+    "+top_p +temp +dist",
+    "+top_p +min_p +dist",
+    "+top_p +greedy",
+    "+top_p +dist",
+    "+min_p +top_p +dist",
+    "+top_p +top_p +dist",
+    "+top_k +top_p +dist",
+    "+top_k +top_p +dist",
+    "+top_p +dist",
+    "+top_p +xtc +dist",
+    "+top_p +mirostat_v2",
+    "+top_p +top_k +dist",
+    "+temp +top_p +min_p +temp +dist",
+    "+top_p +dist",
+    "+top_p +dist",
+    "+top_p +dist",
+    "+top_n_sigma +top_p +dist",
+];
+
+/// Chains of [`APPROX_TOP_P`] whose candidates are read back too.
+pub const APPROX_TOP_P_CANDIDATES: [&str; 5] = [
+    "top_p(p=0.9,approx_k=32);dist(seed=101)",
+    "temp(t=0.7);top_p(p=0.5,approx_k=16);dist(seed=102)",
+    "min_p(p=0.05);top_p(p=0.9,approx_k=16);dist(seed=103)",
+    "top_k(k=50);top_p(p=0.9,approx_k=10);temp(t=0.8);dist(seed=104)",
+    "top_p(p=0.95);top_p(p=0.8,approx_k=10);dist(seed=105)",
 ];
