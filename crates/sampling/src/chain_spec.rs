@@ -57,7 +57,9 @@ use std::sync::Arc;
 /// What a SPEC is parsed with: the seed of random stages without `seed=`, and, for the grammar
 /// stages, the vocabulary. Grammar stages parsed with one context (and its clones) over the same
 /// grammar share one matcher engine: the grammar states and masks one sequence met are cached
-/// for the others (a batch, a server's requests with one schema).
+/// for the others (a batch, a server's requests with one schema). DRY's string breakers need the
+/// vocabulary and the tokenizer; their token sequences are cached per context (and its clones)
+/// too, so a context serves one vocabulary.
 #[derive(Debug, Clone, Default)]
 pub struct SpecContext {
     /// The seed random stages without `seed=` get.
@@ -67,8 +69,37 @@ pub struct SpecContext {
     pub vocab: Option<Arc<::grammar::Vocab>>,
     /// The model's tokenizer as DRY's string breakers need it (with [`SpecContext::vocab`]).
     pub tokenizer: Option<crate::samplers::dry_breakers::BreakerTokenizer>,
+    /// DRY's string breakers turned into token sequences so far, by their strings.
+    pub breakers: BreakerCache,
     /// The matchers made so far, by stage name, grammar text, root and triggers.
     pub matchers: MatcherCache,
+}
+
+/// DRY's string breakers as token sequences, by the strings (a vocabulary scan each; a server
+/// sees the same few lists again and again). At most [`BreakerCache::MAX`] lists are kept (then
+/// the cache starts over).
+#[derive(Debug, Clone, Default)]
+pub struct BreakerCache(Arc<std::sync::Mutex<BreakerMap>>);
+
+/// Breaker strings to their token sequences.
+type BreakerMap = std::collections::HashMap<Vec<String>, Vec<Vec<u32>>>;
+
+impl BreakerCache {
+    /// The most breaker lists kept.
+    pub const MAX: usize = 64;
+
+    fn get(&self, key: &[String], make: impl FnOnce() -> Result<Vec<Vec<u32>>>) -> Result<Vec<Vec<u32>>> {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = map.get(key) {
+            return Ok(v.clone());
+        }
+        let v = make()?;
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert(key.to_vec(), v.clone());
+        Ok(v)
+    }
 }
 
 /// Matchers at their start, one per grammar, whose clones share their engine's cache.
@@ -314,8 +345,9 @@ fn token_seqs(st: &Stage<'_>, key: &str) -> Result<Vec<Vec<u32>>> {
 }
 
 /// DRY's `breakers`: token sequences where unquoted ([`token_seqs`]); where quoted, strings
-/// turned into token sequences over the vocabulary as llama.cpp does ([`dry_breakers`]), which
-/// needs [`SpecContext::vocab`] and [`SpecContext::tokenizer`].
+/// turned into token sequences over the vocabulary as llama.cpp does
+/// ([`crate::samplers::dry_breakers`], cached in [`SpecContext::breakers`]), which needs
+/// [`SpecContext::vocab`] and [`SpecContext::tokenizer`].
 fn dry_breakers(st: &Stage<'_>, cx: &SpecContext) -> Result<Vec<Vec<u32>>> {
     let Some(Value::Quoted(strings)) = st.params.get("breakers") else { return token_seqs(st, "breakers") };
     let (Some(vocab), Some(tok)) = (cx.vocab.as_ref(), cx.tokenizer.as_ref()) else {
@@ -323,21 +355,23 @@ fn dry_breakers(st: &Stage<'_>, cx: &SpecContext) -> Result<Vec<Vec<u32>>> {
             "parameter `breakers`: string breakers need the model's vocabulary and tokenizer (give the model: `--vocab MODEL.gguf` in `xtask sample`), or give token ids (`breakers=13|198 271`)",
         ));
     };
-    let bytes: Vec<&[u8]> = strings.iter().map(|s| s.as_bytes()).collect();
-    let entries = crate::samplers::dry_breakers::from_vocab(&bytes, vocab, tok).map_err(|e| match e {
-        crate::samplers::dry_breakers::BreakerError::NeedsTokenizer(b) => {
-            st.err(format!("parameter `breakers`: `{}` needs the model's tokenizer", String::from_utf8_lossy(&b)))
-        }
-    })?;
-    Ok(entries
-        .into_iter()
-        .map(|(head, tail)| {
-            let mut seq = Vec::with_capacity(1 + tail.len());
-            seq.push(head);
-            seq.extend(tail);
-            seq
-        })
-        .collect())
+    cx.breakers.get(strings, || {
+        let bytes: Vec<&[u8]> = strings.iter().map(|s| s.as_bytes()).collect();
+        let entries = crate::samplers::dry_breakers::from_vocab(&bytes, vocab, tok).map_err(|e| match e {
+            crate::samplers::dry_breakers::BreakerError::NeedsTokenizer(b) => {
+                st.err(format!("parameter `breakers`: `{}` needs the model's tokenizer", String::from_utf8_lossy(&b)))
+            }
+        })?;
+        Ok(entries
+            .into_iter()
+            .map(|(head, tail)| {
+                let mut seq = Vec::with_capacity(1 + tail.len());
+                seq.push(head);
+                seq.extend(tail);
+                seq
+            })
+            .collect())
+    })
 }
 
 fn read_file(st: &Stage<'_>, key: &str) -> Result<String> {

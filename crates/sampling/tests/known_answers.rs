@@ -884,8 +884,10 @@ fn dry_string_breakers_map_as_llama_cpp() {
     let breaker = "a".repeat(40) + "b";
     let got = from_vocab(&[breaker.as_bytes()], &vocab, &tok).unwrap();
     assert_eq!(got, vec![(0, vec![0; 20]), (1, vec![])]);
-    // An empty breaker is skipped.
+    // An empty breaker is skipped; a breaker ends at a NUL byte (llama.cpp's C strings).
     assert_eq!(from_vocab(&[b""], &vocab, &tok).unwrap(), vec![]);
+    assert_eq!(from_vocab(&[b"\0b"], &vocab, &tok).unwrap(), vec![]);
+    assert_eq!(from_vocab(&[b"b\0a"], &vocab, &tok).unwrap(), vec![(2, vec![])]);
 
     // Without a tokenizer: one-byte breakers need none; a tail that must be tokenized is an error.
     let words: Vec<Vec<u8>> = texts.iter().map(|t| t.as_bytes().to_vec()).collect();

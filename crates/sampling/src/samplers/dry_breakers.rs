@@ -3,7 +3,8 @@
 //! fills `dry_processed_breakers` (`llama_sampler_init_dry` and `get_overlapping_token_sequences`
 //! in `src/llama-sampler.cpp`, after koboldcpp):
 //!
-//! * each breaker is cut to its first [`MAX_CHAR_LEN`] (40) bytes; an empty one is skipped;
+//! * each breaker is cut at its first NUL byte (llama.cpp takes them as C strings), then to its
+//!   first [`MAX_CHAR_LEN`] (40) bytes; an empty one is skipped;
 //! * for every token `t` of the vocabulary, in id order, its text `w` (llama.cpp's
 //!   `vocab.detokenize({t}, special = true)`: [`token_word`]):
 //!   * if `w` contains the breaker, `t` is a head with an empty tail (a single-token breaker:
@@ -36,6 +37,10 @@ pub const MAX_CHAR_LEN: usize = 40;
 /// llama.cpp's cut of each tail, in tokens (`MAX_SEQ_LEN`).
 pub const MAX_SEQ_LEN: usize = 20;
 
+/// llama.cpp's `vocab.tokenize(text, add_special = false, parse_special = false)` over bytes
+/// (see [`BreakerTokenizer::tokenize`]).
+pub type TokenizeFn = dyn Fn(&[u8]) -> Vec<Token> + Send + Sync;
+
 /// What string breakers need of the model's tokenizer besides the token texts: how llama.cpp's
 /// `detokenize` of one token differs from its piece, and its `tokenize`.
 #[derive(Clone)]
@@ -50,7 +55,7 @@ pub struct BreakerTokenizer {
     /// control tokens' texts tokenized as text (a SentencePiece model still puts its space
     /// prefix first). The text is bytes: a breaker cut at 40 bytes, or its rest after an
     /// overlap, may end or start inside a UTF-8 character.
-    pub tokenize: Arc<dyn Fn(&[u8]) -> Vec<Token> + Send + Sync>,
+    pub tokenize: Arc<TokenizeFn>,
 }
 
 impl std::fmt::Debug for BreakerTokenizer {
@@ -111,7 +116,7 @@ pub fn token_word(piece: &[u8], add_space_prefix: bool, clean_spaces: bool) -> V
                 total -= 1;
             } else if x1 != b't' && x1 != b'd' && i + 2 < total3 {
                 let x2 = text[i + 2];
-                if (x1 == b'r' && x2 == b'e') || (x1 == b'v' && x2 == b'e') {
+                if x2 == b'e' && (x1 == b'r' || x1 == b'v') {
                     total -= 1;
                 }
             }
@@ -138,12 +143,13 @@ pub enum BreakerError {
 pub fn overlapping_sequences(
     breakers: &[&[u8]],
     words: &[Vec<u8>],
-    tokenize: Option<&(dyn Fn(&[u8]) -> Vec<Token> + Send + Sync)>,
+    tokenize: Option<&TokenizeFn>,
 ) -> Result<Vec<(Token, Vec<Token>)>, BreakerError> {
     let mut out: Vec<(Token, Vec<Token>)> = Vec::new();
     // Index of each head's entries in `out`, for the duplicate check.
     let mut by_head: HashMap<Token, Vec<usize>> = HashMap::new();
     for &b in breakers {
+        let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
         let s = &b[..b.len().min(MAX_CHAR_LEN)];
         if s.is_empty() {
             continue;
