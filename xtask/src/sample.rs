@@ -20,7 +20,8 @@
 //!
 //! `--vocab MODEL.gguf` gives the grammar stages (`grammar`, `json_schema`, `grammar_lazy`) the
 //! model's token texts; `--history` tokens advance them too, and a history token a grammar
-//! rejects is an error naming it.
+//! rejects is an error naming it. It also gives DRY's string breakers
+//! (`dry(breakers="\n|:|\"|*")`) the token texts and the model's tokenizer.
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use sampling::{SampleOutput, Sampler};
