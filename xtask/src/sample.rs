@@ -20,7 +20,8 @@
 //!
 //! `--vocab MODEL.gguf` gives the grammar stages (`grammar`, `json_schema`, `grammar_lazy`) the
 //! model's token texts; `--history` tokens advance them too, and a history token a grammar
-//! rejects is an error naming it.
+//! rejects is an error naming it. It also gives DRY's string breakers
+//! (`dry(breakers="\n|:|\"|*")`) the token texts and the model's tokenizer.
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use sampling::{SampleOutput, Sampler};
@@ -67,16 +68,16 @@ struct Args {
     /// Seed for random stages without `seed=` in the SPEC.
     #[arg(long)]
     seed: Option<u64>,
-    /// A GGUF model whose vocabulary the grammar stages read token texts from.
+    /// A GGUF model whose vocabulary the grammar stages read token texts from (and DRY's string
+    /// breakers, with its tokenizer).
     #[arg(long)]
     vocab: Option<PathBuf>,
 }
 
-/// The grammar vocabulary of a GGUF model file.
-pub fn load_vocab(path: &Path) -> Result<std::sync::Arc<grammar::Vocab>> {
+/// The tokenizer of a GGUF model file.
+pub fn load_tokenizer(path: &Path) -> Result<runner::tokenizer::Tokenizer> {
     let g = gguf::Gguf::open(path).with_context(|| format!("opening --vocab {}", path.display()))?;
-    let tok = runner::gguf_model::tokenizer(&g).with_context(|| format!("the tokenizer of {}", path.display()))?;
-    Ok(std::sync::Arc::clone(tok.grammar_vocab()))
+    runner::gguf_model::tokenizer(&g).with_context(|| format!("the tokenizer of {}", path.display()))
 }
 
 pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
@@ -85,7 +86,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         bail!("--backend vulkan runs the backend prefix: use it with --path graph (--path chain is the CPU chain)");
     }
     let (rows, n_vocab, data) = read_logits(&args.logits)?;
-    let vocab = args.vocab.as_deref().map(load_vocab).transpose()?;
+    let tok = args.vocab.as_deref().map(load_tokenizer).transpose()?;
+    let vocab = tok.as_ref().map(|t| std::sync::Arc::clone(t.grammar_vocab()));
     if let Some(v) = &vocab
         && v.len() != n_vocab
     {
@@ -94,6 +96,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let cx = sampling::chain_spec::SpecContext {
         default_seed: args.seed.unwrap_or(sampling::DEFAULT_SEED),
         vocab,
+        // DRY's string breakers (a quoted value) need the tokenizer.
+        tokenizer: tok.as_ref().filter(|_| args.chain.contains('"')).map(|t| t.breaker_tokenizer()),
         ..Default::default()
     };
     let mut chain = sampling::chain_spec::parse_with(&args.chain, &cx)

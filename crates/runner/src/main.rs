@@ -299,10 +299,19 @@ fn seq_specs(args: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The chains of the SPECs; grammar stages read the model's vocabulary.
+/// The chains of the SPECs; grammar stages and DRY's string breakers read the model's
+/// vocabulary (and the latter its tokenizer).
 fn chains(specs: &[String], model: &Model) -> Result<Vec<(String, Chain)>> {
     let vocab = model.tokenizer.as_ref().map(|t| Arc::clone(t.grammar_vocab()));
-    let cx = sampling::chain_spec::SpecContext { default_seed: sampling::DEFAULT_SEED, vocab, ..Default::default() };
+    // DRY's string breakers need the tokenizer: made only where a SPEC has a quoted value.
+    let tokenizer =
+        model.tokenizer.as_ref().filter(|_| specs.iter().any(|s| s.contains('"'))).map(|t| t.breaker_tokenizer());
+    let cx = sampling::chain_spec::SpecContext {
+        default_seed: sampling::DEFAULT_SEED,
+        vocab,
+        tokenizer,
+        ..Default::default()
+    };
     specs
         .iter()
         .enumerate()

@@ -155,6 +155,28 @@ pub struct Tokenizer {
     add_bos: bool,
     /// Token texts as bytes and the end-of-generation tokens, for grammars.
     vocab: std::sync::Arc<grammar::Vocab>,
+    /// llama.cpp's `add_space_prefix` (its `detokenize` strips one leading space).
+    add_space_prefix: bool,
+    /// llama.cpp's `clean_spaces` (see [`clean_spaces`]).
+    clean_spaces: bool,
+}
+
+/// llama.cpp's `clean_spaces` for a vocabulary (`llama_vocab::impl::load`): false for
+/// SentencePiece; for byte-level BPE true except for the pre-tokenizers that turn it off (of the
+/// ones this runner knows: `smollm`, `qwen2`, `command-r`).
+pub fn clean_spaces(model: &str, pre: &str) -> bool {
+    model == "gpt2" && !matches!(pre, "smollm" | "qwen2" | "command-r")
+}
+
+/// `bytes` as text the way llama.cpp's BPE reads it (`unicode_cpts_from_utf8`): each byte of an
+/// invalid or cut UTF-8 sequence becomes U+FFFD.
+fn text_of_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        out.extend(std::iter::repeat_n('\u{FFFD}', chunk.invalid().len()));
+    }
+    out
 }
 
 fn tok_err(what: impl Into<String>, reason: impl std::fmt::Display) -> RunnerError {
@@ -212,7 +234,16 @@ impl Tokenizer {
             spec.tokens.iter().enumerate().filter(|(_, t)| EOG_TEXTS.contains(&t.as_str())).map(|(i, _)| i as u32),
         );
         let vocab = std::sync::Arc::new(grammar::Vocab::new(pieces, &eog));
-        Ok(Tokenizer { inner, n_vocab, bos: spec.bos, eos: spec.eos, add_bos: spec.add_bos, vocab })
+        Ok(Tokenizer {
+            inner,
+            n_vocab,
+            bos: spec.bos,
+            eos: spec.eos,
+            add_bos: spec.add_bos,
+            vocab,
+            add_space_prefix: spec.add_space_prefix.unwrap_or(spec.model == "llama"),
+            clean_spaces: clean_spaces(&spec.model, &spec.pre),
+        })
     }
 
     /// The byte-level BPE tokenizer of `spec` (its pre-tokenizer, merges and control tokens).
@@ -310,6 +341,37 @@ impl Tokenizer {
             Inner::Spm(s) => s.encode(text, &mut ids)?,
         }
         Ok(ids)
+    }
+
+    /// DRY's string breakers' view of this tokenizer ([`sampling::samplers::BreakerTokenizer`]):
+    /// llama.cpp's `detokenize` flags and its `tokenize(text, add_special = false,
+    /// parse_special = false)` (no BOS; control tokens' texts tokenized as text). Its tokenizer is
+    /// a copy of this one's (made here, once). Bytes that are not UTF-8 (a breaker cut inside a
+    /// character) become U+FFFD each, as llama.cpp's BPE reads them; llama.cpp's SentencePiece
+    /// would tokenize such bytes as bytes, and a tokenizer error gives no tokens.
+    pub fn breaker_tokenizer(&self) -> sampling::samplers::BreakerTokenizer {
+        let inner = match &self.inner {
+            Inner::Bpe(t) => {
+                let mut plain = t.clone();
+                plain.set_encode_special_tokens(true);
+                Inner::Bpe(plain)
+            }
+            spm @ Inner::Spm(_) => spm.clone(),
+        };
+        sampling::samplers::BreakerTokenizer {
+            add_space_prefix: self.add_space_prefix,
+            clean_spaces: self.clean_spaces,
+            tokenize: std::sync::Arc::new(move |bytes: &[u8]| {
+                let text = text_of_bytes(bytes);
+                match &inner {
+                    Inner::Bpe(t) => t.encode(text.as_str(), false).map(|e| e.get_ids().to_vec()).unwrap_or_default(),
+                    Inner::Spm(s) => {
+                        let mut ids = Vec::new();
+                        s.encode_with(&text, false, &mut ids).map(|()| ids).unwrap_or_default()
+                    }
+                }
+            }),
+        }
     }
 
     /// The text of `ids` (special tokens included; invalid UTF-8 becomes U+FFFD).

@@ -143,6 +143,26 @@ fn structured_output_and_stop_strings() {
 }
 
 /// A streamed completion read raw with curl: data lines, the usage chunk, `[DONE]`.
+/// DRY with llama-server's default breakers and with a request's own strings: the chain is made
+/// (over the model's vocabulary and tokenizer) and DRY changes a greedy continuation of a
+/// repeating pattern.
+#[test]
+fn dry_sequence_breakers_as_strings() {
+    let s = server(1, 4, Sampling::Backend);
+    let ask = |extra: &str| {
+        let body = format!(r#"{{"prompt": "1, 2, 3, 1, 2, 3, 1, 2, 3,", "max_tokens": 16, "temperature": 0{extra}}}"#);
+        let (st, r) = post(&s, "/v1/completions", &body);
+        assert_eq!(st, 200, "{body}: {r}");
+        r["choices"][0]["text"].as_str().unwrap().to_string()
+    };
+    let plain = ask("");
+    let dry = ask(r#", "dry_multiplier": 4, "dry_allowed_length": 1"#);
+    let custom =
+        ask(r#", "dry_multiplier": 4, "dry_allowed_length": 1, "dry_sequence_breakers": ["\n", " 3,", "x|y;z"]"#);
+    eprintln!("plain {plain:?}\ndry {dry:?}\ncustom {custom:?}");
+    assert_ne!(plain, dry, "DRY acts on the repeating output");
+}
+
 #[test]
 fn streaming_with_curl() {
     let s = server(2, 8, Sampling::Backend);
@@ -268,6 +288,8 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
         (r#"{"prompt": "x", "logit_bias": {"a": 1}}"#.into(), "logit_bias"),
         (r#"{"prompt": "x", "grammar": "root ::= ("}"#.into(), "grammar"),
         (r#"{"prompt": "x", "response_format": {"type": "xml"}}"#.into(), "response_format.type"),
+        (r#"{"prompt": "x", "dry_multiplier": 0.8, "dry_sequence_breakers": []}"#.into(), "dry_sequence_breakers"),
+        (r#"{"prompt": "x", "dry_sequence_breakers": ["a", 1]}"#.into(), "dry_sequence_breakers"),
         (format!(r#"{{"prompt": "{}"}}"#, "word ".repeat(400)), "prompt"),
     ];
     for (body, field) in &fixed {

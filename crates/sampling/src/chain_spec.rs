@@ -18,7 +18,7 @@
 //! | `mirostat` | `tau=5.0`, `eta=0.1`, `m=100`, `seed` |
 //! | `mirostat_v2` | `tau=5.0`, `eta=0.1`, `seed` |
 //! | `penalties` | `last_n=64`, `repeat=1.0`, `freq=0.0`, `present=0.0` |
-//! | `dry` | `multiplier=0.0`, `base=1.75`, `allowed_length=2`, `last_n=-1`, `n_ctx=4096`, `breakers=` |
+//! | `dry` | `multiplier=0.0`, `base=1.75`, `allowed_length=2`, `last_n=-1`, `n_ctx=4096`, `breakers=` (token ids `13\|198 271`, or strings `"\n\|:\|\"\|*"`) |
 //! | `logit_bias` | `TOKEN=BIAS`, any number (`-inf` bans; a negative TOKEN is ignored) |
 //! | `adaptive_p` | `target=-1.0` (disabled), `decay=0.9`, `seed` |
 //! | `allowed_tokens` | `ids=` (token ids, required: only these) |
@@ -42,6 +42,14 @@
 //! 271)`; `ids`, `eos` and `forced` are token ids
 //! separated by spaces. Errors name the stage (index and name) and the
 //! parameter.
+//!
+//! A value in double quotes is strings separated by `|`: `dry(breakers="\n|:|\"|*")` (llama.cpp's
+//! default DRY breakers). Inside the quotes `;`, `,` and `)` are text, and a backslash escapes
+//! `\|`, `\\`, `\"`, `\;`, `\,`, `\)` (each itself) and `\n` (a newline); any other escape, a
+//! `\` at the end, a missing closing quote or text after it is an error. Only DRY's `breakers`
+//! takes strings: they become token sequences over the vocabulary as llama.cpp's DRY makes them
+//! (`crate::samplers::dry_breakers`), which needs [`SpecContext::vocab`] and
+//! [`SpecContext::tokenizer`]; the unquoted form stays token ids.
 
 use crate::chain::Chain;
 use crate::error::{Result, SamplingError};
@@ -53,15 +61,49 @@ use std::sync::Arc;
 /// What a SPEC is parsed with: the seed of random stages without `seed=`, and, for the grammar
 /// stages, the vocabulary. Grammar stages parsed with one context (and its clones) over the same
 /// grammar share one matcher engine: the grammar states and masks one sequence met are cached
-/// for the others (a batch, a server's requests with one schema).
+/// for the others (a batch, a server's requests with one schema). DRY's string breakers need the
+/// vocabulary and the tokenizer; their token sequences are cached per context (and its clones)
+/// too, so a context serves one vocabulary.
 #[derive(Debug, Clone, Default)]
 pub struct SpecContext {
     /// The seed random stages without `seed=` get.
     pub default_seed: u64,
-    /// The token texts and end-of-generation tokens (grammar stages need them).
+    /// The token texts and end-of-generation tokens (grammar stages and DRY's string breakers
+    /// need them).
     pub vocab: Option<Arc<::grammar::Vocab>>,
+    /// The model's tokenizer as DRY's string breakers need it (with [`SpecContext::vocab`]).
+    pub tokenizer: Option<crate::samplers::dry_breakers::BreakerTokenizer>,
+    /// DRY's string breakers turned into token sequences so far, by their strings.
+    pub breakers: BreakerCache,
     /// The matchers made so far, by stage name, grammar text, root and triggers.
     pub matchers: MatcherCache,
+}
+
+/// DRY's string breakers as token sequences, by the strings (a vocabulary scan each; a server
+/// sees the same few lists again and again). At most [`BreakerCache::MAX`] lists are kept (then
+/// the cache starts over).
+#[derive(Debug, Clone, Default)]
+pub struct BreakerCache(Arc<std::sync::Mutex<BreakerMap>>);
+
+/// Breaker strings to their token sequences.
+type BreakerMap = std::collections::HashMap<Vec<String>, Vec<Vec<u32>>>;
+
+impl BreakerCache {
+    /// The most breaker lists kept.
+    pub const MAX: usize = 64;
+
+    fn get(&self, key: &[String], make: impl FnOnce() -> Result<Vec<Vec<u32>>>) -> Result<Vec<Vec<u32>>> {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = map.get(key) {
+            return Ok(v.clone());
+        }
+        let v = make()?;
+        if map.len() >= Self::MAX {
+            map.clear();
+        }
+        map.insert(key.to_vec(), v.clone());
+        Ok(v)
+    }
 }
 
 /// Matchers at their start, one per grammar, whose clones share their engine's cache.
@@ -81,11 +123,19 @@ impl MatcherCache {
     }
 }
 
+/// A parameter's value: as written (unquoted: numbers, token ids, file names), or a quoted
+/// value's `|`-separated parts with their escapes resolved.
+#[derive(Debug, Clone, PartialEq)]
+enum Value<'s> {
+    Plain(&'s str),
+    Quoted(Vec<String>),
+}
+
 struct Stage<'s> {
     index: usize,
     name: String,
-    params: BTreeMap<&'s str, &'s str>,
-    order: Vec<(&'s str, &'s str)>,
+    params: BTreeMap<&'s str, Value<'s>>,
+    order: Vec<(&'s str, Value<'s>)>,
 }
 
 impl<'s> Stage<'s> {
@@ -105,8 +155,17 @@ impl<'s> Stage<'s> {
         Ok(())
     }
 
-    fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
+    /// The unquoted value of `key` (`None` where absent); a quoted one is an error.
+    fn plain(&self, key: &str) -> Result<Option<&'s str>> {
         match self.params.get(key) {
+            None => Ok(None),
+            Some(Value::Plain(v)) => Ok(Some(v)),
+            Some(Value::Quoted(_)) => Err(self.err(format!("parameter `{key}`: takes no quoted string"))),
+        }
+    }
+
+    fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
+        match self.plain(key)? {
             None => Ok(default),
             Some(v) => v.parse::<T>().map_err(|_| {
                 self.err(format!("parameter `{key}`: cannot parse `{v}` as {}", std::any::type_name::<T>()))
@@ -119,36 +178,149 @@ impl<'s> Stage<'s> {
     }
 }
 
+/// `text` split at each `sep` outside double quotes (inside them a `\` escapes the next
+/// character, so `\"` does not close them).
+fn split_unquoted(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' && quoted {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if c == sep && !quoted {
+            parts.push(&text[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// Whether `text` ends inside double quotes (see [`split_unquoted`]).
+fn ends_quoted(text: &str) -> bool {
+    let (mut quoted, mut escaped) = (false, false);
+    for c in text.chars() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' && quoted {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        }
+    }
+    quoted
+}
+
+/// The escapes of a quoted value, as written after the `\`, and the character each stands for.
+const ESCAPES: [(char, char); 7] =
+    [('|', '|'), ('\\', '\\'), ('"', '"'), (';', ';'), (',', ','), (')', ')'), ('n', '\n')];
+
+/// `strings` as a quoted SPEC value (`"a|b"`) that reads back as exactly these strings: `\`, `|`
+/// and `"` escaped, a newline written `\n`.
+pub fn quote<S: AsRef<str>>(strings: &[S]) -> String {
+    let mut out = String::from("\"");
+    for (i, s) in strings.iter().enumerate() {
+        if i > 0 {
+            out.push('|');
+        }
+        for c in s.as_ref().chars() {
+            match c {
+                '\\' | '|' | '"' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The value `v` of parameter `key`: quoted (`"a|b\|c"`: the parts `a` and `b|c`) or plain. An
+/// unterminated quote or escape, an unknown escape, text after the closing quote or a quote
+/// that does not open the value is an error (its message, naming the parameter).
+fn parse_value<'s>(key: &str, v: &'s str) -> std::result::Result<Value<'s>, String> {
+    let Some(body) = v.strip_prefix('"') else {
+        if v.contains('"') {
+            return Err(format!("parameter `{key}`: a quote may only enclose the whole value (`{key}=\"...\"`)"));
+        }
+        return Ok(Value::Plain(v));
+    };
+    let mut parts = vec![String::new()];
+    let mut chars = body.char_indices();
+    while let Some((i, c)) = chars.next() {
+        let part = parts.last_mut().expect("one part at least");
+        match c {
+            '\\' => match chars.next() {
+                None => return Err(format!("parameter `{key}`: unterminated escape (a `\\` ends the value)")),
+                Some((_, e)) => match ESCAPES.iter().find(|x| x.0 == e) {
+                    Some(&(_, ch)) => part.push(ch),
+                    None => {
+                        return Err(format!(
+                            "parameter `{key}`: unknown escape `\\{e}` (known: \\| \\\\ \\\" \\; \\, \\) \\n)"
+                        ));
+                    }
+                },
+            },
+            '"' => {
+                let rest = &body[i + 1..];
+                if !rest.is_empty() {
+                    return Err(format!("parameter `{key}`: `{rest}` after the closing quote"));
+                }
+                return Ok(Value::Quoted(parts));
+            }
+            '|' => parts.push(String::new()),
+            c => part.push(c),
+        }
+    }
+    Err(format!("parameter `{key}`: unterminated quote (no `\"` closes the value)"))
+}
+
 fn split_stage(index: usize, text: &str) -> Result<Stage<'_>> {
     let text = text.trim();
     let err = |m: String| SamplingError::Spec { stage_index: index, stage: text.to_string(), message: m };
     let (name, args) = match text.find('(') {
         None => (text, None),
         Some(open) => {
-            if !text.ends_with(')') {
-                return Err(err("missing `)` at the end of the stage".into()));
-            }
-            (text[..open].trim(), Some(&text[open + 1..text.len() - 1]))
+            let rest = &text[open + 1..];
+            let args = match rest.strip_suffix(')') {
+                Some(args) if !ends_quoted(args) => args,
+                // An unterminated quote: reported below with its parameter.
+                _ if ends_quoted(rest) => rest,
+                _ => return Err(err("missing `)` at the end of the stage".into())),
+            };
+            (text[..open].trim(), Some(args))
         }
     };
     if name.is_empty() {
         return Err(err("empty stage name".into()));
     }
+    let name = name.replace('-', "_");
     let mut params = BTreeMap::new();
     let mut order = Vec::new();
     if let Some(args) = args {
-        for kv in args.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for kv in split_unquoted(args, ',').into_iter().map(str::trim).filter(|s| !s.is_empty()) {
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(err(format!("parameter `{kv}` is not `key=value`")));
             };
             let (k, v) = (k.trim(), v.trim());
-            if params.insert(k, v).is_some() {
+            let v = parse_value(k, v).map_err(|m| SamplingError::Spec {
+                stage_index: index,
+                stage: name.clone(),
+                message: m,
+            })?;
+            if params.insert(k, v.clone()).is_some() {
                 return Err(err(format!("parameter `{k}` given twice")));
             }
             order.push((k, v));
         }
     }
-    Ok(Stage { index, name: name.replace('-', "_"), params, order })
+    Ok(Stage { index, name, params, order })
 }
 
 fn parse_f32(st: &Stage<'_>, key: &str, v: &str) -> Result<f32> {
@@ -163,6 +335,9 @@ fn parse_f32(st: &Stage<'_>, key: &str, v: &str) -> Result<f32> {
 /// (`13|198 271`); none where the parameter is absent.
 fn token_seqs(st: &Stage<'_>, key: &str) -> Result<Vec<Vec<u32>>> {
     let Some(v) = st.params.get(key) else { return Ok(Vec::new()) };
+    let Value::Plain(v) = v else {
+        return Err(st.err(format!("parameter `{key}`: takes token ids (`1 2|3`), not a quoted string")));
+    };
     v.split('|')
         .map(|seq| {
             seq.split_whitespace()
@@ -176,7 +351,7 @@ fn token_seqs(st: &Stage<'_>, key: &str) -> Result<Vec<Vec<u32>>> {
 /// top_p's `approx_k`: a non-negative integer, 0 (exact top-p) where absent; anything else (a
 /// negative number, a fraction, text) is an invalid parameter.
 fn approx_k(st: &Stage<'_>) -> Result<usize> {
-    let Some(v) = st.params.get("approx_k") else { return Ok(0) };
+    let Some(v) = st.plain("approx_k")? else { return Ok(0) };
     st.wrap(v.parse::<usize>().map_err(|_| {
         crate::error::invalid(
             "top_p",
@@ -187,8 +362,38 @@ fn approx_k(st: &Stage<'_>) -> Result<usize> {
     }))
 }
 
+/// DRY's `breakers`: token sequences where unquoted ([`token_seqs`]); where quoted, strings
+/// turned into token sequences over the vocabulary as llama.cpp does
+/// ([`crate::samplers::dry_breakers`], cached in [`SpecContext::breakers`]), which needs
+/// [`SpecContext::vocab`] and [`SpecContext::tokenizer`].
+fn dry_breakers(st: &Stage<'_>, cx: &SpecContext) -> Result<Vec<Vec<u32>>> {
+    let Some(Value::Quoted(strings)) = st.params.get("breakers") else { return token_seqs(st, "breakers") };
+    let (Some(vocab), Some(tok)) = (cx.vocab.as_ref(), cx.tokenizer.as_ref()) else {
+        return Err(st.err(
+            "parameter `breakers`: string breakers need the model's vocabulary and tokenizer (give the model: `--vocab MODEL.gguf` in `xtask sample`), or give token ids (`breakers=13|198 271`)",
+        ));
+    };
+    cx.breakers.get(strings, || {
+        let bytes: Vec<&[u8]> = strings.iter().map(|s| s.as_bytes()).collect();
+        let entries = crate::samplers::dry_breakers::from_vocab(&bytes, vocab, tok).map_err(|e| match e {
+            crate::samplers::dry_breakers::BreakerError::NeedsTokenizer(b) => {
+                st.err(format!("parameter `breakers`: `{}` needs the model's tokenizer", String::from_utf8_lossy(&b)))
+            }
+        })?;
+        Ok(entries
+            .into_iter()
+            .map(|(head, tail)| {
+                let mut seq = Vec::with_capacity(1 + tail.len());
+                seq.push(head);
+                seq.extend(tail);
+                seq
+            })
+            .collect())
+    })
+}
+
 fn read_file(st: &Stage<'_>, key: &str) -> Result<String> {
-    let path = st.params.get(key).ok_or_else(|| st.err(format!("parameter `{key}` (a file) is required")))?;
+    let path = st.plain(key)?.ok_or_else(|| st.err(format!("parameter `{key}` (a file) is required")))?;
     std::fs::read_to_string(path).map_err(|e| st.err(format!("parameter `{key}`: cannot read `{path}`: {e}")))
 }
 
@@ -218,7 +423,7 @@ fn grammar_stage(st: &Stage<'_>, name: &'static str, cx: &SpecContext) -> Result
     let vocab = cx.vocab.as_ref().ok_or_else(|| {
         st.err("a grammar needs the vocabulary's token texts: give the model (`--vocab MODEL.gguf` in `xtask sample`)")
     })?;
-    let mode = match st.params.get("mode").copied().unwrap_or("first") {
+    let mode = match st.plain("mode")?.unwrap_or("first") {
         "first" => GrammarMode::First,
         "optimistic" => GrammarMode::Optimistic,
         m => return Err(st.err(format!("parameter `mode`: `{m}` is not `first` or `optimistic`"))),
@@ -227,7 +432,7 @@ fn grammar_stage(st: &Stage<'_>, name: &'static str, cx: &SpecContext) -> Result
     let gerr = |e: ::grammar::GrammarError| st.err(e.to_string());
     let text =
         if name == "json_schema" { schema::to_grammar_str(&text).map_err(|e| st.err(e.to_string()))? } else { text };
-    let root = st.params.get("root").copied().unwrap_or("root");
+    let root = st.plain("root")?.unwrap_or("root");
     let triggers = if name == "grammar_lazy" { read_file(st, "triggers")? } else { String::new() };
     let key = [name.to_string(), text.clone(), root.to_string(), triggers.clone()];
     let matcher = cx.matchers.get(key, || {
@@ -314,7 +519,7 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
         }
         "dry" => {
             st.allow(&["multiplier", "base", "allowed_length", "last_n", "n_ctx", "breakers"])?;
-            let breakers = token_seqs(st, "breakers")?;
+            let breakers = dry_breakers(st, cx)?;
             Box::new(st.wrap(Dry::new(
                 st.get("multiplier", 0.0)?,
                 st.get("base", 1.75)?,
@@ -326,7 +531,11 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
         }
         "logit_bias" => {
             let mut biases = Vec::new();
-            for &(k, v) in &st.order {
+            for (k, v) in &st.order {
+                let k = *k;
+                let Value::Plain(v) = *v else {
+                    return Err(st.err(format!("parameter `{k}`: takes a number, not a quoted string")));
+                };
                 // llama.cpp's llama_token is an int32_t; a negative one matches no candidate and
                 // is ignored there, so it is dropped here.
                 let tok = k
@@ -372,7 +581,7 @@ fn build(st: &Stage<'_>, cx: &SpecContext) -> Result<Box<dyn Sampler>> {
         }
         "reasoning_budget" => {
             st.allow(&["budget", "start", "end", "forced", "state"])?;
-            let state = match st.params.get("state").copied().unwrap_or("idle") {
+            let state = match st.plain("state")?.unwrap_or("idle") {
                 "idle" => BudgetState::Idle,
                 "counting" => BudgetState::Counting,
                 s => return Err(st.err(format!("parameter `state`: `{s}` is not `idle` or `counting`"))),
@@ -404,7 +613,7 @@ pub fn parse(spec: &str, default_seed: u64) -> Result<Chain> {
 /// Parses a SPEC into a chain in context `cx`.
 pub fn parse_with(spec: &str, cx: &SpecContext) -> Result<Chain> {
     let mut chain = Chain::new();
-    let parts: Vec<&str> = spec.split(';').collect();
+    let parts: Vec<&str> = split_unquoted(spec, ';');
     for (i, part) in parts.iter().enumerate() {
         if part.trim().is_empty() {
             if i + 1 == parts.len() && i > 0 {
@@ -416,4 +625,61 @@ pub fn parse_with(spec: &str, cx: &SpecContext) -> Result<Chain> {
         chain.push(build(&st, cx)?);
     }
     Ok(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quoted(parts: &[&str]) -> Value<'static> {
+        Value::Quoted(parts.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn quoted_values_and_their_escapes() {
+        assert_eq!(parse_value("k", "13|198 271"), Ok(Value::Plain("13|198 271")));
+        assert_eq!(parse_value("k", r#""\n|:|\"|*""#), Ok(quoted(&["\n", ":", "\"", "*"])));
+        assert_eq!(parse_value("k", r#""a\|b\\c\"d\;e\,f\)g\nh""#), Ok(quoted(&["a|b\\c\"d;e,f)g\nh"])));
+        assert_eq!(parse_value("k", r#""a;b,c)d""#), Ok(quoted(&["a;b,c)d"])), "unescaped, as data");
+        assert_eq!(parse_value("k", r#""""#), Ok(quoted(&[""])));
+        assert_eq!(parse_value("k", r#""|""#), Ok(quoted(&["", ""])));
+        assert_eq!(parse_value("k", "\"é\n\""), Ok(quoted(&["é\n"])), "a raw newline is text too");
+        for (v, what) in [
+            (r#""abc"#, "unterminated quote"),
+            (r#""abc\"#, "unterminated escape"),
+            (r#""a\"#, "unterminated escape"),
+            (r#""a\""#, "unterminated quote"),
+            (r#""a\tb""#, "unknown escape `\\t`"),
+            (r#""a"b"#, "after the closing quote"),
+            (r#"a"b""#, "a quote may only enclose the whole value"),
+        ] {
+            let e = parse_value("breakers", v).unwrap_err();
+            assert!(e.contains("parameter `breakers`") && e.contains(what), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn separators_inside_quotes_are_data() {
+        assert_eq!(split_unquoted(r#"a;dry(b="x;y\";z");c"#, ';'), ["a", r#"dry(b="x;y\";z")"#, "c"]);
+        assert_eq!(split_unquoted(r#"k="a,b",m=1"#, ','), [r#"k="a,b""#, "m=1"]);
+        assert!(ends_quoted(r#"k="a\""#));
+        assert!(!ends_quoted(r#"k="a\\""#));
+        let st = split_stage(2, r#" dry(multiplier=1, breakers="\n|a)b,c;d" ) "#).unwrap();
+        assert_eq!((st.index, st.name.as_str()), (2, "dry"));
+        assert_eq!(st.params["multiplier"], Value::Plain("1"));
+        assert_eq!(st.params["breakers"], quoted(&["\n", "a)b,c;d"]));
+        // A `)` inside quotes does not close the stage.
+        let e = split_stage(0, r#"dry(breakers="a)"#).err().unwrap().to_string();
+        assert!(e.contains("dry") && e.contains("`breakers`") && e.contains("unterminated quote"), "{e}");
+        let e = split_stage(0, r#"dry(breakers="a")x"#).err().unwrap().to_string();
+        assert!(e.contains("missing `)`"), "{e}");
+    }
+
+    #[test]
+    fn quote_reads_back() {
+        let strings = ["\n", ":", "\"", "*", "a|b\\c", "x;y,z)", ""];
+        let q = quote(&strings);
+        assert_eq!(parse_value("k", &q), Ok(quoted(&strings)));
+        assert_eq!(quote(&["\n", ":", "\"", "*"]), r#""\n|:|\"|*""#);
+    }
 }

@@ -206,3 +206,38 @@ fn row_dependent_nan_is_an_error_when_the_stage_runs() {
     c.accept(0);
     assert!(matches!(c.sample(&[0.0, 1.0]), Err(SamplingError::BadLogit { index: 0, .. })));
 }
+
+/// DRY's string breakers: a bad quoted value, or strings with no vocabulary to match them in, is
+/// a SPEC error naming the stage (index and name) and the parameter.
+#[test]
+fn dry_string_breakers_bad_input_names_stage_and_parameter() {
+    for (spec, what) in [
+        (r#"dry(multiplier=1,breakers="\n|:"#, "unterminated quote"),
+        (r#"dry(multiplier=1,breakers="\n|:\"#, "unterminated escape"),
+        (r#"dry(multiplier=1,breakers="a\"#, "unterminated escape"),
+        (r#"dry(multiplier=1,breakers="a\tb")"#, "unknown escape `\\t`"),
+        (r#"dry(multiplier=1,breakers="a"b)"#, "after the closing quote"),
+        (r#"dry(multiplier=1,breakers=a"b")"#, "a quote may only enclose the whole value"),
+        (r#"dry(multiplier=1,breakers="\n|:|\"|*")"#, "need the model's vocabulary and tokenizer"),
+        (r#"dry(multiplier=1,breakers="a;b,c)");dist"#, "need the model's vocabulary and tokenizer"),
+    ] {
+        let e = Chain::parse(&format!("greedy;{spec}")).unwrap_err();
+        let SamplingError::Spec { stage_index, stage, message } = &e else { panic!("{spec}: {e:?}") };
+        assert_eq!((*stage_index, stage.as_str()), (1, "dry"), "{spec}: {e}");
+        assert!(message.contains("`breakers`") && message.contains(what), "{spec}: {e}");
+    }
+    // A quoted value where a number or token ids are expected.
+    for (spec, param) in [
+        (r#"dry(multiplier="1")"#, "`multiplier`"),
+        (r#"bad_words(words="a")"#, "`words`"),
+        (r#"logit_bias(5="1")"#, "`5`"),
+    ] {
+        let e = Chain::parse(spec).unwrap_err().to_string();
+        assert!(e.contains(param) && e.contains("quoted"), "{spec}: {e}");
+    }
+    // With a vocabulary but no tokenizer (the tails need it; so do the detokenize flags).
+    let (vocab, _) = common::breaker_vocab(&["a", ":"]);
+    let cx = sampling::chain_spec::SpecContext { vocab: Some(vocab), ..Default::default() };
+    let e = sampling::chain_spec::parse_with(r#"dry(multiplier=1,breakers=":")"#, &cx).unwrap_err().to_string();
+    assert!(e.contains("dry") && e.contains("`breakers`") && e.contains("tokenizer"), "{e}");
+}

@@ -1059,3 +1059,99 @@ fn edge_values_on_long_rows() {
         }
     }
 }
+
+// ------------------------------------------------------------------ dry: string breakers
+
+/// llama.cpp's `get_overlapping_token_sequences` over a hand-made vocabulary, derived by reading
+/// its code (`src/llama-sampler.cpp`): for each breaker, for each token in id order, a token whose
+/// text contains the breaker is a head with an empty tail; otherwise each position `p` of the
+/// breaker's first byte in the text, where the text's rest from `p` (`k` bytes) is the breaker's
+/// first `k` bytes, makes the token a head with tail `tokenize(breaker[k..])` (cut to 20 tokens),
+/// unless that token already has that tail; empty tails are never deduplicated. The tokenizer is
+/// the test's greedy longest match (`common::breaker_vocab`).
+#[test]
+fn dry_string_breakers_map_as_llama_cpp() {
+    use sampling::samplers::dry_breakers::{BreakerError, from_vocab, overlapping_sequences};
+    #[rustfmt::skip]
+    let texts = [
+        "a", "b:", ":x", "\n", "\n\n", ":", "Us", "er", "User", " User:", // 0..9
+        "e", "r", "x", "U", "s", "sUs", "UsUs", "r:x!", "er:",              // 10..18
+    ];
+    let (vocab, tok) = common::breaker_vocab(&texts);
+    let got = from_vocab(&[b"\n", b":", b"User:", b"r:x", b"er:x"], &vocab, &tok).unwrap();
+    let want: Vec<(u32, Vec<u32>)> = vec![
+        // "\n": the tokens containing it ("\n", "\n\n"); a one-byte breaker has no partial overlap.
+        (3, vec![]),
+        (4, vec![]),
+        // ":": "b:", ":x", ":", " User:", "r:x!", "er:".
+        (1, vec![]),
+        (2, vec![]),
+        (5, vec![]),
+        (9, vec![]),
+        (17, vec![]),
+        (18, vec![]),
+        // "User:": "Us" ends with "Us" (k = 2): tail tokenize("er:") = [18] (the longest match);
+        (6, vec![18]),
+        // "User" (k = 4): tokenize(":") = [5];
+        (8, vec![5]),
+        // " User:" contains it: a second empty entry for 9 (not deduplicated);
+        (9, vec![]),
+        // "U" (k = 1): tokenize("ser:") = "s" "er:";
+        (13, vec![14, 18]),
+        // "sUs": the `U` at 1, rest "Us" (k = 2);
+        (15, vec![18]),
+        // "UsUs": the `U` at 0 fails at "U" != "e"; the `U` at 2 gives [18] once.
+        (16, vec![18]),
+        // "r:x": "er" (the `r` at 1, k = 1): tokenize(":x") = [2]; "User" likewise (a second
+        // entry for 8, another tail); " User:" ends "r:" (k = 2): tokenize("x") = [12]; "r";
+        // "r:x!" contains it; "er:" ends "r:" (k = 2).
+        (7, vec![2]),
+        (8, vec![2]),
+        (9, vec![12]),
+        (11, vec![2]),
+        (17, vec![]),
+        (18, vec![12]),
+        // "er:x": "er" (k = 2) has tail [2] already (from "r:x"), "User" too, " User:" and
+        // "er:" (k = 3) have [12] already: all skipped; "e" (k = 1): tokenize("r:x") = "r" ":x".
+        (10, vec![11, 2]),
+    ];
+    assert_eq!(got, want);
+
+    // A breaker is cut to 40 bytes before the search ("a" x 40 then "b": the token holding 40 a's
+    // then "c" contains the cut breaker), and a tail to 20 tokens ("a" x 39 after "a").
+    let long_a = "a".repeat(40) + "c";
+    let (vocab, tok) = common::breaker_vocab(&["a", &long_a, "b"]);
+    let breaker = "a".repeat(40) + "b";
+    let got = from_vocab(&[breaker.as_bytes()], &vocab, &tok).unwrap();
+    assert_eq!(got, vec![(0, vec![0; 20]), (1, vec![])]);
+    // An empty breaker is skipped; a breaker ends at a NUL byte (llama.cpp's C strings).
+    assert_eq!(from_vocab(&[b""], &vocab, &tok).unwrap(), vec![]);
+    assert_eq!(from_vocab(&[b"\0b"], &vocab, &tok).unwrap(), vec![]);
+    assert_eq!(from_vocab(&[b"b\0a"], &vocab, &tok).unwrap(), vec![(2, vec![])]);
+
+    // Without a tokenizer: one-byte breakers need none; a tail that must be tokenized is an error.
+    let words: Vec<Vec<u8>> = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+    let single = overlapping_sequences(&[b"\n", b":"], &words, None).unwrap();
+    assert_eq!(single.len(), 8);
+    assert_eq!(overlapping_sequences(&[b"User:"], &words, None), Err(BreakerError::NeedsTokenizer(b"User:".to_vec())));
+}
+
+/// A token's text as llama.cpp's `detokenize({t}, special = true)` gives it: one leading space
+/// stripped with `add_space_prefix`; `clean_spaces`' three passes.
+#[test]
+fn dry_token_words_as_llama_cpp_detokenizes() {
+    use sampling::samplers::dry_breakers::token_word;
+    let w = |p: &str, sp: bool, clean: bool| String::from_utf8(token_word(p.as_bytes(), sp, clean)).unwrap();
+    assert_eq!(w(" hello", true, false), "hello");
+    assert_eq!(w("  two", true, false), " two", "one space only");
+    assert_eq!(w(" hello", false, false), " hello");
+    assert_eq!(w("a ?", false, true), "a?");
+    assert_eq!(w(" ,", false, true), ",");
+    assert_eq!(w("x ! .", false, true), "x!.");
+    assert_eq!(w("a ' b", false, true), "a'b", "a lone apostrophe between spaces");
+    assert_eq!(w("it 's", false, true), "it's");
+    assert_eq!(w("we 're 've 'm", false, true), "we're've'm");
+    assert_eq!(w("don 't 'd 'll", false, true), "don 't 'd 'll", "kept as llama.cpp keeps them");
+    assert_eq!(w(" ?", true, true), "?");
+    assert_eq!(w("", true, true), "");
+}

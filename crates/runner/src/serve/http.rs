@@ -49,6 +49,9 @@ pub struct AppState {
     /// Grammars at their start by their text, shared by the requests that use them (their
     /// clones share one engine's cache of states and masks).
     grammars: Mutex<HashMap<String, grammar::Matcher>>,
+    /// What requests' SPECs parse with: the vocabulary and tokenizer (DRY's string breakers),
+    /// and the breakers' token sequences so far.
+    spec_cx: sampling::chain_spec::SpecContext,
     ids: AtomicU64,
 }
 
@@ -72,6 +75,11 @@ impl AppState {
             None => None,
         };
         let name = model.name.trim_end_matches(".gguf").to_string();
+        let spec_cx = sampling::chain_spec::SpecContext {
+            vocab: Some(Arc::clone(tok.grammar_vocab())),
+            tokenizer: Some(tok.breaker_tokenizer()),
+            ..Default::default()
+        };
         Ok(AppState {
             jobs,
             sampling: model.sampling.apply(&SamplingParams::default()),
@@ -81,6 +89,7 @@ impl AppState {
             template,
             n_ctx,
             grammars: Mutex::new(HashMap::new()),
+            spec_cx,
             ids: AtomicU64::new(1),
         })
     }
@@ -208,7 +217,8 @@ fn chain(st: &AppState, req: &Request, seed: u64) -> Result<Chain, ApiError> {
             spec = format!("ignore_eos(eos={});{spec}", eog.join(" "));
         }
     }
-    let base = sampling::chain_spec::parse(&spec, seed).map_err(|e| {
+    let cx = sampling::chain_spec::SpecContext { default_seed: seed, ..st.spec_cx.clone() };
+    let base = sampling::chain_spec::parse_with(&spec, &cx).map_err(|e| {
         ApiError::status(400, "invalid_request_error", format!("the sampling fields make no chain: {e}"))
     })?;
     let mut c = Chain::new();

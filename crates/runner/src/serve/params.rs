@@ -8,9 +8,12 @@
 //! `top_k` 40, `top_p` 0.95, `min_p` 0.05, `typical_p` 1, `repeat_last_n` 64, `repeat_penalty` 1,
 //! `presence_penalty` 0, `frequency_penalty` 0, `dry_multiplier` 0, `dry_base` 1.75,
 //! `dry_allowed_length` 2, `dry_penalty_last_n` -1, `xtc_probability` 0, `xtc_threshold` 0.1,
-//! `top_n_sigma` -1, `mirostat` 0, `mirostat_tau` 5, `mirostat_eta` 0.1, `min_keep` 0; `seed`
-//! absent or -1: a fresh random seed per request (returned in the response). Stages at their
-//! disabled values add nothing to the chain.
+//! `top_n_sigma` -1, `mirostat` 0, `mirostat_tau` 5, `mirostat_eta` 0.1, `min_keep` 0,
+//! `dry_sequence_breakers` `["\n", ":", "\"", "*"]` (a non-empty array of strings, as
+//! llama-server requires; turned into token sequences over the model's vocabulary as llama.cpp's
+//! DRY does, `sampling::samplers::dry_breakers`); `seed` absent or -1: a fresh random seed per
+//! request (returned in the response). Stages at their disabled values add nothing to the
+//! chain.
 
 use super::api::{ApiError, Fields};
 use serde_json::Value;
@@ -89,6 +92,7 @@ pub struct SamplingParams {
     pub dry_base: f32,
     pub dry_allowed_length: i64,
     pub dry_penalty_last_n: i64,
+    pub dry_sequence_breakers: Vec<String>,
     pub xtc_probability: f32,
     pub xtc_threshold: f32,
     pub top_n_sigma: f32,
@@ -123,6 +127,7 @@ impl Default for SamplingParams {
             dry_base: 1.75,
             dry_allowed_length: 2,
             dry_penalty_last_n: -1,
+            dry_sequence_breakers: ["\n", ":", "\"", "*"].map(String::from).to_vec(),
             xtc_probability: 0.0,
             xtc_threshold: 0.1,
             top_n_sigma: -1.0,
@@ -162,12 +167,19 @@ impl SamplingParams {
                 })?,
             Some(_) => return Err(ApiError::invalid("samplers", "`samplers` must be an array of sampler names")),
         };
-        if f.get("dry_sequence_breakers").is_some() {
-            return Err(ApiError::invalid(
-                "dry_sequence_breakers",
-                "DRY sequence breakers as strings are not supported yet (DRY runs without breakers)",
-            ));
-        }
+        let dry_sequence_breakers = match f.get("dry_sequence_breakers") {
+            None => base.dry_sequence_breakers.clone(),
+            Some(v) => v
+                .as_array()
+                .and_then(|a| a.iter().map(|s| s.as_str().map(String::from)).collect::<Option<Vec<_>>>())
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "dry_sequence_breakers",
+                        "`dry_sequence_breakers` must be a non-empty array of strings",
+                    )
+                })?,
+        };
         let b = base;
         let repeat_penalty = f.f32("repeat_penalty", b.repeat_penalty, 0.0, 1e3)?;
         if repeat_penalty == 0.0 {
@@ -191,6 +203,7 @@ impl SamplingParams {
             dry_base: f.f32("dry_base", b.dry_base, 1.0, 1e3)?,
             dry_allowed_length: f.int("dry_allowed_length", b.dry_allowed_length, 0, 1 << 20)?,
             dry_penalty_last_n: f.int("dry_penalty_last_n", b.dry_penalty_last_n, -1, 1 << 20)?,
+            dry_sequence_breakers,
             xtc_probability: f.f32("xtc_probability", b.xtc_probability, 0.0, 1.0)?,
             xtc_threshold: f.f32("xtc_threshold", b.xtc_threshold, 0.0, 1.0)?,
             top_n_sigma: f.f32("top_n_sigma", b.top_n_sigma, -1.0, 1e3)?,
@@ -203,7 +216,9 @@ impl SamplingParams {
         })
     }
 
-    /// The chain as a SPEC (`sampling::chain_spec`), its random stages seeded with `seed`.
+    /// The chain as a SPEC (`sampling::chain_spec`), its random stages seeded with `seed`; DRY's
+    /// breakers are strings, so the SPEC parses with the model's vocabulary and tokenizer
+    /// (`SpecContext::vocab`, `SpecContext::tokenizer`).
     pub fn spec(&self, seed: u64) -> String {
         let mut st: Vec<String> = Vec::new();
         if !self.logit_bias.is_empty() {
@@ -218,11 +233,12 @@ impl SamplingParams {
             num(self.presence_penalty)
         );
         let dry = format!(
-            "dry(multiplier={},base={},allowed_length={},last_n={})",
+            "dry(multiplier={},base={},allowed_length={},last_n={},breakers={})",
             num(self.dry_multiplier),
             num(self.dry_base),
             self.dry_allowed_length,
-            self.dry_penalty_last_n
+            self.dry_penalty_last_n,
+            sampling::chain_spec::quote(&self.dry_sequence_breakers)
         );
         let temp = if self.dynatemp_range > 0.0 {
             format!(
@@ -337,13 +353,45 @@ mod tests {
         SamplingParams::from_fields(&Fields(v.as_object().unwrap()), 1000)
     }
 
+    /// Parses a SPEC as the server does, over a small vocabulary (DRY's string breakers need one):
+    /// token `i`'s text is `TEXTS[i]`, tokenized by greedy longest match.
+    fn parse(spec: &str) -> sampling::Result<sampling::Chain> {
+        const TEXTS: [&str; 8] = ["a", "b", "\n", ":", "\"", "*", "a:", ":\n"];
+        let pieces: Vec<Vec<u8>> = TEXTS.iter().map(|t| t.as_bytes().to_vec()).collect();
+        let vocab = std::sync::Arc::new(grammar::Vocab::new(pieces.clone(), &[]));
+        let tokenize = move |text: &[u8]| {
+            let (mut out, mut i) = (Vec::new(), 0);
+            while i < text.len() {
+                match (0..pieces.len()).filter(|&t| text[i..].starts_with(&pieces[t])).max_by_key(|&t| pieces[t].len())
+                {
+                    Some(t) => {
+                        out.push(t as u32);
+                        i += pieces[t].len();
+                    }
+                    None => i += 1,
+                }
+            }
+            out
+        };
+        let cx = sampling::chain_spec::SpecContext {
+            vocab: Some(vocab),
+            tokenizer: Some(sampling::samplers::BreakerTokenizer {
+                add_space_prefix: false,
+                clean_spaces: false,
+                tokenize: std::sync::Arc::new(tokenize),
+            }),
+            ..Default::default()
+        };
+        sampling::chain_spec::parse_with(spec, &cx)
+    }
+
     #[test]
     fn defaults_are_llama_servers_chain() {
         assert_eq!(params(json!({})).unwrap(), SamplingParams::default());
         let p = params(json!({})).unwrap();
         assert_eq!(p.spec(7), "top_k(k=40);top_p(p=0.95,min_keep=0);min_p(p=0.05,min_keep=0);temp(t=0.8);dist(seed=7)");
         assert_eq!(p.seed, None);
-        sampling::chain_spec::parse(&p.spec(7), 0).unwrap();
+        parse(&p.spec(7)).unwrap();
     }
 
     #[test]
@@ -375,13 +423,13 @@ mod tests {
             p.spec(3),
             "logit_bias(5=-1.5,9=-inf);min_p(p=0.05,min_keep=0);temp(t=0.5);penalties(last_n=64,repeat=1.1,freq=0.0,present=0.5);dist(seed=3)"
         );
-        sampling::chain_spec::parse(&p.spec(3), 0).unwrap();
+        parse(&p.spec(3)).unwrap();
         let g = params(json!({"temperature": 0, "frequency_penalty": 1})).unwrap();
         assert_eq!(g.spec(1), "penalties(last_n=64,repeat=1.0,freq=1.0,present=0.0);greedy");
         let m = params(json!({"mirostat": 2, "temperature": 0.7})).unwrap();
         assert_eq!(m.spec(4), "temp(t=0.7);mirostat_v2(tau=5.0,eta=0.1,seed=4)");
         for p in [g, m] {
-            sampling::chain_spec::parse(&p.spec(1), 0).unwrap();
+            parse(&p.spec(1)).unwrap();
         }
     }
 
@@ -422,12 +470,34 @@ mod tests {
                                   "xtc_probability": if *field == "xtc_probability" { v.clone() } else { json!(0.5) },
                                   "mirostat": if *field == "mirostat" { v.clone() } else if field.starts_with("mirostat") { json!(2) } else { json!(0) }});
                 let p = params(body.clone()).unwrap_or_else(|e| panic!("{body}: {e:?}"));
-                if let Err(e) = sampling::chain_spec::parse(&p.spec(1), 0) {
+                if let Err(e) = parse(&p.spec(1)) {
                     failures.push(format!("{field} = {v}: {} -> {e}", p.spec(1)));
                 }
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// DRY's breakers: llama-server's default strings, or the request's, into the SPEC quoted.
+    #[test]
+    fn dry_sequence_breakers_are_strings() {
+        let p = params(json!({"dry_multiplier": 0.8, "temperature": 0})).unwrap();
+        assert_eq!(
+            p.spec(1),
+            r#"dry(multiplier=0.8,base=1.75,allowed_length=2,last_n=-1,breakers="\n|:|\"|*");greedy"#
+        );
+        parse(&p.spec(1)).unwrap();
+        let p =
+            params(json!({"dry_multiplier": 0.8, "temperature": 0, "dry_sequence_breakers": ["a:", "x|y;z", "\\"]}))
+                .unwrap();
+        assert_eq!(p.dry_sequence_breakers, ["a:", "x|y;z", "\\"]);
+        assert_eq!(
+            p.spec(1),
+            r#"dry(multiplier=0.8,base=1.75,allowed_length=2,last_n=-1,breakers="a:|x\|y;z|\\");greedy"#
+        );
+        parse(&p.spec(1)).unwrap();
+        // Without DRY, no stage (and no breakers) at all.
+        assert!(!params(json!({"dry_sequence_breakers": ["q"]})).unwrap().spec(1).contains("dry"));
     }
 
     #[test]
@@ -442,6 +512,9 @@ mod tests {
             (json!({"samplers": ["top_k", "bogus"]}), "samplers"),
             (json!({"mirostat": 3}), "mirostat"),
             (json!({"repeat_penalty": 0}), "repeat_penalty"),
+            (json!({"dry_sequence_breakers": []}), "dry_sequence_breakers"),
+            (json!({"dry_sequence_breakers": "\n"}), "dry_sequence_breakers"),
+            (json!({"dry_sequence_breakers": ["\n", 5]}), "dry_sequence_breakers"),
         ] {
             let e = params(body.clone()).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(field), "{body}: {e:?}");

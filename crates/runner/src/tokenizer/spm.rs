@@ -51,8 +51,9 @@ pub(crate) struct Spm {
     ids: HashMap<Box<str>, u32>,
     /// Merge score by id.
     scores: Vec<f32>,
-    /// Tokens matched whole in the text, longest text first.
-    specials: Vec<(Box<str>, u32)>,
+    /// Tokens matched whole in the text, longest text first, each with whether it is matched
+    /// also without `parse_special` (user-defined tokens; control and unknown ones are not).
+    specials: Vec<(Box<str>, u32, bool)>,
     /// The token standing for each byte in byte fallback.
     byte_tokens: [Option<u32>; 256],
     unk: Option<u32>,
@@ -147,7 +148,7 @@ impl Spm {
             ids.insert(Box::from(t.as_str()), id);
             let control = spec.control_texts.contains(&t.as_str());
             if control || matches!(ty(i), TYPE_UNKNOWN | TYPE_CONTROL | TYPE_USER_DEFINED) {
-                specials.push((Box::from(t.as_str()), id));
+                specials.push((Box::from(t.as_str()), id, !control && ty(i) == TYPE_USER_DEFINED));
             }
             if ty(i) == TYPE_BYTE && byte_of_token(t).is_none() {
                 return Err(tok_err(format!("token {i} ({t:?})"), "a byte token whose text is not <0xXX>"));
@@ -157,7 +158,7 @@ impl Spm {
         // llama.cpp sorts by text length, longest first (its sort is not stable: equal lengths
         // come in an unspecified order; here in id order, which matters only where two special
         // texts of one length overlap in the input).
-        specials.sort_by_key(|s: &(Box<str>, u32)| std::cmp::Reverse(s.0.len()));
+        specials.sort_by_key(|s: &(Box<str>, u32, bool)| std::cmp::Reverse(s.0.len()));
         let mut byte_tokens = [None; 256];
         for (b, slot) in byte_tokens.iter_mut().enumerate() {
             let b = b as u8;
@@ -177,9 +178,15 @@ impl Spm {
 
     /// Appends the ids of `text` (no BOS) to `out`.
     pub(crate) fn encode(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        self.encode_with(text, true, out)
+    }
+
+    /// Appends the ids of `text` (no BOS) to `out`; without `parse_special` (llama.cpp's
+    /// `parse_special = false`) control and unknown tokens' texts are tokenized as text.
+    pub(crate) fn encode_with(&self, text: &str, parse_special: bool, out: &mut Vec<u32>) -> Result<()> {
         let mut prev_special = true;
         let mut run = String::new();
-        for f in self.partition(text) {
+        for f in self.partition(text, parse_special) {
             match f {
                 Fragment::Token(id) => {
                     out.push(id);
@@ -202,13 +209,13 @@ impl Spm {
 
     /// Cuts the special tokens out of `text`: for each special token, longest first, every
     /// occurrence in the text fragments left so far, left to right.
-    fn partition(&self, text: &str) -> Vec<Fragment> {
+    fn partition(&self, text: &str, parse_special: bool) -> Vec<Fragment> {
         let mut frags = if text.is_empty() { Vec::new() } else { vec![Fragment::Text(0, text.len())] };
         let mut next = Vec::new();
-        for (s, id) in &self.specials {
+        for (s, id, always) in &self.specials {
             // Every match lies inside the whole text, so a special absent from it is skipped
             // without walking the fragments.
-            if s.is_empty() || !text.contains(&**s) {
+            if s.is_empty() || !(parse_special || *always) || !text.contains(&**s) {
                 continue;
             }
             next.clear();

@@ -2,9 +2,11 @@
 //! Penalises a token that would extend a sequence already repeated in the recent history: if the
 //! last `L >= allowed_length` tokens also occur earlier followed by token `x`, `x`'s logit drops by
 //! `multiplier * base^(L - allowed_length)` (exponent clamped so the power stays finite).
-//! Sequence breakers (given here as token sequences, since this crate has no tokenizer) cut the
-//! repeat search: a repeat never extends across a breaker, and a single-token breaker is never
-//! penalised.
+//! Sequence breakers cut the repeat search: a repeat never extends across a breaker, and a
+//! single-token breaker is never penalised. They are given here as token sequences (llama.cpp's
+//! `llama_sampler_init_dry_testing`); strings (llama.cpp's `llama_sampler_init_dry`) become token
+//! sequences in [`super::dry_breakers`], whose `(head, tail)` entries are passed here as
+//! `[head, tail...]`, the same map.
 //!
 //! Edge values (llama.cpp `src/llama-sampler.cpp`, `llama_sampler_init_dry`,
 //! `llama_sampler_init_dry_testing`, `llama_sampler_dry_accept` and `llama_sampler_dry_apply`):

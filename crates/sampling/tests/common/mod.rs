@@ -272,3 +272,35 @@ pub fn shuffled_list(row: &[f32], m: f32, removed: impl Fn(usize) -> bool) -> (V
     }
     (list_x, list_ids, pl)
 }
+
+/// A vocabulary of `texts` (token `i`'s text) and a tokenizer for DRY's string breakers over it:
+/// greedy longest match of the texts (an unmatched byte skipped), no space prefix, no
+/// `clean_spaces`: a stand-in for a model's tokenizer, which llama.cpp's breaker processing only
+/// asks for the tails.
+pub fn breaker_vocab(texts: &[&str]) -> (std::sync::Arc<grammar::Vocab>, sampling::samplers::BreakerTokenizer) {
+    let pieces: Vec<Vec<u8>> = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+    let vocab = std::sync::Arc::new(grammar::Vocab::new(pieces.clone(), &[]));
+    let tokenize = move |text: &[u8]| {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < text.len() {
+            let best = (0..pieces.len())
+                .filter(|&t| !pieces[t].is_empty() && text[i..].starts_with(&pieces[t]))
+                .max_by_key(|&t| (pieces[t].len(), std::cmp::Reverse(t)));
+            match best {
+                Some(t) => {
+                    out.push(t as u32);
+                    i += pieces[t].len();
+                }
+                None => i += 1,
+            }
+        }
+        out
+    };
+    let tok = sampling::samplers::BreakerTokenizer {
+        add_space_prefix: false,
+        clean_spaces: false,
+        tokenize: std::sync::Arc::new(tokenize),
+    };
+    (vocab, tok)
+}
