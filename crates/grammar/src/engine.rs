@@ -50,7 +50,14 @@ struct State {
     loops: Option<[u64; 2]>,
     /// Transitions on code points from U+0080 up, by class; computed on first use.
     wide: Option<WideClasses>,
+    /// [`Engine::chain`] of the state; computed on first use.
+    chain: Option<Arc<[[u64; 2]]>>,
 }
+
+/// How deep [`Engine::chain`] follows a state's majority successors.
+const CHAIN_DEPTH: usize = 16;
+/// The fewest ASCII characters a shortcut must cover to be worth a test per token.
+const SHORTCUT_MIN: u32 = 48;
 
 /// The code points from U+0080 up cut into intervals at the bounds of the character classes on
 /// top of a state's stacks: two code points of one interval match the same classes, so the state
@@ -143,6 +150,7 @@ impl Engine {
             ascii: Box::new([UNKNOWN; 128]),
             loops: None,
             wide: None,
+            chain: None,
         });
         Ok(id)
     }
@@ -272,6 +280,54 @@ impl Engine {
         Ok(l)
     }
 
+    /// The chain shortcut of state `s` (inside a string with a length bound, where every
+    /// character leads to a new state that counts what is left): entry `k - 1` is the set of
+    /// ASCII characters (a 128-bit set without NUL) that lead from state `c_d` to state `c_{d+1}`
+    /// for every `d < k`, where `c_0 = s` and `c_{d+1}` is the state most ASCII characters lead
+    /// `c_d` to (not [`DEAD`]). A token of `k` ASCII characters all in entry `k - 1` walks that
+    /// chain and ends between characters: it is allowed unwalked. The chain ends where the set
+    /// falls below [`SHORTCUT_MIN`] characters, or at [`CHAIN_DEPTH`].
+    fn chain(&mut self, s: StateId) -> Result<Arc<[[u64; 2]]>> {
+        if let Some(c) = &self.states[s as usize].chain {
+            return Ok(Arc::clone(c));
+        }
+        let mut out = Vec::new();
+        let mut inter = [!1u64, !0u64];
+        let mut cur = s;
+        for _ in 0..CHAIN_DEPTH {
+            // The successor most ASCII characters lead to, and those characters.
+            let mut succ: Vec<(StateId, [u64; 2], u32)> = Vec::new();
+            for b in 1..128u32 {
+                let t = self.next(cur, b)?;
+                if t == DEAD {
+                    continue;
+                }
+                let bit = |set: &mut [u64; 2]| set[(b / 64) as usize] |= 1 << (b % 64);
+                match succ.iter_mut().find(|e| e.0 == t) {
+                    Some(e) => {
+                        bit(&mut e.1);
+                        e.2 += 1;
+                    }
+                    None => {
+                        let mut set = [0u64; 2];
+                        bit(&mut set);
+                        succ.push((t, set, 1));
+                    }
+                }
+            }
+            let Some(&(t, set, _)) = succ.iter().max_by_key(|e| e.2) else { break };
+            inter = [inter[0] & set[0], inter[1] & set[1]];
+            if inter[0].count_ones() + inter[1].count_ones() < SHORTCUT_MIN {
+                break;
+            }
+            out.push(inter);
+            cur = t;
+        }
+        let chain: Arc<[[u64; 2]]> = out.into();
+        self.states[s as usize].chain = Some(Arc::clone(&chain));
+        Ok(chain)
+    }
+
     /// Whether some stack of `s` can take a character that completes `p` (`p.n_remain != 0`).
     fn partial_ok(&mut self, s: StateId, p: Partial) -> bool {
         if let Some(&ok) = self.partial_ok.get(&(s, p)) {
@@ -361,21 +417,34 @@ impl Engine {
             // state and ends between characters. Worth a test per token only then.
             // A text with characters from U+0080 up (bit 0 of its byte set) needs them to lead
             // back to the state too, and to be whole characters (`Vocab::wide_clean`).
-            let loops = if Decoder::new(partial).is_clear() { self.loops(s)? } else { [0; 2] };
-            let shortcut = loops[0].count_ones() + loops[1].count_ones() >= 48;
+            // Where it is not, but most ASCII characters lead on to one next state, and from
+            // there on again (a string with a length bound), the chain of those states gives the
+            // same shortcut for ASCII tokens up to its length (`Engine::chain`).
+            let clear = Decoder::new(partial).is_clear();
+            let loops = if clear { self.loops(s)? } else { [0; 2] };
+            let shortcut = loops[0].count_ones() + loops[1].count_ones() >= SHORTCUT_MIN;
             let wide_loops = shortcut && self.wide_loops(s)?;
+            let chain = if clear && !shortcut { self.chain(s)? } else { Arc::from([]) };
             while i < order.len() {
                 let t = order[i];
-                if shortcut {
-                    let set = vocab.byte_sets[i];
+                let set = vocab.byte_sets[i];
+                let take = if shortcut {
                     let wide_ok = set[0] & 1 == 0 || (wide_loops && vocab.wide_clean[i]);
-                    if wide_ok && set[0] & !(loops[0] | 1) == 0 && set[1] & !loops[1] == 0 {
-                        out[(t / 32) as usize] |= 1 << (t % 32);
-                        // The next token starts from the root: nothing of this one was walked.
-                        valid = 0;
-                        i += 1;
-                        continue;
+                    wide_ok && set[0] & !(loops[0] | 1) == 0 && set[1] & !loops[1] == 0
+                } else {
+                    // An ASCII token (bit 0 clear) of a length the chain covers.
+                    let len = vocab.ordered_len(i);
+                    len <= chain.len() && {
+                        let c = chain[len - 1];
+                        set[0] & !c[0] == 0 && set[1] & !c[1] == 0
                     }
+                };
+                if take {
+                    out[(t / 32) as usize] |= 1 << (t % 32);
+                    // The next token starts from the root: nothing of this one was walked.
+                    valid = 0;
+                    i += 1;
+                    continue;
                 }
                 let piece = vocab.ordered_piece(i);
                 let mut d = (lcp[i] as usize).min(valid);

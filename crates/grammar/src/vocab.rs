@@ -94,6 +94,12 @@ impl Vocab {
         Self { pieces, eog, order, lcp, texts, offsets, byte_sets, first_byte_end, wide_clean, max_len, by_text }
     }
 
+    /// The length of `order[i]`'s text.
+    #[inline]
+    pub(crate) fn ordered_len(&self, i: usize) -> usize {
+        (self.offsets[i + 1] - self.offsets[i]) as usize
+    }
+
     /// The text of `order[i]`.
     #[inline]
     pub(crate) fn ordered_piece(&self, i: usize) -> &[u8] {

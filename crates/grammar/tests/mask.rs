@@ -581,6 +581,19 @@ const STRINGS: &str = r#"
 root ::= ( "<" [^"<>é-ü]* ">" | "\"" [^"α-ω]* "\"" | "(" [ -~α-ω]* ")" | "'" [^']* "'" ) ( " " root )?
 "#;
 
+// Strings with a length bound (a JSON schema's `maxLength`): every character leads to a new state
+// that counts what is left, the walk's chain shortcut; one bound shorter than some tokens.
+const BOUNDED: &str = r#"
+root ::= ( "\"" [^"\\]{0,7} "\"" | "<" [ -;=?-~]{2,4} ">" | "(" [a-z ]{1,12} ")" ) ( "," root )?
+"#;
+
+#[test]
+fn bounded_string_masks() {
+    let (pieces, eog) = test_pieces(&["abcdefgh", "abcdefg", "abcdef", "a b c", "12345678901", "\"ab\"", "abcd>"]);
+    let g = Grammar::new(BOUNDED).unwrap();
+    assert_coverage(&walk("bounded", &g, &pieces, &eog, 400, 0x5eed_0b0d_1e55_0001), 200);
+}
+
 #[test]
 fn wide_string_masks() {
     let (pieces, eog) = test_pieces(&["αβγ", "aαb", "ü", "aé", "é!", "中中", "(αβ", "<ab", "'é'", "\"ω\""]);
