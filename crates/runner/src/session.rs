@@ -85,6 +85,11 @@ pub struct SessionOptions {
     /// backend verifies with `graph::Op::SpecVerifySampled`, uploading this many pairs per output
     /// row). 0: drafts are deterministic (one-hot `q`, `graph::Op::SpecVerify`).
     pub draft_q_len: usize,
+    /// Let the backend read the weights where they lie, in the model's memory (the mapped GGUF
+    /// file), where it can (`sched::Scheduler::set_input_shared`: the CPU backend, aligned
+    /// tensors); `false` copies every weight into the backend's own buffers (llama.cpp's
+    /// `--no-mmap`, in effect: memory for the file's pages and for the copies).
+    pub weights_in_place: bool,
 }
 
 impl Default for SessionOptions {
@@ -99,6 +104,7 @@ impl Default for SessionOptions {
             n_draft_max: 0,
             quantized_on_cpu: false,
             draft_q_len: 0,
+            weights_in_place: true,
         }
     }
 }
@@ -533,8 +539,16 @@ impl Session {
             self.sched.plan(&sg.graph).map_err(RunnerError::sched("planning the forward graph"))?;
             for (id, name) in &sg.fwd.params {
                 if !self.sched.is_set(*id).map_err(RunnerError::sched("checking the weights"))? {
+                    // Read in place from the mapped file where the backend can (the CPU), else
+                    // uploaded (a GPU, a misaligned tensor).
                     let t = self.model.weights.get(name)?;
-                    self.sched.set_input(*id, &t.data).map_err(RunnerError::sched("uploading the weights"))?;
+                    let e = RunnerError::sched("uploading the weights");
+                    if self.opts.weights_in_place {
+                        let bytes = sched::SharedBytes::new(std::sync::Arc::new(t.data.clone()));
+                        self.sched.set_input_shared(*id, &bytes).map_err(e)?;
+                    } else {
+                        self.sched.set_input(*id, &t.data).map_err(e)?;
+                    }
                 }
             }
             self.current = Some(i);
