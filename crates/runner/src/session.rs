@@ -5,8 +5,10 @@
 //!
 //! One forward graph is built per step shape (tokens and outputs per sequence, sampled or not)
 //! and kept: a steady decode loop reuses its graph and its plan, and only writes inputs each step
-//! (the scheduler's `Stats::plans` does not grow). Weights are uploaded where the scheduler has not
-//! got them yet, so the prefill and decode graphs share one copy.
+//! (the scheduler's `Stats::plans` does not grow). Weights are bound where the scheduler has not
+//! got them yet, so the prefill and decode graphs share them: read in place from the mapped model
+//! file where the backend can (the CPU: `sched::Scheduler::set_input_shared`), else one copy
+//! uploaded to the backend (a GPU; every weight with [`SessionOptions::weights_in_place`] off).
 //!
 //! Speculative decoding ([`Session::step_spec`], with [`SessionOptions::n_draft_max`] `= K > 0`):
 //! a step feeds each sequence's new token(s) plus its draft (at most `K` tokens) padded to a static
@@ -116,7 +118,7 @@ pub struct StepOutcome {
     pub tokens: Vec<Token>,
     /// Real (not padding) tokens the forward pass evaluated.
     pub n_eval: usize,
-    /// Building and planning a new step shape and uploading weights (zero when the shape's plan
+    /// Building and planning a new step shape and binding weights (zero when the shape's plan
     /// was current).
     pub prepare_time: Duration,
     /// Writing inputs and computing the graph (the forward pass and the backend sampling ops).
@@ -482,7 +484,7 @@ impl Session {
     }
 
     /// Builds (or finds) the graph for `t` tokens and `n_out` outputs per sequence of the slots
-    /// `slots` and makes its plan current, uploading the weights the scheduler lacks. A sampled
+    /// `slots` and makes its plan current, binding the weights the scheduler lacks. A sampled
     /// graph whose tail no longer fits its sequences' chains (a chain of another structure was
     /// set since) is built again.
     fn prepare(

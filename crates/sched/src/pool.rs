@@ -295,13 +295,13 @@ impl Pool {
     pub fn release(&mut self, backends: &mut [Box<dyn Backend>], key: u64) -> Result<(), SchedError> {
         let mut r = Ok(());
         for slot in &mut self.leaves {
+            // (a param never given data has no buffer to free)
             if let Some(l) = slot
                 && l.users.remove(&key)
                 && l.users.is_empty()
+                && let Some(Leaf { backend, id: Some(id), .. }) = slot.take()
             {
-                if let Some(Leaf { backend, id: Some(id), .. }) = slot.take() {
-                    r = r.and(backends[backend].free(id));
-                }
+                r = r.and(backends[backend].free(id));
             }
         }
         Ok(r?)
