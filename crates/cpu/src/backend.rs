@@ -1,10 +1,16 @@
 //! `CpuBackend`: host buffers (64-byte aligned, both memory kinds), a rayon pool created once, and
 //! `sched::Backend` on top of the dispatcher.
+//!
+//! Params given as `sched::SharedBytes` (a mapped model file's weights) are imported, not copied
+//! (`import_host`), where their address is aligned as the kernels read it (the element size of a
+//! float or integer dtype; any address for a quantized one, whose kernels read blocks with
+//! unaligned loads): the buffer wraps the caller's memory, holds it alive, and refuses writes
+//! (`upload`, a `copy_regions` destination, a node writing into it: errors, never a write).
 
 use crate::buffer::{ALIGN, Buffer};
 use crate::dispatch;
 use graph::{Graph, NodeId};
-use sched::{Backend, BackendError, BackendResult, BufferId, CopyRegion, MemoryKind, SplitTask};
+use sched::{Backend, BackendError, BackendResult, BufferId, CopyRegion, MemoryKind, SharedBytes, SplitTask};
 
 const NAME: &str = "cpu";
 
@@ -46,8 +52,26 @@ impl CpuBackend {
         self.threads
     }
 
+    /// Stores a buffer in a free slot.
+    fn insert(&mut self, buf: Buffer) -> BufferId {
+        let slot = match self.buffers.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.buffers.push(None);
+                self.buffers.len() - 1
+            }
+        };
+        tracing::trace!(bytes = buf.len(), imported = !buf.writable(), buffer = slot, "cpu buffer");
+        self.buffers[slot] = Some(buf);
+        BufferId(slot as u32)
+    }
+
     fn err(msg: impl Into<String>) -> BackendError {
         BackendError::Other { backend: NAME.into(), msg: msg.into() }
+    }
+
+    fn read_only(id: BufferId) -> BackendError {
+        Self::err(format!("buffer {} is imported host memory: read-only", id.0))
     }
 
     fn buffer(&self, id: BufferId) -> BackendResult<&Buffer> {
@@ -81,16 +105,15 @@ impl Backend for CpuBackend {
 
     fn alloc(&mut self, bytes: usize, kind: MemoryKind) -> BackendResult<BufferId> {
         let buf = Buffer::new(bytes).ok_or(BackendError::OutOfMemory { backend: NAME.into(), bytes, kind })?;
-        let slot = match self.buffers.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.buffers.push(None);
-                self.buffers.len() - 1
-            }
-        };
-        self.buffers[slot] = Some(buf);
-        tracing::trace!(bytes, ?kind, buffer = slot, "cpu alloc");
-        Ok(BufferId(slot as u32))
+        Ok(self.insert(buf))
+    }
+
+    fn import_host(&mut self, bytes: &SharedBytes, dtype: graph::DType) -> Option<BufferId> {
+        if !bytes.addr().is_multiple_of(dispatch::align(dtype)) {
+            return None;
+        }
+        tracing::trace!(bytes = bytes.len(), %dtype, "cpu import");
+        Some(self.insert(Buffer::import(bytes.clone())))
     }
 
     fn free(&mut self, buffer: BufferId) -> BackendResult<()> {
@@ -103,7 +126,8 @@ impl Backend for CpuBackend {
         let buf = self.buffer(buffer)?;
         let r = Self::range(buf, buffer, offset, data.len())?;
         let buf = self.buffers[buffer.0 as usize].as_mut().expect("checked above");
-        buf.bytes_mut()[r].copy_from_slice(data);
+        let bytes = buf.bytes_mut().ok_or_else(|| Self::read_only(buffer))?;
+        bytes[r].copy_from_slice(data);
         Ok(())
     }
 
@@ -136,12 +160,15 @@ impl Backend for CpuBackend {
     }
 
     fn copy_regions(&mut self, src: BufferId, dst: BufferId, regions: &[CopyRegion]) -> BackendResult<()> {
+        if !self.buffer(dst)?.writable() {
+            return Err(Self::read_only(dst));
+        }
         for r in regions {
             let rs = Self::range(self.buffer(src)?, src, r.src_offset, r.len)?;
             let rd = Self::range(self.buffer(dst)?, dst, r.dst_offset, r.len)?;
             if src == dst {
                 let buf = self.buffers[src.0 as usize].as_mut().expect("checked above");
-                buf.bytes_mut().copy_within(rs, rd.start);
+                buf.bytes_mut().expect("checked writable").copy_within(rs, rd.start);
             } else {
                 let s = self.buffers[src.0 as usize].as_ref().expect("checked above").ptr();
                 let d = self.buffers[dst.0 as usize].as_ref().expect("checked above").ptr();
@@ -154,6 +181,10 @@ impl Backend for CpuBackend {
 
     fn device_memory_is_host(&self) -> bool {
         true
+    }
+
+    fn allocated_bytes(&self) -> Option<usize> {
+        Some(self.buffers.iter().flatten().filter(|b| b.writable()).map(Buffer::len).sum())
     }
 
     fn alignment(&self) -> usize {

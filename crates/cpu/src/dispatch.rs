@@ -1,5 +1,5 @@
 //! The dispatcher: checks a node's operands against the split's bindings (bounds, alignment, overlap
-//! with the destination), builds `TensorRef`s and maps the `Op` to its kernel in `ops/`. Also the
+//! with the destination, a destination in an imported read-only buffer), builds `TensorRef`s and maps the `Op` to its kernel in `ops/`. Also the
 //! single `supports` predicate.
 
 use crate::buffer::Buffer;
@@ -23,7 +23,7 @@ pub(crate) fn supports(graph: &Graph, id: NodeId) -> bool {
 
 /// The alignment the kernels need: the element size, or 1 for a quantized dtype (its kernels read
 /// blocks byte-wise).
-fn align(d: graph::DType) -> usize {
+pub(crate) fn align(d: graph::DType) -> usize {
     if d.is_quantized() { 1 } else { d.size() }
 }
 
@@ -48,6 +48,13 @@ fn tensor_ref(
         .get(loc.buffer.0 as usize)
         .and_then(Option::as_ref)
         .ok_or_else(|| other(format!("node {user}: {role} {id} is bound to unknown buffer {}", loc.buffer.0)))?;
+    if role == "destination" && !buf.writable() {
+        return Err(other(format!(
+            "node {user} ({}): its destination {id} lies in imported, read-only buffer {}",
+            graph.node(user).op,
+            loc.buffer.0
+        )));
+    }
     let start = loc.offset + n.layout.offset;
     let extent = n.layout.extent(n.dtype) - n.layout.offset;
     if start + extent > buf.len() {

@@ -48,6 +48,10 @@ struct Args {
     /// Copy the logits rows back and run every chain on the CPU (instead of backend sampling).
     #[arg(long)]
     cpu_sampling: bool,
+    /// Copy every weight into the backend's buffers instead of letting the CPU backend read them
+    /// in place from the mapped model file (llama.cpp's --no-mmap, in effect).
+    #[arg(long)]
+    no_mmap: bool,
     /// Backend: cpu, or vulkan (with the CPU for what it cannot run).
     #[arg(long, default_value = "cpu")]
     backend: String,
@@ -458,6 +462,7 @@ fn run(args: Args) -> Result<()> {
         threads: args.threads.unwrap_or(SessionOptions::default().threads),
         sampling: if args.cpu_sampling { Sampling::Cpu } else { Sampling::Backend },
         draft_q_len: if args.draft_temp.is_some() { args.draft_top_k } else { 0 },
+        weights_in_place: !args.no_mmap,
         ..SessionOptions::default()
     };
     let mut session = Session::new(model.clone(), opts, seqs.iter().map(|(_, c)| c.clone()).collect())?;
@@ -570,7 +575,7 @@ fn run(args: Args) -> Result<()> {
     }
     let n_prompt: usize = prompts.iter().map(Vec::len).sum();
     println!(
-        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s, building, planning and uploading the weights included)",
+        "prefill: {n_prompt} tokens in {:.1} ms ({:.0} tokens/s, building, planning and binding the weights included)",
         ms(g.prefill_time),
         n_prompt as f64 / g.prefill_time.as_secs_f64()
     );
@@ -610,5 +615,30 @@ fn run(args: Args) -> Result<()> {
         st.cache_hits,
         st.steps
     );
+    println!(
+        "weights: {} tensors ({:.0} MB) read in place from the model's memory (the mapped file), not copied to the backend",
+        st.imported,
+        st.bytes_imported as f64 / 1e6
+    );
+    if let Some(m) = memory() {
+        println!("{m}");
+    }
     Ok(())
+}
+
+/// The process's peak and current resident memory, from `/proc/self/status` (Linux): `VmHWM` and
+/// `RssAnon` (heap: the backend's buffers, copies of weights) beside `RssFile` (the mapped file's
+/// pages read so far).
+fn memory() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = |key: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        Some(line[key.len()..].trim().trim_end_matches("kB").trim().parse::<f64>().ok()? / 1024.0)
+    };
+    Some(format!(
+        "memory: peak resident {:.0} MiB (VmHWM); now {:.0} MiB anonymous (RssAnon), {:.0} MiB of mapped files (RssFile)",
+        kb("VmHWM:")?,
+        kb("RssAnon:")?,
+        kb("RssFile:")?
+    ))
 }

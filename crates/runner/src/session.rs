@@ -5,8 +5,10 @@
 //!
 //! One forward graph is built per step shape (tokens and outputs per sequence, sampled or not)
 //! and kept: a steady decode loop reuses its graph and its plan, and only writes inputs each step
-//! (the scheduler's `Stats::plans` does not grow). Weights are uploaded where the scheduler has not
-//! got them yet, so the prefill and decode graphs share one copy.
+//! (the scheduler's `Stats::plans` does not grow). Weights are bound where the scheduler has not
+//! got them yet, so the prefill and decode graphs share them: read in place from the mapped model
+//! file where the backend can (the CPU: `sched::Scheduler::set_input_shared`), else one copy
+//! uploaded to the backend (a GPU; every weight with [`SessionOptions::weights_in_place`] off).
 //!
 //! Speculative decoding ([`Session::step_spec`], with [`SessionOptions::n_draft_max`] `= K > 0`):
 //! a step feeds each sequence's new token(s) plus its draft (at most `K` tokens) padded to a static
@@ -85,6 +87,11 @@ pub struct SessionOptions {
     /// backend verifies with `graph::Op::SpecVerifySampled`, uploading this many pairs per output
     /// row). 0: drafts are deterministic (one-hot `q`, `graph::Op::SpecVerify`).
     pub draft_q_len: usize,
+    /// Let the backend read the weights where they lie, in the model's memory (the mapped GGUF
+    /// file), where it can (`sched::Scheduler::set_input_shared`: the CPU backend, aligned
+    /// tensors); `false` copies every weight into the backend's own buffers (llama.cpp's
+    /// `--no-mmap`, in effect: memory for the file's pages and for the copies).
+    pub weights_in_place: bool,
 }
 
 impl Default for SessionOptions {
@@ -99,6 +106,7 @@ impl Default for SessionOptions {
             n_draft_max: 0,
             quantized_on_cpu: false,
             draft_q_len: 0,
+            weights_in_place: true,
         }
     }
 }
@@ -110,7 +118,7 @@ pub struct StepOutcome {
     pub tokens: Vec<Token>,
     /// Real (not padding) tokens the forward pass evaluated.
     pub n_eval: usize,
-    /// Building and planning a new step shape and uploading weights (zero when the shape's plan
+    /// Building and planning a new step shape and binding weights (zero when the shape's plan
     /// was current).
     pub prepare_time: Duration,
     /// Writing inputs and computing the graph (the forward pass and the backend sampling ops).
@@ -476,7 +484,7 @@ impl Session {
     }
 
     /// Builds (or finds) the graph for `t` tokens and `n_out` outputs per sequence of the slots
-    /// `slots` and makes its plan current, uploading the weights the scheduler lacks. A sampled
+    /// `slots` and makes its plan current, binding the weights the scheduler lacks. A sampled
     /// graph whose tail no longer fits its sequences' chains (a chain of another structure was
     /// set since) is built again.
     fn prepare(
@@ -533,8 +541,16 @@ impl Session {
             self.sched.plan(&sg.graph).map_err(RunnerError::sched("planning the forward graph"))?;
             for (id, name) in &sg.fwd.params {
                 if !self.sched.is_set(*id).map_err(RunnerError::sched("checking the weights"))? {
+                    // Read in place from the mapped file where the backend can (the CPU), else
+                    // uploaded (a GPU, a misaligned tensor).
                     let t = self.model.weights.get(name)?;
-                    self.sched.set_input(*id, &t.data).map_err(RunnerError::sched("uploading the weights"))?;
+                    let e = RunnerError::sched("uploading the weights");
+                    if self.opts.weights_in_place {
+                        let bytes = sched::SharedBytes::new(std::sync::Arc::new(t.data.clone()));
+                        self.sched.set_input_shared(*id, &bytes).map_err(e)?;
+                    } else {
+                        self.sched.set_input(*id, &t.data).map_err(e)?;
+                    }
                 }
             }
             self.current = Some(i);

@@ -9,8 +9,15 @@
 //! bytes, see `graph::Graph::storage_of`) is placed at a [`TensorLoc`] (buffer + byte offset). A node's
 //! element `idx` lives at `loc(storage).offset + node.layout.byte_offset(idx)` in that buffer, which
 //! covers views and in-place results without extra bookkeeping.
+//!
+//! Imported buffers ([`Backend::import_host`]): a backend whose device memory is host memory may
+//! wrap [`SharedBytes`] (a param's data owned elsewhere, a mapped model file) as a read-only buffer
+//! instead of copying them. Such a buffer keeps its `SharedBytes` (and so the owner's memory) alive
+//! until it is freed, and refuses every write (`upload`, a `copy_regions` destination, a node that
+//! would write into it) with an error.
 
-use graph::{Graph, NodeId};
+use crate::shared::SharedBytes;
+use graph::{DType, Graph, NodeId};
 
 /// Errors from a backend. Each names the backend; compute errors also name the node and op.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -246,6 +253,21 @@ pub trait Backend: Send + std::fmt::Debug {
     /// Required alignment of tensor offsets inside a buffer, in bytes.
     fn alignment(&self) -> usize {
         64
+    }
+
+    /// Wraps `bytes`, the data of a param of `dtype`, as a read-only buffer of `bytes.len()` bytes
+    /// without copying them, where this backend computes on host memory and its kernels can read
+    /// the bytes where they are (alignment); `None` otherwise (the default), and the scheduler
+    /// copies them into a buffer of its own. The buffer holds `bytes` (the owner stays alive) until
+    /// it is freed; writes into it are errors.
+    fn import_host(&mut self, _bytes: &SharedBytes, _dtype: DType) -> Option<BufferId> {
+        None
+    }
+
+    /// Bytes of the buffers this backend allocated and still holds (imports are the caller's
+    /// memory and do not count), where it keeps count; `None` by default.
+    fn allocated_bytes(&self) -> Option<usize> {
+        None
     }
 
     /// Largest single buffer this backend can allocate.

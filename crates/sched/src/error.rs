@@ -112,6 +112,12 @@ pub enum SchedError {
         /// Its op.
         op: String,
     },
+    /// `set_input_shared` on a leaf that is not a param (only weights are bound to shared bytes).
+    #[error("node {node} is not a param (only params can be bound to shared bytes or read back)")]
+    NotAParam {
+        /// The node.
+        node: String,
+    },
     /// `set_input` with the wrong number of bytes.
     #[error("set_input: node {node} needs {expected} bytes, got {got} bytes")]
     InputSize {

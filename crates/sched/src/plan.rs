@@ -54,7 +54,9 @@ impl fmt::Display for Cause {
 /// What a plan buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BufferRole {
-    /// One parameter (weight) per buffer: uploaded once, never reused, kept across re-plans.
+    /// One parameter (weight) per buffer: uploaded once, never reused, kept across re-plans. The
+    /// buffer is allocated when the param is first written, or is the caller's own memory, read
+    /// in place (`Scheduler::set_input_shared`, where the backend can).
     Params,
     /// One state tensor per buffer (KV cache, sampler state): persists across steps and re-plans,
     /// written in place by the graph, never reused.

@@ -10,12 +10,24 @@
 //!   neither re-uploads weights nor loses a KV cache. A leaf buffer is freed when no cached plan
 //!   uses it any more.
 //!
-//! A shared buffer that grows gets a new [`BufferId`]; the pool's `generation` counts such
-//! changes so that cached plans re-resolve their bindings before they run again.
+//! A state leaf's buffer is allocated with the plan (state starts at zero). A param leaf gets its
+//! storage when it is first given data, not when it is planned: a copy ([`Pool::owned`]: a buffer
+//! allocated and written) or, where the backend can read the data where it lies, an *import*
+//! ([`Pool::bind_shared`]: `Backend::import_host` wraps the caller's [`SharedBytes`] as a read-only
+//! buffer, and no memory is allocated for it). An imported leaf is never written: writing a param
+//! that was imported first gives it a buffer of its own holding the imported bytes (and releases the
+//! import). The import's buffer holds the `SharedBytes`, so the memory it aliases stays alive until
+//! the pool frees that buffer (no cached plan uses the leaf any more, or `clear`).
+//!
+//! A shared buffer that grows, and a leaf that gets or changes its storage, gets a new
+//! [`BufferId`]; the pool's `generation` counts such changes so that cached plans re-resolve their
+//! bindings before they run again (until a param has storage, plans bind it to [`UNBOUND`], which
+//! no compute reaches: a compute first checks that every param was set).
 
 use crate::backend::{Backend, BufferId};
 use crate::error::SchedError;
 use crate::plan::{BufferRole, Plan};
+use crate::shared::SharedBytes;
 use graph::{DType, Graph, Shape};
 use std::collections::{BTreeSet, HashMap};
 
@@ -29,7 +41,10 @@ struct Leaf {
     dtype: DType,
     ne: Shape,
     size: usize,
-    id: BufferId,
+    /// The backend buffer; `None` for a param not yet given data.
+    id: Option<BufferId>,
+    /// The bytes an imported param's read-only buffer aliases (the buffer holds them too).
+    imported: Option<SharedBytes>,
     /// Written since allocation (params must be, before a compute).
     set: bool,
     /// Cache keys of the plans that use it.
@@ -43,6 +58,18 @@ pub(crate) struct Pool {
     leaves: Vec<Option<Leaf>>,
     /// Bumped whenever a shared buffer is replaced.
     pub generation: u64,
+}
+
+/// The buffer id plans bind a param to before it has storage; never handed to a backend.
+pub(crate) const UNBOUND: BufferId = BufferId(u32::MAX);
+
+/// How [`Pool::bind_shared`] stored a param.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// The backend reads the caller's bytes in place.
+    Imported,
+    /// Copied into a buffer of the pool's (`fresh`: allocated by this call).
+    Copied { fresh: bool },
 }
 
 /// What a plan buffer resolved to.
@@ -87,30 +114,39 @@ impl Pool {
                             self.leaves[i].as_mut().expect("found").users.insert(key);
                             Ok(Slot::Leaf(i))
                         }
-                        None => backends[pb.backend].alloc(pb.size, pb.kind).map(|id| {
-                            fresh += 1;
-                            let leaf = Leaf {
-                                backend: pb.backend,
-                                role: pb.role,
-                                name: n.name.clone(),
-                                dtype: n.dtype,
-                                ne: n.layout.ne,
-                                size: pb.size,
-                                id,
-                                set: false,
-                                users: BTreeSet::from([key]),
+                        None => {
+                            // A param gets its storage when it is given data (see the module docs).
+                            let id = if pb.role == BufferRole::Params {
+                                Ok(None)
+                            } else {
+                                backends[pb.backend].alloc(pb.size, pb.kind).map(Some)
                             };
-                            let i = match self.leaves.iter().position(Option::is_none) {
-                                Some(i) => i,
-                                None => {
-                                    self.leaves.push(None);
-                                    self.leaves.len() - 1
-                                }
-                            };
-                            self.leaves[i] = Some(leaf);
-                            new_leaves.push(i);
-                            Slot::Leaf(i)
-                        }),
+                            id.map(|id| {
+                                fresh += u64::from(id.is_some());
+                                let leaf = Leaf {
+                                    backend: pb.backend,
+                                    role: pb.role,
+                                    name: n.name.clone(),
+                                    dtype: n.dtype,
+                                    ne: n.layout.ne,
+                                    size: pb.size,
+                                    id,
+                                    imported: None,
+                                    set: false,
+                                    users: BTreeSet::from([key]),
+                                };
+                                let i = match self.leaves.iter().position(Option::is_none) {
+                                    Some(i) => i,
+                                    None => {
+                                        self.leaves.push(None);
+                                        self.leaves.len() - 1
+                                    }
+                                };
+                                self.leaves[i] = Some(leaf);
+                                new_leaves.push(i);
+                                Slot::Leaf(i)
+                            })
+                        }
                     }
                 }
                 None => {
@@ -143,8 +179,8 @@ impl Pool {
                 Ok(s) => slots.push(s),
                 Err(e) => {
                     for i in new_leaves {
-                        if let Some(l) = self.leaves[i].take() {
-                            let _ = backends[l.backend].free(l.id);
+                        if let Some(Leaf { backend, id: Some(id), .. }) = self.leaves[i].take() {
+                            let _ = backends[backend].free(id);
                         }
                     }
                     for l in self.leaves.iter_mut().flatten() {
@@ -169,8 +205,73 @@ impl Pool {
     pub fn buffer(&self, slot: Slot) -> BufferId {
         match slot {
             Slot::Shared(b, role, chunk) => self.shared[&(b, role, chunk)].0,
-            Slot::Leaf(i) => self.leaves[i].as_ref().expect("live leaf").id,
+            Slot::Leaf(i) => self.leaves[i].as_ref().expect("live leaf").id.unwrap_or(UNBOUND),
         }
+    }
+
+    fn leaf_mut(&mut self, slot: Slot) -> &mut Leaf {
+        match slot {
+            Slot::Leaf(i) => self.leaves[i].as_mut().expect("live leaf"),
+            Slot::Shared(..) => unreachable!("params and state are leaves"),
+        }
+    }
+
+    /// The owned buffer of a leaf, for writing: allocated first for a param not yet given data;
+    /// for an imported param, a buffer of its own holding the imported bytes (the import is freed).
+    /// Returns it and whether a buffer was allocated.
+    pub fn owned(&mut self, backends: &mut [Box<dyn Backend>], slot: Slot) -> Result<(BufferId, bool), SchedError> {
+        let l = self.leaf_mut(slot);
+        let (b, size, role) = (l.backend, l.size, l.role);
+        if let (Some(id), None) = (l.id, &l.imported) {
+            return Ok((id, false));
+        }
+        let id = backends[b].alloc(size, role.kind())?;
+        if let Some(bytes) = &self.leaf_mut(slot).imported
+            && let Err(e) = backends[b].upload(id, 0, bytes.bytes())
+        {
+            let _ = backends[b].free(id);
+            return Err(e.into());
+        }
+        let l = self.leaf_mut(slot);
+        let old = l.id.replace(id);
+        l.imported = None;
+        self.generation += 1;
+        if let Some(old) = old {
+            backends[b].free(old)?;
+        }
+        Ok((id, true))
+    }
+
+    /// Gives a param leaf `bytes` (its whole data, of `dtype`): imported where its backend can read
+    /// them in place (the leaf's former storage, if any, is freed), else copied into its own buffer
+    /// (allocated if it has none). The leaf counts as set.
+    pub fn bind_shared(
+        &mut self,
+        backends: &mut [Box<dyn Backend>],
+        slot: Slot,
+        bytes: &SharedBytes,
+        dtype: DType,
+    ) -> Result<Bound, SchedError> {
+        let b = self.leaf_mut(slot).backend;
+        let bound = match backends[b].import_host(bytes, dtype) {
+            Some(id) => {
+                let l = self.leaf_mut(slot);
+                let old = l.id.replace(id);
+                l.imported = Some(bytes.clone());
+                self.generation += 1;
+                if let Some(old) = old {
+                    backends[b].free(old)?;
+                }
+                Bound::Imported
+            }
+            None => {
+                let (id, fresh) = self.owned(backends, slot)?;
+                backends[b].upload(id, 0, bytes.bytes())?;
+                Bound::Copied { fresh }
+            }
+        };
+        self.mark_set(slot);
+        Ok(bound)
     }
 
     /// Whether the leaf of `slot` has been written (always true for shared slots).
@@ -194,12 +295,13 @@ impl Pool {
     pub fn release(&mut self, backends: &mut [Box<dyn Backend>], key: u64) -> Result<(), SchedError> {
         let mut r = Ok(());
         for slot in &mut self.leaves {
+            // (a param never given data has no buffer to free)
             if let Some(l) = slot
                 && l.users.remove(&key)
                 && l.users.is_empty()
+                && let Some(Leaf { backend, id: Some(id), .. }) = slot.take()
             {
-                let l = slot.take().expect("checked");
-                r = r.and(backends[l.backend].free(l.id));
+                r = r.and(backends[backend].free(id));
             }
         }
         Ok(r?)
@@ -212,16 +314,34 @@ impl Pool {
             r = r.and(backends[b].free(id));
         }
         for l in self.leaves.drain(..).flatten() {
-            r = r.and(backends[l.backend].free(l.id));
+            if let Some(id) = l.id {
+                r = r.and(backends[l.backend].free(id));
+            }
         }
         self.generation += 1;
         Ok(r?)
     }
 
-    /// Bytes held, per role (for stats and tests).
+    /// Bytes allocated, per role (for stats and tests): imported params and params not yet given
+    /// data hold none.
     pub fn bytes(&self, role: BufferRole) -> usize {
         let shared: usize = self.shared.iter().filter(|(k, _)| k.1 == role).map(|(_, v)| v.1).sum();
-        let leaves: usize = self.leaves.iter().flatten().filter(|l| l.role == role).map(|l| l.size).sum();
+        let leaves: usize = self
+            .leaves
+            .iter()
+            .flatten()
+            .filter(|l| l.role == role && l.id.is_some() && l.imported.is_none())
+            .map(|l| l.size)
+            .sum();
         shared + leaves
+    }
+
+    /// Bytes of params read in place (imported), and how many.
+    pub fn imported(&self) -> (usize, usize) {
+        let mut out = (0, 0);
+        for bytes in self.leaves.iter().flatten().filter_map(|l| l.imported.as_ref()) {
+            out = (out.0 + bytes.len(), out.1 + 1);
+        }
+        out
     }
 }

@@ -29,7 +29,8 @@ pub struct Stats {
     pub cache_hits: u64,
     /// Allocation rounds: plans that had to allocate (or grow) at least one buffer.
     pub allocations: u64,
-    /// Buffers allocated in total (shared buffers that fit and leaves carried over are not).
+    /// Buffers allocated in total (shared buffers that fit and leaves carried over are not; a
+    /// param's buffer counts when it is first written, an imported param's never).
     pub buffers: u64,
     /// Completed `compute` calls.
     pub steps: u64,
@@ -39,8 +40,13 @@ pub struct Stats {
     pub bytes_between_backends: u64,
     /// Bytes read back to the host (`read*`): exactly the bytes of the rows or elements read.
     pub bytes_to_host: u64,
-    /// Bytes written from the host (`set_input*`).
+    /// Bytes written from the host (`set_input*`, and `set_input_shared` where it copied).
     pub bytes_from_host: u64,
+    /// Params bound in place by `set_input_shared` (the backend read the caller's bytes where they
+    /// lie: nothing allocated, nothing copied).
+    pub imported: u64,
+    /// Bytes of those params.
+    pub bytes_imported: u64,
     /// Bytes copied between backends during the last step.
     pub step_bytes_between_backends: u64,
     /// Bytes read back to the host since the last step started.
@@ -69,6 +75,15 @@ pub(crate) struct Planned {
 }
 
 impl Planned {
+    /// Re-resolves the plan's buffers and bindings if the pool changed since they were resolved.
+    pub fn refresh(&mut self, pool: &Pool) {
+        if self.generation != pool.generation {
+            self.buffers = self.slots.iter().map(|&s| pool.buffer(s)).collect();
+            self.bindings = bindings(&self.graph, &self.plan, &self.buffers);
+            self.generation = pool.generation;
+        }
+    }
+
     /// The pool slot of the plan buffer holding `node`'s storage.
     pub fn slot_of(&self, node: NodeId) -> Option<Slot> {
         let st = self.graph.storage_of(node);
@@ -154,7 +169,9 @@ impl Scheduler {
     /// lacks), and the plan is cached (the least recently used of [`PLAN_CACHE`] plans leaves).
     ///
     /// Params and state tensors with the same name, dtype and shape on the same backend share one
-    /// buffer across plans: weights are not uploaded again and state keeps its contents. Inputs
+    /// buffer across plans: weights are not uploaded again and state keeps its contents. A param's
+    /// storage is not allocated here but when it is first given data (`set_input` allocates and
+    /// copies; `set_input_shared` may read the caller's bytes in place and allocate nothing). Inputs
     /// share buffers with other plans' inputs, so whenever the current plan changes, every input
     /// must be set again before `compute` (params only once, state never). When a planning pass
     /// fails (say, a node no backend supports) or an allocation fails, the error is returned and no
@@ -239,11 +256,7 @@ impl Scheduler {
     fn switch_to(&mut self, i: usize) {
         let p = &mut self.cache[i];
         p.used = self.clock;
-        if p.generation != self.pool.generation {
-            p.buffers = p.slots.iter().map(|&s| self.pool.buffer(s)).collect();
-            p.bindings = bindings(&p.graph, &p.plan, &p.buffers);
-            p.generation = self.pool.generation;
-        }
+        p.refresh(&self.pool);
         if self.current != Some(i) {
             p.set.iter_mut().for_each(|s| *s = false);
             p.computed = false;
@@ -284,6 +297,12 @@ impl Scheduler {
         self.pool.bytes(role)
     }
 
+    /// Bytes of the params that backends read in place (`set_input_shared` imports), and how many
+    /// params: memory the pool did not allocate.
+    pub fn imported(&self) -> (usize, usize) {
+        self.pool.imported()
+    }
+
     /// Counters.
     pub fn stats(&self) -> Stats {
         self.stats
@@ -308,6 +327,8 @@ impl Scheduler {
                 return Err(SchedError::InputNotSet { kind, node: p.graph.describe(id) });
             }
         }
+        // Params given storage since the plan was resolved (every one has some now).
+        p.refresh(pool);
         let _span = tracing::info_span!("compute", step = stats.steps, splits = p.plan.splits.len()).entered();
         stats.step_bytes_between_backends = 0;
         stats.step_bytes_to_host = 0;

@@ -1,5 +1,6 @@
 //! Moving tensor data between the host and the current plan: writing inputs, params and state
-//! (whole, or some rows), and reading outputs and state (whole, or some rows).
+//! (whole, or some rows), binding params to shared host memory without a copy where the backend
+//! can read it in place (`set_input_shared`), and reading outputs and state (whole, or some rows).
 //!
 //! A *row* is the `ne[0]` elements at one `(i1, i2, i3)`; rows are numbered
 //! `i1 + ne[1] * (i2 + ne[2] * i3)` (for logits `[n_vocab, n_outputs]`, row `i` is output `i`).
@@ -14,6 +15,7 @@
 
 use crate::backend::CopyRegion;
 use crate::error::SchedError;
+use crate::pool::Bound;
 use crate::scheduler::{Planned, Scheduler};
 use graph::{DType, Layout, NodeId, Op};
 
@@ -169,7 +171,14 @@ impl Scheduler {
         let n = p.graph.node(node);
         let np = &p.plan.nodes[node.index()];
         let region = np.region.expect("leaves own a region");
-        let buffer = p.buffers[region.buffer];
+        let buffer = if n.flags.param || n.flags.state {
+            // A param gets its buffer now if it has none, or one of its own if it was imported.
+            let (id, fresh) = pool.owned(backends, p.slots[region.buffer])?;
+            stats.buffers += u64::from(fresh);
+            id
+        } else {
+            p.buffers[region.buffer]
+        };
         let _span = tracing::trace_span!("set_input", node = %node, pieces = writes.len()).entered();
         for &(offset, bytes) in writes {
             backends[np.backend].upload(buffer, region.offset + offset, bytes)?;
@@ -177,9 +186,63 @@ impl Scheduler {
         }
         if n.flags.param || n.flags.state {
             pool.mark_set(p.slots[region.buffer]); // the leaf's own buffer
+            p.refresh(pool);
         } else {
             p.set[node.index()] = true;
         }
+        Ok(())
+    }
+
+    /// The bytes of a param's storage, read in place where its backend's memory is host-visible
+    /// (`None` elsewhere, or before the param was given data): what the backend computes with. For
+    /// a param bound by `set_input_shared` and imported, these are the caller's bytes themselves.
+    pub fn param_bytes(&mut self, node: NodeId) -> Result<Option<&[u8]>, SchedError> {
+        let n_bytes = self.leaf_check("param_bytes", node)?;
+        let p = self.planned().expect("checked");
+        if !p.graph.node(node).flags.param {
+            return Err(SchedError::NotAParam { node: p.graph.describe(node) });
+        }
+        let slot = p.slot_of(node).expect("params own a region");
+        let np = &p.plan.nodes[node.index()];
+        let (b, offset) = (np.backend, np.region.expect("leaves own a region").offset);
+        if !self.pool.leaf_set(slot) {
+            return Ok(None);
+        }
+        self.backends[b].synchronize()?;
+        Ok(self.backends[b].host_slice(self.pool.buffer(slot), offset, n_bytes))
+    }
+
+    /// Sets a param to `bytes` (its whole data, in element order) without copying them where its
+    /// backend can read them where they lie (`Backend::import_host`: a backend computing on host
+    /// memory, with the address aligned as its kernels need): the param's storage is then the
+    /// caller's memory, read-only, kept alive by the buffer that wraps it, and the pool allocates
+    /// nothing for it. Elsewhere (a GPU, a misaligned address) the bytes are copied like
+    /// [`Scheduler::set_input`]. Like every param, it is set once and keeps its data across steps
+    /// and plans; writing it again (`set_input`) gives it a buffer of its own.
+    pub fn set_input_shared(&mut self, node: NodeId, bytes: &crate::SharedBytes) -> Result<(), SchedError> {
+        let n_bytes = self.leaf_check("set_input_shared", node)?;
+        let Scheduler { backends, cache, current, pool, stats, .. } = self;
+        let p = &mut cache[current.expect("checked")];
+        let n = p.graph.node(node);
+        if !n.flags.param {
+            return Err(SchedError::NotAParam { node: p.graph.describe(node) });
+        }
+        if bytes.len() != n_bytes {
+            return Err(SchedError::InputSize { node: p.graph.describe(node), expected: n_bytes, got: bytes.len() });
+        }
+        let region = p.plan.nodes[node.index()].region.expect("leaves own a region");
+        let _span = tracing::trace_span!("set_input_shared", node = %node, bytes = n_bytes).entered();
+        match pool.bind_shared(backends, p.slots[region.buffer], bytes, n.dtype)? {
+            Bound::Imported => {
+                stats.imported += 1;
+                stats.bytes_imported += n_bytes as u64;
+            }
+            Bound::Copied { fresh } => {
+                stats.buffers += u64::from(fresh);
+                stats.bytes_from_host += n_bytes as u64;
+            }
+        }
+        p.refresh(pool);
         Ok(())
     }
 

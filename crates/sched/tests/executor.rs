@@ -6,7 +6,7 @@ mod common;
 
 use common::{Mock, count, log};
 use graph::{DType, Graph, NodeId};
-use sched::{SchedError, Scheduler};
+use sched::{BufferRole, SchedError, Scheduler};
 
 /// x [8, 4], b [8]: a1 = x + b; s1 = 2 a1; n1 = -s1; s2 = n1 / 2; y = s2 + x  (= -b).
 fn chain(g: &mut Graph) -> (NodeId, NodeId, NodeId) {
@@ -381,4 +381,34 @@ fn reset_frees_every_buffer_and_forgets_the_plan() {
     assert_eq!((s.stats().plans, s.stats().allocations), (2, 2));
     drop(s);
     assert_eq!(count(&l, " free "), 2 * n, "dropping the scheduler frees its buffers");
+}
+
+#[test]
+fn a_param_gets_storage_when_given_data_and_shared_bytes_are_copied_where_the_backend_cannot_import() {
+    let l = log();
+    let mut s = Scheduler::new(vec![Mock::new("gpu", &l).device_only().boxed()]).unwrap();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, &[4]).unwrap();
+    let w = g.param("w", DType::F32, &[4]).unwrap();
+    let y = g.mul(x, w).unwrap();
+    g.set_output(y);
+    let n = s.plan(&g).unwrap().buffers.len();
+    assert_eq!(count(&l, " alloc "), n - 1, "the param's buffer waits for its data");
+    assert_eq!(s.pool_bytes(BufferRole::Params), 0);
+    assert!(!s.is_set(w).unwrap());
+    s.set_input_f32(x, &[1.0; 4]).unwrap();
+    let e = s.compute().unwrap_err();
+    assert!(matches!(e, SchedError::InputNotSet { kind: "param", .. }), "{e}");
+    // the mock cannot read host memory in place: the bytes are uploaded into a buffer of its own
+    let w_bytes: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    s.set_input_shared(w, &sched::SharedBytes::from(w_bytes)).unwrap();
+    assert_eq!(count(&l, " alloc "), n);
+    assert_eq!(count(&l, " upload "), 2, "x, then w");
+    assert!(s.is_set(w).unwrap());
+    assert_eq!(s.pool_bytes(BufferRole::Params), 64);
+    assert_eq!((s.stats().imported, s.stats().bytes_from_host, s.stats().buffers as usize), (0, 32, n));
+    assert_eq!(s.param_bytes(w).unwrap(), None, "device memory: not host-visible");
+    s.set_input_f32(x, &[1.0; 4]).unwrap();
+    s.compute().unwrap();
+    assert_eq!(s.read_f32(y).unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
 }
