@@ -267,3 +267,38 @@ fn bad_budgets_are_errors_naming_the_stage() {
         }
     }
 }
+
+#[test]
+fn an_unlimited_budget_forced_by_hand_forces_on_the_backend_too() {
+    use graph::{DType, Graph};
+    use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
+    // An unlimited budget counting from the start: greedy takes token 1 until `force()`, then the
+    // end sequence 7, 8, on the CPU backend's tail as in the CPU chain.
+    let mut stage = ReasoningBudget::new(-1, &[vec![3]], &[vec![7, 8]], &[], BudgetState::Counting, None).unwrap();
+    let chain = |s: &ReasoningBudget| Chain::new().with(s.clone()).with(sampling::samplers::Greedy::new());
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(chain(&stage)));
+    let mut g = Graph::new();
+    let logits = g.input("logits", DType::F32, &[9, 1]).unwrap();
+    let cpu = cpu::CpuBackend::new();
+    let mut tail = Tail::attach(&mut g, logits, &[(SeqId(0), 0)], &seqs, &cpu).unwrap();
+    assert_eq!(tail.placement()[0].1, "+reasoning_budget +greedy");
+    let mut sched = sched::Scheduler::new(vec![Box::new(cpu::CpuBackend::new())]).unwrap();
+    sched.plan(&g).unwrap();
+    let row = [0.0f32, 5.0, 1.0, 2.0, 0.5, 0.0, 0.0, -3.0, -4.0];
+    let mut got = Vec::new();
+    for step in 0..5 {
+        if step == 2 {
+            assert!(stage.force());
+            seqs.set(SeqId(0), SeqConfig::new(chain(&stage)));
+        }
+        sched.set_input_f32(logits, &row).unwrap();
+        tail.set_inputs(&mut sched, &mut seqs).unwrap();
+        sched.compute().unwrap();
+        let t = tail.sample(&mut sched, &mut seqs).unwrap().token(0).unwrap();
+        tail.accept(&mut seqs, SeqId(0), &[t]).unwrap();
+        stage.accept(t);
+        got.push(t);
+    }
+    assert_eq!(got, [1, 1, 7, 8, 1]);
+}

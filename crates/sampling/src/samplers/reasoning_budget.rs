@@ -21,8 +21,8 @@
 //! counts as unfinished, as there); without a vocabulary every token counts as complete
 //! (llama.cpp's `vocab = nullptr`).
 //!
-//! Edge values (llama.cpp): a negative budget is unlimited (`INT_MAX`: it never forces, and this
-//! stage then appends nothing on the backend); `forced` defaults to the first end sequence
+//! Edge values (llama.cpp): a negative budget is unlimited (`INT_MAX`: it never forces by itself,
+//! only through [`ReasoningBudget::force`]); `forced` defaults to the first end sequence
 //! (llama.cpp forces the budget message's tokens, then the first end tag); empty sequences are
 //! skipped and duplicates dropped. Errors (llama.cpp does not create the sampler without them): no
 //! start or no end sequence, an empty `forced`.
@@ -329,12 +329,11 @@ impl Sampler for ReasoningBudget {
 }
 
 /// On every form: a dense row, 0 at the row's forced token (every token while it forces none)
-/// and `-inf` elsewhere, added to the record (`Lowering::add_row`). An unlimited budget never
-/// forces and appends nothing.
+/// and `-inf` elsewhere, added to the record (`Lowering::add_row`). Appended whatever the budget:
+/// an unlimited one still forces after [`ReasoningBudget::force`].
 impl BackendStage for ReasoningBudget {
     fn key(&self, form: Form, _n_vocab: usize) -> Option<(StageKey, Form)> {
         Some(match form {
-            _ if self.budget.is_none() => (StageKey::nothing(), form),
             Form::Masked => (StageKey::new::<Self>(NAME, 0, 0).keeping_inf(), form),
             _ => (StageKey::new::<Self>(NAME, 0, 0), form),
         })
