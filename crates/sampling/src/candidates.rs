@@ -79,6 +79,16 @@ pub(crate) fn desc(a: &TokenData, b: &TokenData) -> std::cmp::Ordering {
     kernels::desc(&(a.id, a.logit), &(b.id, b.logit))
 }
 
+/// Sets each entry's `p` to its probability in llama.cpp's `f32` softmax over `list`
+/// (`kernels::llama_f32`: `expf`, a sequential `f32` sum in the list's order): what llama.cpp's
+/// list stages decide with, where a decision must be its own to the last bit.
+pub(crate) fn llama_f32_probs(list: &mut [TokenData]) {
+    let (max, sum) = ::kernels::llama_f32::softmax_sum(list.iter().map(|t| t.logit));
+    for t in list.iter_mut() {
+        t.p = ::kernels::llama_f32::prob(t.logit, max, sum);
+    }
+}
+
 /// Sorts by logit descending, ties by id ascending ([`desc`]).
 pub(crate) fn sort_desc(list: &mut [TokenData]) {
     list.sort_unstable_by(desc);

@@ -178,11 +178,10 @@ impl<'s> Stage<'s> {
     }
 }
 
-/// `text` split at each `sep` outside double quotes (inside them a `\` escapes the next
-/// character, so `\"` does not close them).
-fn split_unquoted(text: &str, sep: char) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
+/// The byte offsets of each `sep` in `text` outside double quotes (inside them a `\` escapes the
+/// next character, so `\"` does not close them), and whether `text` ends inside them.
+fn scan_quotes(text: &str, sep: Option<char>) -> (Vec<usize>, bool) {
+    let (mut cuts, mut quoted, mut escaped) = (Vec::new(), false, false);
     for (i, c) in text.char_indices() {
         if escaped {
             escaped = false;
@@ -190,28 +189,28 @@ fn split_unquoted(text: &str, sep: char) -> Vec<&str> {
             escaped = true;
         } else if c == '"' {
             quoted = !quoted;
-        } else if c == sep && !quoted {
-            parts.push(&text[start..i]);
-            start = i + c.len_utf8();
+        } else if Some(c) == sep && !quoted {
+            cuts.push(i);
         }
+    }
+    (cuts, quoted)
+}
+
+/// `text` split at each `sep` outside double quotes ([`scan_quotes`]).
+fn split_unquoted(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in scan_quotes(text, Some(sep)).0 {
+        parts.push(&text[start..i]);
+        start = i + sep.len_utf8();
     }
     parts.push(&text[start..]);
     parts
 }
 
-/// Whether `text` ends inside double quotes (see [`split_unquoted`]).
+/// Whether `text` ends inside double quotes ([`scan_quotes`]).
 fn ends_quoted(text: &str) -> bool {
-    let (mut quoted, mut escaped) = (false, false);
-    for c in text.chars() {
-        if escaped {
-            escaped = false;
-        } else if c == '\\' && quoted {
-            escaped = true;
-        } else if c == '"' {
-            quoted = !quoted;
-        }
-    }
-    quoted
+    scan_quotes(text, None).1
 }
 
 /// The escapes of a quoted value, as written after the `\`, and the character each stands for.

@@ -44,11 +44,10 @@
 //! `Candidates::cut_len`) the same form runs on the list's finite entries, `n` their count.
 
 use crate::backend::prelude::*;
-use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
+use crate::candidates::{Candidates, TokenData, check_list, check_scan, llama_f32_probs, sort_desc};
 use crate::error::{Result, invalid, not_nan};
 use crate::kernels;
 use crate::sampler::Sampler;
-use ::kernels::llama_f32;
 
 /// On the vocabulary view the `|d2|` are counted in integer units, their total about `UNITS`
 /// (2^23; see [`units_cut`]).
@@ -216,10 +215,7 @@ impl Sampler for TailFree {
         cur.sort(NAME)?;
         let list = cur.list_mut(NAME)?;
         check_list(NAME, list)?;
-        let (max, sum) = llama_f32::softmax_sum(list.iter().map(|t| t.logit));
-        for t in list.iter_mut() {
-            t.p = llama_f32::prob(t.logit, max, sum);
-        }
+        llama_f32_probs(list);
         let ps: Vec<f32> = list.iter().map(|t| t.p).collect();
         let kept = llama_cut(&ps, self.z, self.min_keep);
         list.truncate(kept);

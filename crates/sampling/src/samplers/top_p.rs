@@ -55,7 +55,7 @@
 //! most `N` it is exact top-p.
 
 use crate::backend::prelude::*;
-use crate::candidates::{Candidates, TokenData, check_list, check_scan, sort_desc};
+use crate::candidates::{Candidates, TokenData, check_list, check_scan, llama_f32_probs, sort_desc};
 use crate::error::{Result, not_nan};
 use crate::sampler::Sampler;
 use ::kernels::{llama_f32, nucleus};
@@ -218,10 +218,7 @@ impl Sampler for TopP {
         let sorted = cur.is_sorted();
         let list = cur.list_mut(NAME)?;
         check_list(NAME, list)?;
-        let (max, sum) = llama_f32::softmax_sum(list.iter().map(|t| t.logit));
-        for t in list.iter_mut() {
-            t.p = llama_f32::prob(t.logit, max, sum);
-        }
+        llama_f32_probs(list);
         if !sorted {
             sort_desc(list);
         }
