@@ -164,6 +164,51 @@ fn dry_sequence_breakers_as_strings() {
 }
 
 #[test]
+fn a_reasoning_budget_forces_the_end_tag() {
+    // llama-server's reasoning budget fields: the prompt opens a block (its text ends in
+    // `<think>`), and after 3 tokens `</think>` comes forced, on the backend; without a budget the
+    // model never writes it. Bad values are 400s naming the field.
+    let s = server(2, 4, Sampling::Backend);
+    let ask = |extra: &str| {
+        let body = format!(
+            r#"{{"prompt": "the cat sat on the mat. the cat sat on the mat.<think>", "max_tokens": 12, "temperature": 0{extra}}}"#
+        );
+        let (st, r) = post(&s, "/v1/completions", &body);
+        (st, r)
+    };
+    let (st, free) = ask("");
+    assert_eq!(st, 200, "{free}");
+    let free = free["choices"][0]["text"].as_str().unwrap().to_string();
+    assert!(!free.contains("</think>"), "{free:?}");
+    let tags = r#", "reasoning_budget_start_tag": "<think>", "reasoning_budget_end_tags": ["</think>"]"#;
+    let (st, r) = ask(&format!(r#", "reasoning_budget_tokens": 3{tags}"#));
+    assert_eq!(st, 200, "{r}");
+    let text = r["choices"][0]["text"].as_str().unwrap();
+    let at = text.find("</think>").unwrap_or_else(|| panic!("no forced end in {text:?} (free: {free:?})"));
+    assert!(free.starts_with(&text[..at]), "the 3 tokens before the end are the free run's: {text:?} {free:?}");
+    let (st, r) = ask(&format!(r#", "reasoning_budget_tokens": 0, "reasoning_budget_message": " Done."{tags}"#));
+    assert_eq!(st, 200, "{r}");
+    assert!(r["choices"][0]["text"].as_str().unwrap().starts_with(" Done.</think>"), "{r}");
+    for (extra, field) in [
+        (r#", "reasoning_budget_tokens": -5"#.to_string(), "reasoning_budget_tokens"),
+        (
+            r#", "reasoning_budget_tokens": 2, "reasoning_budget_end_tags": [1]"#.to_string(),
+            "reasoning_budget_end_tags",
+        ),
+        // SmolLM2 has no `<think>` token: the tags must be given.
+        (r#", "reasoning_budget_tokens": 2"#.to_string(), "reasoning_budget_start_tag"),
+        (
+            r#", "reasoning_budget_tokens": 2, "reasoning_budget_start_tag": "<think>""#.to_string(),
+            "reasoning_budget_end_tags",
+        ),
+    ] {
+        let (st, r) = ask(&extra);
+        assert_eq!(st, 400, "{extra}: {r}");
+        assert_eq!(r["error"]["param"], field, "{extra}: {r}");
+    }
+}
+
+#[test]
 fn streaming_with_curl() {
     let s = server(2, 8, Sampling::Backend);
     let body = r#"{"prompt": "Once upon a time", "max_tokens": 5, "stream": true, "seed": 4}"#;

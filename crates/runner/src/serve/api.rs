@@ -150,6 +150,24 @@ pub struct Request {
     /// Reuse a slot's cells that hold a prefix of the prompt (llama-server's `cache_prompt`,
     /// default true).
     pub cache_prompt: bool,
+    /// A reasoning budget (llama-server's `reasoning_budget_tokens` and its tags), where the
+    /// budget is not -1.
+    pub reasoning: Option<Reasoning>,
+}
+
+/// A request's reasoning budget: `budget` tokens (0: the block ends as soon as it opens), its tags
+/// as given (absent: the vocabulary's `<think>`/`</think>`, see
+/// `runner::reasoning::ReasoningTags::resolve`), and the message forced before the end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reasoning {
+    /// The budget in tokens.
+    pub budget: i64,
+    /// `reasoning_budget_start_tag`.
+    pub start: Option<String>,
+    /// `reasoning_budget_end_tags` (or the one `reasoning_budget_end_tag`); empty: the default.
+    pub end: Vec<String>,
+    /// `reasoning_budget_message`.
+    pub message: Option<String>,
 }
 
 /// The most choices a request may ask for.
@@ -209,7 +227,33 @@ fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize, base: &SamplingParams)
         constraint,
         ignore_eos: f.bool("ignore_eos", false)?,
         cache_prompt: f.bool("cache_prompt", true)?,
+        reasoning: reasoning(f)?,
     })
+}
+
+/// llama-server's reasoning budget fields: `reasoning_budget_tokens` (-1, the default: none),
+/// `reasoning_budget_start_tag`, `reasoning_budget_end_tags` (an array of strings; or
+/// `reasoning_budget_end_tag`, one string) and `reasoning_budget_message`.
+fn reasoning(f: &Fields<'_>) -> Result<Option<Reasoning>, ApiError> {
+    let budget = f.int("reasoning_budget_tokens", -1, -1, i64::from(i32::MAX))?;
+    let start = f.str("reasoning_budget_start_tag")?.map(str::to_string);
+    let message = f.str("reasoning_budget_message")?.map(str::to_string);
+    let end = match (f.get("reasoning_budget_end_tags"), f.get("reasoning_budget_end_tag")) {
+        (Some(v), _) => v
+            .as_array()
+            .and_then(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "reasoning_budget_end_tags",
+                    "`reasoning_budget_end_tags` must be an array of strings",
+                )
+            })?,
+        (None, Some(_)) => f.str("reasoning_budget_end_tag")?.map(str::to_string).into_iter().collect(),
+        (None, None) => Vec::new(),
+    };
+    // Empty tags are dropped, as llama-server drops them.
+    let end: Vec<String> = end.into_iter().filter(|e| !e.is_empty()).collect();
+    Ok((budget >= 0).then_some(Reasoning { budget, start, end, message }))
 }
 
 fn constraint(f: &Fields<'_>) -> Result<Option<Constraint>, ApiError> {

@@ -208,8 +208,8 @@ fn grammar_stage(st: &AppState, c: &Constraint) -> Result<GrammarStage, ApiError
     Ok(GrammarStage::new(name, m, GrammarMode::Optimistic))
 }
 
-/// Choice `i`'s chain.
-fn chain(st: &AppState, req: &Request, seed: u64) -> Result<Chain, ApiError> {
+/// Choice `i`'s chain (its reasoning budget first, counting where `prompt` leaves a block open).
+fn chain(st: &AppState, req: &Request, prompt: &[u32], seed: u64) -> Result<Chain, ApiError> {
     let mut spec = req.sampling.spec(seed);
     if req.ignore_eos {
         let eog: Vec<String> = st.tokenizer().grammar_vocab().eog().iter().map(u32::to_string).collect();
@@ -222,6 +222,23 @@ fn chain(st: &AppState, req: &Request, seed: u64) -> Result<Chain, ApiError> {
         ApiError::status(400, "invalid_request_error", format!("the sampling fields make no chain: {e}"))
     })?;
     let mut c = Chain::new();
+    if let Some(r) = &req.reasoning {
+        let tk = st.tokenizer();
+        let tags = crate::reasoning::ReasoningTags::resolve(tk, r.start.as_deref(), &r.end, r.message.as_deref())
+            .map_err(|_| {
+                let field = if r.start.is_none() { "reasoning_budget_start_tag" } else { "reasoning_budget_end_tags" };
+                ApiError::invalid(
+                    field,
+                    format!(
+                        "a reasoning budget needs non-empty start and end tags: give `{field}` (the model's \
+                         vocabulary has no `<think>`/`</think>` tokens to default to)"
+                    ),
+                )
+            })?;
+        let stage = crate::reasoning::budget_stage(tk, r.budget, &tags, prompt)
+            .map_err(|e| ApiError::invalid("reasoning_budget_tokens", e.to_string()))?;
+        c.push(Box::new(stage));
+    }
     if let Some(con) = &req.constraint {
         c.push(Box::new(grammar_stage(st, con)?));
     }
@@ -240,7 +257,7 @@ async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
     let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
     let (tx, rx) = unbounded_channel();
     for index in 0..req.n {
-        let chain = match chain(&st, &req, seed.wrapping_add(index as u64)) {
+        let chain = match chain(&st, &req, &prompt, seed.wrapping_add(index as u64)) {
             Ok(c) => c,
             Err(e) => return error(&st, e),
         };
