@@ -531,6 +531,32 @@ impl Lowering<'_> {
         self.g.view(src, &[1, self.n], &[4, nb1], 0)
     }
 
+    /// The `k` largest entries of the row `x [n_vocab, n]` as a list: their ids,
+    /// their values, and their values when the list was made (`Record::List::init`), read from
+    /// `unmasked` where a cut came before (an entry the cut removed is finite there: removed, not
+    /// `-inf` from the start, and the CPU chain's list does not hold it).
+    pub fn top_k_of_row(&mut self, x: NodeId, unmasked: Option<NodeId>, k: usize) -> R<(NodeId, NodeId, NodeId)> {
+        let nv = self.n_vocab;
+        let ids = self.g.top_k(x, k)?;
+        let vals = self.gather(x, ids, nv, k)?;
+        let init = match unmasked {
+            Some(u) => self.gather(u, ids, nv, k)?,
+            None => vals,
+        };
+        Ok((ids, vals, init))
+    }
+
+    /// The first `k` entries of a sorted list (its ids, values and values at its making), as a
+    /// sorted list of `k`.
+    pub fn list_prefix(&mut self, ids: NodeId, vals: NodeId, init: NodeId, k: usize) -> R<Record> {
+        let mut first = |t: NodeId| {
+            let nb1 = self.g.node(t).layout.nb[1];
+            self.g.view(t, &[k, self.n], &[4, nb1], 0)
+        };
+        let (ids, vals, init) = (first(ids)?, first(vals)?, first(init)?);
+        Ok(Record::List { ids, vals, k, init, sorted: true })
+    }
+
     /// `[k, n]` mask of the list entries a stage removed: finite in `init`, `-inf` in `vals`.
     pub fn removed(&mut self, init: NodeId, vals: NodeId) -> R<NodeId> {
         let ninf = self.fill(&[1, 1], f32::NEG_INFINITY)?;

@@ -103,18 +103,10 @@ impl BackendStage for TopK {
     }
 
     fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
-        let (kk, nv, n) = (key.size(), cx.n_vocab(), cx.n());
+        let kk = key.size();
         Ok(match rec {
             Record::Vocab { x, pending, unmasked, .. } => {
-                let ids = cx.g.top_k(x, kk)?;
-                let raw = cx.gather(x, ids, nv, kk)?;
-                // Entries a cut removed are finite in the unmasked row: removed, not -inf from
-                // the start (the CPU chain's list does not hold them).
-                let init = match unmasked {
-                    Some(u) => cx.gather(u, ids, nv, kk)?,
-                    None => raw,
-                };
-                let mut vals = raw;
+                let (ids, mut vals, init) = cx.top_k_of_row(x, unmasked, kk)?;
                 let m = cx.first_row(vals)?;
                 let ok = cx.finite(m)?;
                 let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
@@ -131,14 +123,7 @@ impl BackendStage for TopK {
                 Record::List { ids, vals, k: kk, init, sorted: true }
             }
             rec @ Record::List { .. } => match cx.sorted(rec)? {
-                Record::List { ids, vals, k, init, .. } if kk < k => {
-                    let first = |c: &mut Lowering<'_>, t: NodeId| {
-                        let nb1 = c.g.node(t).layout.nb[1];
-                        c.g.view(t, &[kk, n], &[4, nb1], 0)
-                    };
-                    let (ids, vals, init) = (first(cx, ids)?, first(cx, vals)?, first(cx, init)?);
-                    Record::List { ids, vals, k: kk, init, sorted: true }
-                }
+                Record::List { ids, vals, k, init, .. } if kk < k => cx.list_prefix(ids, vals, init, kk)?,
                 r => r,
             },
             r => r,

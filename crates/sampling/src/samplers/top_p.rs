@@ -361,20 +361,13 @@ fn mass_cut(cx: &mut Lowering<'_>, vals: NodeId, probs: NodeId, k: usize, (p, mk
 /// levels), the cut on their running mass. The first value is the row's maximum, and a NaN or
 /// `+inf` ranks first, so it tells whether the row is usable (a bad row's values become NaN).
 fn lower_capped_vocab(cx: &mut Lowering<'_>, nn: usize, rec: Record) -> R<Record> {
-    let nv = cx.n_vocab();
     let rec = match rec {
         Record::Vocab { pending, .. } if pending.min_p.is_some() => cx.materialize(rec)?,
         r => r,
     };
     let Record::Vocab { x, pending, unmasked, .. } = rec else { return Ok(rec) };
     let x = cx.contiguous(x)?;
-    let ids = cx.g.top_k(x, nn)?;
-    let raw = cx.gather(x, ids, nv, nn)?;
-    // Entries a cut removed are finite in the unmasked row: removed, not -inf from the start.
-    let init = match unmasked {
-        Some(u) => cx.gather(u, ids, nv, nn)?,
-        None => raw,
-    };
+    let (ids, raw, init) = cx.top_k_of_row(x, unmasked, nn)?;
     let (vals, row) = match pending.temp {
         Some((t, _)) => (cx.g.div(raw, t)?, cx.g.div(x, t)?),
         None => (raw, x),
@@ -408,10 +401,5 @@ fn lower_capped_list(cx: &mut Lowering<'_>, nn: usize, rec: Record) -> R<Record>
     } else {
         list_cut(cx, vals, k)?
     };
-    let first = |c: &mut Lowering<'_>, t: NodeId| {
-        let nb1 = c.g.node(t).layout.nb[1];
-        c.g.view(t, &[nn, n], &[4, nb1], 0)
-    };
-    let (ids, vals, init) = (first(cx, ids)?, first(cx, vals)?, first(cx, init)?);
-    Ok(Record::List { ids, vals, k: nn, init, sorted: true })
+    cx.list_prefix(ids, vals, init, nn)
 }
