@@ -26,8 +26,9 @@
 //!
 //! Every hot kernel exists twice: an AVX2+FMA version (explicit `std::arch` intrinsics, or a generic
 //! body compiled with those features enabled) and a portable one that LLVM vectorises for the
-//! baseline target. [`dispatch!`] defines the function that picks one at run time, by the one
-//! feature probe [`has_avx2_fma`].
+//! baseline target. [`dispatch!`] defines the function that picks one at run time, by the
+//! feature probe [`has_avx2_fma`]. One kernel has a third, AVX-512 VNNI form: the quantized
+//! register tile ([`quant::dot_tile`], probe [`has_avx512_vnni`]), bit-identical to the others.
 
 pub mod draw;
 pub mod exp;
@@ -48,8 +49,8 @@ mod tests;
 
 /// True when the CPU has AVX2, FMA and F16C (checked once; `std` caches the answer). Every x86 CPU
 /// with AVX2 and FMA also has F16C (Haswell, Piledriver and later); the check keeps the f16
-/// conversions of the CPU backend's multiversioned loops safe. The one feature probe of the
-/// workspace: [`dispatch!`] and the explicit AVX2 callers of `cpu` ask it.
+/// conversions of the CPU backend's multiversioned loops safe. [`dispatch!`] and the explicit AVX2
+/// callers of `cpu` ask it.
 #[inline]
 pub fn has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -57,6 +58,30 @@ pub fn has_avx2_fma() -> bool {
         std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma")
             && std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// True when the CPU has AVX-512 F, BW, VL, DQ and VNNI besides [`has_avx2_fma`]'s features, and
+/// the environment does not set `KERNELS_NO_AVX512` (to any value: the AVX2 forms then run, which
+/// give the same bits; benchmarks compare the two in one run that way). Read once per process.
+/// Only the quantized register tile ([`quant::dot_tile`]) has an AVX-512 form.
+pub fn has_avx512_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HAS.get_or_init(|| {
+            has_avx2_fma()
+                && std::env::var_os("KERNELS_NO_AVX512").is_none()
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

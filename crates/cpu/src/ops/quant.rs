@@ -12,8 +12,9 @@
 //! `kernels::quant` (at most `amax_block / 254` per activation element).
 //!
 //! Tasks are blocks of [`ROWS`] rows of `a` times one batch; within a task the products run in
-//! register tiles (`kernels::quant::dot_tile`: each weight block unpacked once per tile of up to
-//! four columns, each activation block loaded once per tile of rows), and every column of `b`
+//! register tiles (`kernels::quant::dot_tile` in `kernels::quant::tile_shape`'s shape: each weight
+//! block unpacked once per tile of up to eight columns, each activation block loaded once per tile
+//! of rows), and every column of `b`
 //! reuses the block's weight rows from cache. A mat-vec (one column) runs through
 //! `kernels::quant::dot_rows` instead: the column's block scales converted to f32 once, a task's rows
 //! per call in groups of one or two (`mv_rows`), the weights prefetched a few KiB ahead. Each output is still
@@ -69,9 +70,9 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     }
     let blocks = m.div_ceil(ROWS);
     let (act, scales) = (&act, &scales);
-    let (tr, tc) = TILE;
+    let (tr, tc) = quant::tile_shape(f);
     crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
-        let mut out = [0.0f32; quant::TILE * quant::TILE];
+        let mut out = [0.0f32; quant::TILE * quant::TILE_COLS];
         for t in range {
             let (batch, blk) = (t / blocks, t % blocks);
             let (b2, b3) = (batch % b.ne[2], batch / b.ne[2]);
@@ -133,11 +134,11 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
     Ok(())
 }
 
-/// The register tile (weight rows, columns of `b`) for more than one column: two rows by four
-/// columns (eight accumulators). A mat-vec runs one row at a time instead: a four-row tile
-/// measured slower in the runner's decode step, whose weights stream from memory, and twice as
-/// slow on the q8_0 LM head (`docs/BENCHMARKS.md`).
-const TILE: (usize, usize) = (2, quant::TILE);
+// More than one column runs in register tiles of `kernels::quant::tile_shape` (weight rows,
+// columns of `b`): four by eight with AVX-512 VNNI, else two by four (eight AVX2 accumulators). A
+// mat-vec runs one row at a time instead: a four-row tile measured slower in the runner's decode
+// step, whose weights stream from memory, and twice as slow on the q8_0 LM head
+// (`docs/BENCHMARKS.md`).
 
 /// Weight rows per `kernels::quant::dot_rows` call of a mat-vec: two for `q4_1` (6.9 ms against
 /// 7.4-7.7 ms for one at a time over SmolLM2's 66 MB of `q4_1` weights, min of 15), one for the

@@ -1,0 +1,196 @@
+//! The AVX-512 VNNI register tile of the 32-element formats: [`super::dot_tile`]'s body on CPUs
+//! with AVX-512 (F, BW, VL, DQ) and VNNI, each result bit-identical to [`super::dot`] of its pair.
+//!
+//! The AVX2 tile spends, per block and (row, column) pair, two integer instructions on the products
+//! (`vpmaddubsw`, `vpmaddwd`), a scalar product of the two scales and its broadcast, a conversion
+//! and an FMA on 8 lanes, and for `q4_1`/`q5_1` a scalar FMA of the `m * s` term. Here one 512-bit
+//! register holds two pairs side by side (the same weight row against two columns: lanes 0-7 are
+//! column `c`'s 8 partial sums, lanes 8-15 column `c + 1`'s), so each instruction does the work of
+//! two:
+//!
+//! - the products are one `vpdpbusd` (unsigned weight bytes times signed activation bytes, four
+//!   per 32-bit lane), which gives the same exact integer as `vpmaddubsw` + `vpmaddwd` (those never
+//!   saturate on these formats: at most `2 * 128 * 127` per pair of bytes). The signed formats are
+//!   made unsigned by an offset, `w + k` with `k` = 8 (`q4_0`), 16 (`q5_0`) or 128 (`q8_0`), and
+//!   `k` times the activation bytes' sum in each lane (one `vpdpbusd` by ones per column block,
+//!   shared by every row) is taken off again: still the exact integer;
+//! - `d_w * d_a` is one `vmulps` of the row's broadcast `d_w` with the column pair's `d_a`s (the
+//!   same rounded product as the scalar one), the conversion and FMA one instruction each;
+//! - the `m_w * s_a` sums of a row run in the lanes of one 256-bit register (lane `c`: column `c`),
+//!   one FMA per row and block (the same fused multiply-add, in the same order, as the scalar chain).
+//!
+//! At the end each pair's 8 lanes are summed as `dot` sums them ([`super::hsum8`]) and its `m * s`
+//! sum added. An odd last column is paired with itself (its second copy discarded).
+
+use super::{Format, QK, Tile, hsum8};
+use std::arch::x86_64::*;
+
+/// Formats as const-generic codes, so each tile is compiled per format.
+const Q8_0: u8 = 0;
+const Q4_0: u8 = 1;
+const Q4_1: u8 = 2;
+const Q5_0: u8 = 3;
+const Q5_1: u8 = 4;
+
+/// The tile of `t` (32-element format; bounds checked by the caller, `t.rows` 1 to 4, `t.cols` 1
+/// to [`super::TILE_COLS`]) into `out` (row-major, `t.rows x t.cols`).
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW, VL, DQ and VNNI, AVX2, FMA and F16C
+/// ([`crate::has_avx512_vnni`]); rows `0..t.rows` of `t.w` and `0..t.cols` of `t.a` must hold
+/// `t.nblocks` whole blocks each.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn dot_tile(t: &Tile<'_>, out: &mut [f32]) {
+    macro_rules! shapes {
+        ($fc:expr, $(($r:literal, $p:literal)),*) => {
+            match (t.rows, t.cols.div_ceil(2)) {
+                // SAFETY: forwarded from the caller.
+                $(($r, $p) => unsafe { tile::<$r, $p, $fc>(t, out) },)*
+                _ => unreachable!("tile sides are checked"),
+            }
+        };
+    }
+    macro_rules! formats {
+        ($($f:ident),*) => {
+            match t.f {
+                $(Format::$f => shapes!(
+                    $f,
+                    (1, 1), (1, 2), (1, 3), (1, 4),
+                    (2, 1), (2, 2), (2, 3), (2, 4),
+                    (3, 1), (3, 2), (3, 3), (3, 4),
+                    (4, 1), (4, 2), (4, 3), (4, 4)
+                ),)*
+                Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("K-quants take their own tile"),
+            }
+        };
+    }
+    formats!(Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+}
+
+/// The block's 32 weights as unsigned bytes in element order, and the shift `log2(k)` of the
+/// offset `k` added to make them unsigned (0: none, the `q4_1`/`q5_1` quants are unsigned already).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn unsigned_quants<const F: u8>(b: *const u8) -> __m256i {
+    use super::x86::{high_bits, nibbles};
+    // SAFETY: the caller passes one whole block of the format.
+    unsafe {
+        match F {
+            // w + 128: the sign bit flipped
+            Q8_0 => _mm256_xor_si256(_mm256_loadu_si256(b.add(2).cast()), _mm256_set1_epi8(0x80u8 as i8)),
+            // (nibble - 8) + 8
+            Q4_0 => nibbles(b.add(2)),
+            Q4_1 => nibbles(b.add(4)),
+            // (nibble | high << 4) - 16 + 16
+            Q5_0 => _mm256_or_si256(nibbles(b.add(6)), _mm256_and_si256(high_bits(b.add(2)), _mm256_set1_epi8(16))),
+            _ => _mm256_or_si256(nibbles(b.add(8)), _mm256_and_si256(high_bits(b.add(4)), _mm256_set1_epi8(16))),
+        }
+    }
+}
+
+/// `log2` of the offset [`unsigned_quants`] added to format `F`'s weights (0 for none).
+const fn offset_shift(f: u8) -> u32 {
+    match f {
+        Q8_0 => 7,
+        Q4_0 => 3,
+        Q5_0 => 4,
+        _ => 0,
+    }
+}
+
+/// `true` for the formats with a block minimum (`q4_1`, `q5_1`).
+const fn has_min(f: u8) -> bool {
+    f == Q4_1 || f == Q5_1
+}
+
+/// `R` weight rows times `P` column pairs of format `F` (see the module's text).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn tile<const R: usize, const P: usize, const F: u8>(t: &Tile<'_>, out: &mut [f32]) {
+    let (wb, ab) = (t.f.block_bytes(), t.f.act_block_bytes());
+    let cols = t.cols;
+    // column of each register half: pair p holds columns 2p and 2p + 1 (an odd last one twice)
+    let col = |p: usize, h: usize| (2 * p + h).min(cols - 1);
+    let shift = offset_shift(F);
+    // SAFETY: the caller checked that rows `0..R` of `w` (`wstride` apart) and columns `0..cols` of
+    // `a` (`astride` apart) hold `nblocks` whole blocks each; unaligned loads only, and the `u16`
+    // scratch arrays below are read only after being written in full.
+    unsafe {
+        let ones = _mm512_set1_epi8(1);
+        let zero = _mm512_setzero_si512();
+        // lanes 0-7 from column 2p's scale, 8-15 from column 2p + 1's
+        let pick: [__m512i; P] = std::array::from_fn(|p| {
+            _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_set1_epi32(col(p, 0) as i32)),
+                _mm256_set1_epi32(col(p, 1) as i32),
+            )
+        });
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        let mut summs = [_mm256_setzero_ps(); R];
+        let (wp, ap) = (t.w.as_ptr(), t.a.as_ptr());
+        for i in 0..t.nblocks {
+            // the columns' block scales: d (and s) of column c in lane c
+            let mut dh = [0u16; 8];
+            let mut sh = [0u16; 8];
+            for c in 0..cols {
+                let ablk = ap.add(c * t.astride + i * ab);
+                dh[c] = ablk.cast::<u16>().read_unaligned();
+                if has_min(F) {
+                    sh[c] = ablk.add(2).cast::<u16>().read_unaligned();
+                }
+            }
+            let da = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr().cast())));
+            let sa =
+                if has_min(F) { _mm256_cvtph_ps(_mm_loadu_si128(sh.as_ptr().cast())) } else { _mm256_setzero_ps() };
+            let mut qa = [zero; P];
+            let mut dpair = [_mm512_setzero_ps(); P];
+            let mut corr = [zero; P];
+            for p in 0..P {
+                let a0 = ap.add(col(p, 0) * t.astride + i * ab + ab - QK);
+                let a1 = ap.add(col(p, 1) * t.astride + i * ab + ab - QK);
+                qa[p] = _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(a0.cast())),
+                    _mm256_loadu_si256(a1.cast()),
+                );
+                dpair[p] = _mm512_permutexvar_ps(pick[p], da);
+                if shift != 0 {
+                    // k times each lane's four activation bytes
+                    corr[p] = _mm512_sll_epi32(_mm512_dpbusd_epi32(zero, ones, qa[p]), _mm_cvtsi32_si128(shift as i32));
+                }
+            }
+            for r in 0..R {
+                let wblk = wp.add(r * t.wstride + i * wb);
+                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(wblk.cast::<i32>().read_unaligned()));
+                let dw = _mm512_broadcastss_ps(dm);
+                if has_min(F) {
+                    let mw = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
+                    summs[r] = _mm256_fmadd_ps(mw, sa, summs[r]);
+                }
+                let qw = _mm512_broadcast_i64x4(unsigned_quants::<F>(wblk));
+                for p in 0..P {
+                    let mut q = _mm512_dpbusd_epi32(zero, qw, qa[p]);
+                    if shift != 0 {
+                        q = _mm512_sub_epi32(q, corr[p]);
+                    }
+                    let d = _mm512_mul_ps(dw, dpair[p]);
+                    acc[r][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), acc[r][p]);
+                }
+            }
+        }
+        for (r, (acc_r, summs_r)) in acc.iter().zip(&summs).enumerate() {
+            let mut s = [0.0f32; 8];
+            _mm256_storeu_ps(s.as_mut_ptr(), *summs_r);
+            for (p, acc_rp) in acc_r.iter().enumerate() {
+                let mut l = [0.0f32; 16];
+                _mm512_storeu_ps(l.as_mut_ptr(), *acc_rp);
+                for h in 0..2 {
+                    let c = 2 * p + h;
+                    if c < cols {
+                        let lanes: &[f32; 8] = l[8 * h..8 * h + 8].try_into().unwrap();
+                        out[r * cols + c] = hsum8(lanes) + s[c];
+                    }
+                }
+            }
+        }
+    }
+}
