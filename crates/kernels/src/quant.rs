@@ -336,6 +336,47 @@ pub struct Tile<'a> {
     pub cols: usize,
     /// Blocks per row.
     pub nblocks: usize,
+    /// The activation rows' block scales as f32 ([`TileScales`]), where the caller has them: the
+    /// AVX-512 tile then loads each block's scales of all columns at once instead of converting
+    /// them per tile. `None`: every form converts them itself (the results are the same).
+    pub scales: Option<TileScales<'a>>,
+}
+
+/// Block scales of a tile's activation columns, block-major, as [`tile_scales`] lays them out:
+/// `d[i * stride + c]` and `s[i * stride + c]` are block `i`'s `d` and `s` (0 for `q8_0`
+/// activations) of the tile's column `c`; at least [`TILE_COLS`] floats are readable from each
+/// block's first column (so one vector load takes them all).
+#[derive(Debug, Clone, Copy)]
+pub struct TileScales<'a> {
+    /// The `d`s.
+    pub d: &'a [f32],
+    /// The `s`s.
+    pub s: &'a [f32],
+    /// Floats from one block's first column to the next block's.
+    pub stride: usize,
+}
+
+/// The block scales of `n` activation rows (quantized by [`quantize_act`] for the 32-element
+/// format `f`, `astride` bytes apart in `a`, `nblocks` blocks each) as f32, block-major, for
+/// [`TileScales`] with `stride` = `n`: returns `(d, s)`, each `nblocks * n + TILE_COLS` long (the
+/// tail padded with zeros). A tile of columns `j0..` takes the slices from `j0` on. Empty for the
+/// K-quants (their tile reads the `q8_K` blocks' f32 `d` directly).
+pub fn tile_scales(f: Format, a: &[u8], astride: usize, n: usize, nblocks: usize) -> (Vec<f32>, Vec<f32>) {
+    if f.is_k() {
+        return (Vec::new(), Vec::new());
+    }
+    let ab = f.act_block_bytes();
+    let (mut d, mut s) = (vec![0.0f32; nblocks * n + TILE_COLS], vec![0.0f32; nblocks * n + TILE_COLS]);
+    for c in 0..n {
+        for i in 0..nblocks {
+            let b = &a[c * astride + i * ab..];
+            d[i * n + c] = half_at(b, 0);
+            if f.has_min() {
+                s[i * n + c] = half_at(b, 2);
+            }
+        }
+    }
+    (d, s)
 }
 
 impl Tile<'_> {
@@ -347,6 +388,13 @@ impl Tile<'_> {
         assert!(self.w.len() >= (self.rows - 1) * self.wstride + self.nblocks * wb, "weight rows out of bounds");
         assert!(self.a.len() >= (self.cols - 1) * self.astride + self.nblocks * ab, "activation rows out of bounds");
         assert!(out.len() >= self.rows * self.cols, "tile output too short");
+        if let Some(sc) = self.scales {
+            let need = (self.nblocks - 1) * sc.stride + TILE_COLS;
+            assert!(
+                self.nblocks == 0 || (sc.d.len() >= need && sc.s.len() >= need && sc.stride >= self.cols),
+                "tile scales out of bounds"
+            );
+        }
     }
 }
 
@@ -386,7 +434,7 @@ unsafe fn dot_tile_avx2(t: &Tile<'_>, out: &mut [f32]) {
     let mut part = [0.0f32; TILE * 4];
     for c0 in [0, 4] {
         let n = 4.min(t.cols - c0);
-        let half = Tile { a: &t.a[c0 * t.astride..], cols: n, ..*t };
+        let half = Tile { a: &t.a[c0 * t.astride..], cols: n, scales: None, ..*t };
         // SAFETY: forwarded from the caller; `half`'s columns are among the checked ones.
         unsafe { x86::dot_tile(&half, &mut part) };
         for r in 0..t.rows {
@@ -805,8 +853,13 @@ mod tests {
             let x = floats(TILE_COLS * (nb + 1) * f.block_elems(), 22, 2.5);
             let mut a = vec![0u8; TILE_COLS * (nb + 1) * ab];
             quantize_act(f, &x, &mut a);
-            for rows in 1..=TILE {
-                for cols in 1..=TILE_COLS {
+            let (sd, ss) = tile_scales(f, &a, (nb + 1) * ab, TILE_COLS, nb);
+            let given = TileScales { d: &sd, s: &ss, stride: TILE_COLS };
+            for (rows, cols, scales) in (1..=TILE)
+                .flat_map(|r| (1..=TILE_COLS).map(move |c| (r, c)))
+                .flat_map(|(r, c)| [None, (!f.is_k()).then_some(given)].into_iter().map(move |s| (r, c, s)))
+            {
+                {
                     let t = Tile {
                         f,
                         w: &w,
@@ -816,6 +869,7 @@ mod tests {
                         astride: (nb + 1) * ab,
                         cols,
                         nblocks: nb,
+                        scales,
                     };
                     // the dispatched tile, and each x86 form this CPU can run on its own
                     let mut forms = vec![("dispatched", vec![f32::NAN; rows * cols])];
@@ -844,7 +898,8 @@ mod tests {
                                 assert_eq!(
                                     out[r * cols + c].to_bits(),
                                     want.to_bits(),
-                                    "{name} {f:?} {rows}x{cols} ({r}, {c})"
+                                    "{name} {f:?} {rows}x{cols} ({r}, {c}), scales given: {}",
+                                    scales.is_some()
                                 );
                             }
                         }
@@ -859,7 +914,17 @@ mod tests {
     fn a_tile_reaching_past_its_weights_panics() {
         let w = vec![0u8; 2 * 18];
         let a = vec![0u8; 34];
-        let t = Tile { f: Format::Q4_0, w: &w, wstride: 18, rows: 3, a: &a, astride: 34, cols: 1, nblocks: 1 };
+        let t = Tile {
+            f: Format::Q4_0,
+            w: &w,
+            wstride: 18,
+            rows: 3,
+            a: &a,
+            astride: 34,
+            cols: 1,
+            nblocks: 1,
+            scales: None,
+        };
         dot_tile(&t, &mut [0.0; 3]);
     }
 

@@ -68,8 +68,14 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
             quant::act_scales(f, &act[c * arow..], nbk, out);
         }
     }
+    // The tiles' activation block scales as f32, block-major per batch (`kernels::quant::tile_scales`).
+    let tsc: Vec<(Vec<f32>, Vec<f32>)> = if n > 1 {
+        (0..batches).map(|b| quant::tile_scales(f, &act[b * n * arow..], arow, n, nbk)).collect()
+    } else {
+        Vec::new()
+    };
     let blocks = m.div_ceil(ROWS);
-    let (act, scales) = (&act, &scales);
+    let (act, scales, tsc) = (&act, &scales, &tsc);
     let (tr, tc) = quant::tile_shape(f);
     crate::par::for_blocks(batches * blocks, ROWS * wrow.max(1) * n, |range| {
         let mut out = [0.0f32; quant::TILE * quant::TILE_COLS];
@@ -119,6 +125,10 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
                         astride: arow,
                         cols: nc,
                         nblocks: nbk,
+                        scales: (!f.is_k()).then(|| {
+                            let (d, s) = &tsc[batch];
+                            quant::TileScales { d: &d[j0..], s: &s[j0..], stride: n }
+                        }),
                     };
                     quant::dot_tile(&tile, &mut out);
                     for r in 0..nr {

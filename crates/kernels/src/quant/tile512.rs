@@ -67,23 +67,55 @@ pub(super) unsafe fn dot_tile(t: &Tile<'_>, out: &mut [f32]) {
     formats!(Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
 }
 
-/// The block's 32 weights as unsigned bytes in element order, and the shift `log2(k)` of the
-/// offset `k` added to make them unsigned (0: none, the `q4_1`/`q5_1` quants are unsigned already).
+/// The block's 32 weights as unsigned bytes in element order, in both 256-bit halves of the
+/// result (the offset of [`offset_shift`] added to the signed formats).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-unsafe fn unsigned_quants<const F: u8>(b: *const u8) -> __m256i {
-    use super::x86::{high_bits, nibbles};
+unsafe fn unsigned_quants<const F: u8>(b: *const u8) -> __m512i {
     // SAFETY: the caller passes one whole block of the format.
     unsafe {
+        // 16 nibble bytes at `p` as 32 bytes (low nibbles, then high), twice: the bytes in every
+        // 128-bit lane, the odd lanes' 16-bit words shifted right by 4, then the low nibbles kept
+        let nibbles = |p: *const u8| {
+            let v = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
+            let shift = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004)),
+                _mm256_setr_epi64x(0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004),
+            );
+            _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15))
+        };
+        // 16 where bit j of the 32 bits at `p` is set, byte j of each half
+        let sixteens = |p: *const u8| {
+            let bits = _mm512_set1_epi32(p.cast::<i32>().read_unaligned());
+            // byte j of a half takes byte j / 8 of the word (in every 128-bit lane), then bit j % 8
+            let spread = _mm512_shuffle_epi8(
+                bits,
+                _mm512_setr_epi64(
+                    0,
+                    0x0101_0101_0101_0101,
+                    0x0202_0202_0202_0202,
+                    0x0303_0303_0303_0303,
+                    0,
+                    0x0101_0101_0101_0101,
+                    0x0202_0202_0202_0202,
+                    0x0303_0303_0303_0303,
+                ),
+            );
+            let set = _mm512_test_epi8_mask(spread, _mm512_set1_epi64(0x8040_2010_0804_0201u64 as i64));
+            _mm512_maskz_mov_epi8(set, _mm512_set1_epi8(16))
+        };
         match F {
             // w + 128: the sign bit flipped
-            Q8_0 => _mm256_xor_si256(_mm256_loadu_si256(b.add(2).cast()), _mm256_set1_epi8(0x80u8 as i8)),
+            Q8_0 => _mm512_xor_si512(
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(b.add(2).cast())),
+                _mm512_set1_epi8(0x80u8 as i8),
+            ),
             // (nibble - 8) + 8
             Q4_0 => nibbles(b.add(2)),
             Q4_1 => nibbles(b.add(4)),
             // (nibble | high << 4) - 16 + 16
-            Q5_0 => _mm256_or_si256(nibbles(b.add(6)), _mm256_and_si256(high_bits(b.add(2)), _mm256_set1_epi8(16))),
-            _ => _mm256_or_si256(nibbles(b.add(8)), _mm256_and_si256(high_bits(b.add(4)), _mm256_set1_epi8(16))),
+            Q5_0 => _mm512_or_si512(nibbles(b.add(6)), sixteens(b.add(2))),
+            _ => _mm512_or_si512(nibbles(b.add(8)), sixteens(b.add(4))),
         }
     }
 }
@@ -113,8 +145,9 @@ unsafe fn tile<const R: usize, const P: usize, const F: u8>(t: &Tile<'_>, out: &
     let col = |p: usize, h: usize| (2 * p + h).min(cols - 1);
     let shift = offset_shift(F);
     // SAFETY: the caller checked that rows `0..R` of `w` (`wstride` apart) and columns `0..cols` of
-    // `a` (`astride` apart) hold `nblocks` whole blocks each; unaligned loads only, and the `u16`
-    // scratch arrays below are read only after being written in full.
+    // `a` (`astride` apart) hold `nblocks` whole blocks each, and that `t.scales` (if given) has 8
+    // readable floats at each block's first column; unaligned loads only, and the `u16` scratch
+    // arrays below are read only after being written in full.
     unsafe {
         let ones = _mm512_set1_epi8(1);
         let zero = _mm512_setzero_si512();
@@ -130,18 +163,28 @@ unsafe fn tile<const R: usize, const P: usize, const F: u8>(t: &Tile<'_>, out: &
         let (wp, ap) = (t.w.as_ptr(), t.a.as_ptr());
         for i in 0..t.nblocks {
             // the columns' block scales: d (and s) of column c in lane c
-            let mut dh = [0u16; 8];
-            let mut sh = [0u16; 8];
-            for c in 0..cols {
-                let ablk = ap.add(c * t.astride + i * ab);
-                dh[c] = ablk.cast::<u16>().read_unaligned();
-                if has_min(F) {
-                    sh[c] = ablk.add(2).cast::<u16>().read_unaligned();
+            let (da, sa) = match t.scales {
+                Some(sc) => (
+                    _mm256_loadu_ps(sc.d.as_ptr().add(i * sc.stride)),
+                    _mm256_loadu_ps(sc.s.as_ptr().add(i * sc.stride)),
+                ),
+                None => {
+                    let mut dh = [0u16; 8];
+                    let mut sh = [0u16; 8];
+                    for c in 0..cols {
+                        let ablk = ap.add(c * t.astride + i * ab);
+                        dh[c] = ablk.cast::<u16>().read_unaligned();
+                        if has_min(F) {
+                            sh[c] = ablk.add(2).cast::<u16>().read_unaligned();
+                        }
+                    }
+                    (
+                        _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr().cast())),
+                        _mm256_cvtph_ps(_mm_loadu_si128(sh.as_ptr().cast())),
+                    )
                 }
-            }
-            let da = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr().cast())));
-            let sa =
-                if has_min(F) { _mm256_cvtph_ps(_mm_loadu_si128(sh.as_ptr().cast())) } else { _mm256_setzero_ps() };
+            };
+            let da = _mm512_castps256_ps512(da);
             let mut qa = [zero; P];
             let mut dpair = [_mm512_setzero_ps(); P];
             let mut corr = [zero; P];
@@ -166,7 +209,7 @@ unsafe fn tile<const R: usize, const P: usize, const F: u8>(t: &Tile<'_>, out: &
                     let mw = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
                     summs[r] = _mm256_fmadd_ps(mw, sa, summs[r]);
                 }
-                let qw = _mm512_broadcast_i64x4(unsigned_quants::<F>(wblk));
+                let qw = unsigned_quants::<F>(wblk);
                 for p in 0..P {
                     let mut q = _mm512_dpbusd_epi32(zero, qw, qa[p]);
                     if shift != 0 {
