@@ -17,7 +17,8 @@
 //! of rows), and every column of `b`
 //! reuses the block's weight rows from cache. A mat-vec (one column) runs through
 //! `kernels::quant::dot_rows` instead: the column's block scales converted to f32 once, a task's rows
-//! per call in groups of one or two (`mv_rows`), the weights prefetched a few KiB ahead. Each output is still
+//! per call in groups of one or two (`mv_rows`; with AVX-512, two rows per register), the weights
+//! prefetched a few KiB ahead. Each output is still
 //! ggml's `vec_dot` of its pair, bit for bit.
 
 use super::K;
@@ -150,7 +151,8 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
 // step, whose weights stream from memory, and twice as slow on the q8_0 LM head
 // (`docs/BENCHMARKS.md`).
 
-/// Weight rows per `kernels::quant::dot_rows` call of a mat-vec: two for `q4_1` (6.9 ms against
+/// Weight rows per `kernels::quant::dot_rows` group of a mat-vec in its AVX2 form (its AVX-512 form
+/// takes rows two to a register, four at a time, whatever the group): two for `q4_1` (6.9 ms against
 /// 7.4-7.7 ms for one at a time over SmolLM2's 66 MB of `q4_1` weights, min of 15), one for the
 /// others (two or four rows of `q8_0` measured 1.5-2.5x slower on the 30 MB LM head, as the 4-row
 /// tile before them did; see `docs/BENCHMARKS.md`).

@@ -12,6 +12,8 @@
 //! code). The activation block's 32 bytes and its scales are loaded once for each group of rows,
 //! and each row keeps its own accumulators, adding the same terms in the same order as `dot`. One
 //! call takes any number of rows (a task's block of a mat-vec), so the bounds are checked once.
+//! With AVX-512 VNNI the 32-element formats take `x86_512` instead: two rows per 512-bit register,
+//! `vpdpbusd` for the products (see its doc).
 
 use super::{Format, QK, dot_portable, half_at};
 
@@ -84,6 +86,11 @@ pub fn dot_rows(t: &Rows<'_>, out: &mut [f32]) {
     t.check(out);
     #[cfg(target_arch = "x86_64")]
     {
+        if !t.f.is_k() && crate::has_avx512_vnni() {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/DQ/VNNI, AVX2, FMA and F16C; bounds checked above.
+            unsafe { x86_512::dot_rows(t, out) };
+            return;
+        }
         if crate::has_avx2_fma() {
             // SAFETY: the CPU has AVX2, FMA and F16C; the bounds were checked above.
             unsafe { x86::dot_rows(t, out) };
@@ -210,6 +217,121 @@ mod x86 {
     }
 }
 
+/// The mat-vec with AVX-512 VNNI for the 32-element formats: two weight rows per 512-bit
+/// register (row `r` in the low half, `r + 1` in the high one) against the activation block in
+/// both halves; `vpdpbusd` for the products (the signed formats offset as in `tile512`, the
+/// correction computed once per block for all rows), one `vmulps` for both rows' `d_w * d_a`, one
+/// conversion and one FMA. Rows go in pairs of pairs ([`Rows::group`] is a hint for the AVX2
+/// form only); an odd last row is paired with itself. Each result is [`super::dot`]'s, bit for bit.
+#[cfg(target_arch = "x86_64")]
+mod x86_512 {
+    use super::super::tile512::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, has_min, offset_shift, unsigned_quants2};
+    use super::{Format, QK, Rows};
+    use std::arch::x86_64::*;
+
+    /// [`super::dot_rows`] (bounds checked by the caller).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+    pub(super) unsafe fn dot_rows(t: &Rows<'_>, out: &mut [f32]) {
+        macro_rules! formats {
+            ($($f:ident),*) => {
+                match t.f {
+                    // SAFETY: forwarded from the caller.
+                    $(Format::$f => unsafe { by_fours::<$f>(t, out) },)*
+                    Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("K-quants take the AVX2 form"),
+                }
+            };
+        }
+        formats!(Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+    }
+
+    /// Rows four at a time (two register pairs), the last one to three in one or two pairs.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+    unsafe fn by_fours<const F: u8>(t: &Rows<'_>, out: &mut [f32]) {
+        let mut r0 = 0;
+        while r0 < t.rows {
+            let n = 4.min(t.rows - r0);
+            // SAFETY: rows `r0..r0 + n` are among the checked ones.
+            unsafe {
+                if n > 2 {
+                    pairs::<2, F>(t, r0, n, &mut out[r0..r0 + n])
+                } else {
+                    pairs::<1, F>(t, r0, n, &mut out[r0..r0 + n])
+                }
+            };
+            r0 += n;
+        }
+    }
+
+    /// Rows `r0..r0 + n` (`n` at most `2 * P`) in `P` register pairs.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+    unsafe fn pairs<const P: usize, const F: u8>(t: &Rows<'_>, r0: usize, n: usize, out: &mut [f32]) {
+        let (wb, ab) = (t.f.block_bytes(), t.f.act_block_bytes());
+        let row = |p: usize, h: usize| r0 + (2 * p + h).min(n - 1);
+        let shift = offset_shift(F);
+        // SAFETY: the caller checked that rows `r0..r0 + n` of `w` (`wstride` apart) hold `nblocks`
+        // whole blocks, `a` `nblocks` blocks and `scales` `2 * nblocks` floats; unaligned loads only.
+        unsafe {
+            let ones = _mm512_set1_epi8(1);
+            let zero = _mm512_setzero_si512();
+            let mut acc = [_mm512_setzero_ps(); P];
+            // lanes 1 and 3: the two rows' running sums of m_w * s_a (q4_1, q5_1)
+            let mut summs = [_mm_setzero_ps(); P];
+            let (wp, ap, sp) = (t.w.as_ptr(), t.a.as_ptr(), t.scales.as_ptr());
+            for i in 0..t.nblocks {
+                let qa = _mm512_broadcast_i64x4(_mm256_loadu_si256(ap.add(i * ab + ab - QK).cast()));
+                let corr = if shift != 0 {
+                    _mm512_sll_epi32(_mm512_dpbusd_epi32(zero, ones, qa), _mm_cvtsi32_si128(shift as i32))
+                } else {
+                    zero
+                };
+                // [d_a, s_a, d_a, s_a]
+                let sc = _mm_castpd_ps(_mm_loaddup_pd(sp.add(2 * i).cast()));
+                for p in 0..P {
+                    let (wa, wb_) = (wp.add(row(p, 0) * t.wstride + i * wb), wp.add(row(p, 1) * t.wstride + i * wb));
+                    // hints only: the addresses may lie past the slice (never dereferenced)
+                    _mm_prefetch::<_MM_HINT_T0>(wa.wrapping_add(super::PREFETCH).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(wb_.wrapping_add(super::PREFETCH).cast());
+                    // [d_wa, m_wa, d_wb, m_wb] (the m lanes are quants for the formats without one)
+                    let h = _mm_cvtph_ps(_mm_unpacklo_epi32(
+                        _mm_cvtsi32_si128(wa.cast::<i32>().read_unaligned()),
+                        _mm_cvtsi32_si128(wb_.cast::<i32>().read_unaligned()),
+                    ));
+                    if has_min(F) {
+                        summs[p] = _mm_fmadd_ps(h, sc, summs[p]);
+                    }
+                    // [d_wa * d_a] x 8, [d_wb * d_a] x 8
+                    let dd = _mm_mul_ps(h, sc);
+                    let d = _mm512_insertf32x8::<1>(
+                        _mm512_castps256_ps512(_mm256_broadcastss_ps(dd)),
+                        _mm256_broadcastss_ps(_mm_movehl_ps(dd, dd)),
+                    );
+                    let mut q = _mm512_dpbusd_epi32(zero, unsigned_quants2::<F>(wa, wb_), qa);
+                    if shift != 0 {
+                        q = _mm512_sub_epi32(q, corr);
+                    }
+                    acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(q), acc[p]);
+                }
+            }
+            for (p, (acc_p, summs_p)) in acc.iter().zip(&summs).enumerate() {
+                let mut l = [0.0f32; 16];
+                _mm512_storeu_ps(l.as_mut_ptr(), *acc_p);
+                let mut s = [0.0f32; 4];
+                _mm_storeu_ps(s.as_mut_ptr(), *summs_p);
+                for h in 0..2 {
+                    let k = 2 * p + h;
+                    if k < n {
+                        let lanes: &[f32; 8] = l[8 * h..8 * h + 8].try_into().unwrap();
+                        let m = if has_min(F) { s[2 * h + 1] } else { 0.0 };
+                        out[k] = super::super::hsum8(lanes) + m;
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::stream;
@@ -233,13 +355,36 @@ mod tests {
                 act_scales(f, &a, nb, &mut scales);
                 for (rows, group) in (1..=ROWS_MAX).map(|r| (r, r)).chain([(5, 2), (7, 3), (4, 1), (9, 4)]) {
                     let t = Rows { f, w: &w, wstride: stride, rows, group, a: &a, scales: &scales, nblocks: nb };
-                    let mut out = vec![f32::NAN; rows];
-                    dot_rows(&t, &mut out);
-                    for (k, o) in out.iter().enumerate() {
+                    // the dispatched form, and each x86 form this CPU can run on its own
+                    let mut forms = vec![("dispatched", vec![f32::NAN; rows])];
+                    dot_rows(&t, &mut forms[0].1);
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        if crate::has_avx2_fma() {
+                            let mut o = vec![f32::NAN; rows];
+                            // SAFETY: the CPU has AVX2, FMA and F16C; `t` lies inside its slices.
+                            unsafe { x86::dot_rows(&t, &mut o) };
+                            forms.push(("avx2", o));
+                        }
+                        if crate::has_avx512_vnni() && !f.is_k() {
+                            let mut o = vec![f32::NAN; rows];
+                            // SAFETY: the CPU has AVX-512 VNNI and the rest; `t` lies inside its slices.
+                            unsafe { x86_512::dot_rows(&t, &mut o) };
+                            forms.push(("avx512", o));
+                        }
+                    }
+                    for k in 0..rows {
                         let want = dot(f, &w[k * stride..], &a, nb);
                         let portable = dot_portable(f, &w[k * stride..], &a, nb);
                         assert_eq!(want.to_bits(), portable.to_bits());
-                        assert_eq!(o.to_bits(), want.to_bits(), "{f:?} nb {nb} rows {rows} row {k}: {o} vs {want}");
+                        for (name, out) in &forms {
+                            let o = out[k];
+                            assert_eq!(
+                                o.to_bits(),
+                                want.to_bits(),
+                                "{name} {f:?} nb {nb} rows {rows} row {k}: {o} vs {want}"
+                            );
+                        }
                     }
                 }
             }

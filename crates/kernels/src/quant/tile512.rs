@@ -26,11 +26,11 @@ use super::{Format, QK, Tile, hsum8};
 use std::arch::x86_64::*;
 
 /// Formats as const-generic codes, so each tile is compiled per format.
-const Q8_0: u8 = 0;
-const Q4_0: u8 = 1;
-const Q4_1: u8 = 2;
-const Q5_0: u8 = 3;
-const Q5_1: u8 = 4;
+pub(super) const Q8_0: u8 = 0;
+pub(super) const Q4_0: u8 = 1;
+pub(super) const Q4_1: u8 = 2;
+pub(super) const Q5_0: u8 = 3;
+pub(super) const Q5_1: u8 = 4;
 
 /// The tile of `t` (32-element format; bounds checked by the caller, `t.rows` 1 to 4, `t.cols` 1
 /// to [`super::TILE_COLS`]) into `out` (row-major, `t.rows x t.cols`).
@@ -71,57 +71,111 @@ pub(super) unsafe fn dot_tile(t: &Tile<'_>, out: &mut [f32]) {
 /// result (the offset of [`offset_shift`] added to the signed formats).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-unsafe fn unsigned_quants<const F: u8>(b: *const u8) -> __m512i {
-    // SAFETY: the caller passes one whole block of the format.
+pub(super) unsafe fn unsigned_quants<const F: u8>(b: *const u8) -> __m512i {
+    // SAFETY: the caller passes one whole block of the format; every load lies inside it.
     unsafe {
-        // 16 nibble bytes at `p` as 32 bytes (low nibbles, then high), twice: the bytes in every
-        // 128-bit lane, the odd lanes' 16-bit words shifted right by 4, then the low nibbles kept
-        let nibbles = |p: *const u8| {
-            let v = _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()));
-            let shift = _mm512_inserti64x4::<1>(
-                _mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004)),
-                _mm256_setr_epi64x(0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004),
-            );
-            _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15))
+        let (nib, hb) = field_offsets(F);
+        let v = _mm512_broadcast_i32x4(_mm_loadu_si128(b.add(nib).cast()));
+        let bits = if hb > 0 { _mm512_set1_epi32(b.add(hb).cast::<i32>().read_unaligned()) } else { v };
+        let q8 = if F == Q8_0 { _mm512_broadcast_i64x4(_mm256_loadu_si256(b.add(2).cast())) } else { v };
+        from_parts::<F>(v, bits, q8)
+    }
+}
+
+/// [`unsigned_quants`] of two blocks: block `a`'s weights in the low 256-bit half, `b`'s in the
+/// high one.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn unsigned_quants2<const F: u8>(a: *const u8, b: *const u8) -> __m512i {
+    // SAFETY: the caller passes two whole blocks of the format; every load lies inside them.
+    unsafe {
+        let (nib, hb) = field_offsets(F);
+        let halves = |x: __m256i, y: __m256i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(x), y);
+        let v = halves(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(a.add(nib).cast())),
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(b.add(nib).cast())),
+        );
+        let bits = if hb > 0 {
+            halves(
+                _mm256_set1_epi32(a.add(hb).cast::<i32>().read_unaligned()),
+                _mm256_set1_epi32(b.add(hb).cast::<i32>().read_unaligned()),
+            )
+        } else {
+            v
         };
-        // 16 where bit j of the 32 bits at `p` is set, byte j of each half
-        let sixteens = |p: *const u8| {
-            let bits = _mm512_set1_epi32(p.cast::<i32>().read_unaligned());
-            // byte j of a half takes byte j / 8 of the word (in every 128-bit lane), then bit j % 8
-            let spread = _mm512_shuffle_epi8(
-                bits,
-                _mm512_setr_epi64(
-                    0,
-                    0x0101_0101_0101_0101,
-                    0x0202_0202_0202_0202,
-                    0x0303_0303_0303_0303,
-                    0,
-                    0x0101_0101_0101_0101,
-                    0x0202_0202_0202_0202,
-                    0x0303_0303_0303_0303,
-                ),
-            );
-            let set = _mm512_test_epi8_mask(spread, _mm512_set1_epi64(0x8040_2010_0804_0201u64 as i64));
-            _mm512_maskz_mov_epi8(set, _mm512_set1_epi8(16))
+        let q8 = if F == Q8_0 {
+            halves(_mm256_loadu_si256(a.add(2).cast()), _mm256_loadu_si256(b.add(2).cast()))
+        } else {
+            v
         };
-        match F {
-            // w + 128: the sign bit flipped
-            Q8_0 => _mm512_xor_si512(
-                _mm512_broadcast_i64x4(_mm256_loadu_si256(b.add(2).cast())),
-                _mm512_set1_epi8(0x80u8 as i8),
+        from_parts::<F>(v, bits, q8)
+    }
+}
+
+/// Offsets in a block of format `F` of its 16 nibble bytes and of its 32 high bits (0: none).
+const fn field_offsets(f: u8) -> (usize, usize) {
+    match f {
+        Q4_0 => (2, 0),
+        Q4_1 => (4, 0),
+        Q5_0 => (6, 2),
+        Q5_1 => (8, 4),
+        _ => (2, 0),
+    }
+}
+
+/// The unsigned weights of format `F` from a block's parts as [`unsigned_quants`] and
+/// [`unsigned_quants2`] load them: `v`, its 16 nibble bytes in both 128-bit lanes of each half;
+/// `bits`, its 32 high bits in every 32-bit lane of each half (`q5_0`, `q5_1`); `q8`, its 32
+/// quants in each half (`q8_0`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn from_parts<const F: u8>(v: __m512i, bits: __m512i, q8: __m512i) -> __m512i {
+    // 32 bytes of a half: low nibbles, then high: the odd 128-bit lanes' 16-bit words shifted
+    // right by 4, then the low nibbles kept
+    let nibbles = || {
+        let shift = _mm512_setr_epi64(
+            0,
+            0,
+            0x0004_0004_0004_0004,
+            0x0004_0004_0004_0004,
+            0,
+            0,
+            0x0004_0004_0004_0004,
+            0x0004_0004_0004_0004,
+        );
+        _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(15))
+    };
+    // 16 where bit j of the half's 32 bits is set: byte j takes byte j / 8 of the word (in every
+    // 128-bit lane), then bit j % 8
+    let sixteens = || {
+        let spread = _mm512_shuffle_epi8(
+            bits,
+            _mm512_setr_epi64(
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
+                0,
+                0x0101_0101_0101_0101,
+                0x0202_0202_0202_0202,
+                0x0303_0303_0303_0303,
             ),
-            // (nibble - 8) + 8
-            Q4_0 => nibbles(b.add(2)),
-            Q4_1 => nibbles(b.add(4)),
-            // (nibble | high << 4) - 16 + 16
-            Q5_0 => _mm512_or_si512(nibbles(b.add(6)), sixteens(b.add(2))),
-            _ => _mm512_or_si512(nibbles(b.add(8)), sixteens(b.add(4))),
-        }
+        );
+        let set = _mm512_test_epi8_mask(spread, _mm512_set1_epi64(0x8040_2010_0804_0201u64 as i64));
+        _mm512_maskz_mov_epi8(set, _mm512_set1_epi8(16))
+    };
+    match F {
+        // w + 128: the sign bit flipped
+        Q8_0 => _mm512_xor_si512(q8, _mm512_set1_epi8(0x80u8 as i8)),
+        // (nibble - 8) + 8, and q4_1's nibbles as they are
+        Q4_0 | Q4_1 => nibbles(),
+        // (nibble | high << 4) - 16 + 16, and q5_1's as they are
+        _ => _mm512_or_si512(nibbles(), sixteens()),
     }
 }
 
 /// `log2` of the offset [`unsigned_quants`] added to format `F`'s weights (0 for none).
-const fn offset_shift(f: u8) -> u32 {
+pub(super) const fn offset_shift(f: u8) -> u32 {
     match f {
         Q8_0 => 7,
         Q4_0 => 3,
@@ -131,7 +185,7 @@ const fn offset_shift(f: u8) -> u32 {
 }
 
 /// `true` for the formats with a block minimum (`q4_1`, `q5_1`).
-const fn has_min(f: u8) -> bool {
+pub(super) const fn has_min(f: u8) -> bool {
     f == Q4_1 || f == Q5_1
 }
 
