@@ -12,8 +12,9 @@
 //!
 //! With `--llama-python PYTHON` (or `$LLAMA_CPP_PYTHON`: an interpreter with llama-cpp-python
 //! installed) and a model file, llama.cpp runs in the same bench run on the same file, threads,
-//! prompt length and steps, one sequence (`llama_cpp_peer.py`), and each thread count's batch-1 row
-//! is followed by llama.cpp's and the ratio.
+//! batch, prompt length and steps (`llama_cpp_peer.py`: every sequence's prompt in one
+//! `llama_decode`, then one token per sequence a step), and each batch and thread count's
+//! backend-sampling row is followed by llama.cpp's and the ratios.
 #![allow(clippy::print_stdout)]
 
 use anyhow::{Result, bail};
@@ -53,7 +54,7 @@ struct Args {
     /// Output JSON file (default: target/bench/runner.json in the workspace).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
-    /// A Python interpreter with llama-cpp-python, to run llama.cpp beside ours at batch 1
+    /// A Python interpreter with llama-cpp-python, to run llama.cpp beside ours at each batch size
     /// (default: $LLAMA_CPP_PYTHON; a model file only).
     #[arg(long)]
     llama_python: Option<std::path::PathBuf>,
@@ -62,38 +63,45 @@ struct Args {
 /// The llama.cpp peer script (see the module doc).
 const PEER: &str = include_str!("llama_cpp_peer.py");
 
-/// llama.cpp's batch-1 prefill and decode tokens/s on `model` through `python`, or why not.
+/// llama.cpp's prefill and decode tokens/s at `batch` sequences on `model` through `python`, or
+/// why not.
 fn llama_cpp(
     python: &std::path::Path,
     model: &std::path::Path,
     threads: usize,
+    batch: usize,
     args: &Args,
 ) -> Result<serde_json::Value> {
     let mut a = vec![model.as_os_str().to_owned()];
-    a.extend([threads, args.prompt, args.steps, args.reps].map(|v| v.to_string().into()));
+    a.extend([threads, args.prompt, args.steps, args.reps, batch].map(|v| v.to_string().into()));
     crate::bench::run_python_peer(python, PEER, &a)
 }
 
-/// llama.cpp's row beside ours at batch 1 and `threads` (when `--llama-python` or
+/// llama.cpp's row beside ours at `batch` and `threads` (when `--llama-python` or
 /// `$LLAMA_CPP_PYTHON` is given and the model is a file), with our/llama.cpp ratios.
-fn peer_row(args: &Args, threads: usize, decode: f64, prefill: f64, rows: &mut Vec<serde_json::Value>) -> Result<()> {
+fn peer_row(
+    args: &Args,
+    (batch, threads): (usize, usize),
+    decode: f64,
+    prefill: f64,
+    rows: &mut Vec<serde_json::Value>,
+) -> Result<()> {
     let python = crate::bench::llama_python(args.llama_python.as_deref());
     let (Some(python), Some(file)) = (python, model_file(&args.model)?) else {
         return Ok(());
     };
-    match llama_cpp(&python, &file, threads, args) {
+    match llama_cpp(&python, &file, threads, batch, args) {
         Ok(v) => {
             let (p, d) =
                 (v["prefill_tokens_per_s"].as_f64().unwrap_or(0.0), v["decode_tokens_per_s"].as_f64().unwrap_or(0.0));
             println!(
-                "{:>5} {threads:>7} {:>8} | {p:>12.1} | {d:>11.1}   (llama.cpp {}; ours/llama.cpp: prefill {:.2}x, decode {:.2}x)",
-                1,
+                "{batch:>5} {threads:>7} {:>8} | {p:>12.1} | {d:>11.1}   (llama.cpp {}; ours/llama.cpp: prefill {:.2}x, decode {:.2}x)",
                 "llama",
                 v["llama_cpp_python"].as_str().unwrap_or("?"),
                 prefill / p,
                 decode / d
             );
-            rows.push(serde_json::json!({"batch": 1, "threads": threads, "sampling": "llama.cpp", "llama_cpp": v,
+            rows.push(serde_json::json!({"batch": batch, "threads": threads, "sampling": "llama.cpp", "llama_cpp": v,
                 "prefill_ratio": prefill / p, "decode_ratio": decode / d}));
         }
         Err(e) => println!("llama.cpp beside ours: not measured ({e})"),
@@ -260,8 +268,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
                     "submit_ms_per_step": work.submit_ns as f64 / 1e6,
                 }));
                 crate::bench::write_partial(args.out.as_deref(), &doc(&rows))?;
-                if batch == 1 && sampling == Sampling::Backend {
-                    peer_row(&args, threads, decode_tps, prefill_tps, &mut rows)?;
+                if sampling == Sampling::Backend {
+                    peer_row(&args, (batch, threads), decode_tps, prefill_tps, &mut rows)?;
                 }
             }
         }
