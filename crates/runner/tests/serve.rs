@@ -104,7 +104,11 @@ fn completions_chat_models_health_and_metrics() {
     let text = ureq::get(&url(&s, "/metrics")).call().unwrap().into_string().unwrap();
     assert!(text.contains("# TYPE runner_tokens_generated_total counter"), "{text}");
     assert!(metric(&s, "tokens_generated_total") >= 6.0 + 3.0);
-    assert_eq!(metric(&s, "bytes_read_back_last_step"), 4.0 + 8.0 * 20.0, "token, and the 20 logprobs read back");
+    assert_eq!(
+        metric(&s, "bytes_read_back_last_step"),
+        4.0 + 8.0 * 20.0 + 4.0,
+        "token, the 20 logprobs and the token's own read back"
+    );
     s.stop().unwrap();
 }
 
@@ -269,6 +273,118 @@ fn the_same_tokens_alone_or_among_others() {
         assert_eq!(among["choices"][0]["logprobs"]["tokens"], alone["choices"][0]["logprobs"]["tokens"]);
         // The requests really ran together: most decode steps sampled several sequences.
         assert!(shared >= 24.0, "{sampling:?}: only {shared} shared decode steps");
+        s.stop().unwrap();
+    }
+}
+
+/// `ln softmax(row)[t]` in f64.
+fn log_softmax(row: &[f32], t: usize) -> f64 {
+    let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+    let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
+    f64::from(row[t]) - lse
+}
+
+/// The raw logits after `prompt`, computed in this process (an independent forward pass).
+fn logits_after(prompt: &[u32]) -> Vec<f32> {
+    let opts = SessionOptions { n_seq: 1, n_ctx: 256, threads: 2, sampling: Sampling::Cpu, ..Default::default() };
+    let greedy = sampling::Chain::parse("greedy").unwrap();
+    let mut s = runner::Session::new(common::smollm2(), opts, vec![greedy]).unwrap();
+    s.eval(&[prompt]).unwrap().remove(0)
+}
+
+/// Every chosen token comes with its exact log-probability of the raw logits, however unlikely
+/// (never `null`): the least likely token forced by a bias, against an f64 log-softmax of this
+/// process's own forward pass, and a hot seeded draw's tokens (below the 20 most likely), on both
+/// sampling paths alike.
+#[test]
+fn the_chosen_tokens_logprob_is_exact_however_unlikely() {
+    let prompt: Vec<u32> = vec![504, 3575, 282, 4649, 314];
+    let row = logits_after(&prompt);
+    let low = (0..row.len()).min_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+    let want = log_softmax(&row, low);
+    let mut hot_per_path = Vec::new();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server(2, 8, sampling);
+        let body = json!({"prompt": prompt, "max_tokens": 1, "temperature": 0, "logit_bias": {low.to_string(): 100},
+                          "logprobs": 20});
+        let (st, r) = post(&s, "/v1/completions", &body.to_string());
+        assert_eq!(st, 200, "{r}");
+        let lp = &r["choices"][0]["logprobs"];
+        let got = lp["token_logprobs"][0].as_f64().unwrap_or_else(|| panic!("{sampling:?}: {lp}"));
+        assert!((got - want).abs() < 1e-3, "{sampling:?}: {got} vs {want}");
+        let top = lp["top_logprobs"][0].as_object().unwrap();
+        assert_eq!(top.len(), 20);
+        assert!(top.values().all(|v| v.as_f64().unwrap() > got + 5.0), "{sampling:?}: far below the top 20");
+        // Chat format too: a hot draw's tokens, every one with a number.
+        let body = json!({"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8,
+                          "temperature": 3.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 5,
+                          "logprobs": true, "top_logprobs": 20});
+        let (st, r) = post(&s, "/v1/chat/completions", &body.to_string());
+        assert_eq!(st, 200, "{r}");
+        let content = r["choices"][0]["logprobs"]["content"].as_array().unwrap().clone();
+        assert!(!content.is_empty());
+        let mut below = 0;
+        for c in &content {
+            let lp = c["logprob"].as_f64().unwrap_or_else(|| panic!("{sampling:?}: null logprob in {c}"));
+            let top = c["top_logprobs"].as_array().unwrap();
+            if !top.iter().any(|t| t["token"] == c["token"]) {
+                below += 1;
+                assert!(lp <= top[19]["logprob"].as_f64().unwrap() + 1e-6, "{c}");
+            }
+        }
+        assert!(below > 0, "{sampling:?}: the hot draw should pick some token below the top 20");
+        hot_per_path.push(content);
+        s.stop().unwrap();
+    }
+    for (a, b) in hot_per_path[0].iter().zip(&hot_per_path[1]) {
+        assert_eq!(a["token"], b["token"]);
+        assert!((a["logprob"].as_f64().unwrap() - b["logprob"].as_f64().unwrap()).abs() < 1e-4, "{a} vs {b}");
+    }
+}
+
+/// Greedy tokens after `prompt` with `chain`, the prompt fed to the chain first or not.
+fn greedy_run(prompt: &[u32], chain: &str, feed: bool, n: usize) -> Vec<u32> {
+    let opts = SessionOptions { n_seq: 1, n_ctx: 256, threads: 2, sampling: Sampling::Cpu, ..Default::default() };
+    let mut s = runner::Session::new(common::smollm2(), opts, vec![sampling::Chain::parse(chain).unwrap()]).unwrap();
+    if feed {
+        s.accept_prompt(0, prompt).unwrap();
+    }
+    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
+    while out.len() < n {
+        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
+    }
+    out
+}
+
+/// The prompt's tokens are fed to the request's chain, as llama-server's `init_sampler` does: a
+/// strong presence penalty keeps every prompt token out of the output from the first token on
+/// (without the feed, greedy SmolLM2 writes some: they are penalised only once generated), on
+/// both sampling paths, with the prompt evaluated in chunks and reused from a slot's cells.
+#[test]
+fn the_prompt_is_fed_to_the_chain() {
+    let text = "1, 2, 3, 4, 5, 6, 7, 8,";
+    let tok = common::smollm2().tokenizer.clone().unwrap();
+    let prompt = tok.encode(text).unwrap();
+    // The tokens the prompt repeats (`,` and ` `), penalised by 2 + 2 x (at least 7) with the feed.
+    let repeated: Vec<u32> = prompt.iter().copied().filter(|t| prompt.iter().filter(|&u| u == t).count() > 1).collect();
+    let chain = "penalties(last_n=64,repeat=1.0,freq=2.0,present=2.0);greedy";
+    let unfed = greedy_run(&prompt, chain, false, 8);
+    let fed = greedy_run(&prompt, chain, true, 8);
+    assert!(unfed.iter().any(|t| repeated.contains(t)), "without the feed a repeated prompt token comes: {unfed:?}");
+    assert!(!fed.iter().any(|t| repeated.contains(t)), "{fed:?} holds a repeated prompt token ({prompt:?})");
+    let want = tok.decode(&fed).unwrap();
+    assert_ne!(want, tok.decode(&unfed).unwrap());
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server(2, 8, sampling);
+        let body = json!({"prompt": text, "max_tokens": 8, "temperature": 0, "presence_penalty": 2.0,
+                          "frequency_penalty": 2.0});
+        // Twice: the second reuses the first's cells (all but the last prompt token).
+        for round in 0..2 {
+            let (st, r) = post(&s, "/v1/completions", &body.to_string());
+            assert_eq!(st, 200, "{r}");
+            assert_eq!(r["choices"][0]["text"], want.as_str(), "{sampling:?}, round {round}");
+        }
+        assert!(metric(&s, "prompt_tokens_cached_total") >= (prompt.len() - 1) as f64);
         s.stop().unwrap();
     }
 }

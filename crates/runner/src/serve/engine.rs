@@ -2,7 +2,8 @@
 //! runs continuous batching. A sequence ([`Job`]) joins at the next step in a free slot (the one
 //! whose cells still hold the longest prefix of its prompt from its last sequence, which it
 //! does not evaluate again, else the lowest; its chain set in the session's `Sequences` then: a
-//! fresh sampler state), its prompt is
+//! fresh sampler state, fed every prompt token as llama-server's `init_sampler` does, so that
+//! penalties and DRY count them), its prompt is
 //! evaluated in chunks of at most `chunk` tokens, one chunk between two decode steps of the
 //! others so that a long prompt does not stall them (the next chunks of the prefilling slots
 //! next to it in the same step: a burst is prefilled together), and its first token is sampled
@@ -44,8 +45,8 @@ use tokio::sync::mpsc::UnboundedSender;
 /// The most slots whose prompts one prefill step evaluates together.
 pub const MAX_PREFILL_SLOTS: usize = 16;
 
-/// How many of the most likely tokens a row that asked for log-probabilities reads back (the
-/// chosen token's own log-probability is known where it is among them).
+/// How many of the most likely tokens a row that asked for log-probabilities reads back (with the
+/// chosen token's own log-probability, exact wherever it ranks).
 pub const LOGPROBS_READ: usize = 20;
 
 /// One sequence to generate: a choice of a request.
@@ -98,9 +99,9 @@ pub struct TokenLogprob {
     pub token: String,
     /// The token's bytes.
     pub bytes: Vec<u8>,
-    /// Its log-probability under the raw logits, where it is among the [`LOGPROBS_READ`] most
-    /// likely tokens.
-    pub logprob: Option<f32>,
+    /// Its log-probability under the raw logits (before any sampler, as llama-server reports
+    /// `logprob` without `post_sampling_probs`), exact wherever it ranks.
+    pub logprob: f32,
     /// The most likely tokens: text, bytes, log-probability.
     pub top: Vec<(String, Vec<u8>, f32)>,
 }
@@ -315,7 +316,9 @@ impl Loop {
         let set = self
             .session
             .truncate(slot, reuse)
-            .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)));
+            .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)))
+            // Every prompt token, reused cells' included, as llama-server's `init_sampler`.
+            .and_then(|()| self.session.accept_prompt(slot, &job.prompt));
         if let Err(e) = set {
             let _ = self.session.truncate(slot, 0);
             let _ = job.events.send(Event::Failed { index: job.index, message: e.to_string() });
@@ -569,7 +572,7 @@ impl Loop {
                         if self.slots[s].is_none() {
                             break;
                         }
-                        self.took(s, Ok(SlotSample { token: t, logprobs: None }));
+                        self.took(s, Ok(SlotSample { token: t, logprobs: None, token_logprob: None }));
                     }
                 }
             }
@@ -606,8 +609,11 @@ impl Loop {
             Ok(p) => p,
             Err(e) => return self.fail(slot, e.to_string()),
         };
-        let lps = match (a.job.logprobs, &sample.logprobs) {
-            (Some(n), Some(top)) => vec![logprob_entry(tok, t, top, n)],
+        let lps = match (a.job.logprobs, &sample.logprobs, sample.token_logprob) {
+            (Some(n), Some(top), Some(lp)) => vec![logprob_entry(tok, t, lp, top, n)],
+            (Some(_), _, _) => {
+                return self.fail(slot, "the step read back no log-probabilities for the token".into());
+            }
             _ => Vec::new(),
         };
         match a.stop.push(&piece) {
@@ -653,12 +659,12 @@ fn piece(tok: &Tokenizer, t: Token) -> (String, Vec<u8>) {
     (String::from_utf8_lossy(&bytes).into_owned(), bytes)
 }
 
-fn logprob_entry(tok: &Tokenizer, t: Token, top: &[(Token, f32)], n: usize) -> TokenLogprob {
+fn logprob_entry(tok: &Tokenizer, t: Token, logprob: f32, top: &[(Token, f32)], n: usize) -> TokenLogprob {
     let (token, bytes) = piece(tok, t);
     TokenLogprob {
         token,
         bytes,
-        logprob: top.iter().find(|e| e.0 == t).map(|e| e.1),
+        logprob,
         top: top
             .iter()
             .take(n)
