@@ -654,3 +654,42 @@ fn a_prompt_that_extends_a_finished_one_reuses_its_cells() {
     assert_eq!(with["choices"][0]["text"], without["choices"][0]["text"]);
     s.stop().unwrap();
 }
+
+/// A request's slow preparation (tokenizing a prompt of 1.6 MB takes about 2 s here; compiling a
+/// grammar or schema is done in the same place) runs on the runtime's blocking pool: while two
+/// such requests (as many as the runtime's worker threads) are being prepared, `/health` and a
+/// bad grammar's 400 are answered at once, before either of them ends (each then a 400: the
+/// prompt is longer than the context).
+#[test]
+fn slow_request_preparation_leaves_the_runtime_free() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let s = server(2, 8, Sampling::Backend);
+    let done = Arc::new(AtomicUsize::new(0));
+    let addr = s.addr();
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let body = json!({"prompt": "a b c, d e f! ".repeat(120_000), "max_tokens": 1});
+                let r = ureq::post(&format!("http://{addr}/v1/completions")).send_string(&body.to_string());
+                done.fetch_add(1, Ordering::SeqCst);
+                match r {
+                    Err(ureq::Error::Status(400, r)) => r.into_string().unwrap(),
+                    other => panic!("{other:?}"),
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    let h: Value = ureq::get(&url(&s, "/health")).call().unwrap().into_json().unwrap();
+    assert_eq!(h["status"], "ok");
+    let (st, r) = post(&s, "/v1/completions", r#"{"prompt": "x", "grammar": "root ::= nothing-defined"}"#);
+    assert_eq!((st, r["error"]["param"].as_str()), (400, Some("grammar")), "{r}");
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the runtime waited for the slow requests");
+    for t in slow {
+        let text = t.join().unwrap();
+        assert!(text.contains("tokens; a slot's context holds"), "{text}");
+    }
+    s.stop().unwrap();
+}

@@ -248,19 +248,33 @@ fn chain(st: &AppState, req: &Request, prompt: &[u32], seed: u64) -> Result<Chai
     Ok(c)
 }
 
+/// The prompt's tokens and one chain per choice (seeds `seed`, `seed + 1`, ...), made on a
+/// blocking thread of the runtime's pool (`tokio::task::spawn_blocking`): tokenizing a long
+/// prompt and compiling a grammar or JSON schema may take long, and the runtime's own threads
+/// keep serving the other connections meanwhile.
+async fn prepare(st: &Arc<AppState>, req: &Arc<Request>, seed: u64) -> Result<(Vec<u32>, Vec<Chain>), ApiError> {
+    let (st, req) = (Arc::clone(st), Arc::clone(req));
+    tokio::task::spawn_blocking(move || {
+        let prompt = prompt_tokens(&st, &req.prompt)?;
+        let chains = (0..req.n)
+            .map(|i| chain(&st, &req, &prompt, seed.wrapping_add(i as u64)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((prompt, chains))
+    })
+    .await
+    .map_err(|e| ApiError::status(500, "server_error", format!("preparing the request failed: {e}")))?
+}
+
 /// Queues the request's choices and answers: all at once, or as server-sent events.
 async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
-    let prompt = match prompt_tokens(&st, &req.prompt) {
+    let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    let req = Arc::new(req);
+    let (prompt, chains) = match prepare(&st, &req, seed).await {
         Ok(p) => p,
         Err(e) => return error(&st, e),
     };
-    let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
     let (tx, rx) = unbounded_channel();
-    for index in 0..req.n {
-        let chain = match chain(&st, &req, &prompt, seed.wrapping_add(index as u64)) {
-            Ok(c) => c,
-            Err(e) => return error(&st, e),
-        };
+    for (index, chain) in chains.into_iter().enumerate() {
         let job = Job {
             index,
             prompt: prompt.clone(),
