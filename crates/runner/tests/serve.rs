@@ -1,7 +1,9 @@
 //! `runner serve` over real HTTP on loopback, with SmolLM2: the OpenAI endpoints, streaming
 //! (read raw with `curl`), errors, the same tokens for a seeded request alone or among others
 //! that join and leave (and proof from `/metrics` that they shared steps), clients that go away,
-//! a full queue, and a barrage of malformed requests.
+//! a full queue, a barrage of malformed requests, exact log-probabilities, the prompt fed to the
+//! chain, slow requests prepared off the runtime's threads, and llama-server's own endpoints
+//! (`/tokenize`, `/detokenize`, `/props`, `/completion`).
 #![allow(clippy::print_stderr)]
 
 mod common;
@@ -690,6 +692,151 @@ fn slow_request_preparation_leaves_the_runtime_free() {
     for t in slow {
         let text = t.join().unwrap();
         assert!(text.contains("tokens; a slot's context holds"), "{text}");
+    }
+    s.stop().unwrap();
+}
+
+/// llama-server's `/tokenize`, `/detokenize` and `/props` over HTTP, against the tokenizer in
+/// this process; bad input is a 400 naming the field.
+#[test]
+fn native_tokenize_detokenize_and_props() {
+    let s = server(2, 8, Sampling::Backend);
+    let model = common::smollm2();
+    let tok = model.tokenizer.clone().unwrap();
+    let text = "Hello world, 🦀 crabs!";
+    let mut want = tok.encode(text).unwrap();
+    if tok.adds_bos() {
+        want.remove(0);
+    }
+    let (st, r) = post(&s, "/tokenize", &json!({"content": text}).to_string());
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["tokens"], json!(want));
+    let (_, r) = post(&s, "/tokenize", &json!({"content": text, "add_special": true}).to_string());
+    let with_bos: Vec<u32> = tok.bos().filter(|_| tok.adds_bos()).into_iter().chain(want.iter().copied()).collect();
+    assert_eq!(r["tokens"], json!(with_bos));
+    // Pieces: text, or bytes where a piece is not UTF-8 (the crab's 4 bytes split over tokens).
+    let (_, r) = post(&s, "/tokenize", &json!({"content": text, "with_pieces": true}).to_string());
+    let pieces = r["tokens"].as_array().unwrap();
+    assert_eq!(pieces.iter().map(|p| p["id"].as_u64().unwrap() as u32).collect::<Vec<_>>(), want);
+    let mut bytes = Vec::new();
+    for p in pieces {
+        match &p["piece"] {
+            Value::String(t) => bytes.extend_from_slice(t.as_bytes()),
+            Value::Array(b) => {
+                assert!(std::str::from_utf8(&b.iter().map(|x| x.as_u64().unwrap() as u8).collect::<Vec<_>>()).is_err());
+                bytes.extend(b.iter().map(|x| x.as_u64().unwrap() as u8));
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(bytes, text.as_bytes());
+    assert!(pieces.iter().any(|p| p["piece"].is_array()), "the crab is split into byte tokens: {r}");
+    let (st, r) = post(&s, "/detokenize", &json!({"tokens": want}).to_string());
+    assert_eq!((st, r["content"].as_str()), (200, Some(text)));
+    for (path, body, field) in [
+        ("/tokenize", json!({}), "content"),
+        ("/tokenize", json!({"content": 5}), "content"),
+        ("/tokenize", json!({"content": "a", "with_pieces": "yes"}), "with_pieces"),
+        ("/tokenize", json!({"content": "a", "add_special": 1}), "add_special"),
+        ("/detokenize", json!({"tokens": [1, 99_999_999]}), "tokens"),
+        ("/detokenize", json!({"tokens": "1 2"}), "tokens"),
+        ("/detokenize", json!({}), "tokens"),
+    ] {
+        let (st, r) = post(&s, path, &body.to_string());
+        assert_eq!((st, r["error"]["param"].as_str()), (400, Some(field)), "{path} {body}: {r}");
+    }
+
+    let p: Value = ureq::get(&url(&s, "/props")).call().unwrap().into_json().unwrap();
+    assert_eq!(p["total_slots"], 2);
+    let d = &p["default_generation_settings"];
+    assert_eq!(d["n_ctx"], 256);
+    assert_eq!(d["params"]["top_k"], 40);
+    assert!((d["params"]["temperature"].as_f64().unwrap() - 0.8).abs() < 1e-6);
+    assert_eq!(d["params"]["seed"], 4_294_967_295u64);
+    assert_eq!(d["params"]["n_predict"], -1);
+    assert_eq!(d["params"]["samplers"][0], "penalties");
+    assert!(p["model_path"].as_str().unwrap().ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"), "{p}");
+    assert_eq!(p["chat_template"].as_str(), model.chat_template.as_deref());
+    let piece = |t: Option<u32>| String::from_utf8_lossy(tok.grammar_vocab().piece(t.unwrap())).into_owned();
+    assert_eq!(p["bos_token"], piece(tok.bos()));
+    assert_eq!(p["eos_token"], piece(tok.eos()));
+    assert_eq!(p["eos_token"], "<|im_end|>");
+    s.stop().unwrap();
+}
+
+/// llama-server's `/completion`: text or token-id prompts, `n_predict`, `return_tokens`, the
+/// stop types (limit, word, eos), streaming as `data:` objects without `[DONE]`, the sampling
+/// fields, and 400s naming the field.
+#[test]
+fn native_completion() {
+    let s = server(2, 8, Sampling::Backend);
+    let tok = common::smollm2().tokenizer.clone().unwrap();
+    let body = json!({"prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "return_tokens": true});
+    let (st, r) = post(&s, "/completion", &body.to_string());
+    assert_eq!(st, 200, "{r}");
+    let content = r["content"].as_str().unwrap().to_string();
+    assert!(content.contains("Paris"), "{r}");
+    let tokens: Vec<u32> = r["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+    assert_eq!(tokens.len(), 6);
+    assert_eq!(tok.decode(&tokens).unwrap(), content);
+    assert_eq!(
+        (r["stop"].as_bool(), r["stop_type"].as_str(), r["stopping_word"].as_str()),
+        (Some(true), Some("limit"), Some(""))
+    );
+    assert_eq!((r["tokens_predicted"].as_u64(), r["tokens_evaluated"].as_u64()), (Some(6), Some(5)));
+    assert_eq!(r["prompt"], "The capital of France is");
+    assert_eq!(r["generation_settings"]["n_predict"], 6);
+    assert_eq!(r["generation_settings"]["temperature"], 0.0);
+    // The OpenAI endpoint gives the same text.
+    let (_, o) = post(
+        &s,
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0}).to_string(),
+    );
+    assert_eq!(o["choices"][0]["text"], content.as_str());
+    // Token ids as the prompt; without return_tokens, no tokens.
+    let ids = tok.encode("The capital of France is").unwrap();
+    let (_, r) = post(&s, "/completion", &json!({"prompt": ids, "n_predict": 6, "temperature": 0}).to_string());
+    assert_eq!(r["content"], content.as_str());
+    assert_eq!(r["tokens"], json!([]));
+    // A stop string.
+    let (_, r) = post(
+        &s,
+        "/completion",
+        &json!({"prompt": "1, 2, 3, 4,", "n_predict": 16, "temperature": 0, "stop": [" 7"]}).to_string(),
+    );
+    assert_eq!((r["stop_type"].as_str(), r["stopping_word"].as_str()), (Some("word"), Some(" 7")), "{r}");
+    assert!(r["content"].as_str().unwrap().ends_with("6,"), "{r}");
+    // An end-of-generation token.
+    let chat = "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n";
+    let (_, r) = post(&s, "/completion", &json!({"prompt": chat, "n_predict": 64, "temperature": 0}).to_string());
+    assert_eq!(r["stop_type"], "eos", "{r}");
+    // Streaming: data objects, their content the whole text, the last one stop: true; no [DONE].
+    let sb = json!({"prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "stream": true});
+    let text = ureq::post(&url(&s, "/completion")).send_string(&sb.to_string()).unwrap().into_string().unwrap();
+    assert!(!text.contains("[DONE]"), "{text}");
+    let chunks: Vec<Value> =
+        text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let streamed: String = chunks.iter().filter_map(|c| c["content"].as_str()).collect();
+    assert_eq!(streamed, content);
+    let streamed_tokens: Vec<u32> = chunks
+        .iter()
+        .flat_map(|c| c["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32))
+        .collect();
+    assert_eq!(streamed_tokens, tokens, "tokens come with every chunk");
+    let last = chunks.last().unwrap();
+    assert_eq!((last["stop"].as_bool(), last["stop_type"].as_str()), (Some(true), Some("limit")), "{last}");
+    assert!(chunks[..chunks.len() - 1].iter().all(|c| c["stop"] == false));
+    for (body, field) in [
+        (json!({}), "prompt"),
+        (json!({"prompt": 5}), "prompt"),
+        (json!({"prompt": "a", "n_predict": "x"}), "n_predict"),
+        (json!({"prompt": "a", "temperature": "hot"}), "temperature"),
+        (json!({"prompt": "a", "return_tokens": 1}), "return_tokens"),
+        (json!({"prompt": [1, 99_999_999]}), "prompt"),
+    ] {
+        let (st, r) = post(&s, "/completion", &body.to_string());
+        assert_eq!((st, r["error"]["param"].as_str()), (400, Some(field)), "{body}: {r}");
     }
     s.stop().unwrap();
 }

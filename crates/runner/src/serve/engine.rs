@@ -118,6 +118,9 @@ pub enum Event {
         text: String,
         /// Log-probability entries.
         logprobs: Vec<TokenLogprob>,
+        /// The tokens generated since the last event (their text is in `text`, or held back
+        /// while a stop string may be starting; an end-of-generation token is not among them).
+        tokens: Vec<Token>,
     },
     /// The end.
     Done {
@@ -129,6 +132,8 @@ pub enum Event {
         prompt_tokens: usize,
         /// Generated tokens.
         completion_tokens: usize,
+        /// The stop string that ended it, where one did.
+        stopping_word: Option<String>,
     },
     /// The sequence failed (its own row's error, or the server stopping).
     Failed {
@@ -251,6 +256,8 @@ struct Active {
     depth: DraftDepth,
     /// Whether its chain can verify drafts and it reads back no log-probabilities.
     drafts: bool,
+    /// Tokens generated since its last event.
+    unsent: Vec<Token>,
 }
 
 struct Loop {
@@ -343,6 +350,7 @@ impl Loop {
             context: job_prompt,
             depth: DraftDepth::new(max_draft),
             drafts,
+            unsent: Vec::new(),
         });
         Metrics::add(&self.metrics.active_slots, 1);
     }
@@ -605,6 +613,7 @@ impl Loop {
         if !a.job.ignore_eos && tok.is_eog(t) {
             return self.finish(slot, Finish::Stop, String::new(), Vec::new());
         }
+        a.unsent.push(t);
         let piece = match a.text.push(tok, t) {
             Ok(p) => p,
             Err(e) => return self.fail(slot, e.to_string()),
@@ -620,7 +629,8 @@ impl Loop {
             Pushed::Stop(before) => return self.finish(slot, Finish::Stop, before, lps),
             Pushed::Text(text) => {
                 if !text.is_empty() || !lps.is_empty() {
-                    let _ = a.job.events.send(Event::Delta { index: a.job.index, text, logprobs: lps });
+                    let tokens = std::mem::take(&mut a.unsent);
+                    let _ = a.job.events.send(Event::Delta { index: a.job.index, text, logprobs: lps, tokens });
                 }
             }
         }
@@ -638,14 +648,16 @@ impl Loop {
         if let Some(a) = self.slots[slot].as_mut() {
             let text = text + &a.stop.finish();
             let index = a.job.index;
-            if !text.is_empty() || !logprobs.is_empty() {
-                let _ = a.job.events.send(Event::Delta { index, text, logprobs });
+            let tokens = std::mem::take(&mut a.unsent);
+            if !text.is_empty() || !logprobs.is_empty() || !tokens.is_empty() {
+                let _ = a.job.events.send(Event::Delta { index, text, logprobs, tokens });
             }
             let _ = a.job.events.send(Event::Done {
                 index,
                 finish,
                 prompt_tokens: a.job.prompt.len(),
                 completion_tokens: a.generated,
+                stopping_word: a.stop.matched().map(str::to_string),
             });
             Metrics::add(&self.metrics.finished, 1);
         }
