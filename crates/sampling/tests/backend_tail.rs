@@ -611,3 +611,43 @@ fn penalty_counts_are_device_state_written_as_they_change() {
     // The penalties moved both sequences across several tokens (fixed logits otherwise repeat one).
     assert!(seen.iter().all(|s| s.len() >= 3), "{seen:?}");
 }
+
+/// A prompt fed to a sequence's chain (`Sequences::accept_prompt`, as llama-server's
+/// `init_sampler`): its penalties count the prompt's tokens from the first draw on, on the backend
+/// as on the CPU chain, the step counter stays at 0 (the draw is the one without a prompt where
+/// the penalties do not matter), and a grammar does not see the prompt.
+#[test]
+fn a_prompt_fed_to_the_chain_is_counted_without_moving_the_step() {
+    let row = logits_for(3, 1);
+    let mut order: Vec<usize> = (0..V).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+    let prompt: Vec<sampling::Token> = order[..5].iter().map(|&t| t as u32).collect();
+    let spec = "penalties(last_n=16,present=50);top_k(k=8);dist(seed=21)";
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()));
+    seqs.accept_prompt(SeqId(0), &prompt).unwrap();
+    assert_eq!(seqs.step(SeqId(0)), Some(0), "a prompt token moves no step");
+    let mut s = attach(&seqs, &[(SeqId(0), 0)], 1);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    sched.set_input_f32(s.logits, &row).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
+    sched.compute().unwrap();
+    let t = s.tail.sample(&mut sched, &mut seqs).unwrap().token(0).unwrap();
+    assert!(!prompt.contains(&t), "{t} is a prompt token");
+    // The CPU chain fed the same prompt draws the same token at step 0.
+    let mut cpu = Chain::parse(spec).unwrap();
+    prompt.iter().for_each(|&p| cpu.accept_prompt(p));
+    assert_eq!(cpu.step(), Some(0));
+    assert_eq!(cpu.sample(&row).unwrap(), t);
+    // A grammar ignores prompt tokens (it would refuse these).
+    let vocab = std::sync::Arc::new(grammar::Vocab::new((0..V).map(|i| format!("<{i}>").into_bytes()).collect(), &[]));
+    let g = grammar::Grammar::new("root ::= \"<7>\"").unwrap();
+    let mut stage = sampling::samplers::GrammarStage::new(
+        "grammar",
+        grammar::Matcher::new(&g, vocab),
+        sampling::samplers::GrammarMode::Optimistic,
+    );
+    stage.accept_prompt(3);
+    assert!(stage.check_accept(7).is_ok() && stage.check_accept(3).is_err());
+}
