@@ -152,6 +152,7 @@ impl Model {
             model.chat_template = Some(g.get_str("tokenizer.chat_template").map_err(RunnerError::gguf)?.to_string());
         }
         model.sampling = crate::sampling_defaults::ModelSampling::from_gguf(&g);
+        model.path = Some(path.to_path_buf());
         Ok(model)
     }
 }

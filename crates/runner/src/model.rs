@@ -22,6 +22,8 @@ pub struct Model {
     pub chat_template: Option<String>,
     /// The sampling defaults the model file sets (`general.sampling.*`; none for the demo).
     pub sampling: crate::sampling_defaults::ModelSampling,
+    /// The file it was read from, as given (none for the demo).
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl Model {
@@ -32,13 +34,21 @@ impl Model {
             "random {dtype} model (seed {seed}): {} blocks of width {}, {} heads / {} KV heads, vocabulary {}",
             config.n_layer, config.n_embd, config.n_head, config.n_head_kv, config.n_vocab
         );
-        Ok(Model { name, config, weights, tokenizer: None, chat_template: None, sampling: Default::default() })
+        Ok(Model {
+            name,
+            config,
+            weights,
+            tokenizer: None,
+            chat_template: None,
+            sampling: Default::default(),
+            path: None,
+        })
     }
 
     /// A model from parts; checks that the weights fit the configuration.
     pub fn new(name: String, config: Config, weights: Weights, tokenizer: Option<Tokenizer>) -> Result<Model> {
         config.validate()?;
         weights.check(&config)?;
-        Ok(Model { name, config, weights, tokenizer, chat_template: None, sampling: Default::default() })
+        Ok(Model { name, config, weights, tokenizer, chat_template: None, sampling: Default::default(), path: None })
     }
 }

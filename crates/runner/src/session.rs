@@ -169,6 +169,10 @@ pub struct SlotSample {
     /// The `(token, log p)` of the most likely tokens of the raw logits, where the slot's chain
     /// was set with log-probabilities ([`Session::set_chain`]).
     pub logprobs: Option<Vec<(Token, f32)>>,
+    /// The token's own log-probability under the raw logits, exact wherever it ranks (with
+    /// `logprobs`; on the backend path gathered by the sampling tail, on the CPU path from the
+    /// row: the same value to a few 1e-7).
+    pub token_logprob: Option<f32>,
 }
 
 /// What one slot does in a [`Session::step_slots_spec`] step.
@@ -389,6 +393,28 @@ impl Session {
         Ok(())
     }
 
+    /// Feeds the prompt `tokens` to slot `seq`'s chain, as llama-server feeds every prompt token
+    /// to a new sequence's sampler (`common_sampler_accept(.., false)`): penalties and DRY count
+    /// them from the first draw on, a grammar and a reasoning budget do not see them, and no
+    /// random step moves (the draws are those of the same chain and seed anywhere else). On
+    /// either sampling path (the backend's penalty counts follow at the next step's inputs).
+    pub fn accept_prompt(&mut self, seq: usize, tokens: &[Token]) -> Result<()> {
+        if seq >= self.opts.n_seq {
+            return Err(RunnerError::Session {
+                what: format!("sequence {seq}"),
+                reason: format!("the session has {} sequences", self.opts.n_seq),
+            });
+        }
+        match self.opts.sampling {
+            Sampling::Backend => self
+                .seqs
+                .accept_prompt(SeqId(seq as u32), tokens)
+                .map_err(RunnerError::sampling(format!("sequence {seq}")))?,
+            Sampling::Cpu => tokens.iter().for_each(|&t| sampling::Sampler::accept_prompt(&mut self.chains[seq], t)),
+        }
+        Ok(())
+    }
+
     /// One step over the contiguous slots `lo..lo + work.len()`, each doing its [`SlotWork`]:
     /// the slots outside the range take no part (a server's step over the slots in use, or a
     /// prefill chunk of one slot), and in it an idle slot only pads. Each sampling slot's token
@@ -445,7 +471,7 @@ impl Session {
                                 reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
                             })?;
                             tail.accept(&mut self.seqs, r.seq, &[token]).map_err(RunnerError::sampling(what()))?;
-                            Ok(SlotSample { token, logprobs: row.logprobs })
+                            Ok(SlotSample { token, logprobs: row.logprobs, token_logprob: row.token_logprob })
                         });
                         results[s] = Some(res);
                     }
@@ -465,7 +491,14 @@ impl Session {
                         let res = self.chains[slot]
                             .sample(row)
                             .map_err(RunnerError::sampling(format!("sequence {slot}")))
-                            .map(|token| SlotSample { token, logprobs: (n_lp > 0).then(|| top_logprobs(row, n_lp)) });
+                            .map(|token| {
+                                let lse = (n_lp > 0).then(|| log_sum_exp(row));
+                                SlotSample {
+                                    token,
+                                    logprobs: lse.map(|lse| top_logprobs(row, n_lp, lse)),
+                                    token_logprob: lse.map(|lse| row[token as usize] - lse),
+                                }
+                            });
                         results[s] = Some(res);
                     }
                 }
@@ -877,11 +910,17 @@ impl Session {
     }
 }
 
-/// The `(token, log p)` of the `n` most likely tokens of a logits row (ties to the lower id), as
-/// the backend's log-probability reservation gives them.
-fn top_logprobs(row: &[f32], n: usize) -> Vec<(Token, f32)> {
+/// `ln sum exp(row)`, as the backend's log-softmax takes it (`max + ln sum exp(x - max)`; the sum
+/// in f64).
+fn log_sum_exp(row: &[f32]) -> f32 {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let lse = max + row.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
+    let sum: f64 = row.iter().map(|&l| f64::from((l - max).exp())).sum();
+    max + sum.ln() as f32
+}
+
+/// The `(token, log p)` of the `n` most likely tokens of a logits row (ties to the lower id), as
+/// the backend's log-probability reservation gives them; `lse` is the row's [`log_sum_exp`].
+fn top_logprobs(row: &[f32], n: usize, lse: f32) -> Vec<(Token, f32)> {
     let mut idx: Vec<usize> = (0..row.len()).collect();
     let n = n.min(row.len());
     idx.select_nth_unstable_by(n.saturating_sub(1), |&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));

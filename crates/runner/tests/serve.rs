@@ -1,7 +1,9 @@
 //! `runner serve` over real HTTP on loopback, with SmolLM2: the OpenAI endpoints, streaming
 //! (read raw with `curl`), errors, the same tokens for a seeded request alone or among others
 //! that join and leave (and proof from `/metrics` that they shared steps), clients that go away,
-//! a full queue, and a barrage of malformed requests.
+//! a full queue, a barrage of malformed requests, exact log-probabilities, the prompt fed to the
+//! chain, slow requests prepared off the runtime's threads, and llama-server's own endpoints
+//! (`/tokenize`, `/detokenize`, `/props`, `/completion`).
 #![allow(clippy::print_stderr)]
 
 mod common;
@@ -104,7 +106,11 @@ fn completions_chat_models_health_and_metrics() {
     let text = ureq::get(&url(&s, "/metrics")).call().unwrap().into_string().unwrap();
     assert!(text.contains("# TYPE runner_tokens_generated_total counter"), "{text}");
     assert!(metric(&s, "tokens_generated_total") >= 6.0 + 3.0);
-    assert_eq!(metric(&s, "bytes_read_back_last_step"), 4.0 + 8.0 * 20.0, "token, and the 20 logprobs read back");
+    assert_eq!(
+        metric(&s, "bytes_read_back_last_step"),
+        4.0 + 8.0 * 20.0 + 4.0,
+        "token, the 20 logprobs and the token's own read back"
+    );
     s.stop().unwrap();
 }
 
@@ -269,6 +275,118 @@ fn the_same_tokens_alone_or_among_others() {
         assert_eq!(among["choices"][0]["logprobs"]["tokens"], alone["choices"][0]["logprobs"]["tokens"]);
         // The requests really ran together: most decode steps sampled several sequences.
         assert!(shared >= 24.0, "{sampling:?}: only {shared} shared decode steps");
+        s.stop().unwrap();
+    }
+}
+
+/// `ln softmax(row)[t]` in f64.
+fn log_softmax(row: &[f32], t: usize) -> f64 {
+    let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+    let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
+    f64::from(row[t]) - lse
+}
+
+/// The raw logits after `prompt`, computed in this process (an independent forward pass).
+fn logits_after(prompt: &[u32]) -> Vec<f32> {
+    let opts = SessionOptions { n_seq: 1, n_ctx: 256, threads: 2, sampling: Sampling::Cpu, ..Default::default() };
+    let greedy = sampling::Chain::parse("greedy").unwrap();
+    let mut s = runner::Session::new(common::smollm2(), opts, vec![greedy]).unwrap();
+    s.eval(&[prompt]).unwrap().remove(0)
+}
+
+/// Every chosen token comes with its exact log-probability of the raw logits, however unlikely
+/// (never `null`): the least likely token forced by a bias, against an f64 log-softmax of this
+/// process's own forward pass, and a hot seeded draw's tokens (below the 20 most likely), on both
+/// sampling paths alike.
+#[test]
+fn the_chosen_tokens_logprob_is_exact_however_unlikely() {
+    let prompt: Vec<u32> = vec![504, 3575, 282, 4649, 314];
+    let row = logits_after(&prompt);
+    let low = (0..row.len()).min_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+    let want = log_softmax(&row, low);
+    let mut hot_per_path = Vec::new();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server(2, 8, sampling);
+        let body = json!({"prompt": prompt, "max_tokens": 1, "temperature": 0, "logit_bias": {low.to_string(): 100},
+                          "logprobs": 20});
+        let (st, r) = post(&s, "/v1/completions", &body.to_string());
+        assert_eq!(st, 200, "{r}");
+        let lp = &r["choices"][0]["logprobs"];
+        let got = lp["token_logprobs"][0].as_f64().unwrap_or_else(|| panic!("{sampling:?}: {lp}"));
+        assert!((got - want).abs() < 1e-3, "{sampling:?}: {got} vs {want}");
+        let top = lp["top_logprobs"][0].as_object().unwrap();
+        assert_eq!(top.len(), 20);
+        assert!(top.values().all(|v| v.as_f64().unwrap() > got + 5.0), "{sampling:?}: far below the top 20");
+        // Chat format too: a hot draw's tokens, every one with a number.
+        let body = json!({"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8,
+                          "temperature": 3.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 5,
+                          "logprobs": true, "top_logprobs": 20});
+        let (st, r) = post(&s, "/v1/chat/completions", &body.to_string());
+        assert_eq!(st, 200, "{r}");
+        let content = r["choices"][0]["logprobs"]["content"].as_array().unwrap().clone();
+        assert!(!content.is_empty());
+        let mut below = 0;
+        for c in &content {
+            let lp = c["logprob"].as_f64().unwrap_or_else(|| panic!("{sampling:?}: null logprob in {c}"));
+            let top = c["top_logprobs"].as_array().unwrap();
+            if !top.iter().any(|t| t["token"] == c["token"]) {
+                below += 1;
+                assert!(lp <= top[19]["logprob"].as_f64().unwrap() + 1e-6, "{c}");
+            }
+        }
+        assert!(below > 0, "{sampling:?}: the hot draw should pick some token below the top 20");
+        hot_per_path.push(content);
+        s.stop().unwrap();
+    }
+    for (a, b) in hot_per_path[0].iter().zip(&hot_per_path[1]) {
+        assert_eq!(a["token"], b["token"]);
+        assert!((a["logprob"].as_f64().unwrap() - b["logprob"].as_f64().unwrap()).abs() < 1e-4, "{a} vs {b}");
+    }
+}
+
+/// Greedy tokens after `prompt` with `chain`, the prompt fed to the chain first or not.
+fn greedy_run(prompt: &[u32], chain: &str, feed: bool, n: usize) -> Vec<u32> {
+    let opts = SessionOptions { n_seq: 1, n_ctx: 256, threads: 2, sampling: Sampling::Cpu, ..Default::default() };
+    let mut s = runner::Session::new(common::smollm2(), opts, vec![sampling::Chain::parse(chain).unwrap()]).unwrap();
+    if feed {
+        s.accept_prompt(0, prompt).unwrap();
+    }
+    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
+    while out.len() < n {
+        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
+    }
+    out
+}
+
+/// The prompt's tokens are fed to the request's chain, as llama-server's `init_sampler` does: a
+/// strong presence penalty keeps every prompt token out of the output from the first token on
+/// (without the feed, greedy SmolLM2 writes some: they are penalised only once generated), on
+/// both sampling paths, with the prompt evaluated in chunks and reused from a slot's cells.
+#[test]
+fn the_prompt_is_fed_to_the_chain() {
+    let text = "1, 2, 3, 4, 5, 6, 7, 8,";
+    let tok = common::smollm2().tokenizer.clone().unwrap();
+    let prompt = tok.encode(text).unwrap();
+    // The tokens the prompt repeats (`,` and ` `), penalised by 2 + 2 x (at least 7) with the feed.
+    let repeated: Vec<u32> = prompt.iter().copied().filter(|t| prompt.iter().filter(|&u| u == t).count() > 1).collect();
+    let chain = "penalties(last_n=64,repeat=1.0,freq=2.0,present=2.0);greedy";
+    let unfed = greedy_run(&prompt, chain, false, 8);
+    let fed = greedy_run(&prompt, chain, true, 8);
+    assert!(unfed.iter().any(|t| repeated.contains(t)), "without the feed a repeated prompt token comes: {unfed:?}");
+    assert!(!fed.iter().any(|t| repeated.contains(t)), "{fed:?} holds a repeated prompt token ({prompt:?})");
+    let want = tok.decode(&fed).unwrap();
+    assert_ne!(want, tok.decode(&unfed).unwrap());
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server(2, 8, sampling);
+        let body = json!({"prompt": text, "max_tokens": 8, "temperature": 0, "presence_penalty": 2.0,
+                          "frequency_penalty": 2.0});
+        // Twice: the second reuses the first's cells (all but the last prompt token).
+        for round in 0..2 {
+            let (st, r) = post(&s, "/v1/completions", &body.to_string());
+            assert_eq!(st, 200, "{r}");
+            assert_eq!(r["choices"][0]["text"], want.as_str(), "{sampling:?}, round {round}");
+        }
+        assert!(metric(&s, "prompt_tokens_cached_total") >= (prompt.len() - 1) as f64);
         s.stop().unwrap();
     }
 }
@@ -536,5 +654,189 @@ fn a_prompt_that_extends_a_finished_one_reuses_its_cells() {
     let (_, without) = post(&s, "/v1/completions", &body(&p2, false));
     assert_eq!(metric(&s, "prompt_tokens_cached_total"), c2, "cache_prompt false reuses nothing");
     assert_eq!(with["choices"][0]["text"], without["choices"][0]["text"]);
+    s.stop().unwrap();
+}
+
+/// A request's slow preparation (tokenizing a prompt of 1.6 MB takes about 2 s here; compiling a
+/// grammar or schema is done in the same place) runs on the runtime's blocking pool: while two
+/// such requests (as many as the runtime's worker threads) are being prepared, `/health` and a
+/// bad grammar's 400 are answered at once, before either of them ends (each then a 400: the
+/// prompt is longer than the context).
+#[test]
+fn slow_request_preparation_leaves_the_runtime_free() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let s = server(2, 8, Sampling::Backend);
+    let done = Arc::new(AtomicUsize::new(0));
+    let addr = s.addr();
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let body = json!({"prompt": "a b c, d e f! ".repeat(120_000), "max_tokens": 1});
+                let r = ureq::post(&format!("http://{addr}/v1/completions")).send_string(&body.to_string());
+                done.fetch_add(1, Ordering::SeqCst);
+                match r {
+                    Err(ureq::Error::Status(400, r)) => r.into_string().unwrap(),
+                    other => panic!("{other:?}"),
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(400));
+    let h: Value = ureq::get(&url(&s, "/health")).call().unwrap().into_json().unwrap();
+    assert_eq!(h["status"], "ok");
+    let (st, r) = post(&s, "/v1/completions", r#"{"prompt": "x", "grammar": "root ::= nothing-defined"}"#);
+    assert_eq!((st, r["error"]["param"].as_str()), (400, Some("grammar")), "{r}");
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the runtime waited for the slow requests");
+    for t in slow {
+        let text = t.join().unwrap();
+        assert!(text.contains("tokens; a slot's context holds"), "{text}");
+    }
+    s.stop().unwrap();
+}
+
+/// llama-server's `/tokenize`, `/detokenize` and `/props` over HTTP, against the tokenizer in
+/// this process; bad input is a 400 naming the field.
+#[test]
+fn native_tokenize_detokenize_and_props() {
+    let s = server(2, 8, Sampling::Backend);
+    let model = common::smollm2();
+    let tok = model.tokenizer.clone().unwrap();
+    let text = "Hello world, 🦀 crabs!";
+    let mut want = tok.encode(text).unwrap();
+    if tok.adds_bos() {
+        want.remove(0);
+    }
+    let (st, r) = post(&s, "/tokenize", &json!({"content": text}).to_string());
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["tokens"], json!(want));
+    let (_, r) = post(&s, "/tokenize", &json!({"content": text, "add_special": true}).to_string());
+    let with_bos: Vec<u32> = tok.bos().filter(|_| tok.adds_bos()).into_iter().chain(want.iter().copied()).collect();
+    assert_eq!(r["tokens"], json!(with_bos));
+    // Pieces: text, or bytes where a piece is not UTF-8 (the crab's 4 bytes split over tokens).
+    let (_, r) = post(&s, "/tokenize", &json!({"content": text, "with_pieces": true}).to_string());
+    let pieces = r["tokens"].as_array().unwrap();
+    assert_eq!(pieces.iter().map(|p| p["id"].as_u64().unwrap() as u32).collect::<Vec<_>>(), want);
+    let mut bytes = Vec::new();
+    for p in pieces {
+        match &p["piece"] {
+            Value::String(t) => bytes.extend_from_slice(t.as_bytes()),
+            Value::Array(b) => {
+                assert!(std::str::from_utf8(&b.iter().map(|x| x.as_u64().unwrap() as u8).collect::<Vec<_>>()).is_err());
+                bytes.extend(b.iter().map(|x| x.as_u64().unwrap() as u8));
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(bytes, text.as_bytes());
+    assert!(pieces.iter().any(|p| p["piece"].is_array()), "the crab is split into byte tokens: {r}");
+    let (st, r) = post(&s, "/detokenize", &json!({"tokens": want}).to_string());
+    assert_eq!((st, r["content"].as_str()), (200, Some(text)));
+    for (path, body, field) in [
+        ("/tokenize", json!({}), "content"),
+        ("/tokenize", json!({"content": 5}), "content"),
+        ("/tokenize", json!({"content": "a", "with_pieces": "yes"}), "with_pieces"),
+        ("/tokenize", json!({"content": "a", "add_special": 1}), "add_special"),
+        ("/detokenize", json!({"tokens": [1, 99_999_999]}), "tokens"),
+        ("/detokenize", json!({"tokens": "1 2"}), "tokens"),
+        ("/detokenize", json!({}), "tokens"),
+    ] {
+        let (st, r) = post(&s, path, &body.to_string());
+        assert_eq!((st, r["error"]["param"].as_str()), (400, Some(field)), "{path} {body}: {r}");
+    }
+
+    let p: Value = ureq::get(&url(&s, "/props")).call().unwrap().into_json().unwrap();
+    assert_eq!(p["total_slots"], 2);
+    let d = &p["default_generation_settings"];
+    assert_eq!(d["n_ctx"], 256);
+    assert_eq!(d["params"]["top_k"], 40);
+    assert!((d["params"]["temperature"].as_f64().unwrap() - 0.8).abs() < 1e-6);
+    assert_eq!(d["params"]["seed"], 4_294_967_295u64);
+    assert_eq!(d["params"]["n_predict"], -1);
+    assert_eq!(d["params"]["samplers"][0], "penalties");
+    assert!(p["model_path"].as_str().unwrap().ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"), "{p}");
+    assert_eq!(p["chat_template"].as_str(), model.chat_template.as_deref());
+    let piece = |t: Option<u32>| String::from_utf8_lossy(tok.grammar_vocab().piece(t.unwrap())).into_owned();
+    assert_eq!(p["bos_token"], piece(tok.bos()));
+    assert_eq!(p["eos_token"], piece(tok.eos()));
+    assert_eq!(p["eos_token"], "<|im_end|>");
+    s.stop().unwrap();
+}
+
+/// llama-server's `/completion`: text or token-id prompts, `n_predict`, `return_tokens`, the
+/// stop types (limit, word, eos), streaming as `data:` objects without `[DONE]`, the sampling
+/// fields, and 400s naming the field.
+#[test]
+fn native_completion() {
+    let s = server(2, 8, Sampling::Backend);
+    let tok = common::smollm2().tokenizer.clone().unwrap();
+    let body = json!({"prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "return_tokens": true});
+    let (st, r) = post(&s, "/completion", &body.to_string());
+    assert_eq!(st, 200, "{r}");
+    let content = r["content"].as_str().unwrap().to_string();
+    assert!(content.contains("Paris"), "{r}");
+    let tokens: Vec<u32> = r["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32).collect();
+    assert_eq!(tokens.len(), 6);
+    assert_eq!(tok.decode(&tokens).unwrap(), content);
+    assert_eq!(
+        (r["stop"].as_bool(), r["stop_type"].as_str(), r["stopping_word"].as_str()),
+        (Some(true), Some("limit"), Some(""))
+    );
+    assert_eq!((r["tokens_predicted"].as_u64(), r["tokens_evaluated"].as_u64()), (Some(6), Some(5)));
+    assert_eq!(r["prompt"], "The capital of France is");
+    assert_eq!(r["generation_settings"]["n_predict"], 6);
+    assert_eq!(r["generation_settings"]["temperature"], 0.0);
+    // The OpenAI endpoint gives the same text.
+    let (_, o) = post(
+        &s,
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0}).to_string(),
+    );
+    assert_eq!(o["choices"][0]["text"], content.as_str());
+    // Token ids as the prompt; without return_tokens, no tokens.
+    let ids = tok.encode("The capital of France is").unwrap();
+    let (_, r) = post(&s, "/completion", &json!({"prompt": ids, "n_predict": 6, "temperature": 0}).to_string());
+    assert_eq!(r["content"], content.as_str());
+    assert_eq!(r["tokens"], json!([]));
+    // A stop string.
+    let (_, r) = post(
+        &s,
+        "/completion",
+        &json!({"prompt": "1, 2, 3, 4,", "n_predict": 16, "temperature": 0, "stop": [" 7"]}).to_string(),
+    );
+    assert_eq!((r["stop_type"].as_str(), r["stopping_word"].as_str()), (Some("word"), Some(" 7")), "{r}");
+    assert!(r["content"].as_str().unwrap().ends_with("6,"), "{r}");
+    // An end-of-generation token.
+    let chat = "<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n";
+    let (_, r) = post(&s, "/completion", &json!({"prompt": chat, "n_predict": 64, "temperature": 0}).to_string());
+    assert_eq!(r["stop_type"], "eos", "{r}");
+    // Streaming: data objects, their content the whole text, the last one stop: true; no [DONE].
+    let sb = json!({"prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "stream": true});
+    let text = ureq::post(&url(&s, "/completion")).send_string(&sb.to_string()).unwrap().into_string().unwrap();
+    assert!(!text.contains("[DONE]"), "{text}");
+    let chunks: Vec<Value> =
+        text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let streamed: String = chunks.iter().filter_map(|c| c["content"].as_str()).collect();
+    assert_eq!(streamed, content);
+    let streamed_tokens: Vec<u32> = chunks
+        .iter()
+        .flat_map(|c| c["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap() as u32))
+        .collect();
+    assert_eq!(streamed_tokens, tokens, "tokens come with every chunk");
+    let last = chunks.last().unwrap();
+    assert_eq!((last["stop"].as_bool(), last["stop_type"].as_str()), (Some(true), Some("limit")), "{last}");
+    assert!(chunks[..chunks.len() - 1].iter().all(|c| c["stop"] == false));
+    for (body, field) in [
+        (json!({}), "prompt"),
+        (json!({"prompt": 5}), "prompt"),
+        (json!({"prompt": "a", "n_predict": "x"}), "n_predict"),
+        (json!({"prompt": "a", "temperature": "hot"}), "temperature"),
+        (json!({"prompt": "a", "return_tokens": 1}), "return_tokens"),
+        (json!({"prompt": [1, 99_999_999]}), "prompt"),
+    ] {
+        let (st, r) = post(&s, "/completion", &body.to_string());
+        assert_eq!((st, r["error"]["param"].as_str()), (400, Some(field)), "{body}: {r}");
+    }
     s.stop().unwrap();
 }

@@ -126,6 +126,52 @@ fn logprobs_come_back_on_both_paths_alike() {
     }
 }
 
+/// The chosen token's own log-probability is exact wherever it ranks, and the same on both paths:
+/// a hot draw (far outside the top 3 read back) and a token forced by a bias, against an f64
+/// log-softmax of the logits the same step computes.
+#[test]
+fn the_chosen_tokens_logprob_is_exact_on_both_paths() {
+    let m = model();
+    let (a, b): ([Token; 3], [Token; 2]) = ([1, 2, 3], [4, 5]);
+    let mut reference =
+        Session::new(Arc::clone(&m), opts(2, Sampling::Cpu), vec![Chain::parse("greedy").unwrap(); 2]).unwrap();
+    let rows = reference.eval(&[&a, &b]).unwrap();
+    let log_softmax = |row: &[f32], t: Token| {
+        let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+        let lse = max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln();
+        f64::from(row[t as usize]) - lse
+    };
+    // The least likely token of slot 1's row, forced.
+    let low = (0..3000).min_by(|&x, &y| rows[1][x].total_cmp(&rows[1][y])).unwrap() as Token;
+    let mut per_path = Vec::new();
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let greedy = Chain::parse("greedy").unwrap();
+        let mut s = Session::new(Arc::clone(&m), opts(2, sampling), vec![greedy.clone(); 2]).unwrap();
+        s.set_chain(0, Chain::parse("temp(t=60);dist(seed=9)").unwrap(), 3).unwrap();
+        s.set_chain(1, Chain::parse(&format!("logit_bias({low}=100);greedy")).unwrap(), 3).unwrap();
+        let out = s.step_slots(0, &[SlotWork::Sample(&a), SlotWork::Sample(&b)]).unwrap();
+        let mut got = Vec::new();
+        for (i, r) in out.results.iter().enumerate() {
+            let r = r.as_ref().unwrap().as_ref().unwrap();
+            let lp = r.token_logprob.expect("asked for log-probabilities");
+            let top = r.logprobs.as_ref().unwrap();
+            assert!(!top.iter().any(|e| e.0 == r.token), "{sampling:?}: slot {i}'s token {} is in its top 3", r.token);
+            let want = log_softmax(&rows[i], r.token);
+            assert!((f64::from(lp) - want).abs() < 1e-4, "{sampling:?}: slot {i}: {lp} vs {want}");
+            got.push((r.token, lp));
+        }
+        assert_eq!(got[1].0, low);
+        per_path.push(got);
+    }
+    assert_eq!(
+        per_path[0].iter().map(|e| e.0).collect::<Vec<_>>(),
+        per_path[1].iter().map(|e| e.0).collect::<Vec<_>>()
+    );
+    for (x, y) in per_path[0].iter().zip(&per_path[1]) {
+        assert!((x.1 - y.1).abs() < 1e-5, "{x:?} vs {y:?}");
+    }
+}
+
 /// Attention reads the cells in use, in power-of-two buckets (`kv::attended_cells`): a token's
 /// logits are the same bits whether its step reads 32 cells (alone) or 256 (beside a sequence at
 /// position 189).

@@ -149,6 +149,12 @@ impl Sampler for Chain {
         }
     }
 
+    fn accept_prompt(&mut self, token: Token) {
+        for s in &mut self.stages {
+            s.accept_prompt(token);
+        }
+    }
+
     fn check_accept(&self, token: Token) -> Result<()> {
         self.stages.iter().try_for_each(|s| s.check_accept(token))
     }

@@ -41,6 +41,15 @@ pub trait Sampler: Any + Send + fmt::Debug {
     /// Records the token that was finally chosen (penalties, DRY, adaptive-p history).
     fn accept(&mut self, _token: Token) {}
 
+    /// Records a token of the prompt, before anything is generated (llama.cpp's
+    /// `common_sampler_accept(smpl, token, false)`, as llama-server's `init_sampler` feeds every
+    /// prompt token): penalties and DRY count it, and no random step moves (no draw came before
+    /// it). Default: as [`Sampler::accept`]; a grammar and a reasoning budget take generated
+    /// tokens only (the budget reads the prompt when it is made) and ignore it.
+    fn accept_prompt(&mut self, token: Token) {
+        self.accept(token);
+    }
+
     /// Checks that this stage can accept `token` before any stage of a chain accepts it (a
     /// grammar refuses a token it cannot take); accepting must then succeed. Default: any token.
     fn check_accept(&self, _token: Token) -> Result<()> {

@@ -175,8 +175,9 @@ fn reservation_reads_only_what_each_row_needs() {
     seqs.set(SeqId(3), SeqConfig::new(Chain::parse("dist(seed=1)").unwrap()).with_logprobs(5));
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];
     let mut s = attach(&seqs, &rows, 4);
-    // greedy: 4 and its raw logits 4 * V; top_k(8) list: 8 * 8; CPU row: 4 * V; dist: 4, logprobs 5 * 8.
-    assert_eq!(s.tail.reserved_bytes(), 4 + 4 * V + 64 + 4 * V + 4 + 40);
+    // greedy: 4 and its raw logits 4 * V; top_k(8) list: 8 * 8; CPU row: 4 * V; dist: 4, logprobs
+    // 5 * 8 and the drawn token's own 4.
+    assert_eq!(s.tail.reserved_bytes(), 4 + 4 * V + 64 + 4 * V + 4 + 40 + 4);
     let mut sched = cpu_sched();
     sched.plan(&s.g).unwrap();
     let all: Vec<f32> = (0..4).flat_map(|r| logits_for(1, r)).collect();
@@ -200,6 +201,57 @@ fn reservation_reads_only_what_each_row_needs() {
         assert_eq!(id as usize, want_id);
         assert!((f64::from(l) - want).abs() < 1e-4, "{l}");
     }
+    let t = out.token(3).unwrap() as usize;
+    let want = vocab_cases::reference_logprobs(&logits_for(1, 3), V).into_iter().find(|e| e.0 == t).unwrap().1;
+    assert!((f64::from(out.token_logprob(3).unwrap()) - want).abs() < 1e-4);
+    assert!(matches!(out.token_logprob(0), Err(SamplingError::NotReserved { what: "logprobs", .. })));
+}
+
+/// The chosen token's log-probability (of the raw logits) is exact wherever the token ranks:
+/// gathered on the backend where the prefix selects (a token forced from the bottom of the row by
+/// a bias; a draw at a high temperature), and read from the backend's log-softmax for a token the
+/// host chose (a CPU suffix after a zero temperature); the same values as an f64 log-softmax.
+#[test]
+fn the_chosen_tokens_logprob_is_exact_wherever_it_ranks() {
+    let rows: Vec<Vec<f32>> = (0..4).map(|r| logits_for(2, r)).collect();
+    // The least likely token of row 0, and of row 3.
+    let last = |r: &[f32]| (0..V).min_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap();
+    let (low0, low3) = (last(&rows[0]), last(&rows[3]));
+    let chains = [
+        format!("logit_bias({low0}=100);greedy"),
+        "temp(t=40);dist(seed=11)".to_string(),
+        "temp(t=0);dist(seed=2)".to_string(),
+        format!("logit_bias({low3}=100);temp(t=0);dist"),
+    ];
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, c) in chains.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(c).unwrap()).with_logprobs(20));
+    }
+    let r: Vec<(SeqId, usize)> = (0..4).map(|i| (SeqId(i as u32), i)).collect();
+    let mut s = attach(&seqs, &r, 4);
+    assert_eq!(s.tail.backend_prefix(SeqId(2)), Some(0), "temp(t=0) runs on the CPU");
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    sched.set_input_f32(s.logits, &rows.concat()).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
+    sched.compute().unwrap();
+    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    assert_eq!(out.token(0).unwrap() as usize, low0);
+    assert_eq!(out.token(3).unwrap() as usize, low3);
+    let mut outside = 0;
+    for (row, logits) in rows.iter().enumerate() {
+        let t = out.token(row).unwrap() as usize;
+        let all = vocab_cases::reference_logprobs(logits, V);
+        let want = all.iter().find(|e| e.0 == t).unwrap().1;
+        let got = out.token_logprob(row).unwrap();
+        assert!((f64::from(got) - want).abs() < 1e-4, "row {row}: token {t}: {got} vs {want}");
+        if !out.logprobs(row).unwrap().iter().any(|e| e.0 as usize == t) {
+            outside += 1;
+        }
+    }
+    assert!(outside >= 3, "the forced tokens and the hot draw rank below the top 20");
+    // The host-chosen rows read 4 bytes each after the reservation.
+    assert_eq!(out.bytes_read, s.tail.reserved_bytes() + 8);
 }
 
 #[test]
@@ -558,4 +610,44 @@ fn penalty_counts_are_device_state_written_as_they_change() {
     }
     // The penalties moved both sequences across several tokens (fixed logits otherwise repeat one).
     assert!(seen.iter().all(|s| s.len() >= 3), "{seen:?}");
+}
+
+/// A prompt fed to a sequence's chain (`Sequences::accept_prompt`, as llama-server's
+/// `init_sampler`): its penalties count the prompt's tokens from the first draw on, on the backend
+/// as on the CPU chain, the step counter stays at 0 (the draw is the one without a prompt where
+/// the penalties do not matter), and a grammar does not see the prompt.
+#[test]
+fn a_prompt_fed_to_the_chain_is_counted_without_moving_the_step() {
+    let row = logits_for(3, 1);
+    let mut order: Vec<usize> = (0..V).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+    let prompt: Vec<sampling::Token> = order[..5].iter().map(|&t| t as u32).collect();
+    let spec = "penalties(last_n=16,present=50);top_k(k=8);dist(seed=21)";
+    let mut seqs = Sequences::new(1).unwrap();
+    seqs.set(SeqId(0), SeqConfig::new(Chain::parse(spec).unwrap()));
+    seqs.accept_prompt(SeqId(0), &prompt).unwrap();
+    assert_eq!(seqs.step(SeqId(0)), Some(0), "a prompt token moves no step");
+    let mut s = attach(&seqs, &[(SeqId(0), 0)], 1);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    sched.set_input_f32(s.logits, &row).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
+    sched.compute().unwrap();
+    let t = s.tail.sample(&mut sched, &mut seqs).unwrap().token(0).unwrap();
+    assert!(!prompt.contains(&t), "{t} is a prompt token");
+    // The CPU chain fed the same prompt draws the same token at step 0.
+    let mut cpu = Chain::parse(spec).unwrap();
+    prompt.iter().for_each(|&p| cpu.accept_prompt(p));
+    assert_eq!(cpu.step(), Some(0));
+    assert_eq!(cpu.sample(&row).unwrap(), t);
+    // A grammar ignores prompt tokens (it would refuse these).
+    let vocab = std::sync::Arc::new(grammar::Vocab::new((0..V).map(|i| format!("<{i}>").into_bytes()).collect(), &[]));
+    let g = grammar::Grammar::new("root ::= \"<7>\"").unwrap();
+    let mut stage = sampling::samplers::GrammarStage::new(
+        "grammar",
+        grammar::Matcher::new(&g, vocab),
+        sampling::samplers::GrammarMode::Optimistic,
+    );
+    stage.accept_prompt(3);
+    assert!(stage.check_accept(7).is_ok() && stage.check_accept(3).is_err());
 }

@@ -2,7 +2,8 @@
 //! runs continuous batching. A sequence ([`Job`]) joins at the next step in a free slot (the one
 //! whose cells still hold the longest prefix of its prompt from its last sequence, which it
 //! does not evaluate again, else the lowest; its chain set in the session's `Sequences` then: a
-//! fresh sampler state), its prompt is
+//! fresh sampler state, fed every prompt token as llama-server's `init_sampler` does, so that
+//! penalties and DRY count them), its prompt is
 //! evaluated in chunks of at most `chunk` tokens, one chunk between two decode steps of the
 //! others so that a long prompt does not stall them (the next chunks of the prefilling slots
 //! next to it in the same step: a burst is prefilled together), and its first token is sampled
@@ -44,8 +45,8 @@ use tokio::sync::mpsc::UnboundedSender;
 /// The most slots whose prompts one prefill step evaluates together.
 pub const MAX_PREFILL_SLOTS: usize = 16;
 
-/// How many of the most likely tokens a row that asked for log-probabilities reads back (the
-/// chosen token's own log-probability is known where it is among them).
+/// How many of the most likely tokens a row that asked for log-probabilities reads back (with the
+/// chosen token's own log-probability, exact wherever it ranks).
 pub const LOGPROBS_READ: usize = 20;
 
 /// One sequence to generate: a choice of a request.
@@ -98,9 +99,9 @@ pub struct TokenLogprob {
     pub token: String,
     /// The token's bytes.
     pub bytes: Vec<u8>,
-    /// Its log-probability under the raw logits, where it is among the [`LOGPROBS_READ`] most
-    /// likely tokens.
-    pub logprob: Option<f32>,
+    /// Its log-probability under the raw logits (before any sampler, as llama-server reports
+    /// `logprob` without `post_sampling_probs`), exact wherever it ranks.
+    pub logprob: f32,
     /// The most likely tokens: text, bytes, log-probability.
     pub top: Vec<(String, Vec<u8>, f32)>,
 }
@@ -117,6 +118,9 @@ pub enum Event {
         text: String,
         /// Log-probability entries.
         logprobs: Vec<TokenLogprob>,
+        /// The tokens generated since the last event (their text is in `text`, or held back
+        /// while a stop string may be starting; an end-of-generation token is not among them).
+        tokens: Vec<Token>,
     },
     /// The end.
     Done {
@@ -128,6 +132,8 @@ pub enum Event {
         prompt_tokens: usize,
         /// Generated tokens.
         completion_tokens: usize,
+        /// The stop string that ended it, where one did.
+        stopping_word: Option<String>,
     },
     /// The sequence failed (its own row's error, or the server stopping).
     Failed {
@@ -250,6 +256,8 @@ struct Active {
     depth: DraftDepth,
     /// Whether its chain can verify drafts and it reads back no log-probabilities.
     drafts: bool,
+    /// Tokens generated since its last event.
+    unsent: Vec<Token>,
 }
 
 struct Loop {
@@ -315,7 +323,9 @@ impl Loop {
         let set = self
             .session
             .truncate(slot, reuse)
-            .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)));
+            .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)))
+            // Every prompt token, reused cells' included, as llama-server's `init_sampler`.
+            .and_then(|()| self.session.accept_prompt(slot, &job.prompt));
         if let Err(e) = set {
             let _ = self.session.truncate(slot, 0);
             let _ = job.events.send(Event::Failed { index: job.index, message: e.to_string() });
@@ -340,6 +350,7 @@ impl Loop {
             context: job_prompt,
             depth: DraftDepth::new(max_draft),
             drafts,
+            unsent: Vec::new(),
         });
         Metrics::add(&self.metrics.active_slots, 1);
     }
@@ -569,7 +580,7 @@ impl Loop {
                         if self.slots[s].is_none() {
                             break;
                         }
-                        self.took(s, Ok(SlotSample { token: t, logprobs: None }));
+                        self.took(s, Ok(SlotSample { token: t, logprobs: None, token_logprob: None }));
                     }
                 }
             }
@@ -602,19 +613,24 @@ impl Loop {
         if !a.job.ignore_eos && tok.is_eog(t) {
             return self.finish(slot, Finish::Stop, String::new(), Vec::new());
         }
+        a.unsent.push(t);
         let piece = match a.text.push(tok, t) {
             Ok(p) => p,
             Err(e) => return self.fail(slot, e.to_string()),
         };
-        let lps = match (a.job.logprobs, &sample.logprobs) {
-            (Some(n), Some(top)) => vec![logprob_entry(tok, t, top, n)],
+        let lps = match (a.job.logprobs, &sample.logprobs, sample.token_logprob) {
+            (Some(n), Some(top), Some(lp)) => vec![logprob_entry(tok, t, lp, top, n)],
+            (Some(_), _, _) => {
+                return self.fail(slot, "the step read back no log-probabilities for the token".into());
+            }
             _ => Vec::new(),
         };
         match a.stop.push(&piece) {
             Pushed::Stop(before) => return self.finish(slot, Finish::Stop, before, lps),
             Pushed::Text(text) => {
                 if !text.is_empty() || !lps.is_empty() {
-                    let _ = a.job.events.send(Event::Delta { index: a.job.index, text, logprobs: lps });
+                    let tokens = std::mem::take(&mut a.unsent);
+                    let _ = a.job.events.send(Event::Delta { index: a.job.index, text, logprobs: lps, tokens });
                 }
             }
         }
@@ -632,14 +648,16 @@ impl Loop {
         if let Some(a) = self.slots[slot].as_mut() {
             let text = text + &a.stop.finish();
             let index = a.job.index;
-            if !text.is_empty() || !logprobs.is_empty() {
-                let _ = a.job.events.send(Event::Delta { index, text, logprobs });
+            let tokens = std::mem::take(&mut a.unsent);
+            if !text.is_empty() || !logprobs.is_empty() || !tokens.is_empty() {
+                let _ = a.job.events.send(Event::Delta { index, text, logprobs, tokens });
             }
             let _ = a.job.events.send(Event::Done {
                 index,
                 finish,
                 prompt_tokens: a.job.prompt.len(),
                 completion_tokens: a.generated,
+                stopping_word: a.stop.matched().map(str::to_string),
             });
             Metrics::add(&self.metrics.finished, 1);
         }
@@ -653,12 +671,12 @@ fn piece(tok: &Tokenizer, t: Token) -> (String, Vec<u8>) {
     (String::from_utf8_lossy(&bytes).into_owned(), bytes)
 }
 
-fn logprob_entry(tok: &Tokenizer, t: Token, top: &[(Token, f32)], n: usize) -> TokenLogprob {
+fn logprob_entry(tok: &Tokenizer, t: Token, logprob: f32, top: &[(Token, f32)], n: usize) -> TokenLogprob {
     let (token, bytes) = piece(tok, t);
     TokenLogprob {
         token,
         bytes,
-        logprob: top.iter().find(|e| e.0 == t).map(|e| e.1),
+        logprob,
         top: top
             .iter()
             .take(n)

@@ -1,9 +1,10 @@
 //! The HTTP side: axum routes for `/v1/completions`, `/v1/chat/completions` (both with
 //! server-sent events when `stream` is set, `usage` in the final chunk), `/v1/models`,
-//! `/health` and `/metrics`; each request parsed ([`super::api`]), tokenized (chat messages
-//! through the model's chat template), mapped onto chains (one per choice, a grammar stage
-//! first where it asks for a grammar or schema, in llama.cpp's optimistic mode as llama-server
-//! runs it) and queued for the batching loop; a full queue answers 503 with `Retry-After`.
+//! `/health` and `/metrics`, and llama-server's own endpoints ([`super::native`]); each request
+//! parsed ([`super::api`]), tokenized (chat messages through the model's chat template), mapped
+//! onto chains (one per choice, a grammar stage first where it asks for a grammar or schema, in
+//! llama.cpp's optimistic mode as llama-server runs it) and queued for the batching loop; a full
+//! queue answers 503 with `Retry-After`.
 
 use super::api::{self, ApiError, Constraint, Prompt, Request};
 use super::engine::{Event, Job, TokenLogprob};
@@ -43,6 +44,8 @@ pub struct AppState {
     pub template: Option<ChatTemplate>,
     /// Cells per slot.
     pub n_ctx: usize,
+    /// Slots (`--parallel`).
+    pub n_slots: usize,
     /// What a request's absent sampling fields take: the model file's `general.sampling.*` over
     /// llama-server's defaults.
     pub sampling: SamplingParams,
@@ -56,14 +59,20 @@ pub struct AppState {
 }
 
 /// The answer when the batching loop dropped a sequence without ending it (it stopped abnormally).
-const LOST: &str = "the server lost the sequence: its batching loop stopped";
+pub(super) const LOST: &str = "the server lost the sequence: its batching loop stopped";
 
 /// The most grammars kept compiled.
 const MAX_GRAMMARS: usize = 64;
 
 impl AppState {
     /// The state for `model`'s server.
-    pub fn new(jobs: SyncSender<Job>, model: Arc<Model>, metrics: Arc<Metrics>, n_ctx: usize) -> Result<Self, String> {
+    pub fn new(
+        jobs: SyncSender<Job>,
+        model: Arc<Model>,
+        metrics: Arc<Metrics>,
+        n_ctx: usize,
+        n_slots: usize,
+    ) -> Result<Self, String> {
         let tok = model.tokenizer.as_ref().ok_or("the model has no tokenizer")?;
         let text = |t: Option<u32>| t.map(|t| String::from_utf8_lossy(tok.grammar_vocab().piece(t)).into_owned());
         let template = match &model.chat_template {
@@ -88,13 +97,14 @@ impl AppState {
             metrics,
             template,
             n_ctx,
+            n_slots,
             grammars: Mutex::new(HashMap::new()),
             spec_cx,
             ids: AtomicU64::new(1),
         })
     }
 
-    fn tokenizer(&self) -> &crate::Tokenizer {
+    pub(super) fn tokenizer(&self) -> &crate::Tokenizer {
         self.model.tokenizer.as_ref().expect("checked in AppState::new")
     }
 }
@@ -107,10 +117,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(|| async { axum::Json(json!({"status": "ok"})) }))
         .route("/metrics", get(metrics))
+        .route("/tokenize", post(super::native::tokenize))
+        .route("/detokenize", post(super::native::detokenize))
+        .route("/props", get(super::native::props))
+        .route("/completion", post(super::native::completion))
         .with_state(state)
 }
 
-fn error(st: &AppState, e: ApiError) -> Response {
+pub(super) fn error(st: &AppState, e: ApiError) -> Response {
     if (400..500).contains(&e.status) {
         Metrics::add(&st.metrics.bad_requests, 1);
     }
@@ -248,22 +262,40 @@ fn chain(st: &AppState, req: &Request, prompt: &[u32], seed: u64) -> Result<Chai
     Ok(c)
 }
 
-/// Queues the request's choices and answers: all at once, or as server-sent events.
-async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
-    let prompt = match prompt_tokens(&st, &req.prompt) {
-        Ok(p) => p,
-        Err(e) => return error(&st, e),
-    };
-    let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
+/// The prompt's tokens and one chain per choice (seeds `seed`, `seed + 1`, ...), made on a
+/// blocking thread of the runtime's pool (`tokio::task::spawn_blocking`): tokenizing a long
+/// prompt and compiling a grammar or JSON schema may take long, and the runtime's own threads
+/// keep serving the other connections meanwhile.
+pub(super) async fn prepare(
+    st: &Arc<AppState>,
+    req: &Arc<Request>,
+    seed: u64,
+) -> Result<(Vec<u32>, Vec<Chain>), ApiError> {
+    let (st, req) = (Arc::clone(st), Arc::clone(req));
+    tokio::task::spawn_blocking(move || {
+        let prompt = prompt_tokens(&st, &req.prompt)?;
+        let chains = (0..req.n)
+            .map(|i| chain(&st, &req, &prompt, seed.wrapping_add(i as u64)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((prompt, chains))
+    })
+    .await
+    .map_err(|e| ApiError::status(500, "server_error", format!("preparing the request failed: {e}")))?
+}
+
+/// Queues the request's choices (`chains`, one each) for the batching loop: their events come on
+/// the receiver; a full queue is a 503.
+pub(super) fn enqueue(
+    st: &AppState,
+    req: &Request,
+    prompt: &[u32],
+    chains: Vec<Chain>,
+) -> Result<UnboundedReceiver<Event>, ApiError> {
     let (tx, rx) = unbounded_channel();
-    for index in 0..req.n {
-        let chain = match chain(&st, &req, &prompt, seed.wrapping_add(index as u64)) {
-            Ok(c) => c,
-            Err(e) => return error(&st, e),
-        };
+    for (index, chain) in chains.into_iter().enumerate() {
         let job = Job {
             index,
-            prompt: prompt.clone(),
+            prompt: prompt.to_vec(),
             chain,
             logprobs: req.logprobs,
             max_tokens: req.max_tokens,
@@ -280,11 +312,25 @@ async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
                 TrySendError::Full(_) => "the server is busy: its queue is full, retry later",
                 TrySendError::Disconnected(_) => "the server is shutting down",
             };
-            return error(&st, ApiError::status(503, "server_error", why));
+            return Err(ApiError::status(503, "server_error", why));
         }
     }
-    drop(tx);
     Metrics::add(&st.metrics.requests, 1);
+    Ok(rx)
+}
+
+/// Queues the request's choices and answers: all at once, or as server-sent events.
+async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
+    let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    let req = Arc::new(req);
+    let (prompt, chains) = match prepare(&st, &req, seed).await {
+        Ok(p) => p,
+        Err(e) => return error(&st, e),
+    };
+    let rx = match enqueue(&st, &req, &prompt, chains) {
+        Ok(rx) => rx,
+        Err(e) => return error(&st, e),
+    };
     let id = st.ids.fetch_add(1, Ordering::Relaxed);
     let meta = Meta {
         id: format!("{}-{id}", if chat { "chatcmpl" } else { "cmpl" }),
@@ -373,7 +419,7 @@ async fn collect(st: Arc<AppState>, meta: Meta, mut rx: UnboundedReceiver<Event>
     let mut asked_logprobs = false;
     while let Some(ev) = rx.recv().await {
         match ev {
-            Event::Delta { index, text: t, logprobs } => {
+            Event::Delta { index, text: t, logprobs, .. } => {
                 text[index] += &t;
                 asked_logprobs |= !logprobs.is_empty();
                 lps[index].extend(logprobs);
@@ -421,7 +467,11 @@ fn stream(meta: Meta, rx: UnboundedReceiver<Event>) -> Response {
             return None;
         }
         let data = match s.rx.recv().await {
-            Some(Event::Delta { index, text, logprobs }) => {
+            // The tokens of a stop string's end come with no text: nothing to send.
+            Some(Event::Delta { text, logprobs, .. }) if text.is_empty() && logprobs.is_empty() => {
+                return Some((Ok(Vec::new()), s));
+            }
+            Some(Event::Delta { index, text, logprobs, .. }) => {
                 let lp = if logprobs.is_empty() { Value::Null } else { logprobs_json(s.meta.chat, &logprobs) };
                 let choice = if s.meta.chat {
                     let mut delta = json!({"content": text});

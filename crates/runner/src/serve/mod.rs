@@ -3,12 +3,14 @@
 //! (mapped from its sampling fields, [`params`]) into the session's sequences. The pieces:
 //! [`api`] (request parsing and errors), [`params`] (fields to chains), [`template`] (chat
 //! templates), [`stop`] (stop strings across tokens), [`engine`] (the batching loop),
-//! [`http`] (routes, streaming), [`metrics`] (Prometheus counters).
+//! [`http`] (routes, streaming), [`native`] (llama-server's own endpoints: `/tokenize`,
+//! `/detokenize`, `/props`, `/completion`), [`metrics`] (Prometheus counters).
 
 pub mod api;
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod native;
 pub mod params;
 pub mod stop;
 pub mod template;
@@ -152,8 +154,9 @@ fn serve(
         .map_err(io("the async runtime"))?;
     let metrics = Arc::new(Metrics::default());
     let Engine { jobs, stopping, thread } = engine::start(Arc::clone(&model), opts.engine, Arc::clone(&metrics))?;
-    let state = http::AppState::new(jobs, model, Arc::clone(&metrics), opts.engine.session.n_ctx)
-        .map_err(|reason| RunnerError::Session { what: "the server".into(), reason })?;
+    let state =
+        http::AppState::new(jobs, model, Arc::clone(&metrics), opts.engine.session.n_ctx, opts.engine.session.n_seq)
+            .map_err(|reason| RunnerError::Session { what: "the server".into(), reason })?;
     let app = http::router(Arc::new(state));
     let stop = Arc::clone(&stopping);
     let served = rt.block_on(async move {

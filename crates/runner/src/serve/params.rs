@@ -72,6 +72,23 @@ pub(crate) fn stage_named(name: &str) -> Option<Stage> {
     })
 }
 
+impl Stage {
+    /// llama.cpp's canonical name (`common_sampler_type_to_str`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Penalties => "penalties",
+            Stage::Dry => "dry",
+            Stage::TopNSigma => "top_n_sigma",
+            Stage::TopK => "top_k",
+            Stage::Typical => "typ_p",
+            Stage::TopP => "top_p",
+            Stage::MinP => "min_p",
+            Stage::Xtc => "xtc",
+            Stage::Temperature => "temperature",
+        }
+    }
+}
+
 /// The sampling fields of a request.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(missing_docs)]
@@ -297,6 +314,42 @@ impl SamplingParams {
         }
         st.push(format!("dist(seed={seed})"));
         st.join(";")
+    }
+
+    /// The fields as llama-server's `generation_settings` (and `/props`'s
+    /// `default_generation_settings.params`) name them, with `n_predict` (-1: no limit); an
+    /// absent seed is llama.cpp's `LLAMA_DEFAULT_SEED`, 4294967295.
+    pub fn to_json(&self, n_predict: i64) -> Value {
+        serde_json::json!({
+            "seed": self.seed.unwrap_or(u64::from(u32::MAX)),
+            "temperature": self.temperature,
+            "dynatemp_range": self.dynatemp_range,
+            "dynatemp_exponent": self.dynatemp_exponent,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "min_p": self.min_p,
+            "top_n_sigma": self.top_n_sigma,
+            "xtc_probability": self.xtc_probability,
+            "xtc_threshold": self.xtc_threshold,
+            "typical_p": self.typical_p,
+            "repeat_last_n": self.repeat_last_n,
+            "repeat_penalty": self.repeat_penalty,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+            "dry_multiplier": self.dry_multiplier,
+            "dry_base": self.dry_base,
+            "dry_allowed_length": self.dry_allowed_length,
+            "dry_penalty_last_n": self.dry_penalty_last_n,
+            "dry_sequence_breakers": self.dry_sequence_breakers,
+            "mirostat": self.mirostat,
+            "mirostat_tau": self.mirostat_tau,
+            "mirostat_eta": self.mirostat_eta,
+            "max_tokens": n_predict,
+            "n_predict": n_predict,
+            "min_keep": self.min_keep,
+            "logit_bias": self.logit_bias.iter().map(|&(t, b)| serde_json::json!([t, if b == f32::NEG_INFINITY { Value::Bool(false) } else { serde_json::json!(b) }])).collect::<Vec<_>>(),
+            "samplers": self.samplers.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        })
     }
 
     fn penalties_on(&self) -> bool {

@@ -16,21 +16,28 @@ pub enum Pushed {
 pub struct StopFilter {
     stops: Vec<String>,
     pending: String,
+    matched: Option<String>,
 }
 
 impl StopFilter {
     /// A filter for `stops` (empty strings are ignored).
     pub fn new(stops: &[String]) -> Self {
-        StopFilter { stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(), pending: String::new() }
+        StopFilter {
+            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            pending: String::new(),
+            matched: None,
+        }
     }
 
     /// Adds `piece` of the output.
     pub fn push(&mut self, piece: &str) -> Pushed {
         self.pending.push_str(piece);
         // The earliest stop in the pending text (pending never holds a complete stop).
-        let found = self.stops.iter().filter_map(|s| self.pending.find(s.as_str())).min();
-        if let Some(at) = found {
+        let found =
+            self.stops.iter().filter_map(|s| self.pending.find(s.as_str()).map(|at| (at, s))).min_by_key(|f| f.0);
+        if let Some((at, word)) = found {
             let before = self.pending[..at].to_string();
+            self.matched = Some(word.clone());
             self.pending.clear();
             return Pushed::Stop(before);
         }
@@ -47,6 +54,11 @@ impl StopFilter {
         let out = self.pending[..cut].to_string();
         self.pending.drain(..cut);
         Pushed::Text(out)
+    }
+
+    /// The stop string found (llama-server's `stopping_word`), once [`Pushed::Stop`] came.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched.as_deref()
     }
 
     /// The text held back, at the end of the output (no stop came).
@@ -68,7 +80,9 @@ mod tests {
         let mut f = stops(&["</end>"]);
         assert_eq!(f.push("hello <"), Pushed::Text("hello ".into()));
         assert_eq!(f.push("/en"), Pushed::Text(String::new()));
+        assert_eq!(f.matched(), None);
         assert_eq!(f.push("d> and more"), Pushed::Stop(String::new()));
+        assert_eq!(f.matched(), Some("</end>"));
     }
 
     #[test]
@@ -84,6 +98,7 @@ mod tests {
     fn the_earliest_stop_wins_and_text_before_it_comes_out() {
         let mut f = stops(&["world", "lo"]);
         assert_eq!(f.push("hello world"), Pushed::Stop("hel".into()));
+        assert_eq!(f.matched(), Some("lo"), "the earliest, not the first listed");
         let mut f = stops(&["\n\n"]);
         assert_eq!(f.push("a\n"), Pushed::Text("a".into()));
         assert_eq!(f.push("\nb"), Pushed::Stop(String::new()));

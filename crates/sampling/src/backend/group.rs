@@ -35,7 +35,8 @@ pub(crate) struct Columns<'a> {
 pub(crate) struct Extras {
     /// Also read the candidates before the selecting stage.
     pub candidates: bool,
-    /// Read the log-probabilities of this many most likely tokens (of the raw logits).
+    /// Read the log-probabilities of this many most likely tokens (of the raw logits), and the
+    /// selected token's own.
     pub logprobs: usize,
     /// Read the raw logits rows.
     pub logits: bool,
@@ -62,6 +63,12 @@ pub(crate) struct Outputs {
     pub raw_logits: bool,
     /// `i32 [n_lp, n]` ids and `f32 [n_lp, n]` log-probabilities of the most likely tokens.
     pub logprobs: Option<(NodeId, NodeId)>,
+    /// `f32 [1, n]`: the log-probability (of the raw logits) of the token the prefix selected,
+    /// where it selects one and log-probabilities were asked for.
+    pub token_logprob: Option<NodeId>,
+    /// `f32 [1, n_vocab n]`: the raw logits' log-softmax, one entry a row (read one entry for a
+    /// token chosen on the host), where log-probabilities were asked for.
+    pub log_softmax: Option<NodeId>,
     /// `f32 [1, n]`: the probability the selecting stage drew its token with, and that stage's
     /// index (fed back to its sampler).
     pub selected_p: Option<(NodeId, usize)>,
@@ -215,12 +222,30 @@ pub(crate) fn build(
         }
     }
     if extras.logprobs > 0 {
+        // The raw logits' log-softmax, `x - max - ln sum exp(x - max)` (finite for every finite
+        // logit, where `ln softmax` underflows to -inf past about -87).
         let nl = extras.logprobs.min(n_vocab);
         let ids = c.g.top_k(x, nl)?;
-        let probs = c.g.soft_max(x, None, 1.0)?;
-        let p = c.gather(probs, ids, n_vocab, nl)?;
-        let lp = c.g.log(p)?;
+        let max = c.g.max_rows(x)?;
+        let shifted = c.g.sub(x, max)?;
+        let e = c.g.exp(shifted)?;
+        let sum = c.row_sum(e)?;
+        let ln_sum = c.g.log(sum)?;
+        let lsm = c.g.sub(shifted, ln_sum)?;
+        let lp = c.gather(lsm, ids, n_vocab, nl)?;
         out.logprobs = Some((name(c.g, ids, "logprob_ids"), name(c.g, lp, "logprobs")));
+        // The selected token's own: gathered here where the prefix selects it (a -1 of a bad row
+        // reads entry 0, unused); every entry kept readable one by one for a token chosen on
+        // the host (a CPU suffix, an optimistic grammar's second run).
+        if let Record::Token(t) = rec {
+            let f = c.g.cast(t, DType::F32)?;
+            let f = c.g.clamp(f, 0.0, (n_vocab - 1) as f32)?;
+            let t = c.g.cast(f, DType::I32)?;
+            let at = c.gather(lsm, t, n_vocab, 1)?;
+            out.token_logprob = Some(name(c.g, at, "token_logprob"));
+        }
+        let flat = c.flat(lsm, n_vocab)?;
+        out.log_softmax = Some(name(c.g, flat, "log_softmax"));
     }
     if let Some((p, i)) = c.selected_p {
         out.selected_p = Some((name(c.g, p, "selected_p"), i));

@@ -17,6 +17,10 @@ pub struct RowOutput {
     pub candidates: Option<Vec<TokenData>>,
     /// `(token, log p)` of the most likely tokens of the raw logits (if reserved).
     pub logprobs: Option<Vec<(Token, f32)>>,
+    /// The selected token's own log-probability under the raw logits, exact wherever it ranks
+    /// (with `logprobs`: gathered on the backend where the prefix selected it, else one entry of
+    /// the backend's log-softmax read back once the host chose it).
+    pub token_logprob: Option<f32>,
     /// The logits row after the backend prefix (only for rows finished on the CPU from it).
     pub logits: Option<Vec<f32>>,
 }
@@ -70,6 +74,12 @@ impl StepOutput {
     /// The top log-probabilities of `row`.
     pub fn logprobs(&self, row: usize) -> Result<&[(Token, f32)]> {
         self.row(row)?.logprobs.as_deref().ok_or_else(|| self.not_reserved("logprobs", row))
+    }
+
+    /// The selected token's log-probability under the raw logits, of `row` (reserved with the
+    /// top log-probabilities).
+    pub fn token_logprob(&self, row: usize) -> Result<f32> {
+        self.row(row)?.token_logprob.ok_or_else(|| self.not_reserved("logprobs", row))
     }
 
     /// The logits row of `row` (read back only where the row finished on the CPU from it).

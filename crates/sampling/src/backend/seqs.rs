@@ -317,6 +317,18 @@ impl Sequences {
         Ok(())
     }
 
+    /// Feeds `tokens`, a prompt's, to `seq`'s chain ([`Sampler::accept_prompt`]: penalties and
+    /// DRY count them, a grammar does not), as llama-server does before a sequence's first draw.
+    /// The step counter does not move (the draws stay keyed by the generated tokens' count); the
+    /// backend's penalty counts follow at the next step's inputs.
+    pub fn accept_prompt(&mut self, seq: SeqId, tokens: &[Token]) -> Result<()> {
+        let s = self.state_mut(seq)?;
+        for &t in tokens {
+            s.cfg.chain.accept_prompt(t);
+        }
+        Ok(())
+    }
+
     /// Accepts `tokens`, the first outputs of `seq`'s step in order: every stage of its chain
     /// records them (penalties, DRY, mirostat) and the step counter advances by their number.
     /// The draft is cleared.

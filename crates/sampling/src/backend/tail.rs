@@ -17,9 +17,12 @@
 //! Per row, only what its configuration needs is read back: 4 bytes of token for a prefix that
 //! selects; `8k` bytes of candidates for a prefix ending in a `k`-list (or asked for); the logits
 //! row (`4 n_vocab` bytes) only for a row whose prefix keeps the vocabulary; `8n` bytes for `n`
-//! log-probabilities; the raw row where asked for; 4 bytes of the drawn token's probability for a
-//! stateful selecting stage (mirostat_v2). [`Tail::reserved_bytes`] is that total, and a step's
-//! [`StepOutput::bytes_read`] (the scheduler's own count) equals it.
+//! log-probabilities and 4 for the selected token's own (exact wherever the token ranks); the raw
+//! row where asked for; 4 bytes of the drawn token's probability for a stateful selecting stage
+//! (mirostat_v2). [`Tail::reserved_bytes`] is that total, and a step's
+//! [`StepOutput::bytes_read`] (the scheduler's own count) equals it, but for a row with
+//! log-probabilities whose token the host chose (a CPU suffix, an optimistic grammar's second
+//! run): it reads its token's entry of the backend's log-softmax after, 4 bytes more.
 
 use super::group::{self, Built, Columns, Extras, Stage, Verify};
 use super::lower::{row_ids_field, token_values};
@@ -76,6 +79,8 @@ struct GroupRead<'a> {
     list: Option<(Vec<i32>, Vec<f32>)>,
     raw: Option<&'a [f32]>,
     lps: Option<(Vec<i32>, Vec<f32>)>,
+    /// The selected tokens and their gathered log-probabilities.
+    token_lp: Option<(Vec<i32>, Vec<f32>)>,
     sel_p: Option<Vec<f32>>,
 }
 
@@ -387,6 +392,7 @@ impl Tail {
             total += if o.vocab.is_some() || o.vocab_is_logits { 4 * self.n_vocab * n } else { 0 };
             total += if o.raw.is_some() || o.raw_logits { 4 * self.n_vocab * n } else { 0 };
             total += o.logprobs.map_or(0, |_| 8 * gr.extras.logprobs.min(self.n_vocab) * n);
+            total += o.token_logprob.map_or(0, |_| 4 * n);
             total += o.selected_p.map_or(0, |_| 4 * n);
         }
         total
@@ -530,8 +536,12 @@ impl Tail {
                 Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
                 None => None,
             };
+            let token_lp = match (o.token_logprob, &tokens) {
+                (Some(lp), Some(t)) => Some((t.clone(), sched.read_f32(lp).map_err(rd)?)),
+                _ => None,
+            };
             let sel_p = o.selected_p.map(|(p, _)| sched.read_f32(p)).transpose().map_err(rd)?;
-            let read = GroupRead { tokens, list, raw: has_raw.then_some(&raw[..]), lps, sel_p };
+            let read = GroupRead { tokens, list, raw: has_raw.then_some(&raw[..]), lps, token_lp, sel_p };
             // A vocabulary-sized read is used where it lies (host-visible memory: no copy).
             let all: Vec<usize> = (0..gr.rows.len()).collect();
             let vocab = match (o.vocab, o.vocab_is_logits) {
@@ -564,6 +574,7 @@ impl Tail {
         }
         self.raw_buf = raw;
         let resampled = self.resample_rejected(sched, seqs, &mut results)?;
+        self.token_logprobs(sched, &mut results)?;
         let bytes_read = (sched.stats().bytes_to_host - before) as usize;
         let mut rows: Vec<(usize, RowResult)> = self
             .slots
@@ -573,6 +584,23 @@ impl Tail {
             .collect();
         rows.sort_by_key(|(r, _)| *r);
         Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read, resampled })
+    }
+
+    /// Gives every row that reserved log-probabilities and has a token without its gathered
+    /// log-probability (chosen on the host: a CPU suffix, an optimistic grammar's second run, or
+    /// a prefix that does not select) that token's entry of the backend's log-softmax, read back
+    /// alone (4 bytes).
+    fn token_logprobs(&self, sched: &mut Scheduler, results: &mut [Option<RowResult>]) -> Result<()> {
+        for (si, sl) in self.slots.iter().enumerate() {
+            let gr = &self.groups[sl.group];
+            let Some(lsm) = gr.built.outputs.log_softmax else { continue };
+            let Some(RowResult { result: Ok(out), .. }) = results[si].as_mut() else { continue };
+            let Some(t) = out.token.filter(|_| out.token_logprob.is_none()) else { continue };
+            let at = sl.col * self.n_vocab + t as usize;
+            let v = sched.read_rows_f32(lsm, &[at]).map_err(|e| engine("reading a token's log-probability")(&e))?;
+            out.token_logprob = v.first().copied();
+        }
+        Ok(())
     }
 
     /// The optimistic grammars' check (`samplers/grammar.rs`): every row whose backend prefix holds
@@ -625,7 +653,13 @@ impl Tail {
             chain.set_step_from(0, step);
             chain.apply_all_from(0, &mut cur)
         })?;
-        let mut out = RowOutput { token: cur.selected_token(), candidates: None, logprobs: None, logits: None };
+        let mut out = RowOutput {
+            token: cur.selected_token(),
+            candidates: None,
+            logprobs: None,
+            token_logprob: None,
+            logits: None,
+        };
         Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
         if plan.extras.candidates {
             out.candidates = Some(cur.output()?.candidates);
@@ -686,6 +720,13 @@ impl Tail {
                 if let Some((ids, lp)) = &read.lps {
                     let m = ids.len() / n;
                     out.logprobs = Some((c * m..(c + 1) * m).map(|j| (ids[j] as Token, lp[j])).collect());
+                }
+                // The gathered value stands for the backend's token (a row resampled on the host
+                // chooses again: `token_logprobs`).
+                if let Some((t, lp)) = &read.token_lp
+                    && out.token.is_some_and(|x| i64::from(x) == i64::from(t[c]))
+                {
+                    out.token_logprob = Some(lp[c]);
                 }
                 if gr.extras.logits {
                     let src = read.raw.or(vocab).expect("raw logits are read when asked for");
@@ -750,7 +791,7 @@ impl Tail {
             (None, Some(row)) => Some(Candidates::from_row(row)?),
             (None, None) => None,
         };
-        let mut out = RowOutput { token: None, candidates: None, logprobs: None, logits: None };
+        let mut out = RowOutput { token: None, candidates: None, logprobs: None, token_logprob: None, logits: None };
         if let Some(t) = token {
             if t < 0 {
                 return Err(bad());

@@ -115,6 +115,10 @@ impl Sampler for GrammarStage {
         self.name
     }
 
+    /// A prompt token is not the output's: llama.cpp's grammar and reasoning budget see
+    /// generated tokens only.
+    fn accept_prompt(&mut self, _token: Token) {}
+
     fn accept(&mut self, token: Token) {
         if self.poisoned.is_none()
             && let Err(e) = self.matcher.accept(token)

@@ -236,6 +236,10 @@ impl Sampler for ReasoningBudget {
         NAME
     }
 
+    /// A prompt token is not the output's: llama.cpp's grammar and reasoning budget see
+    /// generated tokens only.
+    fn accept_prompt(&mut self, _token: Token) {}
+
     fn accept(&mut self, token: Token) {
         match self.state {
             BudgetState::Idle => {

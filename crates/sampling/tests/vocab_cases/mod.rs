@@ -417,13 +417,18 @@ pub fn logprobs_of(
             assert_same_candidates(out.candidates(r).unwrap(), &want.candidates, &format!("step {step} `{spec}`"));
             let tok = out.token(r).unwrap();
             assert_eq!(Some(tok), want.selected, "step {step} `{}`", spec);
+            // The chosen token's own log-probability, wherever it ranks.
+            let own = reference_logprobs(&row, v).into_iter().find(|e| e.0 == tok as usize).unwrap().1;
+            let got = out.token_logprob(r).unwrap();
+            assert!((f64::from(got) - own).abs() < 1e-4, "step {step} `{spec}`: token {tok}: {got} vs {own}");
             b.refs[r].accept(tok);
             b.accept(r, tok);
         }
     }
 }
 
-/// Chains whose log-probabilities and candidates [`logprobs_of`] reads back: a list, the
+/// Chains whose log-probabilities (the top ones and the chosen token's) and candidates
+/// [`logprobs_of`] reads back: a list, the
 /// vocabulary, after a cut, a selection with its own survivors, a history stage.
 pub const WITH_LOGPROBS: [&str; 6] = [
     "top_k(k=20);temp(t=0.8);dist(seed=61)",
