@@ -29,7 +29,7 @@ pub use engine::MAX_STACKS;
 pub use error::{GrammarError, Result};
 pub use grammar::Grammar;
 pub use matcher::{Matcher, Trigger};
-pub use parse::TokenLookup;
+pub use parse::{MAX_NESTING, TokenLookup};
 pub use rules::{Elem, Kind, Pos, Rules};
 pub use utf8::Partial;
 pub use vocab::Vocab;

@@ -34,7 +34,14 @@ struct Parser<'a> {
     rules: Vec<Vec<Elem>>,
     /// Where the error is (a byte offset).
     err_at: usize,
+    /// Parenthesized groups open around the current position (at most [`MAX_NESTING`]).
+    depth: usize,
 }
+
+/// The deepest nesting of parenthesized groups a grammar may have: each level is a recursive
+/// call of the parser, and the parser must not run out of stack on a client's grammar (llama.cpp
+/// sets no limit). Grammars that people write, and those `json_schema` writes, nest a few levels.
+pub const MAX_NESTING: usize = 256;
 
 fn is_digit(c: u8) -> bool {
     c.is_ascii_digit()
@@ -356,10 +363,16 @@ impl<'a> Parser<'a> {
                     rule.push(Elem::new(Kind::RuleRef, id));
                 }
                 b'(' => {
+                    if self.depth == MAX_NESTING {
+                        return self.fail(pos, format!("groups nest more than {MAX_NESTING} levels deep"));
+                    }
                     pos = self.space(pos + 1, true);
                     let before = self.symbol_ids.len() as u64;
                     let sub = self.generate_symbol_id(rule_name);
-                    pos = self.alternates(pos, rule_name, sub, true)?;
+                    self.depth += 1;
+                    let after = self.alternates(pos, rule_name, sub, true);
+                    self.depth -= 1;
+                    pos = after?;
                     n_prev_rules = (self.symbol_ids.len() as u64).saturating_sub(before).max(1);
                     last_start = rule.len();
                     rule.push(Elem::new(Kind::RuleRef, sub));
@@ -456,7 +469,8 @@ pub(crate) fn parse(text: &str, vocab: Option<&dyn TokenLookup>) -> Result<Rules
     // The C parser reads up to the first NUL.
     let src = text.as_bytes();
     let src = &src[..src.iter().position(|&b| b == 0).unwrap_or(src.len())];
-    let mut p = Parser { src, vocab, symbol_ids: HashMap::new(), names: Vec::new(), rules: Vec::new(), err_at: 0 };
+    let mut p =
+        Parser { src, vocab, symbol_ids: HashMap::new(), names: Vec::new(), rules: Vec::new(), err_at: 0, depth: 0 };
     let mut run = || -> R<()> {
         let mut pos = p.space(0, true);
         while p.at(pos) != 0 {

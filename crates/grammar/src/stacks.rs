@@ -209,32 +209,27 @@ pub(crate) fn token_matches(rules: &Rules, pos: Pos, token: u32) -> bool {
 }
 
 /// The rule may derive the empty string / left recursion, as llama.cpp's
-/// `llama_grammar_detect_left_recursion`: the first rule found to reach itself before consuming
-/// anything, if any.
+/// `llama_grammar_detect_left_recursion`: the first rule from which a search finds a rule that
+/// reaches itself before consuming anything, if any. The depth-first search keeps its own stack
+/// (a frame per rule being explored), so a chain of many thousands of rules, each reached from
+/// the one before, needs no deep call stack.
 pub(crate) fn left_recursion(rules: &Rules) -> Option<usize> {
     let n = rules.len();
     let mut visited = vec![false; n];
     let mut in_progress = vec![false; n];
     let mut may_be_empty = vec![false; n];
-    fn detect(
-        rules: &Rules,
-        i: usize,
-        visited: &mut [bool],
-        in_progress: &mut [bool],
-        may_be_empty: &mut [bool],
-    ) -> bool {
-        if in_progress[i] {
-            return true;
-        }
-        // A rule already explored reaches no cycle (llama.cpp explores it again from every
-        // reference: exponential time for rules that refer twice to a rule that may be empty).
-        if visited[i] {
-            return false;
-        }
+    /// A rule being explored: its id, the element to look at next, and whether a reference
+    /// there is still at the start of its alternate (only empty-deriving rules before it).
+    struct Frame {
+        rule: usize,
+        at: usize,
+        recurse: bool,
+    }
+    // Marks rule `i` in progress, notes whether an alternate of it is empty, and gives its frame.
+    let enter = |i: usize, in_progress: &mut [bool], may_be_empty: &mut [bool]| {
         in_progress[i] = true;
-        let rule = rules.rule(i);
         let mut at_start = true;
-        for e in rule {
+        for e in rules.rule(i) {
             if e.ends_sequence() {
                 if at_start {
                     may_be_empty[i] = true;
@@ -245,23 +240,46 @@ pub(crate) fn left_recursion(rules: &Rules) -> Option<usize> {
                 at_start = false;
             }
         }
-        let mut recurse = true;
-        for e in rule {
-            if e.kind == Kind::RuleRef && recurse {
-                let r = e.value as usize;
-                if detect(rules, r, visited, in_progress, may_be_empty) {
-                    return true;
+        Frame { rule: i, at: 0, recurse: true }
+    };
+    for root in 0..n {
+        if visited[root] {
+            continue;
+        }
+        let mut frames = vec![enter(root, &mut in_progress, &mut may_be_empty)];
+        while let Some(f) = frames.last_mut() {
+            let rule = rules.rule(f.rule);
+            let Some(e) = rule.get(f.at) else {
+                // every element looked at: no cycle through this rule
+                in_progress[f.rule] = false;
+                visited[f.rule] = true;
+                frames.pop();
+                if let Some(parent) = frames.last_mut() {
+                    // back at the reference that entered the rule
+                    let r = rules.rule(parent.rule)[parent.at].value as usize;
+                    parent.recurse = may_be_empty[r];
+                    parent.at += 1;
                 }
-                if !may_be_empty[r] {
-                    recurse = false;
+                continue;
+            };
+            if e.kind == Kind::RuleRef && f.recurse {
+                let r = e.value as usize;
+                if in_progress[r] {
+                    return Some(root);
+                }
+                if visited[r] {
+                    // explored already, no cycle (llama.cpp explores it again from every
+                    // reference: exponential time for rules that refer twice to an empty rule)
+                    f.recurse = may_be_empty[r];
+                    f.at += 1;
+                } else {
+                    frames.push(enter(r, &mut in_progress, &mut may_be_empty));
                 }
             } else {
-                recurse = e.ends_sequence();
+                f.recurse = e.ends_sequence();
+                f.at += 1;
             }
         }
-        in_progress[i] = false;
-        visited[i] = true;
-        false
     }
-    (0..n).find(|&i| !visited[i] && detect(rules, i, &mut visited, &mut in_progress, &mut may_be_empty))
+    None
 }

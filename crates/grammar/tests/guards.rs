@@ -62,3 +62,44 @@ fn nested_optional_rules_are_refused_quickly_not_expanded_for_ever() {
     let e = Grammar::new(&text).unwrap_err();
     assert!(matches!(e, GrammarError::LeftRecursion { .. }), "{e}");
 }
+
+#[test]
+fn a_deep_chain_of_rules_is_an_error_or_a_grammar_never_a_stack_overflow() {
+    // r0 ::= "v0" | r1, r1 ::= "v1" | r2, ...: each rule reached through the one before it.
+    for n in [1_000usize, 20_000] {
+        let mut text = String::from("root ::= r0\n");
+        for i in 0..n {
+            text += &format!("r{i} ::= \"v{i}\" | r{}\n", i + 1);
+        }
+        text += &format!("r{n} ::= \"end\"\n");
+        let t = std::thread::Builder::new().stack_size(2 << 20).spawn(move || match Grammar::new(&text) {
+            Ok(g) => {
+                let v = Arc::new(Vocab::new(vec![b"v".to_vec(), b"0".to_vec(), b"e".to_vec()], &[]));
+                let mut m = Matcher::new(&g, v);
+                m.mask().map(|_| ()).map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        });
+        let r = t.unwrap().join().expect("no stack overflow, no panic");
+        eprintln!("{n} rules: {r:?}");
+    }
+}
+
+#[test]
+fn deeply_nested_groups_are_an_error_not_a_stack_overflow() {
+    for depth in [grammar::MAX_NESTING, 100_000] {
+        let text = format!("root ::= {}\"a\"{}", "(".repeat(depth), ")".repeat(depth));
+        let r = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || Grammar::new(&text).map(|g| g.matches("a")).map_err(|e| e.to_string()))
+            .unwrap()
+            .join()
+            .expect("no stack overflow, no panic");
+        eprintln!("{depth} levels: {r:?}");
+        if depth == grammar::MAX_NESTING {
+            assert_eq!(r, Ok(true));
+        } else {
+            assert!(r.unwrap_err().contains("nest"), "a clear error names the nesting");
+        }
+    }
+}
