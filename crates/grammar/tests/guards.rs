@@ -75,13 +75,18 @@ fn a_deep_chain_of_rules_is_an_error_or_a_grammar_never_a_stack_overflow() {
         let t = std::thread::Builder::new().stack_size(2 << 20).spawn(move || match Grammar::new(&text) {
             Ok(g) => {
                 let v = Arc::new(Vocab::new(vec![b"v".to_vec(), b"0".to_vec(), b"e".to_vec()], &[]));
-                let mut m = Matcher::new(&g, v);
+                let m = Matcher::new(&g, v);
                 m.mask().map(|_| ()).map_err(|e| e.to_string())
             }
             Err(e) => Err(e.to_string()),
         });
         let r = t.unwrap().join().expect("no stack overflow, no panic");
-        eprintln!("{n} rules: {r:?}");
+        // a short chain is a grammar; a long one expands through every rule at its start
+        if n == 1_000 {
+            assert_eq!(r, Ok(()));
+        } else {
+            assert!(r.unwrap_err().contains("too ambiguous"));
+        }
     }
 }
 
@@ -95,7 +100,6 @@ fn deeply_nested_groups_are_an_error_not_a_stack_overflow() {
             .unwrap()
             .join()
             .expect("no stack overflow, no panic");
-        eprintln!("{depth} levels: {r:?}");
         if depth == grammar::MAX_NESTING {
             assert_eq!(r, Ok(true));
         } else {
