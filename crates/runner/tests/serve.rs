@@ -455,10 +455,27 @@ fn malformed_requests_get_4xx_and_the_server_keeps_serving() {
         (r#"{"prompt": "x", "dry_sequence_breakers": ["a", 1]}"#.into(), "dry_sequence_breakers"),
         (format!(r#"{{"prompt": "{}"}}"#, "word ".repeat(400)), "prompt"),
     ];
+    // Grammars that would blow up: 5,000 alternatives to start from (too many parse stacks), a
+    // chain of 20,000 rules each reached from the one before, 100,000 nested groups (the last two
+    // once overflowed the stack and aborted the server).
+    let alternatives = (0..5000).map(|i| format!("\"a{i}\"")).collect::<Vec<_>>().join(" | ");
+    let chain: String = (0..20_000).map(|i| format!("r{i} ::= \"v{i}\" | r{}\n", i + 1)).collect();
+    let fixed: Vec<(String, &str)> = fixed
+        .into_iter()
+        .chain(
+            [
+                format!("root ::= {alternatives}"),
+                format!("root ::= r0\n{chain}r20000 ::= \"end\""),
+                format!("root ::= {}\"a\"{}", "(".repeat(100_000), ")".repeat(100_000)),
+            ]
+            .map(|g| (json!({"prompt": "x", "grammar": g}).to_string(), "grammar")),
+        )
+        .collect();
     for (body, field) in &fixed {
         let (st, r) = post(&s, "/v1/completions", body);
-        assert_eq!(st, 400, "{body}: {r}");
-        assert_eq!(r["error"]["param"], *field, "{body}: {r}");
+        let shown: String = body.chars().take(200).collect();
+        assert_eq!(st, 400, "{shown}: {r}");
+        assert_eq!(r["error"]["param"], *field, "{shown}: {r}");
         assert_eq!(r["error"]["type"], "invalid_request_error");
     }
     // Malformed JSON, invalid UTF-8, wrong types everywhere, a 10 MB body: 1000 in all.

@@ -212,6 +212,9 @@ fn grammar_stage(st: &AppState, c: &Constraint) -> Result<GrammarStage, ApiError
         None => {
             let g = grammar::Grammar::new(&text).map_err(|e| ApiError::invalid(field, e.to_string()))?;
             let m = grammar::Matcher::new(&g, Arc::clone(st.tokenizer().grammar_vocab()));
+            // The first mask now (kept in the shared matcher), so that a grammar too ambiguous to
+            // start is this request's 400, not a failed sequence's 500 once it runs.
+            m.mask().map_err(|e| ApiError::invalid(field, e.to_string()))?;
             if map.len() >= MAX_GRAMMARS {
                 map.clear();
             }
