@@ -189,6 +189,59 @@ fn rope_normal_and_neox() {
     }
 }
 
+/// Linear RoPE scaling and YaRN (`ggml_rope_ext`'s `freq_scale`, `ext_factor`, `attn_factor`,
+/// `beta_fast`, `beta_slow`, `n_ctx_orig`) against ggml b2757's `ggml_rope_custom`, which computes
+/// them as today's ggml does in normal mode over the whole head (its neox mode applies
+/// `freq_scale` twice). The per-pair frequency factors came later than b2757: the tiny-model tests
+/// in `crates/runner/tests/tiny_arch.rs` check them against llama.cpp.
+#[test]
+fn rope_linear_scaling_and_yarn() {
+    let mut rng = Rng::new(113);
+    // (head_dim, freq_base, freq_scale, [ext_factor, attn_factor, beta_fast, beta_slow], n_ctx_orig)
+    let cases: [(usize, f32, f32, [f32; 4], u32); 6] = [
+        (64, 10000.0, 0.25, [0.0, 1.0, 32.0, 1.0], 0),
+        (32, 500000.0, 0.125, [0.0, 0.8, 32.0, 1.0], 0),
+        (64, 10000.0, 0.25, [1.0, 1.0, 32.0, 1.0], 2048),
+        (128, 1000000.0, 0.125, [1.0, 0.9, 32.0, 1.0], 32768),
+        (64, 10000.0, 0.5, [0.5, 1.0, 16.0, 2.0], 4096),
+        (48, 10000.0, 1.0 / 3.0, [1.0, 1.0, 32.0, 1.0], 1024),
+    ];
+    for (hd, base, fs, yarn, n_orig) in cases {
+        let (nh, nt) = (3usize, 6usize);
+        let ne = [hd, nh, nt, 1];
+        let xv = rng.vec(hd * nh * nt, -1.0, 1.0);
+        let pv: Vec<i32> = vec![0, 1, 7, 63, 200, 1000];
+        let c = Ctx::new(64);
+        let x = c.tensor(Ty::F32, &ne[..3]);
+        let p = c.tensor(Ty::I32, &[nt]);
+        c.set_f32(x, &xv);
+        c.set_i32(p, &pv);
+        let r = c.rope_yarn(x, p, hd as i32, 0, n_orig as i32, base, fs, yarn);
+        c.compute(r, 2);
+
+        let mut g = Graph::new();
+        let (big, xn) = strided_input(&mut g, DType::F32, ne);
+        let pn = g.input("pos", DType::I32, &[nt]).unwrap();
+        let [ext_factor, attn_factor, beta_fast, beta_slow] = yarn;
+        let params = graph::RopeParams {
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
+            n_ctx_orig: n_orig,
+            ..graph::RopeParams::new(hd as u32, RopeMode::Normal, base, fs)
+        };
+        let out = g.rope_ext(xn, pn, None, params).unwrap();
+        let mut h = Harness::new(g, 2);
+        fill_strided(&mut h, big, ne, &xv, 5.0);
+        h.set_i32(pn, &pv);
+        h.run().unwrap();
+        // ggml accumulates theta by repeated multiplication; positions up to 1000 amplify that rounding.
+        let what = format!("rope hd={hd} base={base} fs={fs} yarn={yarn:?} n_orig={n_orig}");
+        assert_close(&what, &h.f32(out), &c.read_f32(r), 1e-3, 1e-3);
+    }
+}
+
 #[test]
 fn mul_mat_f32_and_f16_weights() {
     let mut rng = Rng::new(104);
