@@ -1,6 +1,6 @@
-//! Tiny random models against llama.cpp, for what no real model file here has: LLaMA with linear
-//! RoPE scaling, with LLaMA 3's per-pair RoPE frequency factors (`rope_freqs.weight`) and with
-//! YaRN, and Gemma 3 with its sliding-window layers given as
+//! Tiny random models against llama.cpp, for what no real model file here has: Qwen 3
+//! (`arch/qwen3.rs`), LLaMA with linear RoPE scaling, with LLaMA 3's per-pair RoPE frequency
+//! factors (`rope_freqs.weight`) and with YaRN, and Gemma 3 with its sliding-window layers given as
 //! a per-layer array. `tests/data/tiny_arch.json` (made by `tests/data/tiny_arch_ref.py`, whose
 //! header says how) holds each model's recipe (GGUF metadata, tensors and their generators) and
 //! llama.cpp's logits after each token of a fixed sequence fed one per step. This test writes the
@@ -165,6 +165,11 @@ fn check(name: &str) -> f64 {
     assert!(differ.is_empty(), "{name}: our argmax differs from llama.cpp's at positions {differ:?}");
     assert!(worst.0 <= LOGIT_TOL, "{name}: logit {} at position {} differs by {}", worst.2, worst.1, worst.0);
     worst.0
+}
+
+#[test]
+fn qwen3_matches_llama_cpp() {
+    check("qwen3");
 }
 
 #[test]

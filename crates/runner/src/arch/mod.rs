@@ -7,9 +7,11 @@
 
 mod gemma3;
 mod llama;
+mod qwen3;
 
 pub use gemma3::GEMMA3;
 pub use llama::LLAMA;
+pub use qwen3::QWEN3;
 
 use graph::RopeMode;
 
@@ -59,7 +61,7 @@ pub struct Arch {
 }
 
 /// Every architecture the runner builds.
-pub const ALL: [&Arch; 2] = [&LLAMA, &GEMMA3];
+pub const ALL: [&Arch; 3] = [&LLAMA, &GEMMA3, &QWEN3];
 
 /// The architecture named `name` (`general.architecture`), if the runner builds it.
 pub fn by_name(name: &str) -> Option<&'static Arch> {
