@@ -5,7 +5,8 @@
 //! header says how) holds each model's recipe (GGUF metadata, tensors and their generators) and
 //! llama.cpp's logits after each token of a fixed sequence fed one per step. This test writes the
 //! same GGUF from the recipe with `gguf::write` (the generators are the script's, and each tensor's
-//! FNV-1a hash must match the script's), loads it and feeds the same tokens one per step on the CPU.
+//! FNV-1a hash must match the script's), loads it and feeds the same tokens one per step on the CPU,
+//! and again on Vulkan where a device opens (lavapipe here; skipped loudly otherwise).
 //!
 //! Checked: every logit at the recorded positions within [`LOGIT_TOL`] of llama.cpp's, and the
 //! argmax at every position equal to llama.cpp's wherever its top-2 gap exceeds [`ARGMAX_GAP`].
@@ -104,15 +105,9 @@ fn write_model(m: &J, seed: u64) -> Vec<u8> {
     Writer { kv, tensors, ..Writer::default() }.bytes()
 }
 
-/// Our logits after each token of `tokens`, fed one per step.
-fn logits(m: &Arc<Model>, tokens: &[u32]) -> Vec<Vec<f32>> {
-    let opts = SessionOptions {
-        n_ctx: 64,
-        backend: BackendKind::Cpu,
-        threads: 2,
-        sampling: Sampling::Cpu,
-        ..SessionOptions::default()
-    };
+/// Our logits after each token of `tokens`, fed one per step on `backend`.
+fn logits(m: &Arc<Model>, tokens: &[u32], backend: BackendKind) -> Vec<Vec<f32>> {
+    let opts = SessionOptions { n_ctx: 64, backend, threads: 2, sampling: Sampling::Cpu, ..SessionOptions::default() };
     let mut s = Session::new(m.clone(), opts, vec![sampling::Chain::parse("greedy").unwrap()]).unwrap();
     tokens.iter().map(|&t| s.eval(&[&[t]]).unwrap().remove(0)).collect()
 }
@@ -121,9 +116,14 @@ fn argmax(v: &[f32]) -> usize {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
 }
 
-/// Loads the fixture's model `name` and checks it against llama.cpp; returns the largest logit
-/// difference.
+/// Loads the fixture's model `name` and checks it against llama.cpp on the CPU; returns the
+/// largest logit difference.
 fn check(name: &str) -> f64 {
+    check_on(name, BackendKind::Cpu)
+}
+
+/// [`check`] on `backend`.
+fn check_on(name: &str, backend: BackendKind) -> f64 {
     let f = fixture();
     let seed = f["seed"].as_u64().unwrap();
     let m = f["models"].as_array().unwrap().iter().find(|m| m["name"] == name).unwrap();
@@ -133,7 +133,7 @@ fn check(name: &str) -> f64 {
     std::fs::remove_file(&path).unwrap();
     let model = Arc::new(model.unwrap());
     let tokens: Vec<u32> = f["tokens"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
-    let ours = logits(&model, &tokens);
+    let ours = logits(&model, &tokens, backend);
     let positions: Vec<usize> =
         f["positions"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
     let mut worst = (0.0f64, 0, 0);
@@ -155,7 +155,7 @@ fn check(name: &str) -> f64 {
         .collect();
     let ties = (0..ours.len()).filter(|&p| m["margins"][p].as_f64().unwrap() <= ARGMAX_GAP).count();
     println!(
-        "{name}: largest logit difference {:.5} (position {}, token {}); argmax differs at {} of {} clear positions ({ties} near-ties skipped)",
+        "{name} ({backend:?}): largest logit difference {:.5} (position {}, token {}); argmax differs at {} of {} clear positions ({ties} near-ties skipped)",
         worst.0,
         worst.1,
         worst.2,
@@ -190,4 +190,15 @@ fn llama_with_yarn_matches_llama_cpp() {
 #[test]
 fn gemma3_with_per_layer_sliding_pattern_matches_llama_cpp() {
     check("gemma3_swa_layers");
+}
+
+#[test]
+fn every_tiny_model_matches_llama_cpp_on_vulkan() {
+    if let Err(e) = vulkan::VulkanBackend::new() {
+        sched::testing::skip("every_tiny_model_matches_llama_cpp_on_vulkan", format!("no Vulkan device ({e})"));
+        return;
+    }
+    for name in ["qwen3", "llama_linear", "llama_rope_freqs", "llama_yarn", "gemma3_swa_layers"] {
+        check_on(name, BackendKind::Vulkan);
+    }
 }
