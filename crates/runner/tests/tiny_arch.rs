@@ -1,7 +1,8 @@
 //! Tiny random models against llama.cpp, for what no real model file here has: Qwen 3
 //! (`arch/qwen3.rs`), LLaMA with linear RoPE scaling, with LLaMA 3's per-pair RoPE frequency
-//! factors (`rope_freqs.weight`) and with YaRN, and Gemma 3 with its sliding-window layers given as
-//! a per-layer array. `tests/data/tiny_arch.json` (made by `tests/data/tiny_arch_ref.py`, whose
+//! factors (`rope_freqs.weight`) and with YaRN, Gemma 3 with its sliding-window layers given as
+//! a per-layer array, and Gemma 3 with linear RoPE scaling (NeoX pairs; its sliding layers
+//! unscaled). `tests/data/tiny_arch.json` (made by `tests/data/tiny_arch_ref.py`, whose
 //! header says how) holds each model's recipe (GGUF metadata, tensors and their generators) and
 //! llama.cpp's logits after each token of a fixed sequence fed one per step. This test writes the
 //! same GGUF from the recipe with `gguf::write` (the generators are the script's, and each tensor's
@@ -193,12 +194,17 @@ fn gemma3_with_per_layer_sliding_pattern_matches_llama_cpp() {
 }
 
 #[test]
+fn gemma3_with_linear_rope_scaling_on_its_global_layers_matches_llama_cpp() {
+    check("gemma3_linear");
+}
+
+#[test]
 fn every_tiny_model_matches_llama_cpp_on_vulkan() {
     if let Err(e) = vulkan::VulkanBackend::new() {
         sched::testing::skip("every_tiny_model_matches_llama_cpp_on_vulkan", format!("no Vulkan device ({e})"));
         return;
     }
-    for name in ["qwen3", "llama_linear", "llama_rope_freqs", "llama_yarn", "gemma3_swa_layers"] {
+    for name in ["qwen3", "llama_linear", "llama_rope_freqs", "llama_yarn", "gemma3_swa_layers", "gemma3_linear"] {
         check_on(name, BackendKind::Vulkan);
     }
 }

@@ -18,7 +18,8 @@
 # linear RoPE scaling (factor 4), llama with rope_freqs.weight (LLaMA 3's per-pair factors),
 # llama with YaRN (factor 4, original context 32), and gemma3 whose sliding-window layers are a
 # per-layer bool array (`gemma3.attention.sliding_window_pattern` = [false, true, true]: layer 0
-# global, no period gives that) with a window of 5.
+# global, no period gives that) with a window of 5, and gemma3 with linear RoPE scaling (factor 8,
+# as Gemma 3 4B; NeoX pairs) and a period of 2: llama.cpp scales only the global layer 1.
 #
 # llama.cpp decodes the sequence one token per step on the CPU (flash attention off) and the
 # fixture keeps the logits after every token at the positions in POSITIONS.
@@ -146,6 +147,11 @@ MODELS = [
           extra_kv=[["gemma3.attention.sliding_window", "u32", 5],
                     ["gemma3.attention.sliding_window_pattern", "bool_array", [False, True, True]],
                     ["gemma3.rope.freq_base_swa", "f32", 10000.0]]),
+    model("gemma3_linear", "gemma3", n_layer=3, n_head_kv=1, qk_norm=True, post_norms=True, base=1000000.0,
+          extra_kv=[["gemma3.attention.sliding_window", "u32", 5],
+                    ["gemma3.attention.sliding_window_pattern", "u32", 2],
+                    ["gemma3.rope.scaling.type", "str", "linear"],
+                    ["gemma3.rope.scaling.factor", "f32", 8.0]]),
 ]
 
 VT = gguf.GGUFValueType
