@@ -1,7 +1,9 @@
 //! Differential tests: each op ggml has, on random inputs of several shapes (including sizes that are
 //! not multiples of our block sizes, and strided views on our side), computed by our CPU backend and
 //! by ggml's CPU backend (`ggml-sys-bleedingedge`), compared element-wise with tolerances that follow
-//! the arithmetic (ggml's f16 mul_mat rounds `b` to f16, for example).
+//! the arithmetic (ggml's f16 mul_mat rounds `b` to f16, for example). That ggml is b2757; what
+//! came later (rope's per-pair frequency factors) is compared with a fixture that today's ggml
+//! computed (`tests/data/rope_ext.json`, made by `tests/data/rope_ext_ref.py`).
 
 mod ggml;
 mod harness;
@@ -240,6 +242,60 @@ fn rope_linear_scaling_and_yarn() {
         let what = format!("rope hd={hd} base={base} fs={fs} yarn={yarn:?} n_orig={n_orig}");
         assert_close(&what, &h.f32(out), &c.read_f32(r), 1e-3, 1e-3);
     }
+}
+
+/// `ggml_rope_ext` as today's ggml computes it (llama-cpp-python's libggml through ctypes:
+/// `tests/data/rope_ext_ref.py` made `tests/data/rope_ext.json`): per-pair frequency factors in
+/// both modes, neox with `freq_scale`, YaRN, `attn_factor`, partial rotation; positions up to 3000
+/// (the largest difference is about 4e-5).
+#[test]
+#[allow(clippy::print_stdout)]
+fn rope_ext_with_frequency_factors_against_todays_ggml() {
+    let fixture: serde_json::Value = serde_json::from_str(include_str!("data/rope_ext.json")).unwrap();
+    let f32s = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+    };
+    let num = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap() as f32;
+    let mut worst = 0.0f32;
+    for c in fixture["cases"].as_array().unwrap() {
+        let ne: Vec<usize> = c["ne"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
+        let mode = if c["mode"] == "neox" { RopeMode::Neox } else { RopeMode::Normal };
+        let p = graph::RopeParams {
+            ext_factor: num(c, "ext_factor"),
+            attn_factor: num(c, "attn_factor"),
+            beta_fast: num(c, "beta_fast"),
+            beta_slow: num(c, "beta_slow"),
+            n_ctx_orig: c["n_ctx_orig"].as_u64().unwrap() as u32,
+            ..graph::RopeParams::new(
+                c["n_dims"].as_u64().unwrap() as u32,
+                mode,
+                num(c, "freq_base"),
+                num(c, "freq_scale"),
+            )
+        };
+        let pos: Vec<i32> = c["pos"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap() as i32).collect();
+        let mut g = Graph::new();
+        let (big, xn) = strided_input(&mut g, DType::F32, [ne[0], ne[1], ne[2], 1]);
+        let pn = g.input("pos", DType::I32, &[ne[2]]).unwrap();
+        let ff = if c["freq_factors"].is_null() {
+            None
+        } else {
+            Some(g.input("ff", DType::F32, &[p.n_dims as usize / 2]).unwrap())
+        };
+        let out = g.rope_ext(xn, pn, ff, p).unwrap();
+        let mut h = Harness::new(g, 2);
+        fill_strided(&mut h, big, [ne[0], ne[1], ne[2], 1], &f32s(&c["x"]), 5.0);
+        h.set_i32(pn, &pos);
+        if let Some(ff) = ff {
+            h.set_f32(ff, &f32s(&c["freq_factors"]));
+        }
+        h.run().unwrap();
+        let (got, want) = (h.f32(out), f32s(&c["want"]));
+        worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(worst, f32::max);
+        // ggml accumulates theta by repeated multiplication; positions up to 3000 amplify that rounding.
+        assert_close(&format!("rope_ext {p:?} ff={}", ff.is_some()), &got, &want, 3e-4, 3e-4);
+    }
+    println!("rope_ext against today's ggml: largest difference {worst:e}");
 }
 
 #[test]
