@@ -43,6 +43,7 @@ pub fn make(name: &str, seed: u64) -> Result<Model> {
                 rms_eps: 1e-5,
                 tied_embeddings: true,
                 n_ctx_train: Some(8192),
+                rope_scaling: runner::config::RopeScaling::NONE,
             },
             DType::Q8_0,
             DType::Q4_1,
@@ -50,7 +51,11 @@ pub fn make(name: &str, seed: u64) -> Result<Model> {
         "gemma3-270m" => (
             Config {
                 arch: &runner::arch::GEMMA3,
-                sliding: Some(runner::config::Sliding { window: 512, period: 6, rope_theta: 10_000.0 }),
+                sliding: Some(runner::config::Sliding {
+                    window: 512,
+                    pattern: runner::config::SwaPattern::Period(6),
+                    rope_theta: 10_000.0,
+                }),
                 n_vocab: 262_144,
                 n_embd: 640,
                 n_layer: 18,
@@ -63,6 +68,7 @@ pub fn make(name: &str, seed: u64) -> Result<Model> {
                 rms_eps: 1e-6,
                 tied_embeddings: true,
                 n_ctx_train: Some(32_768),
+                rope_scaling: runner::config::RopeScaling::NONE,
             },
             DType::Q8_0,
             DType::Q8_0,

@@ -5,7 +5,7 @@
 //! require a case for each of [`names`] and for every dtype combination the builder accepts
 //! (`tests/coverage.rs`).
 
-use graph::{BinaryOp, CompareOp, Op, RopeMode, SortOrder, UnaryOp};
+use graph::{BinaryOp, CompareOp, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
 use strum::EnumCount;
 
 /// Number of `Op` variants.
@@ -34,7 +34,7 @@ pub const fn variant(op: &Op) -> usize {
         Op::ScatterAdd => 17,
         Op::MulMat => 18,
         Op::RmsNorm { .. } => 19,
-        Op::Rope { .. } => 20,
+        Op::Rope(_) => 20,
         Op::SoftMax { .. } => 21,
         Op::SumRows => 22,
         Op::MaxRows => 23,
@@ -78,7 +78,7 @@ pub fn representatives() -> [Op; VARIANTS] {
         Op::ScatterAdd,
         Op::MulMat,
         Op::RmsNorm { eps: 1e-5 },
-        Op::Rope { n_dims: 4, mode: RopeMode::Normal, freq_base: 10000.0, freq_scale: 1.0 },
+        Op::Rope(RopeParams::new(4, RopeMode::Normal, 10000.0, 1.0)),
         Op::SoftMax { scale: 1.0 },
         Op::SumRows,
         Op::MaxRows,
@@ -138,7 +138,7 @@ pub const fn dtype_arities(op: &Op) -> &'static [usize] {
         Op::SetRows | Op::ScatterAdd => &[3],
         Op::MulMat => &[2],
         Op::RmsNorm { .. } => &[1],
-        Op::Rope { .. } => &[2],
+        Op::Rope(_) => &[2, 3],
         Op::SoftMax { .. } => &[1, 2],
         Op::SumRows | Op::MaxRows | Op::Argmax | Op::Argsort { .. } | Op::TopK { .. } | Op::Cumsum => &[1],
         Op::RandomUniform { .. } => &[1],

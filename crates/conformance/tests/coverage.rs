@@ -92,9 +92,11 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let a = x(&mut g, 0, &[4, 2])?;
             g.rms_norm(a, eps)?
         }
-        Op::Rope { n_dims, mode, freq_base, freq_scale } => {
+        Op::Rope(rp) => {
             let (a, p) = (x(&mut g, 0, &[4, 2, 3])?, x(&mut g, 1, &[3])?);
-            g.rope(a, p, n_dims, mode, freq_base, freq_scale)?
+            // the optional third source: frequency factors, one per rotated pair
+            let ff = if d.len() == 3 { Some(x(&mut g, 2, &[2])?) } else { None };
+            g.rope_ext(a, p, ff, rp)?
         }
         Op::SoftMax { scale } => {
             let a = x(&mut g, 0, &[4, 2])?;

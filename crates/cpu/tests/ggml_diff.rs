@@ -1,7 +1,9 @@
 //! Differential tests: each op ggml has, on random inputs of several shapes (including sizes that are
 //! not multiples of our block sizes, and strided views on our side), computed by our CPU backend and
 //! by ggml's CPU backend (`ggml-sys-bleedingedge`), compared element-wise with tolerances that follow
-//! the arithmetic (ggml's f16 mul_mat rounds `b` to f16, for example).
+//! the arithmetic (ggml's f16 mul_mat rounds `b` to f16, for example). That ggml is b2757; what
+//! came later (rope's per-pair frequency factors) is compared with a fixture that today's ggml
+//! computed (`tests/data/rope_ext.json`, made by `tests/data/rope_ext_ref.py`).
 
 mod ggml;
 mod harness;
@@ -187,6 +189,113 @@ fn rope_normal_and_neox() {
         // ggml accumulates theta by repeated multiplication; positions up to 200 amplify that rounding.
         assert_close(&format!("rope {mode:?} hd={hd} nd={nd}"), &h.f32(out), &c.read_f32(r), 2e-4, 2e-4);
     }
+}
+
+/// Linear RoPE scaling and YaRN (`ggml_rope_ext`'s `freq_scale`, `ext_factor`, `attn_factor`,
+/// `beta_fast`, `beta_slow`, `n_ctx_orig`) against ggml b2757's `ggml_rope_custom`, which computes
+/// them as today's ggml does in normal mode over the whole head (its neox mode applies
+/// `freq_scale` twice). The per-pair frequency factors came later than b2757: the tiny-model tests
+/// in `crates/runner/tests/tiny_arch.rs` check them against llama.cpp.
+#[test]
+fn rope_linear_scaling_and_yarn() {
+    let mut rng = Rng::new(113);
+    // (head_dim, freq_base, freq_scale, [ext_factor, attn_factor, beta_fast, beta_slow], n_ctx_orig)
+    let cases: [(usize, f32, f32, [f32; 4], u32); 6] = [
+        (64, 10000.0, 0.25, [0.0, 1.0, 32.0, 1.0], 0),
+        (32, 500000.0, 0.125, [0.0, 0.8, 32.0, 1.0], 0),
+        (64, 10000.0, 0.25, [1.0, 1.0, 32.0, 1.0], 2048),
+        (128, 1000000.0, 0.125, [1.0, 0.9, 32.0, 1.0], 32768),
+        (64, 10000.0, 0.5, [0.5, 1.0, 16.0, 2.0], 4096),
+        (48, 10000.0, 1.0 / 3.0, [1.0, 1.0, 32.0, 1.0], 1024),
+    ];
+    for (hd, base, fs, yarn, n_orig) in cases {
+        let (nh, nt) = (3usize, 6usize);
+        let ne = [hd, nh, nt, 1];
+        let xv = rng.vec(hd * nh * nt, -1.0, 1.0);
+        let pv: Vec<i32> = vec![0, 1, 7, 63, 200, 1000];
+        let c = Ctx::new(64);
+        let x = c.tensor(Ty::F32, &ne[..3]);
+        let p = c.tensor(Ty::I32, &[nt]);
+        c.set_f32(x, &xv);
+        c.set_i32(p, &pv);
+        let r = c.rope_yarn(x, p, hd as i32, 0, n_orig as i32, base, fs, yarn);
+        c.compute(r, 2);
+
+        let mut g = Graph::new();
+        let (big, xn) = strided_input(&mut g, DType::F32, ne);
+        let pn = g.input("pos", DType::I32, &[nt]).unwrap();
+        let [ext_factor, attn_factor, beta_fast, beta_slow] = yarn;
+        let params = graph::RopeParams {
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
+            n_ctx_orig: n_orig,
+            ..graph::RopeParams::new(hd as u32, RopeMode::Normal, base, fs)
+        };
+        let out = g.rope_ext(xn, pn, None, params).unwrap();
+        let mut h = Harness::new(g, 2);
+        fill_strided(&mut h, big, ne, &xv, 5.0);
+        h.set_i32(pn, &pv);
+        h.run().unwrap();
+        // ggml accumulates theta by repeated multiplication; positions up to 1000 amplify that rounding.
+        let what = format!("rope hd={hd} base={base} fs={fs} yarn={yarn:?} n_orig={n_orig}");
+        assert_close(&what, &h.f32(out), &c.read_f32(r), 1e-3, 1e-3);
+    }
+}
+
+/// `ggml_rope_ext` as today's ggml computes it (llama-cpp-python's libggml through ctypes:
+/// `tests/data/rope_ext_ref.py` made `tests/data/rope_ext.json`): per-pair frequency factors in
+/// both modes, neox with `freq_scale`, YaRN, `attn_factor`, partial rotation; positions up to 3000
+/// (the largest difference is about 4e-5).
+#[test]
+#[allow(clippy::print_stdout)]
+fn rope_ext_with_frequency_factors_against_todays_ggml() {
+    let fixture: serde_json::Value = serde_json::from_str(include_str!("data/rope_ext.json")).unwrap();
+    let f32s = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+    };
+    let num = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap() as f32;
+    let mut worst = 0.0f32;
+    for c in fixture["cases"].as_array().unwrap() {
+        let ne: Vec<usize> = c["ne"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
+        let mode = if c["mode"] == "neox" { RopeMode::Neox } else { RopeMode::Normal };
+        let p = graph::RopeParams {
+            ext_factor: num(c, "ext_factor"),
+            attn_factor: num(c, "attn_factor"),
+            beta_fast: num(c, "beta_fast"),
+            beta_slow: num(c, "beta_slow"),
+            n_ctx_orig: c["n_ctx_orig"].as_u64().unwrap() as u32,
+            ..graph::RopeParams::new(
+                c["n_dims"].as_u64().unwrap() as u32,
+                mode,
+                num(c, "freq_base"),
+                num(c, "freq_scale"),
+            )
+        };
+        let pos: Vec<i32> = c["pos"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap() as i32).collect();
+        let mut g = Graph::new();
+        let (big, xn) = strided_input(&mut g, DType::F32, [ne[0], ne[1], ne[2], 1]);
+        let pn = g.input("pos", DType::I32, &[ne[2]]).unwrap();
+        let ff = if c["freq_factors"].is_null() {
+            None
+        } else {
+            Some(g.input("ff", DType::F32, &[p.n_dims as usize / 2]).unwrap())
+        };
+        let out = g.rope_ext(xn, pn, ff, p).unwrap();
+        let mut h = Harness::new(g, 2);
+        fill_strided(&mut h, big, [ne[0], ne[1], ne[2], 1], &f32s(&c["x"]), 5.0);
+        h.set_i32(pn, &pos);
+        if let Some(ff) = ff {
+            h.set_f32(ff, &f32s(&c["freq_factors"]));
+        }
+        h.run().unwrap();
+        let (got, want) = (h.f32(out), f32s(&c["want"]));
+        worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(worst, f32::max);
+        // ggml accumulates theta by repeated multiplication; positions up to 3000 amplify that rounding.
+        assert_close(&format!("rope_ext {p:?} ff={}", ff.is_some()), &got, &want, 3e-4, 3e-4);
+    }
+    println!("rope_ext against today's ggml: largest difference {worst:e}");
 }
 
 #[test]

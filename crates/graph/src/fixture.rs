@@ -20,7 +20,7 @@ use crate::dtype::DType;
 use crate::error::GraphError;
 use crate::graph::Graph;
 use crate::node::NodeId;
-use crate::op::{BinaryOp, CompareOp, RopeMode, SortOrder, UnaryOp};
+use crate::op::{BinaryOp, CompareOp, RopeMode, RopeParams, SortOrder, UnaryOp};
 use std::collections::HashMap;
 
 /// Parses a fixture into a graph, naming the line of the first error.
@@ -398,7 +398,8 @@ impl Parser {
                 g.rms_norm(s[0], eps)
             }
             "rope" => {
-                a.nsrc(2..=2)?;
+                // a third source: the frequency factors
+                a.nsrc(2..=3)?;
                 let n_dims = a.usize_req("n_dims")? as u32;
                 let mode = match a.take("mode").as_deref() {
                     None | Some("normal") => RopeMode::Normal,
@@ -406,7 +407,20 @@ impl Parser {
                     Some(m) => return Err(bad(format!("rope: mode `{m}` is not normal or neox"))),
                 };
                 let (base, scale) = (a.f32_or("freq_base", 10000.0)?, a.f32_or("freq_scale", 1.0)?);
-                g.rope(s[0], s[1], n_dims, mode, base, scale)
+                let d = RopeParams::new(n_dims, mode, base, scale);
+                let n_ctx_orig = match a.take("n_ctx_orig") {
+                    None => d.n_ctx_orig,
+                    Some(v) => v.parse().map_err(|_| bad(format!("rope: `n_ctx_orig={v}` is not a u32")))?,
+                };
+                let p = RopeParams {
+                    ext_factor: a.f32_or("ext_factor", d.ext_factor)?,
+                    attn_factor: a.f32_or("attn_factor", d.attn_factor)?,
+                    beta_fast: a.f32_or("beta_fast", d.beta_fast)?,
+                    beta_slow: a.f32_or("beta_slow", d.beta_slow)?,
+                    n_ctx_orig,
+                    ..d
+                };
+                g.rope_ext(s[0], s[1], s.get(2).copied(), p)
             }
             "soft_max" => {
                 a.nsrc(1..=2)?;

@@ -34,5 +34,5 @@ pub use crate::graph::Graph;
 pub use crate::hash::Fnv64;
 pub use crate::list_filter::{ListStage, ListStages};
 pub use crate::node::{Flags, Node, NodeId};
-pub use crate::op::{BinaryOp, CompareOp, Op, RopeMode, SortOrder, UnaryOp};
+pub use crate::op::{BinaryOp, CompareOp, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
 pub use crate::shape::{Layout, MAX_DIMS, Shape};

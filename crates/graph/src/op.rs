@@ -137,6 +137,90 @@ impl RopeMode {
     }
 }
 
+/// The parameters of a [`Op::Rope`], as ggml's `ggml_rope_ext` takes them (its `mode`, `n_dims`,
+/// `freq_base`, `freq_scale` and YaRN's `ext_factor`, `attn_factor`, `beta_fast`, `beta_slow`,
+/// `n_ctx_orig`). [`RopeParams::new`] gives plain (unscaled, non-YaRN) RoPE.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeParams {
+    /// Rotated entries per head (even, at most `head_dim`).
+    pub n_dims: u32,
+    /// Pairing of rotated entries.
+    pub mode: RopeMode,
+    /// Base of the frequencies (10000 for LLaMA).
+    pub freq_base: f32,
+    /// Linear position scaling (`1 / factor` for linear RoPE scaling; YaRN's interpolation scale).
+    pub freq_scale: f32,
+    /// YaRN's extrapolation mix: 0 turns YaRN off (then `beta_*` and `n_ctx_orig` do nothing).
+    pub ext_factor: f32,
+    /// Magnitude multiplier of every rotated pair's cos and sin (YaRN's attention factor; 1 for
+    /// plain RoPE).
+    pub attn_factor: f32,
+    /// YaRN: rotations per original context below which a pair is interpolated fully.
+    pub beta_fast: f32,
+    /// YaRN: rotations per original context above which a pair is extrapolated fully.
+    pub beta_slow: f32,
+    /// YaRN: the context the model was trained for.
+    pub n_ctx_orig: u32,
+}
+
+impl RopeParams {
+    /// Plain RoPE: no YaRN (`ext_factor` 0, `attn_factor` 1, and ggml's defaults `beta_fast` 32,
+    /// `beta_slow` 1, `n_ctx_orig` 0 for the unused rest).
+    pub const fn new(n_dims: u32, mode: RopeMode, freq_base: f32, freq_scale: f32) -> RopeParams {
+        RopeParams {
+            n_dims,
+            mode,
+            freq_base,
+            freq_scale,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+            n_ctx_orig: 0,
+        }
+    }
+
+    /// Whether any YaRN parameter differs from [`RopeParams::new`]'s.
+    pub fn has_yarn(&self) -> bool {
+        let d = RopeParams::new(self.n_dims, self.mode, self.freq_base, self.freq_scale);
+        (self.ext_factor, self.attn_factor, self.beta_fast, self.beta_slow, self.n_ctx_orig)
+            != (d.ext_factor, d.attn_factor, d.beta_fast, d.beta_slow, d.n_ctx_orig)
+    }
+
+    /// YaRN's correction range `[low, high]` of pair indices, in f32 as ggml's
+    /// `ggml_rope_yarn_corr_dims` computes it: `corr(b) = n_dims * ln(n_ctx_orig / (2 pi b)) /
+    /// (2 ln freq_base)`, `low = max(0, floor(corr(beta_fast)))`, `high = min(n_dims - 1,
+    /// ceil(corr(beta_slow)))`.
+    pub fn corr_dims(&self) -> [f32; 2] {
+        let nd = self.n_dims as f32;
+        let corr = |beta: f32| {
+            nd * (self.n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln() / (2.0 * self.freq_base.ln())
+        };
+        [corr(self.beta_fast).floor().max(0.0), corr(self.beta_slow).ceil().min(nd - 1.0)]
+    }
+
+    /// The cos and sin of pair `i` at position `pos` with frequency factor `ff`, as ggml's
+    /// `rope_yarn` computes them: `theta_extrap = pos * freq_base^(-2i/n_dims) / ff`, `theta =
+    /// freq_scale * theta_extrap`, and with YaRN (`ext_factor != 0`) mixed towards `theta_extrap`
+    /// by `ramp(i) * ext_factor` (`ramp` falls from 1 to 0 over [`RopeParams::corr_dims`]) and the
+    /// magnitude scaled by `1 + 0.1 ln(1 / freq_scale)`; both times `attn_factor`. `inv_freq` is
+    /// `freq_base^(-2i/n_dims)` (computed once per op by the caller).
+    pub fn cos_sin(&self, i: usize, pos: f32, inv_freq: f32, ff: f32, corr: [f32; 2]) -> (f32, f32) {
+        let theta_extrap = pos * inv_freq / ff;
+        let theta_interp = self.freq_scale * theta_extrap;
+        let mut theta = theta_interp;
+        let mut mscale = self.attn_factor;
+        if self.ext_factor != 0.0 {
+            let y = (i as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001);
+            let ramp_mix = (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor;
+            theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
+            mscale *= 1.0 + 0.1 * (1.0 / self.freq_scale).ln();
+        }
+        let (s, c) = theta.sin_cos();
+        (c * mscale, s * mscale)
+    }
+}
+
 /// An operation and its parameters. Sources are stored on the node, in the order documented here.
 #[derive(Debug, Clone, Copy, PartialEq, strum::EnumCount)]
 pub enum Op {
@@ -223,19 +307,14 @@ pub enum Op {
         /// Added to the mean square.
         eps: f32,
     },
-    /// `rope(x, pos)`: rotary position embedding of `x [head_dim, n_head, n_tokens, 1]` (f32) by
-    /// `pos i32 [n_tokens]`, on the first `n_dims` entries of each head (the rest pass through);
-    /// `theta_i = pos * freq_scale * freq_base^(-2i/n_dims)`.
-    Rope {
-        /// Rotated entries per head (even, at most `head_dim`).
-        n_dims: u32,
-        /// Pairing of rotated entries.
-        mode: RopeMode,
-        /// Base of the frequencies (10000 for LLaMA).
-        freq_base: f32,
-        /// Linear position scaling.
-        freq_scale: f32,
-    },
+    /// `rope(x, pos [, freq_factors])`: rotary position embedding of
+    /// `x [head_dim, n_head, n_tokens, 1]` (f32) by `pos i32 [n_tokens]`, on the first `n_dims`
+    /// entries of each head (the rest pass through), as ggml's `ggml_rope_ext`: pair `i` rotates by
+    /// `theta_i = freq_scale * pos * freq_base^(-2i/n_dims) / freq_factors[i]` (the optional f32
+    /// `freq_factors [>= n_dims/2]`, LLaMA 3's `rope_freqs.weight`; 1 without it), with YaRN's
+    /// correction where `ext_factor != 0`, and cos/sin scaled by `attn_factor`
+    /// ([`RopeParams::cos_sin`]).
+    Rope(RopeParams),
     /// `soft_max(x [, mask])`: `softmax(x * scale + mask)` along `ne[0]`. The optional f32/f16 mask
     /// has `ne[0]` equal to x's, at least as many rows (`ne[1]`, extra rows unused, as ggml pads them),
     /// and broadcasts over `ne[2]`, `ne[3]`. A row that is all `-inf` gives NaN.
@@ -499,7 +578,7 @@ impl Op {
             Op::ScatterAdd => "scatter_add",
             Op::MulMat => "mul_mat",
             Op::RmsNorm { .. } => "rms_norm",
-            Op::Rope { .. } => "rope",
+            Op::Rope(_) => "rope",
             Op::SoftMax { .. } => "soft_max",
             Op::SumRows => "sum_rows",
             Op::MaxRows => "max_rows",
@@ -551,12 +630,25 @@ impl Op {
             Op::Fill { value } => vec![("value", f(value))],
             Op::Arange { start, step } => vec![("start", f(start)), ("step", f(step))],
             Op::RmsNorm { eps } => vec![("eps", f(eps))],
-            Op::Rope { n_dims, mode, freq_base, freq_scale } => vec![
-                ("n_dims", n_dims.to_string()),
-                ("mode", mode.name().to_string()),
-                ("freq_base", f(freq_base)),
-                ("freq_scale", f(freq_scale)),
-            ],
+            // YaRN's words only when set, so that dumps of plain RoPE read as before they existed.
+            Op::Rope(p) => {
+                let mut v = vec![
+                    ("n_dims", p.n_dims.to_string()),
+                    ("mode", p.mode.name().to_string()),
+                    ("freq_base", f(p.freq_base)),
+                    ("freq_scale", f(p.freq_scale)),
+                ];
+                if p.has_yarn() {
+                    v.extend([
+                        ("ext_factor", f(p.ext_factor)),
+                        ("attn_factor", f(p.attn_factor)),
+                        ("beta_fast", f(p.beta_fast)),
+                        ("beta_slow", f(p.beta_slow)),
+                        ("n_ctx_orig", p.n_ctx_orig.to_string()),
+                    ]);
+                }
+                v
+            }
             Op::SoftMax { scale } => vec![("scale", f(scale))],
             Op::Argsort { order } => vec![("order", order.name().to_string())],
             Op::TopK { k } => vec![("k", k.to_string())],

@@ -229,7 +229,7 @@ fn norm_rope_softmax() {
     has(&msg(g.rms_norm(x, -1.0)), &["rms_norm", "eps -1 must be finite and >= 0"]);
     let pos = g.input("pos", DType::I32, &[5]).unwrap();
     let r = g.rope(x, pos, 32, RopeMode::Neox, 10000.0, 1.0).unwrap();
-    assert_eq!(g.node(r).op, Op::Rope { n_dims: 32, mode: RopeMode::Neox, freq_base: 10000.0, freq_scale: 1.0 });
+    assert_eq!(g.node(r).op, Op::Rope(graph::RopeParams::new(32, RopeMode::Neox, 10000.0, 1.0)));
     has(&msg(g.rope(x, pos, 33, RopeMode::Normal, 10000.0, 1.0)), &["rope", "n_dims 33 must be even"]);
     has(&msg(g.rope(x, pos, 64, RopeMode::Normal, 10000.0, 1.0)), &["at most head_dim 32"]);
     has(&msg(g.rope(x, pos, 32, RopeMode::Normal, 0.0, 1.0)), &["freq_base 0"]);
@@ -237,6 +237,19 @@ fn norm_rope_softmax() {
     has(&msg(g.rope(x, pos4, 32, RopeMode::Normal, 10000.0, 1.0)), &["pos #", "must be i32 [n_tokens]"]);
     let xh = g.input("xh", DType::F16, &[32, 4, 5]).unwrap();
     has(&msg(g.rope(xh, pos, 32, RopeMode::Normal, 10000.0, 1.0)), &["x #", "must be f32"]);
+    // ggml_rope_ext's extras: frequency factors (f32, at least n_dims/2) and YaRN's parameters
+    let p = graph::RopeParams {
+        ext_factor: 1.0,
+        n_ctx_orig: 4096,
+        ..graph::RopeParams::new(32, RopeMode::Normal, 1e4, 0.25)
+    };
+    let ff = g.input("ff", DType::F32, &[16]).unwrap();
+    let r = g.rope_ext(x, pos, Some(ff), p).unwrap();
+    assert_eq!((g.node(r).op, g.node(r).srcs.len()), (Op::Rope(p), 3));
+    let short = g.input("short", DType::F32, &[8]).unwrap();
+    has(&msg(g.rope_ext(x, pos, Some(short), p)), &["freq_factors #", "must be f32 [>= n_dims/2 = 16]"]);
+    let nan = graph::RopeParams { attn_factor: f32::NAN, ..p };
+    has(&msg(g.rope_ext(x, pos, None, nan)), &["attn_factor NaN", "must be finite"]);
 
     let s = g.input("s", DType::F32, &[16, 5, 4]).unwrap();
     let mask = g.input("mask", DType::F32, &[16, 8]).unwrap();

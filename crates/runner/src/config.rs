@@ -3,18 +3,80 @@
 
 use crate::arch::{Arch, LLAMA};
 use crate::error::{Result, RunnerError};
+use graph::RopeParams;
+
+/// Which layers attend through the sliding window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwaPattern {
+    /// Layer `il` slides when `il % period < period - 1` (llama.cpp's `set_swa_pattern`: every
+    /// `period`-th layer is global).
+    Period(usize),
+    /// Layer `il` slides when entry `il` is true; layers past the list's end are global (llama.cpp
+    /// reads `{arch}.attention.sliding_window_pattern` as such a list when it is an array).
+    Layers(Vec<bool>),
+}
+
+impl SwaPattern {
+    /// Whether layer `il` slides.
+    pub fn slides(&self, il: usize) -> bool {
+        match self {
+            SwaPattern::Period(p) => *p > 0 && il % p < p - 1,
+            SwaPattern::Layers(v) => v.get(il).copied().unwrap_or(false),
+        }
+    }
+}
 
 /// Sliding-window attention: which layers use it, their window and RoPE base.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Sliding {
     /// A token at position `p` attends to the positions `p - window + 1 ..= p` in sliding layers
     /// (llama.cpp's standard SWA: a key is hidden when `p - p_key >= window`).
     pub window: usize,
-    /// Layer `il` slides when `il % period < period - 1`.
-    pub period: usize,
+    /// Which layers slide.
+    pub pattern: SwaPattern,
     /// RoPE frequency base of the sliding layers.
     pub rope_theta: f32,
 }
+
+/// YaRN's parameters, as llama.cpp passes them to `ggml_rope_ext` (see [`graph::RopeParams`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Yarn {
+    /// The extrapolation mix (1 for `{arch}.rope.scaling.type = yarn`).
+    pub ext_factor: f32,
+    /// Magnitude multiplier of cos and sin (ggml multiplies it by `1 + 0.1 ln(factor)` again).
+    pub attn_factor: f32,
+    /// Rotations below which a pair is interpolated fully (32).
+    pub beta_fast: f32,
+    /// Rotations above which a pair is extrapolated fully (1).
+    pub beta_slow: f32,
+    /// The context the model was trained for before scaling
+    /// (`{arch}.rope.scaling.original_context_length`, else `{arch}.context_length`).
+    pub n_ctx_orig: u32,
+}
+
+/// RoPE beyond its base frequency: position scaling, YaRN and per-pair frequency factors.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RopeScaling {
+    /// Multiplies every angle: `1 / {arch}.rope.scaling.factor` for linear or YaRN scaling, 1
+    /// otherwise. Sliding-window layers keep 1 (llama.cpp's `rope_freq_scale_train_swa`).
+    pub freq_scale: f32,
+    /// Multiplies every rotated pair's cos and sin (`{arch}.rope.scaling.attn_factor`, 1 unless
+    /// the file says; under YaRN, llama.cpp's corrected factor).
+    pub attn_factor: f32,
+    /// YaRN, where the file asks for it.
+    pub yarn: Option<Yarn>,
+    /// The angles are divided per pair by `rope_freqs.weight` (`[rope_dims / 2]`, LLaMA 3's
+    /// long-context factors): the file has the tensor and the architecture reads it.
+    pub freq_factors: bool,
+}
+
+impl RopeScaling {
+    /// Plain RoPE.
+    pub const NONE: RopeScaling = RopeScaling { freq_scale: 1.0, attn_factor: 1.0, yarn: None, freq_factors: false };
+}
+
+/// Name of the per-pair RoPE frequency factors tensor.
+pub const ROPE_FREQS: &str = "rope_freqs.weight";
 
 /// Hyper-parameters of a decoder.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +110,8 @@ pub struct Config {
     pub n_ctx_train: Option<usize>,
     /// Sliding-window layers, where the architecture has them.
     pub sliding: Option<Sliding>,
+    /// RoPE scaling (linear, YaRN, frequency factors).
+    pub rope_scaling: RopeScaling,
 }
 
 impl Config {
@@ -70,6 +134,7 @@ impl Config {
             tied_embeddings: true,
             n_ctx_train: None,
             sliding: None,
+            rope_scaling: RopeScaling::NONE,
         }
     }
 
@@ -91,6 +156,7 @@ impl Config {
             tied_embeddings: false,
             n_ctx_train: None,
             sliding: None,
+            rope_scaling: RopeScaling::NONE,
         }
     }
 
@@ -106,14 +172,34 @@ impl Config {
 
     /// Whether layer `il` attends through the sliding window.
     pub fn is_sliding(&self, il: usize) -> bool {
-        self.sliding.is_some_and(|s| il % s.period < s.period - 1)
+        self.sliding.as_ref().is_some_and(|s| s.pattern.slides(il))
     }
 
     /// RoPE frequency base of layer `il`.
     pub fn rope_theta_of(&self, il: usize) -> f32 {
-        match self.sliding {
+        match &self.sliding {
             Some(s) if self.is_sliding(il) => s.rope_theta,
             _ => self.rope_theta,
+        }
+    }
+
+    /// The RoPE of layer `il` as `ggml_rope_ext` takes it (the architecture's mode, the layer's
+    /// base, the scaling; sliding-window layers unscaled, as llama.cpp).
+    pub fn rope_params(&self, il: usize) -> RopeParams {
+        let r = &self.rope_scaling;
+        let freq_scale = if self.is_sliding(il) { 1.0 } else { r.freq_scale };
+        let plain = RopeParams::new(self.rope_dims as u32, self.arch.rope, self.rope_theta_of(il), freq_scale);
+        let plain = RopeParams { attn_factor: r.attn_factor, ..plain };
+        match r.yarn {
+            None => plain,
+            Some(y) => RopeParams {
+                ext_factor: y.ext_factor,
+                attn_factor: y.attn_factor,
+                beta_fast: y.beta_fast,
+                beta_slow: y.beta_slow,
+                n_ctx_orig: y.n_ctx_orig,
+                ..plain
+            },
         }
     }
 
@@ -150,8 +236,20 @@ impl Config {
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
             return bad("rms_eps", self.rms_eps.to_string(), "must be finite and >= 0");
         }
-        if let Some(s) = self.sliding {
-            if s.window == 0 || s.period == 0 {
+        let r = &self.rope_scaling;
+        if !(r.freq_scale.is_finite() && r.freq_scale > 0.0) {
+            return bad("rope_scaling.freq_scale", r.freq_scale.to_string(), "must be finite and positive");
+        }
+        if !r.attn_factor.is_finite() {
+            return bad("rope_scaling.attn_factor", r.attn_factor.to_string(), "must be finite");
+        }
+        if let Some(y) = r.yarn
+            && ![y.ext_factor, y.attn_factor, y.beta_fast, y.beta_slow].iter().all(|v| v.is_finite())
+        {
+            return bad("rope_scaling.yarn", format!("{y:?}"), "every factor must be finite");
+        }
+        if let Some(s) = &self.sliding {
+            if s.window == 0 || s.pattern == SwaPattern::Period(0) {
                 return bad("sliding", format!("{s:?}"), "window and period must be positive");
             }
             if !(s.rope_theta.is_finite() && s.rope_theta > 0.0) {
@@ -183,7 +281,10 @@ mod tests {
         assert!(e.contains("n_head = 4") && e.contains("multiple of n_head_kv"), "{e}");
         let c = Config { rope_dims: 15, ..Config::tiny(10) };
         assert!(c.validate().unwrap_err().to_string().contains("rope_dims = 15"));
-        let c = Config { sliding: Some(Sliding { window: 4, period: 2, rope_theta: 1e4 }), ..Config::tiny(10) };
+        let c = Config {
+            sliding: Some(Sliding { window: 4, pattern: SwaPattern::Period(2), rope_theta: 1e4 }),
+            ..Config::tiny(10)
+        };
         assert!(c.validate().unwrap_err().to_string().contains("no sliding-window layers"));
     }
 
@@ -192,12 +293,29 @@ mod tests {
         let c = Config {
             arch: &crate::arch::GEMMA3,
             n_layer: 12,
-            sliding: Some(Sliding { window: 4, period: 6, rope_theta: 1e4 }),
+            sliding: Some(Sliding { window: 4, pattern: SwaPattern::Period(6), rope_theta: 1e4 }),
             ..Config::tiny(10)
         };
         c.validate().unwrap();
         let slides: Vec<bool> = (0..12).map(|il| c.is_sliding(il)).collect();
         assert_eq!(slides, [true, true, true, true, true, false, true, true, true, true, true, false]);
         assert_eq!((c.rope_theta_of(0), c.rope_theta_of(5)), (1e4, c.rope_theta));
+    }
+
+    #[test]
+    fn a_per_layer_pattern_slides_the_layers_it_names() {
+        let pattern = SwaPattern::Layers(vec![false, true, true, false, true]);
+        let c = Config {
+            arch: &crate::arch::GEMMA3,
+            n_layer: 6,
+            sliding: Some(Sliding { window: 4, pattern, rope_theta: 1e4 }),
+            ..Config::tiny(10)
+        };
+        c.validate().unwrap();
+        // layer 5 is past the list: global, as llama.cpp leaves it
+        let slides: Vec<bool> = (0..6).map(|il| c.is_sliding(il)).collect();
+        assert_eq!(slides, [false, true, true, false, true, false]);
+        assert_eq!((c.rope_theta_of(0), c.rope_theta_of(1)), (c.rope_theta, 1e4));
+        assert_eq!((c.rope_params(0).freq_base, c.rope_params(2).freq_base), (c.rope_theta, 1e4));
     }
 }

@@ -5,7 +5,8 @@
 //! embedding (`get_rows`, scaled by `sqrt(n_embd)` where the architecture says), per block RMSNorm,
 //! Q/K/V projections, each head's Q and K RMS-normed where the architecture has QK norms, RoPE
 //! (the architecture's mode; ggml mode 0 for LLaMA, whose GGUF converter permutes Q and K rows so
-//! that adjacent pairs rotate; the layer's base), keys and values written into the state tensors
+//! that adjacent pairs rotate; the layer's base; the model's scaling and frequency factors,
+//! [`Config::rope_params`]), keys and values written into the state tensors
 //! with `set_rows`, grouped-query attention of each slot's tokens over its own cells (`mul_mat`
 //! broadcasting key/value heads over query heads, a causal mask input to `soft_max`: `mask_swa`,
 //! which also hides keys a window or more behind, in sliding-window layers), the output projection,
@@ -190,7 +191,8 @@ pub fn build_slots(
         } else {
             None
         };
-        let theta = cfg.rope_theta_of(il);
+        let rope_params = cfg.rope_params(il);
+        let freq_factors = if cfg.rope_scaling.freq_factors { Some(b.param(crate::config::ROPE_FREQS)?) } else { None };
         let layer_mask = if cfg.is_sliding(il) { mask_swa.unwrap_or(mask) } else { mask };
         let g = &mut *b.g;
         let q = g.mul_mat(wq, cur).map_err(e(&what("q")))?;
@@ -206,9 +208,7 @@ pub fn build_slots(
             ),
             None => (q, k),
         };
-        let rope = |g: &mut Graph, x| {
-            g.rope(x, pos, cfg.rope_dims as u32, cfg.arch.rope, theta, 1.0).map_err(e(&what("rope")))
-        };
+        let rope = |g: &mut Graph, x| g.rope_ext(x, pos, freq_factors, rope_params).map_err(e(&what("rope")));
         let q = rope(g, q)?;
         let k = rope(g, k)?;
         let k = g.reshape(k, &[n_kv, n_tok]).map_err(e(&what("k")))?;

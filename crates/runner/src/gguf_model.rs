@@ -1,14 +1,15 @@
 //! Loading a model from a GGUF file: its architecture ([`crate::arch`]), the hyper-parameters from
-//! the `{arch}.*` keys (with llama.cpp's defaults for the optional ones), every tensor the config
+//! the `{arch}.*` keys (with llama.cpp's defaults for the optional ones; its RoPE scaling and its
+//! sliding-window pattern, a period or a per-layer list, read as llama.cpp reads them), every tensor the config
 //! needs checked for its shape by the reader (any dtype the graph has), tied embeddings when the
 //! file has no `output.weight`, and the tokenizer from `tokenizer.ggml.*`.
 
-use crate::config::{Config, Sliding};
+use crate::config::{Config, ROPE_FREQS, RopeScaling, Sliding, SwaPattern, Yarn};
 use crate::error::{Result, RunnerError};
 use crate::model::Model;
 use crate::tokenizer::{Tokenizer, TokenizerSpec};
 use crate::weights::{Tensor, Weights, expected};
-use gguf::Gguf;
+use gguf::{Gguf, Value};
 use std::path::Path;
 
 fn opt_u32(g: &Gguf, key: &str) -> Result<Option<u32>> {
@@ -17,6 +18,75 @@ fn opt_u32(g: &Gguf, key: &str) -> Result<Option<u32>> {
 
 fn opt_f32(g: &Gguf, key: &str) -> Result<Option<f32>> {
     if g.get(key).is_none() { Ok(None) } else { g.get_f32(key).map(Some).map_err(RunnerError::gguf) }
+}
+
+/// `{arch}.attention.sliding_window_pattern` as llama.cpp's `load_swa_pattern` reads it: an array
+/// (of bools, or of u32/i32 read as "nonzero") is the per-layer list, layers past its end global;
+/// otherwise a period (the architecture's default when the key is absent).
+fn swa_pattern(g: &Gguf, key: &str, default_period: usize) -> Result<SwaPattern> {
+    let bad = |what: String| RunnerError::Unsupported { file: g.name().to_string(), reason: format!("{key} {what}") };
+    match g.get(key) {
+        None => Ok(SwaPattern::Period(default_period)),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::Bool(b) => Ok(*b),
+                Value::U32(x) => Ok(*x != 0),
+                Value::I32(x) => Ok(*x != 0),
+                other => Err(bad(format!("holds {other:?}: a per-layer list must be of bools (or u32/i32)"))),
+            })
+            .collect::<Result<Vec<bool>>>()
+            .map(SwaPattern::Layers),
+        Some(_) => Ok(SwaPattern::Period(g.get_u32(key).map_err(RunnerError::gguf)? as usize)),
+    }
+}
+
+/// The RoPE scaling of a GGUF file, as llama.cpp reads it (`llama_model_loader` and
+/// `llama_context`'s constructor): `{arch}.rope.scaling.type` (default `linear`; `none` forces
+/// `freq_scale` 1), `freq_scale = 1 / {arch}.rope.scaling.factor` (or the older
+/// `{arch}.rope.scale_linear`; no factor or 0 is 1), `{arch}.rope.scaling.attn_factor` (default 1);
+/// for `yarn`, `ext_factor` 1, `beta_fast` 32, `beta_slow` 1, `n_ctx_orig` from
+/// `{arch}.rope.scaling.original_context_length` or `{arch}.context_length`, and the attention
+/// factor `mscale(factor) / (1 + 0.1 ln factor) * attn_factor` (`mscale(f) = 1 + 0.1 ln f` for
+/// `f > 1`, else 1; ggml multiplies by `1 + 0.1 ln factor` again). `rope_freqs.weight` divides the
+/// angles where the architecture reads it. `longrope` (Phi-3's long/short factor tables) is refused.
+fn rope_scaling(g: &Gguf, arch: &crate::arch::Arch, n_ctx_train: Option<u32>) -> Result<RopeScaling> {
+    let k = |s: &str| format!("{}.{s}", arch.name);
+    let unsupported = |reason: String| RunnerError::Unsupported { file: g.name().to_string(), reason };
+    let type_key = k("rope.scaling.type");
+    let kind = if g.get(&type_key).is_some() { g.get_str(&type_key).map_err(RunnerError::gguf)? } else { "linear" };
+    let factor = match opt_f32(g, &k("rope.scaling.factor"))? {
+        Some(f) => f,
+        None => opt_f32(g, &k("rope.scale_linear"))?.unwrap_or(0.0),
+    };
+    let scale = if factor == 0.0 { 1.0 } else { 1.0 / factor };
+    let attn_factor = opt_f32(g, &k("rope.scaling.attn_factor"))?.unwrap_or(1.0);
+    let freq_factors = arch.rope_freqs && g.tensor(ROPE_FREQS).is_ok();
+    let base = RopeScaling { freq_scale: scale, attn_factor, yarn: None, freq_factors };
+    match kind {
+        "none" => Ok(RopeScaling { freq_scale: 1.0, ..base }),
+        "linear" => Ok(base),
+        "yarn" => {
+            let orig_key = k("rope.scaling.original_context_length");
+            let n_ctx_orig = match opt_u32(g, &orig_key)?.or(n_ctx_train) {
+                Some(n) if n > 0 => n,
+                _ => {
+                    return Err(unsupported(format!(
+                        "YaRN RoPE scaling without {orig_key} or {} (the original context it corrects for)",
+                        k("context_length")
+                    )));
+                }
+            };
+            let factor = 1.0 / scale;
+            let mscale = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+            let yarn_attn = mscale * (1.0 / (1.0 + 0.1 * factor.ln())) * attn_factor;
+            let yarn = Yarn { ext_factor: 1.0, attn_factor: yarn_attn, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig };
+            Ok(RopeScaling { yarn: Some(yarn), ..base })
+        }
+        other => Err(unsupported(format!(
+            "RoPE scaling {other:?} (this runner implements none, linear, yarn and rope_freqs.weight factors)"
+        ))),
+    }
 }
 
 /// The hyper-parameters of a GGUF file's model (an architecture of [`crate::arch::ALL`]).
@@ -28,14 +98,6 @@ pub fn config(g: &Gguf) -> Result<Config> {
     })?;
     let k = |s: &str| format!("{name}.{s}");
     let u = |s: &str| g.get_u32(&k(s)).map(|v| v as usize).map_err(RunnerError::gguf);
-    if let Some(Some(t)) = g.get(&k("rope.scaling.type")).map(|_| g.get_str(&k("rope.scaling.type")).ok())
-        && t != "none"
-    {
-        return Err(RunnerError::Unsupported {
-            file: g.name().to_string(),
-            reason: format!("RoPE scaling {t:?} (only unscaled RoPE is implemented)"),
-        });
-    }
     let n_embd = u("embedding_length")?;
     let n_head = u("attention.head_count")?;
     let n_head_kv = opt_u32(g, &k("attention.head_count_kv"))?.map_or(n_head, |v| v as usize);
@@ -48,19 +110,14 @@ pub fn config(g: &Gguf) -> Result<Config> {
     let n_vocab = embd.ne.get(1).copied().unwrap_or(0);
     let sliding = match (arch.sliding, opt_u32(g, &k("attention.sliding_window"))?) {
         (Some(d), Some(window)) if window > 0 => {
-            let pattern = k("attention.sliding_window_pattern");
-            let period = match g.get(&pattern) {
-                None => d.period,
-                Some(_) => g.get_u32(&pattern).map_err(|_| RunnerError::Unsupported {
-                    file: g.name().to_string(),
-                    reason: format!("{pattern} other than one period (a per-layer array is not implemented)"),
-                })? as usize,
-            };
+            let pattern = swa_pattern(g, &k("attention.sliding_window_pattern"), d.period)?;
             let rope_theta = opt_f32(g, &k("rope.freq_base_swa"))?.unwrap_or(d.rope_theta);
-            Some(Sliding { window: window as usize, period, rope_theta })
+            Some(Sliding { window: window as usize, pattern, rope_theta })
         }
         _ => None,
     };
+    let n_ctx_train = opt_u32(g, &k("context_length"))?;
+    let rope_scaling = rope_scaling(g, arch, n_ctx_train)?;
     let cfg = Config {
         arch,
         sliding,
@@ -75,7 +132,8 @@ pub fn config(g: &Gguf) -> Result<Config> {
         rope_dims: opt_u32(g, &k("rope.dimension_count"))?.map_or(head_dim, |v| v as usize),
         rms_eps: g.get_f32(&k("attention.layer_norm_rms_epsilon")).map_err(RunnerError::gguf)?,
         tied_embeddings: g.tensor("output.weight").is_err(),
-        n_ctx_train: opt_u32(g, &k("context_length"))?.map(|v| v as usize),
+        n_ctx_train: n_ctx_train.map(|v| v as usize),
+        rope_scaling,
     };
     cfg.validate()?;
     Ok(cfg)

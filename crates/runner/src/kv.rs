@@ -195,7 +195,7 @@ impl StepInputs {
             v_rows: Vec::with_capacity(n * kv),
             cells,
             mask: vec![f32::NEG_INFINITY; cells * n],
-            mask_swa: cfg.sliding.map(|_| vec![f32::NEG_INFINITY; cells * n]),
+            mask_swa: cfg.sliding.as_ref().map(|_| vec![f32::NEG_INFINITY; cells * n]),
             out_rows: Vec::with_capacity(n_seq * n_out),
         };
         for (s, toks) in tokens.iter().enumerate() {
@@ -209,7 +209,7 @@ impl StepInputs {
                 si.v_rows.extend((0..kv).map(|c| ((slot * kv + c) * n_ctx + pos) as i32));
                 let row = (s * t + j) * cells;
                 si.mask[row..=row + pos].fill(0.0);
-                if let (Some(m), Some(sw)) = (si.mask_swa.as_mut(), cfg.sliding) {
+                if let (Some(m), Some(sw)) = (si.mask_swa.as_mut(), &cfg.sliding) {
                     m[row + (pos + 1).saturating_sub(sw.window)..=row + pos].fill(0.0);
                 }
             }
@@ -247,7 +247,11 @@ mod tests {
     fn sliding_layers_get_a_mask_that_also_hides_the_window_behind() {
         let cfg = Config {
             arch: &crate::arch::GEMMA3,
-            sliding: Some(crate::config::Sliding { window: 2, period: 2, rope_theta: 1e4 }),
+            sliding: Some(crate::config::Sliding {
+                window: 2,
+                pattern: crate::config::SwaPattern::Period(2),
+                rope_theta: 1e4,
+            }),
             n_head_kv: 1,
             head_dim: 2,
             rope_dims: 2,

@@ -32,10 +32,13 @@ pub fn blk(i: usize, what: &str) -> String {
 }
 
 /// Every tensor `cfg` needs, with its shape (ggml order), in a fixed order: the token embedding,
-/// each block's tensors (as its architecture has them), the output norm and (untied) the LM head.
+/// the RoPE frequency factors where the config has them, each block's tensors (as its architecture has them), the output norm and (untied) the LM head.
 pub fn expected(cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (e, q, kv, ff) = (cfg.n_embd, cfg.n_embd_q(), cfg.n_embd_kv(), cfg.n_ff);
     let mut v = vec![("token_embd.weight".to_string(), vec![e, cfg.n_vocab])];
+    if cfg.rope_scaling.freq_factors {
+        v.push((crate::config::ROPE_FREQS.to_string(), vec![cfg.rope_dims / 2]));
+    }
     for i in 0..cfg.n_layer {
         v.push((blk(i, "attn_norm"), vec![e]));
         v.push((blk(i, "attn_q"), vec![e, q]));

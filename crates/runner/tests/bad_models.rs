@@ -1,8 +1,8 @@
 //! Model files that cannot be run end in one clear error naming the architecture, key or tensor,
 //! found while reading the file's index (the file is mapped, nothing is copied or allocated for
 //! its tensors first): an unknown architecture, an unsupported dtype, a missing tensor, a tensor of
-//! the wrong shape, metadata that contradicts the tensors, a sliding-window pattern given per
-//! layer. The files are a tiny LLaMA-architecture model written by `gguf::write`.
+//! the wrong shape, metadata that contradicts the tensors, a per-layer sliding-window pattern of
+//! the wrong element type. The files are a tiny LLaMA-architecture model written by `gguf::write`.
 
 use gguf::Value;
 use gguf::write::{T, Writer};
@@ -99,13 +99,57 @@ fn metadata_that_contradicts_the_tensors_names_the_tensor() {
 }
 
 #[test]
-fn a_per_layer_sliding_window_pattern_is_refused_by_name() {
-    let mut w = tiny()
-        .set("general.architecture", Value::Str("gemma3".into()))
-        .set("gemma3.attention.sliding_window", Value::U32(8))
-        .set("gemma3.attention.sliding_window_pattern", Value::Array(vec![Value::Bool(true), Value::Bool(false)]));
-    for (k, v) in tiny().kv.iter().filter(|(k, _)| k.starts_with("llama.")) {
-        w = w.set(&k.replacen("llama.", "gemma3.", 1), v.clone());
-    }
-    has(&error(&w, "pattern"), &["gemma3.attention.sliding_window_pattern", "per-layer"]);
+fn a_sliding_window_pattern_of_the_wrong_element_type_is_refused_by_name() {
+    let gemma3 = |pattern: Value| {
+        let mut w = tiny()
+            .set("general.architecture", Value::Str("gemma3".into()))
+            .set("gemma3.attention.sliding_window", Value::U32(8))
+            .set("gemma3.attention.sliding_window_pattern", pattern);
+        for (k, v) in tiny().kv.iter().filter(|(k, _)| k.starts_with("llama.")) {
+            w = w.set(&k.replacen("llama.", "gemma3.", 1), v.clone());
+        }
+        w
+    };
+    // the control: a per-layer bool list reads; what fails next is a tensor LLaMA has no use for
+    let w = gemma3(Value::Array(vec![Value::Bool(true), Value::Bool(false)]));
+    has(&error(&w, "pattern-ok"), &["missing tensor 'blk.0.attn_q_norm.weight'"]);
+    let w = gemma3(Value::Array(vec![Value::Str("yes".into())]));
+    has(&error(&w, "pattern"), &["gemma3.attention.sliding_window_pattern", "per-layer list must be of bools"]);
+}
+
+#[test]
+fn an_unsupported_rope_scaling_is_named() {
+    let w = tiny().set("llama.rope.scaling.type", Value::Str("longrope".into()));
+    has(&error(&w, "longrope"), &["RoPE scaling \"longrope\""]);
+    // YaRN needs the context it corrects for; the tiny file has no context_length either
+    let w = tiny()
+        .set("llama.rope.scaling.type", Value::Str("yarn".into()))
+        .set("llama.rope.scaling.factor", Value::F32(4.0));
+    has(&error(&w, "yarn"), &["YaRN", "llama.rope.scaling.original_context_length", "llama.context_length"]);
+}
+
+#[test]
+fn rope_scaling_keys_read_as_llama_cpp_reads_them() {
+    let cfg = |w: Writer| runner::gguf_model::config(&gguf::Gguf::from_bytes("tiny", w.bytes()).unwrap()).unwrap();
+    // no type: linear, with the factor where there is one (or the older scale_linear key)
+    assert_eq!(cfg(tiny()).rope_scaling, runner::config::RopeScaling::NONE);
+    let c = cfg(tiny().set("llama.rope.scaling.factor", Value::F32(4.0)));
+    assert_eq!((c.rope_scaling.freq_scale, c.rope_scaling.yarn), (0.25, None));
+    let c = cfg(tiny().set("llama.rope.scale_linear", Value::F32(2.0)));
+    assert_eq!(c.rope_scaling.freq_scale, 0.5);
+    // "none" ignores the factor
+    let c = cfg(tiny()
+        .set("llama.rope.scaling.type", Value::Str("none".into()))
+        .set("llama.rope.scaling.factor", Value::F32(4.0)));
+    assert_eq!(c.rope_scaling.freq_scale, 1.0);
+    // YaRN: ext_factor 1 and the attention factor that cancels ggml's own 1 + 0.1 ln(factor)
+    let c = cfg(tiny()
+        .set("llama.rope.scaling.type", Value::Str("yarn".into()))
+        .set("llama.rope.scaling.factor", Value::F32(8.0))
+        .set("llama.context_length", Value::U32(4096)));
+    let y = c.rope_scaling.yarn.unwrap();
+    assert_eq!((c.rope_scaling.freq_scale, y.ext_factor, y.n_ctx_orig), (0.125, 1.0, 4096));
+    assert!((y.attn_factor - 1.0).abs() < 1e-6, "{y:?}");
+    let p = c.rope_params(0);
+    assert_eq!((p.freq_scale, p.ext_factor, p.beta_fast, p.beta_slow, p.n_ctx_orig), (0.125, 1.0, 32.0, 1.0, 4096));
 }

@@ -29,7 +29,8 @@ fn the_prompts_tokenize_as_llama_cpp() {
     let m = model();
     reference::check_prompts(&m, &cases());
     assert_eq!((m.config.n_vocab, m.config.n_layer, m.config.arch.name), (262_144, 18, "gemma3"));
-    assert_eq!(m.config.sliding.map(|s| (s.window, s.period)), Some((512, 6)));
+    let sliding = m.config.sliding.as_ref().map(|s| (s.window, s.pattern.clone()));
+    assert_eq!(sliding, Some((512, runner::config::SwaPattern::Period(6))));
     // the weights are ranges of the mapped file, not copies
     assert!(m.weights.names().all(|n| m.weights.get(n).unwrap().data.is_mapped()));
 }

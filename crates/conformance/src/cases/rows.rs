@@ -8,7 +8,7 @@ use super::elementwise::{Src, source};
 use super::{Builder, Case, EDGE_SIZES, FLOATS};
 use crate::compare::{Cmp, IndexKind, Tol};
 use crate::generate::{Gen, Rng};
-use graph::{DType, GraphError, NodeId, RopeMode, SortOrder};
+use graph::{DType, GraphError, NodeId, RopeMode, RopeParams, SortOrder};
 use std::sync::Arc;
 
 fn dt(d: DType) -> &'static str {
@@ -39,6 +39,7 @@ pub fn cases() -> Vec<Case> {
     linear(&mut v);
     edge_rows(&mut v);
     rope_window(&mut v);
+    rope_ext(&mut v);
     softmax(&mut v);
     reductions(&mut v);
     orderings(&mut v);
@@ -244,6 +245,36 @@ fn edge_rows(v: &mut Vec<Case>) {
             b.check(y, Cmp::Exact);
             Ok(())
         }));
+    }
+}
+
+/// Rope with ggml's `ggml_rope_ext` extras: per-pair frequency factors (LLaMA 3's `rope_freqs`),
+/// linear scaling, and YaRN (the extrapolation mix and its magnitude correction).
+fn rope_ext(v: &mut Vec<Case>) {
+    for mode in [RopeMode::Normal, RopeMode::Neox] {
+        for (head, n_dims, ff, fscale, ext) in [
+            (64, 64, true, 1.0, 0.0),
+            (64, 48, true, 0.25, 0.0),
+            (128, 128, false, 0.25, 1.0),
+            (32, 32, true, 0.5, 0.5),
+        ] {
+            let name = format!("rope/{}/ext/{head}/{n_dims}/ff={ff}/{fscale}/{ext}", mode.name());
+            v.push(Case::new(name, move |b| {
+                let x = b.input("x", DType::F32, &[head, 3, 6], Gen::Uniform(-2.0, 2.0))?;
+                let pos = b.input("pos", DType::I32, &[6], Gen::Ints(0, 2000))?;
+                let f = if ff { Some(b.input("ff", DType::F32, &[n_dims / 2], Gen::Uniform(1.0, 8.0))?) } else { None };
+                let p = RopeParams {
+                    ext_factor: ext,
+                    attn_factor: if ext != 0.0 { 0.9 } else { 1.0 },
+                    n_ctx_orig: 4096,
+                    ..RopeParams::new(n_dims as u32, mode, 500000.0, fscale)
+                };
+                let y = b.g.rope_ext(x, pos, f, p)?;
+                // positions up to 2000: the angle's f32 rounding grows with it
+                b.check(y, Cmp::Close(Tol::new(2e-3, 1e-3)));
+                Ok(())
+            }));
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The f64 math of each op on logical (contiguous, ggml-order) values: plain loops that follow the
 //! doc comments of `graph::Op` literally. Rounding to the result dtype is the caller's job.
 
-use graph::{BinaryOp, CompareOp, RopeMode, SortOrder, UnaryOp};
+use graph::{BinaryOp, CompareOp, RopeMode, RopeParams, SortOrder, UnaryOp};
 use std::cmp::Ordering;
 
 /// `f(x)` for a unary op.
@@ -210,14 +210,28 @@ pub fn rms_norm_row(x: &[f64], eps: f64) -> Vec<f64> {
     x.iter().map(|v| v * s).collect()
 }
 
-/// Rotary embedding of one head (`x` has `head_dim` entries) at position `pos`.
-pub fn rope_head(x: &[f64], pos: f64, n_dims: usize, mode: RopeMode, freq_base: f64, freq_scale: f64) -> Vec<f64> {
+/// Rope of one head at position `pos` with frequency factors `ff` (one per pair), as ggml's
+/// `ggml_rope_ext` (see [`graph::RopeParams::cos_sin`]), in f64 (YaRN's correction range as the
+/// op's f32 [`graph::RopeParams::corr_dims`]).
+pub fn rope_head(x: &[f64], pos: f64, p: &RopeParams, ff: &[f64]) -> Vec<f64> {
     let mut out = x.to_vec();
+    let n_dims = p.n_dims as usize;
     let half = n_dims / 2;
-    for i in 0..half {
-        let theta = pos * freq_scale * freq_base.powf(-2.0 * i as f64 / n_dims as f64);
+    let corr = p.corr_dims().map(f64::from);
+    let (fs, ext) = (f64::from(p.freq_scale), f64::from(p.ext_factor));
+    for (i, &f) in ff.iter().enumerate().take(half) {
+        let extrap = pos * f64::from(p.freq_base).powf(-2.0 * i as f64 / n_dims as f64) / f;
+        let mut theta = fs * extrap;
+        let mut mscale = f64::from(p.attn_factor);
+        if ext != 0.0 {
+            let y = (i as f64 - corr[0]) / (corr[1] - corr[0]).max(0.001);
+            let mix = (1.0 - y.clamp(0.0, 1.0)) * ext;
+            theta = theta * (1.0 - mix) + extrap * mix;
+            mscale *= 1.0 + 0.1 * (1.0 / fs).ln();
+        }
         let (sin, cos) = theta.sin_cos();
-        let (a, b) = match mode {
+        let (sin, cos) = (sin * mscale, cos * mscale);
+        let (a, b) = match p.mode {
             RopeMode::Normal => (2 * i, 2 * i + 1),
             RopeMode::Neox => (i, i + half),
         };
@@ -382,15 +396,20 @@ mod tests {
     fn hand_computed_rope() {
         // n_dims 4, pos 1, base 100: theta_0 = 1, theta_1 = 100^(-1/2) = 0.1.
         let x = [1.0, 0.0, 1.0, 0.0, 7.0];
-        let n = rope_head(&x, 1.0, 4, RopeMode::Normal, 100.0, 1.0);
+        let n = rope_head(&x, 1.0, &RopeParams::new(4, RopeMode::Normal, 100.0, 1.0), &[1.0, 1.0]);
         assert!((n[0] - 1f64.cos()).abs() < 1e-15 && (n[1] - 1f64.sin()).abs() < 1e-15);
         assert!((n[2] - 0.1f64.cos()).abs() < 1e-15 && (n[3] - 0.1f64.sin()).abs() < 1e-15);
         assert_eq!(n[4], 7.0);
         // neox pairs (0, 2) and (1, 3): x0 = 1, x2 = 1 rotated by theta 1.
-        let m = rope_head(&x, 1.0, 4, RopeMode::Neox, 100.0, 1.0);
+        let m = rope_head(&x, 1.0, &RopeParams::new(4, RopeMode::Neox, 100.0, 1.0), &[1.0, 1.0]);
         assert!((m[0] - (1f64.cos() - 1f64.sin())).abs() < 1e-15);
         assert!((m[2] - (1f64.sin() + 1f64.cos())).abs() < 1e-15);
         assert_eq!(m[1], 0.0);
         assert_eq!(m[3], 0.0);
+        // frequency factor 2 on pair 0 halves its angle; freq_scale 0.5 halves both
+        let f = rope_head(&x, 1.0, &RopeParams::new(4, RopeMode::Normal, 100.0, 1.0), &[2.0, 1.0]);
+        assert!((f[0] - 0.5f64.cos()).abs() < 1e-15 && (f[2] - 0.1f64.cos()).abs() < 1e-15);
+        let s = rope_head(&x, 1.0, &RopeParams::new(4, RopeMode::Normal, 100.0, 0.5), &[1.0, 1.0]);
+        assert!((s[0] - 0.5f64.cos()).abs() < 1e-15 && (s[2] - 0.05f64.cos()).abs() < 1e-15);
     }
 }

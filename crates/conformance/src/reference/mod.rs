@@ -297,15 +297,19 @@ impl<'g> Reference<'g> {
             Op::ScatterAdd => self.scatter_add(id, n),
             Op::MulMat => self.mul_mat(id, n),
             Op::RmsNorm { eps } => self.rows(id, n, s(0), |x| kernels::rms_norm_row(x, f64::from(eps))),
-            Op::Rope { n_dims, mode, freq_base, freq_scale } => {
+            Op::Rope(p) => {
                 let ne = n.ne();
+                let half = p.n_dims as usize / 2;
+                let ff: Vec<f64> = match n.srcs.get(2) {
+                    Some(&f) => (0..half).map(|i| self.at(f, [i, 0, 0, 0])).collect(),
+                    None => vec![1.0; half],
+                };
                 let mut out = Vec::with_capacity(n.layout.ne.numel());
                 for i2 in 0..ne[2] {
                     let pos = self.at(s(1), [i2, 0, 0, 0]);
                     for i1 in 0..ne[1] {
                         let head = self.row(s(0), i1, i2, 0);
-                        let (b, sc) = (f64::from(freq_base), f64::from(freq_scale));
-                        out.extend(kernels::rope_head(&head, pos, n_dims as usize, mode, b, sc));
+                        out.extend(kernels::rope_head(&head, pos, &p, &ff));
                     }
                 }
                 self.put(id, n, out);

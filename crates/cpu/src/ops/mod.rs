@@ -59,7 +59,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::MulMat if k.srcs[0].dtype.is_quantized() => quant::mul_mat(k),
         Op::MulMat => mul_mat::mul_mat(k),
         Op::RmsNorm { eps } => norm::rms_norm(k, eps),
-        Op::Rope { n_dims, mode, freq_base, freq_scale } => rope::rope(k, n_dims, mode, freq_base, freq_scale),
+        Op::Rope(ref p) => rope::rope(k, p),
         Op::SoftMax { scale } => softmax::soft_max(k, scale),
         Op::SumRows => reduce::sum_rows(k),
         Op::MaxRows => reduce::max_rows(k),

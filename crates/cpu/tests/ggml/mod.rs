@@ -227,6 +227,39 @@ impl Ctx {
             sys::ggml_rope_custom(self.ctx, a, pos, n_dims, mode, 0, 0, freq_base, freq_scale, 0.0, 1.0, 32.0, 1.0)
         }
     }
+    /// `ggml_rope_custom` with every YaRN parameter (`ext_factor`, `attn_factor`, `beta_fast`,
+    /// `beta_slow`, `n_ctx_orig`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_yarn(
+        &self,
+        a: T,
+        pos: T,
+        n_dims: i32,
+        mode: i32,
+        n_ctx_orig: i32,
+        freq_base: f32,
+        freq_scale: f32,
+        yarn: [f32; 4],
+    ) -> T {
+        let [ext_factor, attn_factor, beta_fast, beta_slow] = yarn;
+        unsafe {
+            sys::ggml_rope_custom(
+                self.ctx,
+                a,
+                pos,
+                n_dims,
+                mode,
+                0,
+                n_ctx_orig,
+                freq_base,
+                freq_scale,
+                ext_factor,
+                attn_factor,
+                beta_fast,
+                beta_slow,
+            )
+        }
+    }
     pub fn mul_mat(&self, a: T, b: T) -> T {
         unsafe { sys::ggml_mul_mat(self.ctx, a, b) }
     }

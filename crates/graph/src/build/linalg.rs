@@ -3,7 +3,7 @@
 use crate::dtype::DType;
 use crate::graph::Graph;
 use crate::node::NodeId;
-use crate::op::{Op, RopeMode};
+use crate::op::{Op, RopeMode, RopeParams};
 use crate::shape::Shape;
 
 use super::R;
@@ -58,8 +58,14 @@ impl Graph {
         self.new_node(Op::RmsNorm { eps }, &[src], DType::F32, ne)
     }
 
-    /// Rotary position embedding, see [`Op::Rope`].
+    /// Plain rotary position embedding (no frequency factors, no YaRN), see [`Op::Rope`].
     pub fn rope(&mut self, x: NodeId, pos: NodeId, n_dims: u32, mode: RopeMode, freq_base: f32, freq_scale: f32) -> R {
+        self.rope_ext(x, pos, None, RopeParams::new(n_dims, mode, freq_base, freq_scale))
+    }
+
+    /// Rotary position embedding with ggml's `ggml_rope_ext` parameters and optional per-pair
+    /// frequency factors (f32, `ne[0] >= n_dims / 2`, one row), see [`Op::Rope`].
+    pub fn rope_ext(&mut self, x: NodeId, pos: NodeId, freq_factors: Option<NodeId>, p: RopeParams) -> R {
         const OP: &str = "rope";
         let nx = self.rows_src(OP, "x", x)?.clone();
         let np = self.src(OP, pos)?.clone();
@@ -80,17 +86,47 @@ impl Graph {
                 ),
             ));
         }
+        let n_dims = p.n_dims;
         if n_dims == 0 || !n_dims.is_multiple_of(2) || n_dims as usize > nx.layout.ne[0] {
             return Err(self
                 .err(OP, format!("n_dims {n_dims} must be even, positive and at most head_dim {}", nx.layout.ne[0])));
         }
+        let (freq_base, freq_scale) = (p.freq_base, p.freq_scale);
         if !(freq_base > 0.0 && freq_base.is_finite() && freq_scale.is_finite() && freq_scale > 0.0) {
             return Err(
                 self.err(OP, format!("freq_base {freq_base} and freq_scale {freq_scale} must be finite and positive"))
             );
         }
+        if ![p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow].iter().all(|v| v.is_finite()) {
+            return Err(self.err(
+                OP,
+                format!(
+                    "ext_factor {}, attn_factor {}, beta_fast {} and beta_slow {} must be finite",
+                    p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow
+                ),
+            ));
+        }
+        let mut srcs = vec![x, pos];
+        if let Some(ff) = freq_factors {
+            let nf = self.src(OP, ff)?.clone();
+            if nf.dtype != DType::F32
+                || nf.layout.ne.0[1..] != [1, 1, 1]
+                || nf.layout.ne[0] < n_dims as usize / 2
+                || !nf.layout.rows_contiguous(nf.dtype)
+            {
+                return Err(self.err(
+                    OP,
+                    format!(
+                        "freq_factors {} must be f32 [>= n_dims/2 = {}], contiguous",
+                        self.describe(ff),
+                        n_dims / 2
+                    ),
+                ));
+            }
+            srcs.push(ff);
+        }
         let ne = nx.layout.ne;
-        self.new_node(Op::Rope { n_dims, mode, freq_base, freq_scale }, &[x, pos], DType::F32, ne)
+        self.new_node(Op::Rope(p), &srcs, DType::F32, ne)
     }
 
     /// `softmax(x * scale + mask)` along `ne[0]`, see [`Op::SoftMax`].

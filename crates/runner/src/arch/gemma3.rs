@@ -18,6 +18,7 @@ pub const GEMMA3: Arch = Arch {
     embed_scale: true,
     qk_norm: true,
     post_norms: true,
+    rope_freqs: false,
     ffn: Activation::Gelu,
     sliding: Some(SlidingDefaults { period: 6, rope_theta: 10_000.0 }),
 };

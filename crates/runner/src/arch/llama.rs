@@ -12,6 +12,7 @@ pub const LLAMA: Arch = Arch {
     embed_scale: false,
     qk_norm: false,
     post_norms: false,
+    rope_freqs: true,
     ffn: Activation::Silu,
     sliding: None,
 };

@@ -1,14 +1,17 @@
 //! Architectures as data: an [`Arch`] says which pieces a decoder block has (QK norms, post-norms,
-//! the feed-forward activation, sliding-window layers, the RoPE style, the embedding scale), and
+//! the feed-forward activation, sliding-window layers, the RoPE style and whether it reads RoPE
+//! frequency factors, the embedding scale), and
 //! `forward.rs`, `weights.rs` and `gguf_model.rs` read it instead of testing architecture names.
 //! One file per architecture holds its description; adding one is a new file and a line in
 //! [`ALL`] (and, for a piece no architecture has yet, a field here and its step in `forward.rs`).
 
 mod gemma3;
 mod llama;
+mod qwen3;
 
 pub use gemma3::GEMMA3;
 pub use llama::LLAMA;
+pub use qwen3::QWEN3;
 
 use graph::RopeMode;
 
@@ -50,12 +53,15 @@ pub struct Arch {
     pub post_norms: bool,
     /// The feed-forward gate's activation.
     pub ffn: Activation,
+    /// RoPE divides its angles by the file's per-pair frequency factors `rope_freqs.weight` when
+    /// it has them (llama.cpp loads them for LLaMA: LLaMA 3.1's long-context factors).
+    pub rope_freqs: bool,
     /// Sliding-window layers, or `None` (every layer global).
     pub sliding: Option<SlidingDefaults>,
 }
 
 /// Every architecture the runner builds.
-pub const ALL: [&Arch; 2] = [&LLAMA, &GEMMA3];
+pub const ALL: [&Arch; 3] = [&LLAMA, &GEMMA3, &QWEN3];
 
 /// The architecture named `name` (`general.architecture`), if the runner builds it.
 pub fn by_name(name: &str) -> Option<&'static Arch> {
