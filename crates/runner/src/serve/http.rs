@@ -269,11 +269,7 @@ fn chain(st: &AppState, req: &Request, prompt: &[u32], seed: u64) -> Result<Chai
 /// blocking thread of the runtime's pool (`tokio::task::spawn_blocking`): tokenizing a long
 /// prompt and compiling a grammar or JSON schema may take long, and the runtime's own threads
 /// keep serving the other connections meanwhile.
-pub(super) async fn prepare(
-    st: &Arc<AppState>,
-    req: &Arc<Request>,
-    seed: u64,
-) -> Result<(Vec<u32>, Vec<Chain>), ApiError> {
+async fn prepare(st: &Arc<AppState>, req: &Arc<Request>, seed: u64) -> Result<(Vec<u32>, Vec<Chain>), ApiError> {
     let (st, req) = (Arc::clone(st), Arc::clone(req));
     tokio::task::spawn_blocking(move || {
         let prompt = prompt_tokens(&st, &req.prompt)?;
@@ -288,7 +284,7 @@ pub(super) async fn prepare(
 
 /// Queues the request's choices (`chains`, one each) for the batching loop: their events come on
 /// the receiver; a full queue is a 503.
-pub(super) fn enqueue(
+fn enqueue(
     st: &AppState,
     req: &Request,
     prompt: &[u32],
@@ -322,16 +318,29 @@ pub(super) fn enqueue(
     Ok(rx)
 }
 
-/// Queues the request's choices and answers: all at once, or as server-sent events.
-async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
+/// A request on its way: its seed (its own, or a fresh one per request), its prompt tokens, and
+/// the receiver of its choices' events.
+pub(super) struct Started {
+    pub req: Arc<Request>,
+    pub seed: u64,
+    pub prompt: Vec<u32>,
+    pub rx: UnboundedReceiver<Event>,
+}
+
+/// Draws the request's seed where it has none, prepares its prompt and chains ([`prepare`]) and
+/// queues its choices ([`enqueue`]).
+pub(super) async fn start(st: &Arc<AppState>, req: Request) -> Result<Started, ApiError> {
     let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
     let req = Arc::new(req);
-    let (prompt, chains) = match prepare(&st, &req, seed).await {
-        Ok(p) => p,
-        Err(e) => return error(&st, e),
-    };
-    let rx = match enqueue(&st, &req, &prompt, chains) {
-        Ok(rx) => rx,
+    let (prompt, chains) = prepare(st, &req, seed).await?;
+    let rx = enqueue(st, &req, &prompt, chains)?;
+    Ok(Started { req, seed, prompt, rx })
+}
+
+/// Queues the request's choices and answers: all at once, or as server-sent events.
+async fn generate(st: Arc<AppState>, req: Request, chat: bool) -> Response {
+    let Started { req, seed, prompt, rx } = match start(&st, req).await {
+        Ok(s) => s,
         Err(e) => return error(&st, e),
     };
     let id = st.ids.fetch_add(1, Ordering::Relaxed);

@@ -10,7 +10,7 @@
 
 use super::api::{self, ApiError, Fields, Prompt};
 use super::engine::{Event, Finish};
-use super::http::{AppState, LOST, enqueue, error, prepare};
+use super::http::{AppState, LOST, Started, error, start};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -171,14 +171,8 @@ pub async fn completion(State(st): State<Arc<AppState>>, body: Bytes) -> Respons
         Ok(p) => p,
         Err(e) => return error(&st, e),
     };
-    let seed = req.sampling.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
-    let req = Arc::new(req);
-    let (prompt, chains) = match prepare(&st, &req, seed).await {
-        Ok(p) => p,
-        Err(e) => return error(&st, e),
-    };
-    let rx = match enqueue(&st, &req, &prompt, chains) {
-        Ok(rx) => rx,
+    let Started { req, seed, prompt, rx } = match start(&st, req).await {
+        Ok(s) => s,
         Err(e) => return error(&st, e),
     };
     let prompt_text = match &req.prompt {
