@@ -225,7 +225,7 @@ mod x86 {
 /// form only); an odd last row is paired with itself. Each result is [`super::dot`]'s, bit for bit.
 #[cfg(target_arch = "x86_64")]
 mod x86_512 {
-    use super::super::tile512::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, has_min, offset_shift, unsigned_quants2};
+    use super::super::tile512::{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, has_min, hsum_halves, offset_shift, unsigned_quants2};
     use super::{Format, QK, Rows};
     use std::arch::x86_64::*;
 
@@ -315,16 +315,13 @@ mod x86_512 {
                 }
             }
             for (p, (acc_p, summs_p)) in acc.iter().zip(&summs).enumerate() {
-                let mut l = [0.0f32; 16];
-                _mm512_storeu_ps(l.as_mut_ptr(), *acc_p);
                 let mut s = [0.0f32; 4];
                 _mm_storeu_ps(s.as_mut_ptr(), *summs_p);
-                for h in 0..2 {
+                for (h, sum) in hsum_halves(*acc_p).into_iter().enumerate() {
                     let k = 2 * p + h;
                     if k < n {
-                        let lanes: &[f32; 8] = l[8 * h..8 * h + 8].try_into().unwrap();
                         let m = if has_min(F) { s[2 * h + 1] } else { 0.0 };
-                        out[k] = super::super::hsum8(lanes) + m;
+                        out[k] = sum + m;
                     }
                 }
             }

@@ -278,16 +278,24 @@ unsafe fn tile<const R: usize, const P: usize, const F: u8>(t: &Tile<'_>, out: &
             let mut s = [0.0f32; 8];
             _mm256_storeu_ps(s.as_mut_ptr(), *summs_r);
             for (p, acc_rp) in acc_r.iter().enumerate() {
-                let mut l = [0.0f32; 16];
-                _mm512_storeu_ps(l.as_mut_ptr(), *acc_rp);
-                for h in 0..2 {
+                for (h, sum) in hsum_halves(*acc_rp).into_iter().enumerate() {
                     let c = 2 * p + h;
                     if c < cols {
-                        let lanes: &[f32; 8] = l[8 * h..8 * h + 8].try_into().unwrap();
-                        out[r * cols + c] = hsum8(lanes) + s[c];
+                        out[r * cols + c] = sum + s[c];
                     }
                 }
             }
         }
     }
+}
+
+/// Each 256-bit half's 8 lanes summed as `dot` sums its lanes ([`hsum8`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(super) fn hsum_halves(v: __m512) -> [f32; 2] {
+    let mut l = [0.0f32; 16];
+    // SAFETY: a store of 16 floats into a local array of 16.
+    unsafe { _mm512_storeu_ps(l.as_mut_ptr(), v) };
+    let (lo, hi) = l.split_at(8);
+    [hsum8(lo.try_into().expect("8 lanes")), hsum8(hi.try_into().expect("8 lanes"))]
 }
