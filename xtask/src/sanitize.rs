@@ -11,6 +11,10 @@
 //!   the backend's rayon pool and write disjoint parts of one buffer from several threads, of
 //!   `sched`, and the op-conformance suite on the CPU backend (every op on a pool of two threads or
 //!   more). No suppressions: with std instrumented, its channels, mutexes and `Arc` are modelled.
+//!   The runner is not run here: its server's test build takes about 5 minutes more, and tokio's
+//!   I/O driver then stops the first test with a report whose ordering goes through the kernel's
+//!   epoll (a socket's readiness slot written at registration, read by the driver thread after
+//!   `epoll_wait`), which ThreadSanitizer cannot see; only a suppression would let it go on.
 //!
 //! The toolchain is pinned by date, so that a run here and a run on CI's fresh machine use the same
 //! compiler and sanitizer runtimes; when it (or its `rust-src`) is missing, it is installed with
