@@ -7,7 +7,11 @@
 //! skipping). Every skip goes through `sched::testing::skip`, which prints one line,
 //! `SKIPPED <test>: <reason>` (and fails under CI); the run shows the passing tests' output too,
 //! counts those lines, and ends with how many tests passed, failed and skipped; any skip under CI
-//! fails the run.
+//! fails the run. Then the doc tests, a smoke run of the release `gpu-report`, and the sanitizers'
+//! short subset (`cargo xtask sanitize --quick`: AddressSanitizer and ThreadSanitizer with std
+//! rebuilt, on a pinned nightly toolchain that a fresh machine lacks, so it is installed first with
+//! rustup; see `sanitize.rs`). A sanitizer report fails the run; a toolchain that cannot be had
+//! fails it under CI and is a loud skip elsewhere, counted with the others at the end.
 //!
 //! It also watches the disk: the test build takes a few gigabytes, and a linker that runs out of disk
 //! dies with SIGBUS ("ld terminated with signal 7 [Bus error]"), which names nothing. So the free space
@@ -121,9 +125,42 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if !status.success() {
         bail!("cargo test --doc failed: {status}");
     }
-    gpu_report_smoke(in_ci, &target)?;
-    eprintln!("xtask ci: all tests passed");
+    let mut skipped = tally.skipped;
+    skipped.extend(gpu_report_smoke(in_ci, &target)?);
+    skipped.extend(sanitize_subset(in_ci, !args.no_install)?);
+    if skipped.is_empty() {
+        eprintln!("xtask ci: all tests passed");
+    } else {
+        eprintln!("xtask ci: all tests that ran passed; {} skipped:", skipped.len());
+        for s in &skipped {
+            eprintln!("xtask ci:   {s}");
+        }
+    }
     Ok(())
+}
+
+/// The sanitizers' short subset (`cargo xtask sanitize --quick`, [`crate::sanitize::quick_runs`])
+/// on the pinned nightly ([`crate::sanitize::NIGHTLY`]), which a fresh machine lacks: it is
+/// installed first with rustup (unless `--no-install`). A sanitizer report fails the run. Without
+/// the toolchain, the run fails under CI and, elsewhere, skips loudly: the returned
+/// `SKIPPED sanitize --quick: <reason>` line.
+fn sanitize_subset(in_ci: bool, install: bool) -> Result<Option<String>> {
+    let t = std::time::Instant::now();
+    match crate::sanitize::ensure_nightly(install) {
+        Ok(()) => {}
+        Err(e) if in_ci => {
+            return Err(e.context("the sanitizer subset needs the pinned nightly toolchain; under CI it may not skip"));
+        }
+        Err(e) => {
+            let line = format!("SKIPPED sanitize --quick: {e:#}");
+            eprintln!("{line}");
+            return Ok(Some(line));
+        }
+    }
+    crate::sanitize::run_all(&crate::sanitize::quick_runs())
+        .context("the sanitizer subset (cargo xtask sanitize --quick)")?;
+    eprintln!("xtask ci: sanitizer subset passed in {:.0} s (toolchain install included)", t.elapsed().as_secs_f64());
+    Ok(None)
 }
 
 /// The most bytes the release `gpu-report` may take: with the Vulkan loader's packages it must fit
@@ -134,8 +171,9 @@ const GPU_REPORT_QUICK_MAX_S: f64 = 180.0;
 
 /// Builds the release `gpu-report` (the GPU machine's one command), checks its size, and runs
 /// `--quick` on this machine's Vulkan device (lavapipe in CI): a smoke test that the binary runs
-/// every section and names its device, within [`GPU_REPORT_QUICK_MAX_S`].
-fn gpu_report_smoke(in_ci: bool, target: &std::path::Path) -> Result<()> {
+/// every section and names its device, within [`GPU_REPORT_QUICK_MAX_S`]. Returns the skip line
+/// when there is no Vulkan device outside CI.
+fn gpu_report_smoke(in_ci: bool, target: &std::path::Path) -> Result<Option<String>> {
     let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     build.args(["build", "--release", "--package", "xtask", "--bin", "gpu-report"]);
     if !build.status().context("building gpu-report")?.success() {
@@ -156,8 +194,9 @@ fn gpu_report_smoke(in_ci: bool, target: &std::path::Path) -> Result<()> {
     eprintln!("xtask ci: gpu-report --quick: {status} in {secs:.1} s on {device}");
     if !in_ci && device.starts_with('(') {
         // No Vulkan device outside CI: say so loudly, as the tests' skips do.
-        eprintln!("SKIPPED gpu-report --quick: no Vulkan device here (CI requires one)");
-        return Ok(());
+        let line = "SKIPPED gpu-report --quick: no Vulkan device here (CI requires one)".to_string();
+        eprintln!("{line}");
+        return Ok(Some(line));
     }
     if !status.success() || device.starts_with('(') {
         bail!("gpu-report --quick failed ({status}) on {device}: see {}", out.join("report.md").display());
@@ -165,20 +204,20 @@ fn gpu_report_smoke(in_ci: bool, target: &std::path::Path) -> Result<()> {
     if secs > GPU_REPORT_QUICK_MAX_S {
         bail!("gpu-report --quick took {secs:.0} s, over its {GPU_REPORT_QUICK_MAX_S} s");
     }
-    Ok(())
+    Ok(None)
 }
 
 /// What the test run printed: the counts of `test result:` lines and the skip lines.
 #[derive(Debug, Default)]
-struct Tally {
-    passed: usize,
-    failed: usize,
-    skipped: Vec<String>,
+pub(crate) struct Tally {
+    pub(crate) passed: usize,
+    pub(crate) failed: usize,
+    pub(crate) skipped: Vec<String>,
 }
 
 impl Tally {
     /// Reads one line of `cargo test`'s output.
-    fn read(&mut self, line: &str) {
+    pub(crate) fn read(&mut self, line: &str) {
         if line.starts_with("SKIPPED ") {
             self.skipped.push(line.to_string());
         } else if let Some(rest) = line.strip_prefix("test result: ") {
@@ -192,9 +231,10 @@ impl Tally {
 }
 
 /// Disk the test build of a clean clone takes (measured: 2.3 GB with the workspace's profiles, 3.0 GB
-/// with the release runner beside it; 6.3 GB before the profiles kept line tables only), with a
-/// margin.
-const BUILD_DISK: u64 = 5 << 30;
+/// with the release runner beside it; 6.3 GB before the profiles kept line tables only; the
+/// sanitizer subset's two target directories add 1.3 GB, its toolchain 0.7 GB under rustup's
+/// home), with a margin.
+const BUILD_DISK: u64 = 6 << 30;
 /// Below this much free disk after a failure, the failure is most likely the disk.
 const LOW_DISK: u64 = 1 << 30;
 

@@ -1,8 +1,9 @@
 //! `cargo xtask fuzz [--seconds N] [--target NAME]`: runs every libFuzzer target of `fuzz/` (the
 //! GGUF reader, the SPEC chain parser, the graph fixture parser, the `.npy` reader, the tokenizer,
 //! the GBNF grammar parser with its matcher, the JSON schema converter)
-//! for `N` seconds each, with the nightly toolchain and `cargo-fuzz` (installed with `cargo install
-//! cargo-fuzz` when missing). Inputs: the committed seeds (`fuzz/seeds/<target>/`) and the working corpus
+//! for `N` seconds each, with the sanitizers' pinned nightly toolchain (`sanitize::NIGHTLY`, installed
+//! with rustup when missing) and `cargo-fuzz` (installed with `cargo install cargo-fuzz` when
+//! missing). Inputs: the committed seeds (`fuzz/seeds/<target>/`) and the working corpus
 //! (`fuzz/corpus/<target>/`, not committed, which grows with what the fuzzer finds worth keeping).
 //! A crash stops that target and leaves its input in `fuzz/artifacts/<target>/`: fix it, copy the
 //! input into the seeds (the stable replay, `xtask/tests/fuzz_corpus.rs`, then runs it in CI) and
@@ -44,6 +45,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         Some(t) => bail!("no fuzz target `{t}`: one of {}", TARGETS.join(", ")),
         None => TARGETS.to_vec(),
     };
+    crate::sanitize::ensure_nightly(true)?;
     if !cargo_fuzz_installed() {
         eprintln!("xtask fuzz: installing cargo-fuzz (cargo install cargo-fuzz --locked)");
         let ok = Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]).status()?.success();
@@ -66,7 +68,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             .args(["--", &format!("-max_total_time={}", args.seconds), "-rss_limit_mb=4096", "-timeout=10"])
             .stderr(Stdio::piped())
             .spawn()
-            .context("running cargo +nightly fuzz")?;
+            .with_context(|| format!("running cargo +{} fuzz", crate::sanitize::NIGHTLY))?;
         // libFuzzer reports on stderr: echo it and keep its last stats line.
         let mut last = String::new();
         for line in BufReader::new(child.stderr.take().expect("piped")).lines() {

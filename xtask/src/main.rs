@@ -13,7 +13,7 @@ const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-m
   bench <suite>                        benchmarks (release build)
   fetch-model [smollm2|gemma3]         download a model into target/models (default: the SmolLM2 test model)
   ci                                   install what the tests need, then run the whole suite
-  sanitize [--address] [--thread]      kernels, cpu and sched tests under ASan / TSan (nightly)
+  sanitize [--address] [--thread]      kernels, cpu and sched tests under ASan / TSan (pinned nightly; --quick: CI's subset)
   fuzz [--seconds N] [--target T]      the libFuzzer targets of fuzz/ (nightly, cargo-fuzz)";
 
 /// Runs the task. A failure is reported as its message chain (one cause per line) and exit code
