@@ -389,7 +389,7 @@ impl Tile<'_> {
         assert!(self.a.len() >= (self.cols - 1) * self.astride + self.nblocks * ab, "activation rows out of bounds");
         assert!(out.len() >= self.rows * self.cols, "tile output too short");
         if let Some(sc) = self.scales {
-            let need = (self.nblocks - 1) * sc.stride + TILE_COLS;
+            let need = self.nblocks.saturating_sub(1) * sc.stride + TILE_COLS;
             assert!(
                 self.nblocks == 0 || (sc.d.len() >= need && sc.s.len() >= need && sc.stride >= self.cols),
                 "tile scales out of bounds"
@@ -907,6 +907,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "tile scales out of bounds")]
+    fn tile_scales_too_short_for_a_vector_load_panic() {
+        let (w, a) = (vec![0u8; 2 * 18], vec![0u8; 2 * 34]);
+        // two blocks of one column: the second block's load needs `stride + TILE_COLS` floats
+        let (d, s) = (vec![0.0f32; TILE_COLS], vec![0.0f32; TILE_COLS]);
+        let scales = Some(TileScales { d: &d, s: &s, stride: 1 });
+        let t = Tile { f: Format::Q4_0, w: &w, wstride: 36, rows: 1, a: &a, astride: 68, cols: 1, nblocks: 2, scales };
+        dot_tile(&t, &mut [0.0; 1]);
     }
 
     #[test]
