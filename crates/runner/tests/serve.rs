@@ -351,11 +351,7 @@ fn greedy_run(prompt: &[u32], chain: &str, feed: bool, n: usize) -> Vec<u32> {
     if feed {
         s.accept_prompt(0, prompt).unwrap();
     }
-    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
-    while out.len() < n {
-        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
-    }
-    out
+    common::decode(&mut s, prompt, n)
 }
 
 /// The prompt's tokens are fed to the request's chain, as llama-server's `init_sampler` does: a

@@ -8,6 +8,8 @@ use runner::{Config, Model, Sampling, Session, SessionOptions};
 use sampling::{Chain, Token};
 use std::sync::Arc;
 
+mod common;
+
 fn model() -> Arc<Model> {
     Arc::new(Model::random(Config::tiny(3000), DType::F16, 21).unwrap())
 }
@@ -26,11 +28,7 @@ fn tokens(out: &SlotsOutcome) -> Vec<Option<Token>> {
 /// The chain's 12 tokens after `prompt`, alone in a one-slot session.
 fn alone(m: &Arc<Model>, sampling: Sampling, prompt: &[Token]) -> Vec<Token> {
     let mut s = Session::new(Arc::clone(m), opts(1, sampling), vec![Chain::parse(CHAIN).unwrap()]).unwrap();
-    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
-    while out.len() < 12 {
-        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
-    }
-    out
+    common::decode(&mut s, prompt, 12)
 }
 
 #[test]

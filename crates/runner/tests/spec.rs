@@ -160,11 +160,7 @@ fn greedy_draft_model_speculation_equals_plain_greedy() {
 /// The greedy continuation of `prompt`, `n` tokens, by plain steps.
 fn continuation(m: &Arc<Model>, prompt: &[u32], n: usize) -> Vec<u32> {
     let mut s = Session::new(m.clone(), opts(BackendKind::Cpu, Sampling::Cpu, 64, 0), chains(&["greedy"])).unwrap();
-    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
-    while out.len() < n {
-        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
-    }
-    out
+    common::decode(&mut s, prompt, n)
 }
 
 #[test]

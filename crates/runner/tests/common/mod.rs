@@ -1,10 +1,10 @@
 //! Helpers shared by the runner's integration tests: the SmolLM2 model, loaded once per test binary,
-//! the Gemma 3 270M file, and the skip of a Vulkan test without a device.
+//! the Gemma 3 270M file, the skip of a Vulkan test without a device, and a one-sequence decode.
 #![allow(dead_code, clippy::print_stderr)]
 
 pub mod reference;
 
-use runner::Model;
+use runner::{Model, Session};
 use std::sync::{Arc, OnceLock};
 
 /// SmolLM2-135M-Instruct from `target/models` (fetched there if missing), loaded once.
@@ -43,4 +43,14 @@ pub fn vulkan_available(test: &str) -> bool {
             false
         }
     }
+}
+
+/// Sequence 0's `n` tokens after `prompt` in a one-sequence session: the prompt in one step, then
+/// one plain step per token, each feeding the token before it.
+pub fn decode(s: &mut Session, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut out = vec![s.step(&[prompt]).unwrap().tokens[0]];
+    while out.len() < n {
+        out.push(s.step(&[&[*out.last().unwrap()]]).unwrap().tokens[0]);
+    }
+    out
 }
