@@ -1,5 +1,6 @@
 //! `cargo xtask bench serve [--model smollm2] [--clients 1,4,16] [--requests N] [--max-tokens N]
-//! [--parallel 16] [--threads 2] [--llama-server PATH]`: a bounded load generator on loopback
+//! [--parallel 16] [--threads 2] [--llama-server PATH] [--server-log FILE]
+//! [--runner-arg ARG]...`: a bounded load generator on loopback
 //! against `runner serve` (the release binary, built first), and against `llama-server` on the
 //! same GGUF with the same `--parallel` and threads when one is given (`--llama-server`, or
 //! `LLAMA_SERVER`; build it from llama.cpp's source: `cmake -B build -DLLAMA_CURL=OFF && cmake
@@ -54,6 +55,13 @@ struct Args {
     /// Output JSON file (default: target/bench/serve.json in the workspace).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// An extra argument for our server (repeat for several), e.g. `--runner-arg=--prefill-apart`.
+    #[arg(long, allow_hyphen_values = true)]
+    runner_arg: Vec<String>,
+    /// Write our server's log here, at `RUST_LOG=runner=debug` (a line per step: its kind,
+    /// slots, tokens and times); by default its output is discarded.
+    #[arg(long)]
+    server_log: Option<PathBuf>,
 }
 
 /// One client's view of one streamed request.
@@ -201,8 +209,12 @@ fn load(port: u16, clients: usize, args: &Args) -> Result<serde_json::Value> {
 
 /// Runs every client count against a server started by `cmd`, then stops it.
 fn measure(name: &str, mut cmd: Command, port: u16, args: &Args) -> Result<Vec<serde_json::Value>> {
-    let mut child =
-        cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().with_context(|| format!("starting {name}"))?;
+    // Standard error stays where the caller sent it (`--server-log`), else is discarded.
+    let logged = cmd.get_envs().any(|(k, _)| k == "RUST_LOG");
+    if !logged {
+        cmd.stderr(Stdio::null());
+    }
+    let mut child = cmd.stdout(Stdio::null()).spawn().with_context(|| format!("starting {name}"))?;
     let result = (|| {
         wait_healthy(port, &mut child, name)?;
         // One request first, not measured: both servers are measured warm (ours builds and plans
@@ -284,6 +296,11 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "--queue",
         "1024",
     ]);
+    ours.args(&args.runner_arg);
+    if let Some(log) = &args.server_log {
+        let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        ours.env("RUST_LOG", "runner=debug").stderr(file);
+    }
     let mut rows = measure("runner", ours, port, &args)?;
     let llama = args.llama_server.clone().or_else(|| std::env::var_os("LLAMA_SERVER").map(PathBuf::from));
     match llama {

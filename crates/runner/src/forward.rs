@@ -120,7 +120,68 @@ pub fn build_slots(
     n_out: usize,
     cells: usize,
 ) -> Result<Forward> {
+    let widths = vec![t; slots.len()];
+    build_widths(g, cfg, w, cache, slots, &widths, n_out, cells)
+}
+
+/// [`build_slots`] for a ragged step ([`crate::kv::StepInputs::ragged`]): slot `s` of `slots`
+/// evaluates `widths[s]` tokens (token rows `widths[..s].sum()..`), and its output row is its
+/// last. The slots of each run of equal widths attend together, as [`build_slots`]'s do; the runs'
+/// results are then put in token order (`set_rows` into one tensor). Every token's attention is
+/// still a matrix-vector product over its own slot's `cells` cells, so a token gets the same
+/// bits in a ragged step as in a uniform one.
+pub fn build_ragged(
+    g: &mut Graph,
+    cfg: &Config,
+    w: &Weights,
+    cache: &CacheSpec,
+    slots: std::ops::Range<usize>,
+    widths: &[usize],
+    cells: usize,
+) -> Result<Forward> {
+    if widths.len() != slots.len() {
+        return Err(RunnerError::Session {
+            what: format!("a ragged step over slots {slots:?} with {} widths", widths.len()),
+            reason: "needs one width per slot".into(),
+        });
+    }
+    build_widths(g, cfg, w, cache, slots, widths, 1, cells)
+}
+
+/// The runs of equal widths: `(first slot, slots, width, first token row)`.
+fn runs(widths: &[usize]) -> Vec<(usize, usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut row = 0;
+    for (s, &w) in widths.iter().enumerate() {
+        match out.last_mut() {
+            Some(r) if r.2 == w => r.1 += 1,
+            _ => out.push((s, 1, w, row)),
+        }
+        row += w;
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_widths(
+    g: &mut Graph,
+    cfg: &Config,
+    w: &Weights,
+    cache: &CacheSpec,
+    slots: std::ops::Range<usize>,
+    widths: &[usize],
+    n_out: usize,
+    cells: usize,
+) -> Result<Forward> {
     cfg.validate()?;
+    let t = widths.iter().copied().max().unwrap_or(0);
+    let ragged = widths.iter().any(|&w| w != t);
+    if (ragged && n_out != 1) || widths.contains(&0) {
+        return Err(RunnerError::Session {
+            what: format!("a step of widths {widths:?} with {n_out} outputs per slot"),
+            reason: "every slot needs a token, and a ragged step one output per slot".into(),
+        });
+    }
     if slots.is_empty() || slots.end > cache.n_seq {
         return Err(RunnerError::Session {
             what: format!("a step over slots {slots:?}"),
@@ -144,7 +205,8 @@ pub fn build_slots(
     }
     // `n_seq`: the slots of this step; the state tensors keep the whole cache's.
     let (n_seq, n_ctx) = (slots.len(), cache.n_ctx);
-    let n_tok = n_seq * t;
+    let n_tok: usize = widths.iter().sum();
+    let runs = runs(widths);
     let (hd, n_head, n_head_kv) = (cfg.head_dim, cfg.n_head, cfg.n_head_kv);
     let n_kv = cfg.n_embd_kv();
     let e = |s: &str| RunnerError::graph(s.to_string());
@@ -219,28 +281,59 @@ pub fn build_slots(
             g.state(&v_cache_name(il), cache.dtype, &[1, cache.n_seq * n_kv * n_ctx]).map_err(e(&what("v cache")))?;
         let k_all = g.set_rows(k_cache, k, k_rows).map_err(e(&what("k store")))?;
         let v_all = g.set_rows(v_cache, v, v_rows).map_err(e(&what("v store")))?;
-        // Slot s's keys: [head_dim, cells, n_head_kv, n_seq], from the step's first slot on (a
-        // slot's keys and its values take the same bytes in their tensors).
-        let slot0 = slots.start * n_ctx * n_kv * es;
-        let kv_ = g
-            .view(k_all, &[hd, cells, n_head_kv, n_seq], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], slot0)
-            .map_err(e(&what("k view")))?;
-        // Slot s's values, transposed: [cells, head_dim, n_head_kv, n_seq].
-        let vv = g
-            .view(v_all, &[cells, hd, n_head_kv, n_seq], &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es], slot0)
-            .map_err(e(&what("v view")))?;
-        // Each token's queries as its own batch entry, [head_dim, 1, n_head, n_tok] over q
-        // [head_dim, n_head, n_tok]: token j of slot s is entry s * t + j, which `mul_mat`'s
-        // broadcast maps to slot s's keys and values. Every attention product is then a
-        // matrix-vector product, so a token's attention is computed the same way whatever the
-        // step's `t` (a prefill, a decode step and a speculative step agree bit for bit).
-        let f = 4;
-        let qv =
-            g.view(q, &[hd, 1, n_head, n_tok], &[f, hd * f, hd * f, n_head * hd * f], 0).map_err(e(&what("q view")))?;
-        let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [cells, 1, n_head, n_tok]
-        let kq = g.soft_max(kq, Some(layer_mask), kq_scale).map_err(e(&what("softmax")))?;
-        let kqv = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, n_tok]
-        let kqv = g.reshape(kqv, &[n_head * hd, n_tok]).map_err(e(&what("kqv")))?;
+        // Each run of slots with equal widths attends together; one run unless the step is
+        // ragged, whose runs' results are then written into one tensor in token order.
+        let mut kqv = None;
+        for &(first, n_run, width, row) in &runs {
+            let run_tok = n_run * width;
+            // The run's keys: [head_dim, cells, n_head_kv, n_run], from its first slot on (a
+            // slot's keys and its values take the same bytes in their tensors).
+            let slot0 = (slots.start + first) * n_ctx * n_kv * es;
+            let kv_ = g
+                .view(k_all, &[hd, cells, n_head_kv, n_run], &[es, n_kv * es, hd * es, n_ctx * n_kv * es], slot0)
+                .map_err(e(&what("k view")))?;
+            // Its values, transposed: [cells, head_dim, n_head_kv, n_run].
+            let vv = g
+                .view(
+                    v_all,
+                    &[cells, hd, n_head_kv, n_run],
+                    &[es, n_ctx * es, hd * n_ctx * es, n_kv * n_ctx * es],
+                    slot0,
+                )
+                .map_err(e(&what("v view")))?;
+            // Each token's queries as its own batch entry, [head_dim, 1, n_head, run_tok] over q
+            // [head_dim, n_head, n_tok]: token j of the run's slot s is entry s * width + j, which
+            // `mul_mat`'s broadcast maps to slot s's keys and values. Every attention product is
+            // then a matrix-vector product, so a token's attention is computed the same way
+            // whatever the step's widths (a prefill, a decode step, a speculative step and a
+            // ragged step agree bit for bit).
+            let f = 4;
+            let qv = g
+                .view(q, &[hd, 1, n_head, run_tok], &[f, hd * f, hd * f, n_head * hd * f], row * n_head * hd * f)
+                .map_err(e(&what("q view")))?;
+            let run_mask = if runs.len() == 1 {
+                layer_mask
+            } else {
+                g.view(layer_mask, &[cells, 1, 1, run_tok], &[f, cells * f, cells * f, cells * f], row * cells * f)
+                    .map_err(e(&what("mask view")))?
+            };
+            let kq = g.mul_mat(kv_, qv).map_err(e(&what("kq")))?; // [cells, 1, n_head, run_tok]
+            let kq = g.soft_max(kq, Some(run_mask), kq_scale).map_err(e(&what("softmax")))?;
+            let out = g.mul_mat(vv, kq).map_err(e(&what("kqv")))?; // [head_dim, 1, n_head, run_tok]
+            let out = g.reshape(out, &[n_head * hd, run_tok]).map_err(e(&what("kqv")))?;
+            kqv = Some(match (kqv, runs.len()) {
+                (None, 1) => out,
+                (prev, _) => {
+                    let dst = match prev {
+                        Some(d) => d,
+                        None => g.fill(DType::F32, &[n_head * hd, n_tok], 0.0).map_err(e(&what("kqv")))?,
+                    };
+                    let ids = g.arange(DType::I32, &[run_tok], row as f32, 1.0).map_err(e(&what("kqv rows")))?;
+                    g.set_rows(dst, out, ids).map_err(e(&what("kqv rows")))?
+                }
+            });
+        }
+        let kqv = kqv.expect("a step has a run");
         let mut attn = g.mul_mat(wo, kqv).map_err(e(&what("attn_output")))?;
         if let Some((pn, _)) = post_norms {
             attn = rms_norm_mul(g, attn, pn, cfg.rms_eps, what("post_attention_norm"))?;

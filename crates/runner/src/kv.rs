@@ -10,7 +10,9 @@
 //!
 //! A step runs `t` tokens for every slot of a contiguous range of slots (all of them, or those a
 //! server's step uses: [`StepInputs::for_slots`]; a batch of sequences in lockstep, each at its
-//! own position); a slot with fewer tokens is padded at its end. Padding tokens take the positions
+//! own position); a slot with fewer tokens is padded at its end. A ragged step
+//! ([`StepInputs::ragged`]) gives each slot of the range its own count instead, unpadded: a
+//! server's prompt chunk in the same step as the others' one decode token. Padding tokens take the positions
 //! after the slot's real tokens, inside its own slot, so they only write cells that its real tokens
 //! do not read yet (the causal mask hides them) and that later steps overwrite before reading.
 //!
@@ -40,6 +42,10 @@ pub struct CacheSpec {
 pub struct StepInputs {
     /// Tokens per slot in this step (the longest slot's count).
     pub t: usize,
+    /// Each slot's tokens in this step (padding included): all `t`, except in a ragged step.
+    /// Slot `s`'s tokens are rows `widths[..s].sum()..` of every per-token input; below, `n_seq
+    /// * t` stands for their sum.
+    pub widths: Vec<usize>,
     /// Token ids, `[n_seq * t]` (slot-major).
     pub tokens: Vec<i32>,
     /// Positions, `[n_seq * t]`.
@@ -60,6 +66,14 @@ pub struct StepInputs {
     /// The output rows, `n_out` per slot (`[n_seq * n_out]`): its last real token, or for
     /// [`StepInputs::with_outputs`] its last `outs[s]` real tokens then repeats of the last.
     pub out_rows: Vec<i32>,
+}
+
+/// A step's slots for [`StepInputs::fill`]: each one's token count after padding (`widths`), its
+/// real tokens, and the position they start at.
+struct Rows<'a> {
+    widths: Vec<usize>,
+    tokens: &'a [&'a [u32]],
+    start: &'a [usize],
 }
 
 /// A mask of rows of `from` cells as rows of `to` cells (`to >= from`), the new cells hidden.
@@ -141,6 +155,55 @@ impl StepInputs {
         n_out: usize,
         outs: &[usize],
     ) -> Result<StepInputs> {
+        let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0).max(t_min);
+        Self::check(cfg, cache, lo, tokens, start, t, n_out, outs, |_| t)?;
+        let mut si = Self::fill(cfg, cache, lo, Rows { widths: vec![t; tokens.len()], tokens, start }, n_out);
+        for (s, toks) in tokens.iter().enumerate() {
+            let first = toks.len() - outs[s];
+            si.out_rows.extend((0..n_out).map(|j| (s * t + first + j.min(outs[s] - 1)) as i32));
+        }
+        Ok(si)
+    }
+
+    /// A ragged step of the slots `lo..lo + tokens.len()`: each slot evaluates exactly its own
+    /// `tokens[s]` (at least one) at `start[s]` onwards, unpadded, with one output row, its last
+    /// token (the graph of [`crate::forward::build_ragged`]); attention reads
+    /// [`attended_cells`] cells per slot.
+    pub fn ragged(
+        cfg: &Config,
+        cache: &CacheSpec,
+        lo: usize,
+        tokens: &[&[u32]],
+        start: &[usize],
+    ) -> Result<StepInputs> {
+        let ones = vec![1; tokens.len()];
+        let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0);
+        Self::check(cfg, cache, lo, tokens, start, t, 1, &ones, |s| tokens[s].len())?;
+        let widths: Vec<usize> = tokens.iter().map(|t| t.len()).collect();
+        let mut si = Self::fill(cfg, cache, lo, Rows { widths, tokens, start }, 1);
+        let mut end = 0;
+        for w in &si.widths {
+            end += w;
+            si.out_rows.push((end - 1) as i32);
+        }
+        Ok(si)
+    }
+
+    /// Checks a step's arguments: one token list (non-empty, ids in the vocabulary), position
+    /// and output count (`1..=min(tokens, n_out)`) per slot of `lo..` within the cache, and
+    /// `width(s)` tokens from slot `s`'s position within its context; `t` the longest width.
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        cfg: &Config,
+        cache: &CacheSpec,
+        lo: usize,
+        tokens: &[&[u32]],
+        start: &[usize],
+        t: usize,
+        n_out: usize,
+        outs: &[usize],
+        width: impl Fn(usize) -> usize,
+    ) -> Result<()> {
         if tokens.is_empty()
             || lo + tokens.len() > cache.n_seq
             || start.len() != tokens.len()
@@ -156,7 +219,6 @@ impl StepInputs {
                 reason: format!("one of each per slot, within the session's {} slots", cache.n_seq),
             });
         }
-        let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0).max(t_min);
         for (i, toks) in tokens.iter().enumerate() {
             let s = lo + i;
             if toks.is_empty() {
@@ -171,8 +233,8 @@ impl StepInputs {
                     reason: format!("must be between 1 and min(tokens, {n_out})"),
                 });
             }
-            if start[i] + t > cache.n_ctx {
-                return Err(RunnerError::ContextFull { seq: s, needed: start[i] + t, n_ctx: cache.n_ctx });
+            if start[i] + width(i) > cache.n_ctx {
+                return Err(RunnerError::ContextFull { seq: s, needed: start[i] + width(i), n_ctx: cache.n_ctx });
             }
             if let Some(&bad) = toks.iter().find(|&&x| x as usize >= cfg.n_vocab) {
                 return Err(RunnerError::Token { seq: s, token: bad, n_vocab: cfg.n_vocab });
@@ -184,11 +246,22 @@ impl StepInputs {
                 reason: "needs at least one output and at most one per token".into(),
             });
         }
+        Ok(())
+    }
+
+    /// The per-token inputs of `rows` (slot `s` of them is cache slot `lo + s`), `out_rows` left
+    /// empty with room for `n_out` a slot. A slot's tokens past its real ones repeat its last
+    /// (padding).
+    fn fill(cfg: &Config, cache: &CacheSpec, lo: usize, rows: Rows<'_>, n_out: usize) -> StepInputs {
+        let Rows { widths, tokens, start } = rows;
         let (n_seq, n_ctx, kv) = (tokens.len(), cache.n_ctx, cfg.n_embd_kv());
-        let n = n_seq * t;
-        let cells = attended_cells(start.iter().map(|&p| p + t).max().unwrap_or(1), n_ctx);
+        let n: usize = widths.iter().sum();
+        let t = widths.iter().copied().max().unwrap_or(1);
+        let needed = start.iter().zip(&widths).map(|(&p, &w)| p + w).max().unwrap_or(1);
+        let cells = attended_cells(needed, n_ctx);
         let mut si = StepInputs {
             t,
+            widths: Vec::new(),
             tokens: Vec::with_capacity(n),
             pos: Vec::with_capacity(n),
             k_rows: Vec::with_capacity(n),
@@ -199,24 +272,23 @@ impl StepInputs {
             out_rows: Vec::with_capacity(n_seq * n_out),
         };
         for (s, toks) in tokens.iter().enumerate() {
-            for j in 0..t {
+            for j in 0..widths[s] {
                 let tok = toks.get(j).copied().unwrap_or(*toks.last().expect("non-empty"));
                 let pos = start[s] + j;
+                let row = si.tokens.len() * cells;
                 si.tokens.push(tok as i32);
                 si.pos.push(pos as i32);
                 let slot = lo + s;
                 si.k_rows.push((slot * n_ctx + pos) as i32);
                 si.v_rows.extend((0..kv).map(|c| ((slot * kv + c) * n_ctx + pos) as i32));
-                let row = (s * t + j) * cells;
                 si.mask[row..=row + pos].fill(0.0);
                 if let (Some(m), Some(sw)) = (si.mask_swa.as_mut(), &cfg.sliding) {
                     m[row + (pos + 1).saturating_sub(sw.window)..=row + pos].fill(0.0);
                 }
             }
-            let first = toks.len() - outs[s];
-            si.out_rows.extend((0..n_out).map(|j| (s * t + first + j.min(outs[s] - 1)) as i32));
         }
-        Ok(si)
+        si.widths = widths;
+        si
     }
 }
 
@@ -303,6 +375,29 @@ mod tests {
         assert!(e.to_string().contains("within the session's 3 slots"), "{e}");
         let e = StepInputs::for_slots(&cfg, &cache, 2, &[&[5, 6, 7]], &[2], 1, 1, &[1]).unwrap_err();
         assert!(e.to_string().contains("sequence 2: 5 positions needed"), "{e}");
+    }
+
+    #[test]
+    fn a_ragged_step_gives_each_slot_its_own_tokens_unpadded() {
+        let cfg = Config { n_head_kv: 1, head_dim: 2, rope_dims: 2, n_head: 1, ..Config::tiny(10) };
+        let cache = CacheSpec { n_seq: 3, n_ctx: 8, dtype: DType::F32 };
+        // Slot 1: one decode token at position 5; slot 2: a chunk of three at 0.
+        let si = StepInputs::ragged(&cfg, &cache, 1, &[&[4], &[1, 2, 3]], &[5, 0]).unwrap();
+        assert_eq!((si.t, si.widths.clone()), (3, vec![1, 3]));
+        assert_eq!(si.tokens, [4, 1, 2, 3]);
+        assert_eq!(si.pos, [5, 0, 1, 2]);
+        assert_eq!(si.k_rows, [13, 16, 17, 18]);
+        assert_eq!(si.v_rows, [21, 29, 32, 40, 33, 41, 34, 42]);
+        assert_eq!(si.out_rows, [0, 3], "each slot's last token");
+        assert_eq!((si.cells, si.mask.len()), (8, 4 * 8));
+        let (o, x) = (0.0, f32::NEG_INFINITY);
+        assert_eq!(si.mask[..8], [o, o, o, o, o, o, x, x]);
+        assert_eq!(si.mask[8..16], [o, x, x, x, x, x, x, x]);
+        assert_eq!(si.mask[24..32], [o, o, o, x, x, x, x, x]);
+        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[4, 5, 6], &[1]], &[6, 0]).unwrap_err();
+        assert!(e.to_string().contains("sequence 1: 9 positions needed"), "{e}");
+        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[4], &[]], &[0, 0]).unwrap_err();
+        assert!(e.to_string().contains("no token"), "{e}");
     }
 
     #[test]

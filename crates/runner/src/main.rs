@@ -162,6 +162,11 @@ struct ServeArgs {
     /// many, between the others' decode steps).
     #[arg(long, default_value_t = 64)]
     chunk: usize,
+    /// Evaluate prompt chunks in steps of their own between the decode steps, instead of in the
+    /// same (ragged) steps as the others' decode tokens: the server before ragged steps, kept for
+    /// comparison (`cargo xtask bench serve --runner-arg=--prefill-apart`).
+    #[arg(long)]
+    prefill_apart: bool,
     /// The most requests' sequences waiting for a slot; past it, 503 with Retry-After.
     #[arg(long, default_value_t = 64)]
     queue: usize,
@@ -226,7 +231,13 @@ fn serve(args: ServeArgs) -> Result<()> {
     };
     let opts = runner::serve::ServeOptions {
         addr,
-        engine: runner::serve::engine::EngineOptions { session, chunk: args.chunk, queue: args.queue, ngram },
+        engine: runner::serve::engine::EngineOptions {
+            session,
+            chunk: args.chunk,
+            queue: args.queue,
+            ngram,
+            prefill_apart: args.prefill_apart,
+        },
     };
     let name = model.name.clone();
     runner::serve::run(model, opts, |addr, _| {

@@ -216,7 +216,8 @@ pub struct SlotsOutcome<T = SlotSample> {
 #[derive(Debug)]
 struct StepGraph {
     slots: std::ops::Range<usize>,
-    t: usize,
+    /// Tokens per slot (all equal unless the step is ragged).
+    widths: Vec<usize>,
     cells: usize,
     n_out: usize,
     sampled: bool,
@@ -436,8 +437,7 @@ impl Session {
             what: format!("a step over slots {lo}..{hi}"),
             reason: format!("the session has {} sequences", self.opts.n_seq),
         })?;
-        let ones = vec![1; work.len()];
-        let inputs = StepInputs::for_slots(&self.model.config, &self.cache, lo, &tokens, start, 0, 1, &ones)?;
+        let inputs = StepInputs::ragged(&self.model.config, &self.cache, lo, &tokens, start)?;
         let n_eval = tokens.iter().zip(work).filter(|(_, w)| !matches!(w, SlotWork::Idle)).map(|(t, _)| t.len()).sum();
         let any_sample = work.iter().any(|w| matches!(w, SlotWork::Sample(_)));
         let sampled = any_sample && self.opts.sampling == Sampling::Backend;
@@ -527,9 +527,9 @@ impl Session {
         n_out: usize,
         sampled: bool,
     ) -> Result<usize> {
-        let (t, cells) = (inputs.t, inputs.cells);
+        let (widths, cells) = (&inputs.widths, inputs.cells);
         let same = |g: &StepGraph| {
-            g.slots == slots && g.t == t && g.cells == cells && g.n_out == n_out && g.sampled == sampled
+            g.slots == slots && g.widths == *widths && g.cells == cells && g.n_out == n_out && g.sampled == sampled
         };
         let found = self.graphs.iter().position(same);
         if let Some(i) = found
@@ -549,7 +549,11 @@ impl Session {
                 }
                 let mut graph = Graph::new();
                 let (cfg, w) = (&self.model.config, &self.model.weights);
-                let fwd = forward::build_slots(&mut graph, cfg, w, &self.cache, slots.clone(), t, n_out, cells)?;
+                let fwd = if widths.iter().all(|&w| w == inputs.t) {
+                    forward::build_slots(&mut graph, cfg, w, &self.cache, slots.clone(), inputs.t, n_out, cells)?
+                } else {
+                    forward::build_ragged(&mut graph, cfg, w, &self.cache, slots.clone(), widths, cells)?
+                };
                 let tail = if sampled {
                     let rows: Vec<(SeqId, usize)> = slots
                         .clone()
@@ -565,7 +569,7 @@ impl Session {
                     graph.set_output(fwd.logits);
                     None
                 };
-                self.graphs.push(StepGraph { slots, t, cells, n_out, sampled, graph, fwd, tail });
+                self.graphs.push(StepGraph { slots, widths: widths.clone(), cells, n_out, sampled, graph, fwd, tail });
                 self.graphs.len() - 1
             }
         };

@@ -31,7 +31,7 @@ fn server_with(parallel: usize, queue: usize, sampling: Sampling, ngram: Option<
     };
     let opts = ServeOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
-        engine: EngineOptions { session, chunk: 16, queue, ngram },
+        engine: EngineOptions { session, chunk: 16, queue, ngram, prefill_apart: false },
     };
     spawn(common::smollm2(), opts).unwrap()
 }
@@ -253,6 +253,7 @@ fn the_same_tokens_alone_or_among_others() {
         let (st, alone) = post(&s, "/v1/completions", &body.to_string());
         assert_eq!(st, 200, "{alone}");
         let shared0 = metric(&s, "decode_steps_shared_total");
+        let mixed0 = metric(&s, "decode_steps_with_prompt_total");
         let addr = s.addr();
         let others: Vec<_> = (0..15)
             .map(|i| {
@@ -273,8 +274,15 @@ fn the_same_tokens_alone_or_among_others() {
         let shared = metric(&s, "decode_steps_shared_total") - shared0;
         assert_eq!(among["choices"][0]["text"], alone["choices"][0]["text"], "{sampling:?}");
         assert_eq!(among["choices"][0]["logprobs"]["tokens"], alone["choices"][0]["logprobs"]["tokens"]);
+        // The same bits: each token's log-probability (the forward pass over quantized weights is
+        // batch-invariant, ragged steps included).
+        let lps = |v: &Value| v["choices"][0]["logprobs"]["token_logprobs"].clone();
+        assert_eq!(lps(&among), lps(&alone), "{sampling:?}");
         // The requests really ran together: most decode steps sampled several sequences.
         assert!(shared >= 24.0, "{sampling:?}: only {shared} shared decode steps");
+        // And prompts were evaluated in the same steps as others decoded (ragged steps).
+        let mixed = metric(&s, "decode_steps_with_prompt_total") - mixed0;
+        assert!(mixed >= 1.0, "{sampling:?}: no decode step evaluated a prompt beside");
         s.stop().unwrap();
     }
 }

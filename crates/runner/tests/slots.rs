@@ -4,7 +4,7 @@
 
 use graph::DType;
 use runner::session::{SlotWork, SlotsOutcome};
-use runner::{Config, Model, Sampling, Session, SessionOptions};
+use runner::{BackendKind, Config, Model, Sampling, Session, SessionOptions};
 use sampling::{Chain, Token};
 use std::sync::Arc;
 
@@ -191,4 +191,85 @@ fn the_cells_attended_do_not_change_a_tokens_logits() {
     assert_eq!(runner::kv::attended_cells(200, 256), 256);
     let diff = a[0].iter().zip(&b[0]).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
     assert!(diff == 0.0, "max difference {diff}");
+}
+
+/// A ragged step (each slot its own number of tokens, unpadded: a server's prompt chunks beside
+/// the others' decode tokens, `kv::StepInputs::ragged`) gives a sequence the same tokens and
+/// log-probabilities as running alone, on both sampling paths: its prompt fed in chunks of 4 in
+/// the steps where slot 0 decodes one token and slot 3 feeds chunks of 3 (three runs of equal
+/// widths, attending separately). (This model's F16 weights give a few ulps between one-row and
+/// several-row steps, see `serve::engine`; the quantized SmolLM2 gives the same bits over HTTP,
+/// `serve.rs`'s `the_same_tokens_alone_or_among_others`.)
+#[test]
+fn ragged_steps_give_each_token_the_same_tokens() {
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        ragged_against_alone(BackendKind::Cpu, sampling);
+    }
+}
+
+/// [`ragged_steps_give_each_token_the_same_tokens`] on Vulkan (lavapipe in CI): the runs'
+/// views of the queries and the mask, and their results written into one tensor.
+#[test]
+fn ragged_steps_give_each_token_the_same_tokens_on_vulkan() {
+    if !common::vulkan_available("ragged_steps_give_each_token_the_same_tokens_on_vulkan") {
+        return;
+    }
+    ragged_against_alone(BackendKind::Vulkan, Sampling::Backend);
+}
+
+fn ragged_against_alone(backend: BackendKind, sampling: Sampling) {
+    let m = model();
+    let opts = |n| SessionOptions { backend, ..opts(n, sampling) };
+    let prompt: Vec<Token> = (0..11).map(|i| (i * 37 + 5) % 3000).collect();
+    let third: Vec<Token> = (0..9).map(|i| (i * 11 + 2) % 3000).collect();
+    let result = |out: &SlotsOutcome, i: usize| {
+        let r = out.results[i].as_ref().unwrap().as_ref().unwrap();
+        (r.token, r.token_logprob.unwrap())
+    };
+    {
+        let chain = || Chain::parse(CHAIN).unwrap();
+        let mut one = Session::new(Arc::clone(&m), opts(1), vec![chain()]).unwrap();
+        one.set_chain(0, chain(), 1).unwrap();
+        let mut want = vec![result(&one.step_slots(0, &[SlotWork::Sample(&prompt)]).unwrap(), 0)];
+        while want.len() < 12 {
+            let b = [want.last().unwrap().0];
+            want.push(result(&one.step_slots(0, &[SlotWork::Sample(&b)]).unwrap(), 0));
+        }
+
+        let greedy = Chain::parse("greedy").unwrap();
+        let mut s = Session::new(Arc::clone(&m), opts(4), vec![greedy; 4]).unwrap();
+        s.set_chain(0, Chain::parse(OTHER).unwrap(), 0).unwrap();
+        s.set_chain(2, chain(), 1).unwrap();
+        s.set_chain(3, Chain::parse(OTHER).unwrap(), 0).unwrap();
+        let mut last0 = tokens(&s.step_slots(0, &[SlotWork::Sample(&[9, 8, 7])]).unwrap())[0].unwrap();
+        let mut last3 = None;
+        let mut got = Vec::new();
+        let chunks: Vec<&[Token]> = prompt.chunks(4).collect();
+        let thirds: Vec<&[Token]> = third.chunks(3).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let w2 = if i + 1 == chunks.len() { SlotWork::Sample(chunk) } else { SlotWork::Feed(chunk) };
+            let w3 = if i + 1 == thirds.len() { SlotWork::Sample(thirds[i]) } else { SlotWork::Feed(thirds[i]) };
+            let out = s.step_slots(0, &[SlotWork::Sample(&[last0]), SlotWork::Idle, w2, w3]).unwrap();
+            assert_eq!(out.n_eval, 1 + chunk.len() + thirds[i].len(), "unpadded: only the slots' own tokens");
+            last0 = tokens(&out)[0].unwrap();
+            if matches!(w2, SlotWork::Sample(_)) {
+                got.push(result(&out, 2));
+            }
+            if matches!(w3, SlotWork::Sample(_)) {
+                last3 = tokens(&out)[3];
+            }
+        }
+        assert!(last3.is_some(), "slot 3's prompt ended in one of the ragged steps");
+        while got.len() < 12 {
+            let (a, b) = ([last0], [got.last().unwrap().0]);
+            let out = s.step_slots(0, &[SlotWork::Sample(&a), SlotWork::Idle, SlotWork::Sample(&b)]).unwrap();
+            last0 = tokens(&out)[0].unwrap();
+            got.push(result(&out, 2));
+        }
+        let tokens_of = |v: &[(Token, f32)]| v.iter().map(|e| e.0).collect::<Vec<_>>();
+        assert_eq!(tokens_of(&got), tokens_of(&want), "{backend:?}, {sampling:?}: slot 2's tokens");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g.1 - w.1).abs() < 1e-4, "{backend:?}, {sampling:?}: log-probabilities {g:?} vs {w:?}");
+        }
+    }
 }

@@ -3,22 +3,26 @@
 //! whose cells still hold the longest prefix of its prompt from its last sequence, which it
 //! does not evaluate again, else the lowest; its chain set in the session's `Sequences` then: a
 //! fresh sampler state, fed every prompt token as llama-server's `init_sampler` does, so that
-//! penalties and DRY count them), its prompt is
-//! evaluated in chunks of at most `chunk` tokens, one chunk between two decode steps of the
-//! others so that a long prompt does not stall them (the next chunks of the prefilling slots
-//! next to it in the same step: a burst is prefilled together), and its first token is sampled
-//! from the last chunk. Each decode step then samples every decoding slot together, over the range of
-//! slots from the lowest to the highest in use (slots in between that are free or still
-//! prefilling only pad). A sequence leaves when it ends (an end-of-generation token, a stop
-//! string, its grammar complete, `max_tokens`, the context full), when its client goes away (its
-//! event channel closed: the slot is freed before the next step), or on an error of its own row,
-//! and its slot is reused.
+//! penalties and DRY count them), and its prompt is evaluated in chunks of at most `chunk`
+//! tokens **in the same steps as the others decode**: each step is ragged
+//! ([`Session::step_slots`]: every decoding slot's one token and the prefilling slots' next
+//! chunks, each slot its own count, unpadded), taking the prefilling slots in the order they were
+//! admitted, at most `chunk` prompt tokens in all while others decode (their next token waits for
+//! one chunk's time at most) and as many as [`MAX_PREFILL_SLOTS`] chunks while none does (a burst
+//! is prefilled together). A slot's first token is sampled in the step of its last chunk. The
+//! step runs over the range of slots from the lowest to the highest taking part (slots in between
+//! that are free or wait for their chunk only pad). A sequence leaves when it ends (an
+//! end-of-generation token, a stop string, its grammar complete, `max_tokens`, the context full),
+//! when its client goes away (its event channel closed: the slot is freed before the next step),
+//! or on an error of its own row, and its slot is reused. (`--prefill-apart` evaluates the
+//! chunks in steps of their own, between decode steps, as before ragged steps: for comparison.)
 //!
 //! With n-gram speculation (`--spec ngram`), each decode step drafts for every decoding sequence
 //! from its own context (prompt and output) as deep as its [`DraftDepth`] allows and the
 //! context's room permits, and verifies on the backend ([`Session::step_slots_spec`]): greedy
 //! requests get their plain tokens, sampling requests their target distribution. Sequences
 //! whose chain cannot verify (mirostat) or that read back log-probabilities draft nothing.
+//! Prompt chunks are then steps of their own, between the speculative steps.
 //!
 //! A sequence's tokens depend only on its prompt, chain and seed: the forward pass over
 //! quantized weights (SmolLM2's Q4_1) gives a token the same bits whatever the step's slots,
@@ -156,6 +160,9 @@ pub struct EngineOptions {
     /// N-gram speculation: `(n, most draft tokens a step)`; the session's `n_draft_max` must be
     /// the latter.
     pub ngram: Option<(usize, usize)>,
+    /// Evaluate prompt chunks in steps of their own between decode steps, not in ragged steps
+    /// beside them (as this server did before ragged steps; for comparison).
+    pub prefill_apart: bool,
 }
 
 /// A running loop: send it jobs; it stops when every sender is gone and its slots are done, or
@@ -226,6 +233,7 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> R
                 metrics,
                 order: 0,
                 chunk: opts.chunk.max(1),
+                prefill_apart: opts.prefill_apart,
                 drafter,
                 cached: vec![Vec::new(); n],
             }
@@ -267,6 +275,7 @@ struct Loop {
     metrics: Arc<Metrics>,
     order: u64,
     chunk: usize,
+    prefill_apart: bool,
     drafter: Option<NgramDrafter>,
     /// Per free slot, the tokens whose keys and values its cells still hold (positions `0..`).
     cached: Vec<Vec<Token>>,
@@ -298,8 +307,12 @@ impl Loop {
                 return;
             }
             self.drop_cancelled();
-            self.prefill_chunk();
-            self.decode_step();
+            if self.drafter.is_some() || self.prefill_apart {
+                self.prefill_chunk();
+                self.decode_step();
+            } else {
+                self.step();
+            }
         }
     }
 
@@ -398,7 +411,15 @@ impl Loop {
         }
     }
 
-    fn count_step<T>(&self, out: &crate::session::SlotsOutcome<T>) {
+    fn count_step<T>(&self, kind: &str, lo: usize, out: &crate::session::SlotsOutcome<T>) {
+        tracing::debug!(
+            "{kind} step from slot {lo}: {} slots, {} tokens; prepare {:?}, graph {:?}, sampling {:?}",
+            out.results.len(),
+            out.n_eval,
+            out.prepare_time,
+            out.graph_time,
+            out.sample_time
+        );
         let m = &self.metrics;
         Metrics::add(&m.bytes_read, out.bytes_read as u64);
         Metrics::add(&m.graph_us, (out.prepare_time + out.graph_time).as_micros() as u64);
@@ -406,8 +427,8 @@ impl Loop {
     }
 
     /// A decode step's counters: `sampled` sequences together.
-    fn count_decode<T>(&self, out: &crate::session::SlotsOutcome<T>, sampled: usize) {
-        self.count_step(out);
+    fn count_decode<T>(&self, kind: &str, lo: usize, out: &crate::session::SlotsOutcome<T>, sampled: usize) {
+        self.count_step(kind, lo, out);
         let m = &self.metrics;
         Metrics::add(&m.decode_steps, 1);
         if sampled > 1 {
@@ -415,6 +436,80 @@ impl Loop {
         }
         m.batch_size.store(sampled as u64, Ordering::Relaxed);
         m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+    }
+
+    /// One ragged step (without speculation): every decoding slot's next token, and beside them
+    /// the next chunks of the prefilling slots in the order they were admitted, each at most
+    /// `chunk` tokens (at most [`MAX_PREFILL_SLOTS`] slots; while others decode, at most
+    /// `chunk` prompt tokens in all, so that their next token waits for one chunk's time at
+    /// most). A slot whose chunk ends its prompt samples its first token in the same step.
+    /// The step runs over the range of slots from the lowest to the highest taking part; the
+    /// others in it only pad (one token at their position, which a later step overwrites).
+    fn step(&mut self) {
+        let dec: Vec<usize> =
+            (0..self.slots.len()).filter(|&s| self.slots[s].as_ref().is_some_and(|a| a.decoding)).collect();
+        let mut prefilling: Vec<usize> =
+            (0..self.slots.len()).filter(|&s| self.slots[s].as_ref().is_some_and(|a| !a.decoding)).collect();
+        prefilling.sort_by_key(|&s| self.slots[s].as_ref().map_or(u64::MAX, |a| a.order));
+        let mut budget = if dec.is_empty() { usize::MAX } else { self.chunk };
+        // (slot, its prompt piece, whether the piece ends the prompt, where it ends)
+        let mut pieces: Vec<(usize, Vec<Token>, bool, usize)> = Vec::new();
+        for &s in prefilling.iter().take(MAX_PREFILL_SLOTS) {
+            let a = self.slots[s].as_ref().expect("prefilling");
+            let end = (a.fed + self.chunk.min(budget)).min(a.job.prompt.len());
+            if end == a.fed {
+                break;
+            }
+            budget -= end - a.fed;
+            pieces.push((s, a.job.prompt[a.fed..end].to_vec(), end == a.job.prompt.len(), end));
+        }
+        let taking = dec.iter().copied().chain(pieces.iter().map(|p| p.0));
+        let (Some(lo), Some(hi)) = (taking.clone().min(), taking.max()) else { return };
+        let lasts: Vec<[Token; 1]> =
+            (lo..=hi).map(|s| [self.slots[s].as_ref().filter(|a| a.decoding).map_or(0, |a| a.last)]).collect();
+        let work: Vec<SlotWork<'_>> = (lo..=hi)
+            .map(|s| match pieces.iter().find(|p| p.0 == s) {
+                Some((_, p, true, _)) => SlotWork::Sample(p),
+                Some((_, p, false, _)) => SlotWork::Feed(p),
+                None if dec.contains(&s) => SlotWork::Sample(&lasts[s - lo]),
+                None => SlotWork::Idle,
+            })
+            .collect();
+        let t0 = Instant::now();
+        match self.session.step_slots(lo, &work) {
+            Ok(out) => {
+                if dec.is_empty() {
+                    self.count_step("prefill", lo, &out);
+                } else {
+                    let kind = if pieces.is_empty() { "decode" } else { "decode+prefill" };
+                    self.count_decode(kind, lo, &out, dec.len());
+                    if !pieces.is_empty() {
+                        Metrics::add(&self.metrics.mixed_steps, 1);
+                    }
+                }
+                if !pieces.is_empty() {
+                    Metrics::add(&self.metrics.prefill_steps, 1);
+                    let tokens: usize = pieces.iter().map(|p| p.1.len()).sum();
+                    Metrics::add(&self.metrics.prompt_tokens, tokens as u64);
+                }
+                for (s, _, _, end) in &pieces {
+                    if let Some(a) = self.slots[*s].as_mut() {
+                        a.fed = *end;
+                    }
+                }
+                for (i, r) in out.results.into_iter().enumerate() {
+                    if let Some(r) = r {
+                        self.took(lo + i, r);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!("step over slots {lo}..={hi} failed after {:?}: {e}", t0.elapsed());
+                for s in dec.into_iter().chain(pieces.iter().map(|p| p.0)) {
+                    self.fail(s, e.to_string());
+                }
+            }
+        }
     }
 
     /// One chunk of the prompt of the earliest admitted slot that is still prefilling, in one step
@@ -466,7 +561,7 @@ impl Loop {
             pieces.iter().map(|(p, last, _)| if *last { SlotWork::Sample(p) } else { SlotWork::Feed(p) }).collect();
         match self.session.step_slots(lo, &work) {
             Ok(out) => {
-                self.count_step(&out);
+                self.count_step("prefill", lo, &out);
                 Metrics::add(&self.metrics.prefill_steps, 1);
                 let tokens: usize = pieces.iter().map(|p| p.0.len()).sum();
                 Metrics::add(&self.metrics.prompt_tokens, tokens as u64);
@@ -505,7 +600,7 @@ impl Loop {
         let res = self.session.step_slots(lo, &work);
         match res {
             Ok(out) => {
-                self.count_decode(&out, dec.len());
+                self.count_decode("decode", lo, &out, dec.len());
                 for (i, r) in out.results.into_iter().enumerate() {
                     if let Some(r) = r {
                         self.took(lo + i, r);
@@ -558,7 +653,7 @@ impl Loop {
         let res = self.session.step_slots_spec(lo, &work);
         match res {
             Ok(out) => {
-                self.count_decode(&out, dec.len());
+                self.count_decode("decode", lo, &out, dec.len());
                 let m = Arc::clone(&self.metrics);
                 for (i, r) in out.results.into_iter().enumerate() {
                     let Some(r) = r else { continue };

@@ -34,6 +34,8 @@ pub struct Metrics {
     pub shared_steps: AtomicU64,
     /// Prompt chunks evaluated.
     pub prefill_steps: AtomicU64,
+    /// Decode steps that also evaluated prompt chunks (ragged steps).
+    pub mixed_steps: AtomicU64,
     /// Draft tokens proposed (`--spec ngram`).
     pub drafted_tokens: AtomicU64,
     /// Draft tokens accepted.
@@ -56,7 +58,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let rows: [(&str, &str, &str, &AtomicU64); 20] = [
+        let rows: [(&str, &str, &str, &AtomicU64); 21] = [
             ("requests_total", "counter", "Requests accepted.", &self.requests),
             ("requests_rejected_total", "counter", "Requests refused with 503 (queue full).", &self.rejected),
             ("requests_invalid_total", "counter", "Requests answered with a 4xx.", &self.bad_requests),
@@ -81,6 +83,12 @@ impl Metrics {
                 &self.shared_steps,
             ),
             ("prefill_chunks_total", "counter", "Prompt chunks evaluated.", &self.prefill_steps),
+            (
+                "decode_steps_with_prompt_total",
+                "counter",
+                "Decode steps that also evaluated prompt chunks.",
+                &self.mixed_steps,
+            ),
             ("draft_tokens_total", "counter", "Draft tokens proposed.", &self.drafted_tokens),
             ("draft_tokens_accepted_total", "counter", "Draft tokens accepted.", &self.accepted_tokens),
             ("bytes_read_back_total", "counter", "Bytes read back to the host.", &self.bytes_read),
