@@ -44,9 +44,10 @@ pub struct Forward {
     pub mask_swa: Option<NodeId>,
     /// Output rows per slot.
     pub n_out: usize,
-    /// `out_rows` i32 `[n_seq * n_out]` (only when `t > 1`).
+    /// `out_rows` i32 `[n_seq * n_out]` (only when `t > 1`; a ragged step's: one per slot that
+    /// samples, at least one).
     pub out_rows: Option<NodeId>,
-    /// Logits f32 `[n_vocab, n_seq * n_out]` (slot-major).
+    /// Logits f32 `[n_vocab, n_seq * n_out]` (slot-major; a ragged step's: a row per `out_rows`).
     pub logits: NodeId,
     /// Weight leaves and their tensor names.
     pub params: Vec<(NodeId, String)>,
@@ -121,15 +122,18 @@ pub fn build_slots(
     cells: usize,
 ) -> Result<Forward> {
     let widths = vec![t; slots.len()];
-    build_widths(g, cfg, w, cache, slots, &widths, n_out, cells)
+    let rows = if t > 1 { Some(slots.len() * n_out) } else { None };
+    build_widths(g, cfg, w, cache, slots, &widths, n_out, rows, cells)
 }
 
 /// [`build_slots`] for a ragged step ([`crate::kv::StepInputs::ragged`]): slot `s` of `slots`
-/// evaluates `widths[s]` tokens (token rows `widths[..s].sum()..`), and its output row is its
-/// last. The slots of each run of equal widths attend together, as [`build_slots`]'s do; the runs'
+/// evaluates `widths[s]` tokens (token rows `widths[..s].sum()..`; 0: it takes no part), and
+/// `n_rows` output rows are chosen by `out_rows` (the last token of each slot that samples).
+/// The slots of each run of equal widths attend together, as [`build_slots`]'s do; the runs'
 /// results are then put in token order (`set_rows` into one tensor). Every token's attention is
 /// still a matrix-vector product over its own slot's `cells` cells, so a token gets the same
 /// bits in a ragged step as in a uniform one.
+#[allow(clippy::too_many_arguments)]
 pub fn build_ragged(
     g: &mut Graph,
     cfg: &Config,
@@ -137,24 +141,27 @@ pub fn build_ragged(
     cache: &CacheSpec,
     slots: std::ops::Range<usize>,
     widths: &[usize],
+    n_rows: usize,
     cells: usize,
 ) -> Result<Forward> {
-    if widths.len() != slots.len() {
+    let n_tok: usize = widths.iter().sum();
+    if widths.len() != slots.len() || n_rows == 0 || n_rows > n_tok {
         return Err(RunnerError::Session {
-            what: format!("a ragged step over slots {slots:?} with {} widths", widths.len()),
-            reason: "needs one width per slot".into(),
+            what: format!("a ragged step over slots {slots:?} with widths {widths:?} and {n_rows} output rows"),
+            reason: "needs one width per slot, a token, and between 1 and one output row per token".into(),
         });
     }
-    build_widths(g, cfg, w, cache, slots, widths, 1, cells)
+    build_widths(g, cfg, w, cache, slots, widths, 1, Some(n_rows), cells)
 }
 
-/// The runs of equal widths: `(first slot, slots, width, first token row)`.
+/// The runs of equal non-zero widths: `(first slot, slots, width, first token row)`.
 fn runs(widths: &[usize]) -> Vec<(usize, usize, usize, usize)> {
     let mut out: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut row = 0;
     for (s, &w) in widths.iter().enumerate() {
         match out.last_mut() {
-            Some(r) if r.2 == w => r.1 += 1,
+            _ if w == 0 => {}
+            Some(r) if r.2 == w && r.0 + r.1 == s => r.1 += 1,
             _ => out.push((s, 1, w, row)),
         }
         row += w;
@@ -162,6 +169,8 @@ fn runs(widths: &[usize]) -> Vec<(usize, usize, usize, usize)> {
     out
 }
 
+/// The forward pass of `widths[s]` tokens for slot `s` of `slots`, with `out_rows` choosing
+/// `n_rows` output rows where given (`n_out` a slot, or a ragged step's), else every token one.
 #[allow(clippy::too_many_arguments)]
 fn build_widths(
     g: &mut Graph,
@@ -171,15 +180,16 @@ fn build_widths(
     slots: std::ops::Range<usize>,
     widths: &[usize],
     n_out: usize,
+    n_rows: Option<usize>,
     cells: usize,
 ) -> Result<Forward> {
     cfg.validate()?;
     let t = widths.iter().copied().max().unwrap_or(0);
     let ragged = widths.iter().any(|&w| w != t);
-    if (ragged && n_out != 1) || widths.contains(&0) {
+    if ragged && n_out != 1 {
         return Err(RunnerError::Session {
             what: format!("a step of widths {widths:?} with {n_out} outputs per slot"),
-            reason: "every slot needs a token, and a ragged step one output per slot".into(),
+            reason: "a ragged step has one output per slot at most".into(),
         });
     }
     if slots.is_empty() || slots.end > cache.n_seq {
@@ -203,8 +213,8 @@ fn build_widths(
             reason: "must be f32 or f16".into(),
         });
     }
-    // `n_seq`: the slots of this step; the state tensors keep the whole cache's.
-    let (n_seq, n_ctx) = (slots.len(), cache.n_ctx);
+    // The runs address the slots of this step; the state tensors keep the whole cache's.
+    let n_ctx = cache.n_ctx;
     let n_tok: usize = widths.iter().sum();
     let runs = runs(widths);
     let (hd, n_head, n_head_kv) = (cfg.head_dim, cfg.n_head, cfg.n_head_kv);
@@ -222,8 +232,10 @@ fn build_widths(
     } else {
         None
     };
-    let out_rows =
-        if t > 1 { Some(b.g.input("out_rows", DType::I32, &[n_seq * n_out]).map_err(e("inputs"))?) } else { None };
+    let out_rows = match n_rows {
+        Some(n) => Some(b.g.input("out_rows", DType::I32, &[n]).map_err(e("inputs"))?),
+        None => None,
+    };
 
     let embd = b.param("token_embd.weight")?;
     let mut x = b.g.get_rows(embd, tokens).map_err(e("embedding"))?;

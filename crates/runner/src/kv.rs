@@ -10,11 +10,12 @@
 //!
 //! A step runs `t` tokens for every slot of a contiguous range of slots (all of them, or those a
 //! server's step uses: [`StepInputs::for_slots`]; a batch of sequences in lockstep, each at its
-//! own position); a slot with fewer tokens is padded at its end. A ragged step
-//! ([`StepInputs::ragged`]) gives each slot of the range its own count instead, unpadded: a
-//! server's prompt chunk in the same step as the others' one decode token. Padding tokens take the positions
-//! after the slot's real tokens, inside its own slot, so they only write cells that its real tokens
-//! do not read yet (the causal mask hides them) and that later steps overwrite before reading.
+//! own position); a slot with fewer tokens is padded at its end. Padding tokens take the
+//! positions after the slot's real tokens, inside its own slot, so they only write cells that its
+//! real tokens do not read yet (the causal mask hides them) and that later steps overwrite before
+//! reading. A ragged step ([`StepInputs::ragged`]) gives each slot of the range its own count
+//! instead, unpadded (none for a slot that takes no part), and output rows only to the slots that
+//! sample: a server's prompt chunks in the same step as the others' one decode token.
 //!
 //! Rolling back (speculative decoding's rejected drafts) is only a position: a slot's next step
 //! writes its cells from its position on, and a token at position `p` attends to cells `0..=p`
@@ -166,32 +167,46 @@ impl StepInputs {
     }
 
     /// A ragged step of the slots `lo..lo + tokens.len()`: each slot evaluates exactly its own
-    /// `tokens[s]` (at least one) at `start[s]` onwards, unpadded, with one output row, its last
-    /// token (the graph of [`crate::forward::build_ragged`]); attention reads
-    /// [`attended_cells`] cells per slot.
+    /// `tokens[s]` at `start[s]` onwards, unpadded (none: the slot takes no part), and the slots
+    /// with `sample[s]` have one output row, their last token, in slot order (where none has, the
+    /// step's last token is the one output row, unused): the graph of
+    /// [`crate::forward::build_ragged`]. Attention reads [`attended_cells`] cells per slot.
     pub fn ragged(
         cfg: &Config,
         cache: &CacheSpec,
         lo: usize,
         tokens: &[&[u32]],
         start: &[usize],
+        sample: &[bool],
     ) -> Result<StepInputs> {
-        let ones = vec![1; tokens.len()];
+        let outs: Vec<usize> = tokens.iter().map(|t| usize::from(!t.is_empty())).collect();
         let t = tokens.iter().map(|x| x.len()).max().unwrap_or(0);
-        Self::check(cfg, cache, lo, tokens, start, t, 1, &ones, |s| tokens[s].len())?;
+        Self::check(cfg, cache, lo, tokens, start, t, 1, &outs, |s| tokens[s].len())?;
+        if sample.len() != tokens.len() || tokens.iter().zip(sample).any(|(t, &s)| s && t.is_empty()) {
+            return Err(RunnerError::Session {
+                what: format!("a step from slot {lo} with {} sampling flags", sample.len()),
+                reason: "one per slot, and a slot that samples has tokens".into(),
+            });
+        }
         let widths: Vec<usize> = tokens.iter().map(|t| t.len()).collect();
         let mut si = Self::fill(cfg, cache, lo, Rows { widths, tokens, start }, 1);
         let mut end = 0;
-        for w in &si.widths {
+        for (w, &s) in si.widths.iter().zip(sample) {
             end += w;
+            if s {
+                si.out_rows.push((end - 1) as i32);
+            }
+        }
+        if si.out_rows.is_empty() {
             si.out_rows.push((end - 1) as i32);
         }
         Ok(si)
     }
 
-    /// Checks a step's arguments: one token list (non-empty, ids in the vocabulary), position
-    /// and output count (`1..=min(tokens, n_out)`) per slot of `lo..` within the cache, and
-    /// `width(s)` tokens from slot `s`'s position within its context; `t` the longest width.
+    /// Checks a step's arguments: one token list (ids in the vocabulary; empty only with no
+    /// output, and not every one), position and output count (`1..=min(tokens, n_out)`) per
+    /// slot of `lo..` within the cache, and `width(s)` tokens from slot `s`'s position within its
+    /// context; `t` the longest width.
     #[allow(clippy::too_many_arguments)]
     fn check(
         cfg: &Config,
@@ -222,6 +237,10 @@ impl StepInputs {
         for (i, toks) in tokens.iter().enumerate() {
             let s = lo + i;
             if toks.is_empty() {
+                // A slot without tokens takes no part (a ragged step's idle slot, no output).
+                if outs[i] == 0 && t > 0 {
+                    continue;
+                }
                 return Err(RunnerError::Session {
                     what: format!("sequence {s}"),
                     reason: "has no token in this step".into(),
@@ -257,7 +276,7 @@ impl StepInputs {
         let (n_seq, n_ctx, kv) = (tokens.len(), cache.n_ctx, cfg.n_embd_kv());
         let n: usize = widths.iter().sum();
         let t = widths.iter().copied().max().unwrap_or(1);
-        let needed = start.iter().zip(&widths).map(|(&p, &w)| p + w).max().unwrap_or(1);
+        let needed = start.iter().zip(&widths).filter(|(_, w)| **w > 0).map(|(&p, &w)| p + w).max().unwrap_or(1);
         let cells = attended_cells(needed, n_ctx);
         let mut si = StepInputs {
             t,
@@ -382,7 +401,7 @@ mod tests {
         let cfg = Config { n_head_kv: 1, head_dim: 2, rope_dims: 2, n_head: 1, ..Config::tiny(10) };
         let cache = CacheSpec { n_seq: 3, n_ctx: 8, dtype: DType::F32 };
         // Slot 1: one decode token at position 5; slot 2: a chunk of three at 0.
-        let si = StepInputs::ragged(&cfg, &cache, 1, &[&[4], &[1, 2, 3]], &[5, 0]).unwrap();
+        let si = StepInputs::ragged(&cfg, &cache, 1, &[&[4], &[1, 2, 3]], &[5, 0], &[true, true]).unwrap();
         assert_eq!((si.t, si.widths.clone()), (3, vec![1, 3]));
         assert_eq!(si.tokens, [4, 1, 2, 3]);
         assert_eq!(si.pos, [5, 0, 1, 2]);
@@ -394,10 +413,20 @@ mod tests {
         assert_eq!(si.mask[..8], [o, o, o, o, o, o, x, x]);
         assert_eq!(si.mask[8..16], [o, x, x, x, x, x, x, x]);
         assert_eq!(si.mask[24..32], [o, o, o, x, x, x, x, x]);
-        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[4, 5, 6], &[1]], &[6, 0]).unwrap_err();
+        // Slot 0 takes no part; slot 1 feeds without output, slot 2 samples: one output row.
+        let si = StepInputs::ragged(&cfg, &cache, 0, &[&[], &[4, 5], &[6]], &[3, 5, 2], &[false, false, true]).unwrap();
+        assert_eq!(si.widths, [0, 2, 1]);
+        assert_eq!((si.tokens.clone(), si.pos.clone()), (vec![4, 5, 6], vec![5, 6, 2]));
+        assert_eq!(si.out_rows, [2]);
+        // None samples: the last token is the one (unused) output.
+        let si = StepInputs::ragged(&cfg, &cache, 0, &[&[4, 5], &[], &[]], &[0, 0, 0], &[false; 3]).unwrap();
+        assert_eq!(si.out_rows, [1]);
+        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[4, 5, 6], &[1]], &[6, 0], &[true; 2]).unwrap_err();
         assert!(e.to_string().contains("sequence 1: 9 positions needed"), "{e}");
-        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[4], &[]], &[0, 0]).unwrap_err();
+        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[], &[]], &[0, 0], &[false; 2]).unwrap_err();
         assert!(e.to_string().contains("no token"), "{e}");
+        let e = StepInputs::ragged(&cfg, &cache, 1, &[&[4], &[]], &[0, 0], &[true; 2]).unwrap_err();
+        assert!(e.to_string().contains("a slot that samples has tokens"), "{e}");
     }
 
     #[test]

@@ -218,6 +218,8 @@ struct StepGraph {
     slots: std::ops::Range<usize>,
     /// Tokens per slot (all equal unless the step is ragged).
     widths: Vec<usize>,
+    /// Which slots have output rows (all but in a ragged step).
+    outputs: Vec<bool>,
     cells: usize,
     n_out: usize,
     sampled: bool,
@@ -416,33 +418,34 @@ impl Session {
         Ok(())
     }
 
-    /// One step over the contiguous slots `lo..lo + work.len()`, each doing its [`SlotWork`]:
-    /// the slots outside the range take no part (a server's step over the slots in use, or a
-    /// prefill chunk of one slot), and in it an idle slot only pads. Each sampling slot's token
+    /// One ragged step over the contiguous slots `lo..lo + work.len()`, each doing its
+    /// [`SlotWork`] with its own number of tokens, unpadded ([`StepInputs::ragged`]: a server's
+    /// prompt chunks beside the others' decode tokens): the slots outside the range and the idle
+    /// ones in it take no part, and only the sampling slots get an output row (the LM head and
+    /// the sampling tail run for them alone). Each sampling slot's token
     /// is chosen by its chain and accepted, as [`Session::step`] does; its error (a chain that
     /// selects nothing, a grammar that accepts nothing) is its own. Without a sampling slot the
     /// step reads nothing back.
     pub fn step_slots(&mut self, lo: usize, work: &[SlotWork<'_>]) -> Result<SlotsOutcome> {
-        let pad: Vec<[Token; 1]> = (0..work.len()).map(|_| [0]).collect();
         let tokens: Vec<&[Token]> = work
             .iter()
-            .zip(&pad)
-            .map(|(w, p)| match w {
-                SlotWork::Idle => p.as_slice(),
-                SlotWork::Feed(t) | SlotWork::Sample(t) => t,
+            .map(|w| match w {
+                SlotWork::Idle => &[],
+                SlotWork::Feed(t) | SlotWork::Sample(t) => *t,
             })
             .collect();
+        let samples: Vec<bool> = work.iter().map(|w| matches!(w, SlotWork::Sample(_))).collect();
         let hi = lo + work.len();
         let start = self.pos.get(lo..hi).ok_or_else(|| RunnerError::Session {
             what: format!("a step over slots {lo}..{hi}"),
             reason: format!("the session has {} sequences", self.opts.n_seq),
         })?;
-        let inputs = StepInputs::ragged(&self.model.config, &self.cache, lo, &tokens, start)?;
-        let n_eval = tokens.iter().zip(work).filter(|(_, w)| !matches!(w, SlotWork::Idle)).map(|(t, _)| t.len()).sum();
-        let any_sample = work.iter().any(|w| matches!(w, SlotWork::Sample(_)));
+        let inputs = StepInputs::ragged(&self.model.config, &self.cache, lo, &tokens, start, &samples)?;
+        let n_eval = tokens.iter().map(|t| t.len()).sum();
+        let any_sample = samples.contains(&true);
         let sampled = any_sample && self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(lo..hi, &inputs, 1, sampled)?;
+        let i = self.prepare(lo..hi, &inputs, 1, sampled, Some(&samples))?;
         let tp = Instant::now();
         self.run(i, &inputs)?;
         for (s, (w, t)) in work.iter().zip(&tokens).enumerate() {
@@ -478,13 +481,14 @@ impl Session {
                 }
                 None => {
                     let logits = self.graphs[i].fwd.logits;
-                    let rows: Vec<usize> =
-                        (0..work.len()).filter(|&s| matches!(work[s], SlotWork::Sample(_))).collect();
+                    // One output row per sampling slot, in slot order.
+                    let sampling: Vec<usize> = (0..work.len()).filter(|&s| samples[s]).collect();
+                    let rows: Vec<usize> = (0..sampling.len()).collect();
                     self.sched
                         .read_rows_f32_into(logits, &rows, &mut self.logits_buf)
                         .map_err(RunnerError::sched("reading the logits"))?;
                     let v = self.model.config.n_vocab;
-                    for (k, &s) in rows.iter().enumerate() {
+                    for (k, &s) in sampling.iter().enumerate() {
                         let row = &self.logits_buf[k * v..(k + 1) * v];
                         let slot = lo + s;
                         let n_lp = self.logprobs[slot];
@@ -517,7 +521,8 @@ impl Session {
     }
 
     /// Builds (or finds) the graph for `t` tokens and `n_out` outputs per sequence of the slots
-    /// `slots` and makes its plan current, binding the weights the scheduler lacks. A sampled
+    /// `slots` (with `samples`, a ragged step's: `inputs.widths` tokens a slot, an output row for
+    /// each sampling slot) and makes its plan current, binding the weights the scheduler lacks. A sampled
     /// graph whose tail no longer fits its sequences' chains (a chain of another structure was
     /// set since) is built again.
     fn prepare(
@@ -526,10 +531,21 @@ impl Session {
         inputs: &StepInputs,
         n_out: usize,
         sampled: bool,
+        samples: Option<&[bool]>,
     ) -> Result<usize> {
         let (widths, cells) = (&inputs.widths, inputs.cells);
+        // A ragged step's output rows: the sampling slots' (a uniform step's: every slot's).
+        let outputs: Vec<bool> = match samples {
+            Some(f) => f.to_vec(),
+            None => vec![true; widths.len()],
+        };
         let same = |g: &StepGraph| {
-            g.slots == slots && g.widths == *widths && g.cells == cells && g.n_out == n_out && g.sampled == sampled
+            g.slots == slots
+                && g.widths == *widths
+                && g.outputs == outputs
+                && g.cells == cells
+                && g.n_out == n_out
+                && g.sampled == sampled
         };
         let found = self.graphs.iter().position(same);
         if let Some(i) = found
@@ -549,14 +565,16 @@ impl Session {
                 }
                 let mut graph = Graph::new();
                 let (cfg, w) = (&self.model.config, &self.model.weights);
-                let fwd = if widths.iter().all(|&w| w == inputs.t) {
+                let fwd = if samples.is_none() {
                     forward::build_slots(&mut graph, cfg, w, &self.cache, slots.clone(), inputs.t, n_out, cells)?
                 } else {
-                    forward::build_ragged(&mut graph, cfg, w, &self.cache, slots.clone(), widths, cells)?
+                    let n_rows = inputs.out_rows.len();
+                    forward::build_ragged(&mut graph, cfg, w, &self.cache, slots.clone(), widths, n_rows, cells)?
                 };
                 let tail = if sampled {
                     let rows: Vec<(SeqId, usize)> = slots
                         .clone()
+                        .filter(|&s| outputs[s - slots.start])
                         .enumerate()
                         .flat_map(|(i, s)| (0..n_out).map(move |j| (SeqId(s as u32), i * n_out + j)))
                         .collect();
@@ -569,7 +587,17 @@ impl Session {
                     graph.set_output(fwd.logits);
                     None
                 };
-                self.graphs.push(StepGraph { slots, widths: widths.clone(), cells, n_out, sampled, graph, fwd, tail });
+                self.graphs.push(StepGraph {
+                    slots,
+                    widths: widths.clone(),
+                    outputs,
+                    cells,
+                    n_out,
+                    sampled,
+                    graph,
+                    fwd,
+                    tail,
+                });
                 self.graphs.len() - 1
             }
         };
@@ -648,7 +676,7 @@ impl Session {
         self.every_slot(tokens)?;
         let ones = vec![1; tokens.len()];
         let inputs = StepInputs::for_slots(&self.model.config, &self.cache, 0, tokens, &self.pos, 0, 1, &ones)?;
-        let i = self.prepare(0..self.opts.n_seq, &inputs, 1, false)?;
+        let i = self.prepare(0..self.opts.n_seq, &inputs, 1, false, None)?;
         self.run(i, &inputs)?;
         self.advance(tokens);
         let logits = self.graphs[i].fwd.logits;
@@ -799,7 +827,7 @@ impl Session {
         let n_eval = (0..n).filter(|&s| !idle(s)).map(|s| fed[s].len()).sum();
         let sampled = self.opts.sampling == Sampling::Backend;
         let t0 = Instant::now();
-        let i = self.prepare(lo..hi, &inputs, n_out, sampled)?;
+        let i = self.prepare(lo..hi, &inputs, n_out, sampled, None)?;
         let tp = Instant::now();
         if sampled {
             for (s, d) in drafts.iter().enumerate() {

@@ -11,7 +11,7 @@
 //! one chunk's time at most) and as many as [`MAX_PREFILL_SLOTS`] chunks while none does (a burst
 //! is prefilled together). A slot's first token is sampled in the step of its last chunk. The
 //! step runs over the range of slots from the lowest to the highest taking part (slots in between
-//! that are free or wait for their chunk only pad). A sequence leaves when it ends (an
+//! that are free or wait for their chunk take no part: no token, no output). A sequence leaves when it ends (an
 //! end-of-generation token, a stop string, its grammar complete, `max_tokens`, the context full),
 //! when its client goes away (its event channel closed: the slot is freed before the next step),
 //! or on an error of its own row, and its slot is reused. (`--prefill-apart` evaluates the
@@ -369,7 +369,8 @@ impl Loop {
     }
 
     /// Frees a slot, keeping the tokens its cells hold for a later prompt that shares them (as
-    /// many as leave room for a padding step: a free slot in a step's range pads at its position).
+    /// many as leave room for a padding step: a free slot in a speculative step's range pads at
+    /// its position).
     fn free(&mut self, slot: usize) {
         if let Some(a) = self.slots[slot].take() {
             self.metrics.active_slots.fetch_sub(1, Ordering::Relaxed);
@@ -444,7 +445,7 @@ impl Loop {
     /// `chunk` prompt tokens in all, so that their next token waits for one chunk's time at
     /// most). A slot whose chunk ends its prompt samples its first token in the same step.
     /// The step runs over the range of slots from the lowest to the highest taking part; the
-    /// others in it only pad (one token at their position, which a later step overwrites).
+    /// others in it have no token and no output.
     fn step(&mut self) {
         let dec: Vec<usize> =
             (0..self.slots.len()).filter(|&s| self.slots[s].as_ref().is_some_and(|a| a.decoding)).collect();
