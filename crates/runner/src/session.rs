@@ -31,7 +31,7 @@ use graph::{DType, Graph};
 use sampling::backend::{SeqConfig, SeqId, Sequences, Tail};
 use sampling::speculative::{self, DraftProbs, Verdict};
 use sampling::{Chain, Token};
-use sched::{Scheduler, Stats};
+use sched::{BufferRole, Scheduler, Stats};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -416,6 +416,30 @@ impl Session {
             Sampling::Cpu => tokens.iter().for_each(|&t| sampling::Sampler::accept_prompt(&mut self.chains[seq], t)),
         }
         Ok(())
+    }
+
+    /// Plans the largest step the caller will run, a ragged step of `widths[s]` tokens for slot
+    /// `s` (every slot with tokens sampling with the chain set now, attention over every cell of
+    /// the context), so that the scheduler's pool is sized for it now
+    /// ([`sched::Scheduler::reserve`]): running out of memory is an error here, at start, and
+    /// later steps whose buffers fit allocate nothing. A later chain whose sampling tail needs
+    /// more (a longer list, another stage's buffers) grows the shared buffers at its first step.
+    /// Nothing is computed, no position moves, and the weights are bound. Returns the bytes
+    /// the pool's shared buffers hold after it.
+    pub fn reserve(&mut self, widths: &[usize]) -> Result<usize> {
+        let n_ctx = self.opts.n_ctx;
+        let zeros: Vec<Vec<Token>> = widths.iter().map(|&w| vec![0; w.min(n_ctx)]).collect();
+        let tokens: Vec<&[Token]> = zeros.iter().map(Vec::as_slice).collect();
+        // Each slot's tokens end at the context's end: attention over every cell.
+        let start: Vec<usize> = tokens.iter().map(|t| n_ctx - t.len()).collect();
+        let samples: Vec<bool> = tokens.iter().map(|t| !t.is_empty()).collect();
+        let n = tokens.len();
+        let inputs = StepInputs::ragged(&self.model.config, &self.cache, 0, &tokens, &start, &samples)?;
+        let sampled = self.opts.sampling == Sampling::Backend;
+        self.prepare(0..n, &inputs, 1, sampled, Some(&samples))?;
+        let shared =
+            [BufferRole::Inputs, BufferRole::Outputs, BufferRole::HostOutputs, BufferRole::ReadBack, BufferRole::Arena];
+        Ok(shared.iter().map(|&r| self.sched.pool_bytes(r)).sum())
     }
 
     /// One ragged step over the contiguous slots `lo..lo + work.len()`, each doing its

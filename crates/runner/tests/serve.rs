@@ -287,6 +287,37 @@ fn the_same_tokens_alone_or_among_others() {
     }
 }
 
+/// The server reserves its largest step at start (`Session::reserve`): a burst of requests with
+/// the default sampling, prompts long enough to be chunked, chunks beside decoding slots, and
+/// log-probabilities, allocates no buffer after it.
+#[test]
+fn after_the_reserve_at_start_steps_allocate_nothing() {
+    let s = server(4, 32, Sampling::Backend);
+    let at_start = metric(&s, "buffer_allocations");
+    assert!(at_start >= 1.0, "the reserve planned and allocated");
+    let addr = s.addr();
+    let burst: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(40 * i as u64));
+                let words = "the quick brown fox jumps over the lazy dog ".repeat(1 + i % 4);
+                let mut b = json!({"prompt": format!("{i}: {words}"), "max_tokens": 6 + i});
+                if i % 3 == 0 {
+                    b["logprobs"] = json!(2);
+                }
+                let r = ureq::post(&format!("http://{addr}/v1/completions")).send_string(&b.to_string()).unwrap();
+                assert_eq!(r.status(), 200);
+            })
+        })
+        .collect();
+    for t in burst {
+        t.join().unwrap();
+    }
+    assert!(metric(&s, "decode_steps_with_prompt_total") >= 1.0, "chunks ran beside decoding slots");
+    assert_eq!(metric(&s, "buffer_allocations"), at_start, "a step allocated after the reserve");
+    s.stop().unwrap();
+}
+
 /// `ln softmax(row)[t]` in f64.
 fn log_softmax(row: &[f32], t: usize) -> f64 {
     let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));

@@ -177,9 +177,9 @@ pub struct Engine {
     pub thread: std::thread::JoinHandle<()>,
 }
 
-/// Starts the loop on its own thread; the session is made there (an error making it is
-/// returned here).
-pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> Result<Engine> {
+/// Starts the loop on its own thread; the session is made there, its largest step reserved with
+/// `reserve_chain` on every slot (an error making it or reserving is returned here).
+pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>, reserve_chain: Chain) -> Result<Engine> {
     let (jobs, rx) = mpsc::sync_channel::<Job>(opts.queue);
     let stopping = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
@@ -221,10 +221,11 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> R
             // request does not wait for it.
             let mut session = session;
             let warm = session.step_slots(0, &[SlotWork::Sample(&[0])]).and_then(|_| session.truncate(0, 0));
-            if let Err(e) = warm {
+            if let Err(e) = warm.and_then(|()| reserve(&mut session, &opts, reserve_chain)) {
                 let _ = ready_tx.send(Err(e));
                 return;
             }
+            metrics.allocations.store(session.stats().allocations, Ordering::Relaxed);
             let _ = ready_tx.send(Ok(()));
             Loop {
                 session,
@@ -247,6 +248,29 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>) -> R
             Err(RunnerError::Session { what: "the batching thread".into(), reason: "it ended while starting".into() })
         }
     }
+}
+
+/// Sizes the session's memory for the largest step the loop can run: [`MAX_PREFILL_SLOTS`]
+/// slots each with a prompt chunk (or, with speculation, a draft's width), the others decoding,
+/// attention over every cell, every slot sampling with `chain` (a request's default) and reading
+/// back log-probabilities. Too little memory is then an error at start, not in a running batch.
+fn reserve(session: &mut Session, opts: &EngineOptions, chain: Chain) -> Result<()> {
+    let (n, n_ctx) = (opts.session.n_seq, opts.session.n_ctx);
+    for s in 0..n {
+        session.set_chain(s, chain.clone(), LOGPROBS_READ)?;
+    }
+    let chunk = opts.chunk.clamp(1, n_ctx.saturating_sub(1).max(1));
+    let other = opts.ngram.map_or(1, |(_, k)| k + 1).min(chunk);
+    let widths: Vec<usize> = (0..n).map(|s| if s < MAX_PREFILL_SLOTS { chunk } else { other }).collect();
+    let t0 = Instant::now();
+    let bytes = session.reserve(&widths)?;
+    tracing::info!(
+        "reserved {:.1} MiB of step buffers for the largest step ({} tokens) in {:?}",
+        bytes as f64 / (1 << 20) as f64,
+        widths.iter().sum::<usize>(),
+        t0.elapsed()
+    );
+    Ok(())
 }
 
 /// A sequence in a slot.
@@ -422,6 +446,7 @@ impl Loop {
             out.sample_time
         );
         let m = &self.metrics;
+        m.allocations.store(self.session.stats().allocations, Ordering::Relaxed);
         Metrics::add(&m.bytes_read, out.bytes_read as u64);
         Metrics::add(&m.graph_us, (out.prepare_time + out.graph_time).as_micros() as u64);
         Metrics::add(&m.sampling_us, out.sample_time.as_micros() as u64);

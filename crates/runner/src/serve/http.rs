@@ -84,11 +84,7 @@ impl AppState {
             None => None,
         };
         let name = model.name.trim_end_matches(".gguf").to_string();
-        let spec_cx = sampling::chain_spec::SpecContext {
-            vocab: Some(Arc::clone(tok.grammar_vocab())),
-            tokenizer: Some(tok.breaker_tokenizer()),
-            ..Default::default()
-        };
+        let spec_cx = spec_context(tok);
         Ok(AppState {
             jobs,
             sampling: model.sampling.apply(&SamplingParams::default()),
@@ -223,6 +219,24 @@ fn grammar_stage(st: &AppState, c: &Constraint) -> Result<GrammarStage, ApiError
         }
     };
     Ok(GrammarStage::new(name, m, GrammarMode::Optimistic))
+}
+
+/// What a request's sampling SPEC parses with: the model's vocabulary and tokenizer.
+fn spec_context(tok: &crate::tokenizer::Tokenizer) -> sampling::chain_spec::SpecContext {
+    sampling::chain_spec::SpecContext {
+        vocab: Some(Arc::clone(tok.grammar_vocab())),
+        tokenizer: Some(tok.breaker_tokenizer()),
+        ..Default::default()
+    }
+}
+
+/// The chain of a request that sets no sampling field (the model's defaults over
+/// llama-server's): what the server reserves its steps' memory with.
+pub fn default_chain(model: &Model) -> Result<Chain, String> {
+    let tok = model.tokenizer.as_ref().ok_or("the model has no tokenizer")?;
+    let spec = model.sampling.apply(&SamplingParams::default()).spec(0);
+    sampling::chain_spec::parse_with(&spec, &spec_context(tok))
+        .map_err(|e| format!("the default sampling chain `{spec}`: {e}"))
 }
 
 /// Choice `i`'s chain (its reasoning budget first, counting where `prompt` leaves a block open).

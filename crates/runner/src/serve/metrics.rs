@@ -48,6 +48,9 @@ pub struct Metrics {
     pub graph_us: AtomicU64,
     /// Microseconds sampling (read-back, CPU stages, accepting).
     pub sampling_us: AtomicU64,
+    /// Plans that allocated or grew buffers since the session began, the reserve at start
+    /// included (the scheduler's `Stats::allocations`; gauge).
+    pub allocations: AtomicU64,
 }
 
 impl Metrics {
@@ -58,7 +61,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let rows: [(&str, &str, &str, &AtomicU64); 21] = [
+        let rows: [(&str, &str, &str, &AtomicU64); 22] = [
             ("requests_total", "counter", "Requests accepted.", &self.requests),
             ("requests_rejected_total", "counter", "Requests refused with 503 (queue full).", &self.rejected),
             ("requests_invalid_total", "counter", "Requests answered with a 4xx.", &self.bad_requests),
@@ -104,6 +107,12 @@ impl Metrics {
                 "counter",
                 "Seconds sampling (read-back, CPU stages, accept).",
                 &self.sampling_us,
+            ),
+            (
+                "buffer_allocations",
+                "gauge",
+                "Plans that allocated or grew buffers (the reserve at start included).",
+                &self.allocations,
             ),
         ];
         let mut s = String::new();

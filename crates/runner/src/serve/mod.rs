@@ -153,7 +153,10 @@ fn serve(
         .build()
         .map_err(io("the async runtime"))?;
     let metrics = Arc::new(Metrics::default());
-    let Engine { jobs, stopping, thread } = engine::start(Arc::clone(&model), opts.engine, Arc::clone(&metrics))?;
+    let chain =
+        http::default_chain(&model).map_err(|reason| RunnerError::Session { what: "the server".into(), reason })?;
+    let Engine { jobs, stopping, thread } =
+        engine::start(Arc::clone(&model), opts.engine, Arc::clone(&metrics), chain)?;
     let state =
         http::AppState::new(jobs, model, Arc::clone(&metrics), opts.engine.session.n_ctx, opts.engine.session.n_seq)
             .map_err(|reason| RunnerError::Session { what: "the server".into(), reason })?;
