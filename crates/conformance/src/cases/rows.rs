@@ -92,6 +92,16 @@ fn indexing(v: &mut Vec<Case>) {
             Ok(())
         }));
     }
+    v.push(Case::new("rows/set_rows/f16<-f32/one-element-rows", |b| {
+        // The transposed V cache's store: a row per channel and position.
+        let dst = b.input("dst", DType::F16, &[1, 40, 2], Gen::Uniform(-2.0, 2.0))?;
+        let vals = b.input("vals", DType::F32, &[1, 24, 2], Gen::Uniform(-70000.0, 70000.0))?;
+        let ids = b.input("ids", DType::I32, &[24, 2], Gen::Distinct(40))?;
+        let upd = b.g.set_rows(dst, vals, ids)?;
+        let y = b.g.cont(upd)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    }));
     v.push(Case::new("rows/set_rows/f32/window-dst-then-read", |b| {
         // dst is a padded window of a cache; the rows written are read back through a later view.
         let cache = b.input("cache", DType::F32, &[40, 20], Gen::Uniform(-1.0, 1.0))?;
