@@ -158,10 +158,15 @@ struct ServeArgs {
     /// Copy the logits rows back and run every chain on the CPU (instead of backend sampling).
     #[arg(long)]
     cpu_sampling: bool,
-    /// The most prompt tokens evaluated in one step (a long prompt is split into chunks of this
-    /// many, between the others' decode steps).
+    /// The most prompt tokens of one request evaluated in one step (a long prompt is split into
+    /// chunks of this many, evaluated in the same steps as the others decode).
     #[arg(long, default_value_t = 64)]
     chunk: usize,
+    /// The most prompt tokens evaluated in one step, all requests together (llama.cpp's
+    /// --batch-size): a burst of requests is prefilled together up to this, and the others'
+    /// next token waits for this many at most.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
     /// Evaluate prompt chunks in steps of their own between the decode steps, instead of in the
     /// same (ragged) steps as the others' decode tokens: the server before ragged steps, kept for
     /// comparison (`cargo xtask bench serve --runner-arg=--prefill-apart`).
@@ -202,8 +207,8 @@ fn serve(args: ServeArgs) -> Result<()> {
         "vulkan" => BackendKind::Vulkan,
         b => bail!("--backend `{b}`: expected cpu or vulkan"),
     };
-    if args.parallel == 0 || args.ctx < 2 || args.chunk == 0 || args.queue == 0 {
-        bail!("--parallel, --chunk and --queue must be at least 1, --ctx at least 2");
+    if args.parallel == 0 || args.ctx < 2 || args.chunk == 0 || args.batch == 0 || args.queue == 0 {
+        bail!("--parallel, --chunk, --batch and --queue must be at least 1, --ctx at least 2");
     }
     let path = model_path(&args.model)?;
     let model = Arc::new(Model::from_gguf(&path).with_context(|| format!("loading {}", path.display()))?);
@@ -234,6 +239,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         engine: runner::serve::engine::EngineOptions {
             session,
             chunk: args.chunk,
+            batch: args.batch,
             queue: args.queue,
             ngram,
             prefill_apart: args.prefill_apart,

@@ -83,7 +83,7 @@ fn the_server_fills_a_requests_absent_fields_from_the_model_file() {
     let session = runner::SessionOptions { n_seq: 2, n_ctx: 128, threads: 2, ..Default::default() };
     let opts = ServeOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
-        engine: EngineOptions { session, chunk: 16, queue: 8, ngram: None, prefill_apart: false },
+        engine: EngineOptions { session, chunk: 16, batch: 32, queue: 8, ngram: None, prefill_apart: false },
     };
     let server = spawn(model, opts).unwrap();
     let complete = |body: serde_json::Value| -> String {

@@ -31,7 +31,7 @@ fn server_with(parallel: usize, queue: usize, sampling: Sampling, ngram: Option<
     };
     let opts = ServeOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
-        engine: EngineOptions { session, chunk: 16, queue, ngram, prefill_apart: false },
+        engine: EngineOptions { session, chunk: 16, batch: 32, queue, ngram, prefill_apart: false },
     };
     spawn(common::smollm2(), opts).unwrap()
 }

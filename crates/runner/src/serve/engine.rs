@@ -7,9 +7,10 @@
 //! tokens **in the same steps as the others decode**: each step is ragged
 //! ([`Session::step_slots`]: every decoding slot's one token and the prefilling slots' next
 //! chunks, each slot its own count, unpadded), taking the prefilling slots in the order they were
-//! admitted, at most `chunk` prompt tokens in all while others decode (their next token waits for
-//! one chunk's time at most) and as many as [`MAX_PREFILL_SLOTS`] chunks while none does (a burst
-//! is prefilled together). A slot's first token is sampled in the step of its last chunk. The
+//! admitted, at most `batch` prompt tokens in all (llama.cpp's `n_batch`: the bound on how long
+//! the others' next token waits) over at most [`MAX_PREFILL_SLOTS`] slots, so that a burst of
+//! requests is prefilled together and its sequences then decode in the same steps. A slot's first
+//! token is sampled in the step of its last chunk. The
 //! step runs over the range of slots from the lowest to the highest taking part (slots in between
 //! that are free or wait for their chunk take no part: no token, no output). A sequence leaves when it ends (an
 //! end-of-generation token, a stop string, its grammar complete, `max_tokens`, the context full),
@@ -153,8 +154,10 @@ pub enum Event {
 pub struct EngineOptions {
     /// The session: `n_seq` slots of `n_ctx` cells, backend, threads, sampling path.
     pub session: SessionOptions,
-    /// The most prompt tokens evaluated in one step.
+    /// The most prompt tokens of one slot evaluated in one step.
     pub chunk: usize,
+    /// The most prompt tokens evaluated in one step, all slots together (llama.cpp's `n_batch`).
+    pub batch: usize,
     /// The most sequences waiting for a slot.
     pub queue: usize,
     /// N-gram speculation: `(n, most draft tokens a step)`; the session's `n_draft_max` must be
@@ -234,6 +237,7 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>, rese
                 metrics,
                 order: 0,
                 chunk: opts.chunk.max(1),
+                batch: opts.batch.max(1),
                 prefill_apart: opts.prefill_apart,
                 drafter,
                 cached: vec![Vec::new(); n],
@@ -250,10 +254,11 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>, rese
     }
 }
 
-/// Sizes the session's memory for the largest step the loop can run: [`MAX_PREFILL_SLOTS`]
-/// slots each with a prompt chunk (or, with speculation, a draft's width), the others decoding,
-/// attention over every cell, every slot sampling with `chain` (a request's default) and reading
-/// back log-probabilities. Too little memory is then an error at start, not in a running batch.
+/// Sizes the session's memory for the largest step the loop can run: `batch` prompt tokens in
+/// chunks (16 chunks at most; with speculation and steps of their own, as many as a burst
+/// while none decodes), the others decoding (with speculation, a draft's width), attention
+/// over every cell, every slot sampling with `chain` (a request's default) and reading back
+/// log-probabilities. Too little memory is then an error at start, not in a running batch.
 fn reserve(session: &mut Session, opts: &EngineOptions, chain: Chain) -> Result<()> {
     let (n, n_ctx) = (opts.session.n_seq, opts.session.n_ctx);
     for s in 0..n {
@@ -261,7 +266,17 @@ fn reserve(session: &mut Session, opts: &EngineOptions, chain: Chain) -> Result<
     }
     let chunk = opts.chunk.clamp(1, n_ctx.saturating_sub(1).max(1));
     let other = opts.ngram.map_or(1, |(_, k)| k + 1).min(chunk);
-    let widths: Vec<usize> = (0..n).map(|s| if s < MAX_PREFILL_SLOTS { chunk } else { other }).collect();
+    // Steps of their own for prompts (speculation, `--prefill-apart`) take a chunk from up to
+    // 16 slots while none decodes; ragged steps `batch` tokens in all.
+    let apart = opts.ngram.is_some() || opts.prefill_apart;
+    let mut left = if apart { usize::MAX } else { opts.batch.max(1) };
+    let widths: Vec<usize> = (0..n)
+        .map(|s| {
+            let w = if s < MAX_PREFILL_SLOTS { chunk.min(left).max(other) } else { other };
+            left = left.saturating_sub(w);
+            w
+        })
+        .collect();
     let t0 = Instant::now();
     let bytes = session.reserve(&widths)?;
     tracing::info!(
@@ -271,6 +286,23 @@ fn reserve(session: &mut Session, opts: &EngineOptions, chain: Chain) -> Result<
         t0.elapsed()
     );
     Ok(())
+}
+
+/// The prompt pieces of a step: `waiting` lists the prefilling slots in the order they were
+/// admitted as `(slot, tokens fed, prompt length)`; each gets its next `chunk` tokens at most, all
+/// together `batch` at most, over [`MAX_PREFILL_SLOTS`] slots at most. `(slot, from, to)`.
+fn chunks(waiting: &[(usize, usize, usize)], chunk: usize, batch: usize) -> Vec<(usize, usize, usize)> {
+    let mut budget = batch;
+    let mut out = Vec::new();
+    for &(s, fed, len) in waiting.iter().take(MAX_PREFILL_SLOTS) {
+        let end = (fed + chunk.min(budget)).min(len);
+        if end == fed {
+            break;
+        }
+        budget -= end - fed;
+        out.push((s, fed, end));
+    }
+    out
 }
 
 /// A sequence in a slot.
@@ -299,6 +331,7 @@ struct Loop {
     metrics: Arc<Metrics>,
     order: u64,
     chunk: usize,
+    batch: usize,
     prefill_apart: bool,
     drafter: Option<NgramDrafter>,
     /// Per free slot, the tokens whose keys and values its cells still hold (positions `0..`).
@@ -466,9 +499,8 @@ impl Loop {
 
     /// One ragged step (without speculation): every decoding slot's next token, and beside them
     /// the next chunks of the prefilling slots in the order they were admitted, each at most
-    /// `chunk` tokens (at most [`MAX_PREFILL_SLOTS`] slots; while others decode, at most
-    /// `chunk` prompt tokens in all, so that their next token waits for one chunk's time at
-    /// most). A slot whose chunk ends its prompt samples its first token in the same step.
+    /// `chunk` tokens, at most `batch` in all (at most [`MAX_PREFILL_SLOTS`] slots). A slot
+    /// whose chunk ends its prompt samples its first token in the same step.
     /// The step runs over the range of slots from the lowest to the highest taking part; the
     /// others in it have no token and no output.
     fn step(&mut self) {
@@ -477,18 +509,21 @@ impl Loop {
         let mut prefilling: Vec<usize> =
             (0..self.slots.len()).filter(|&s| self.slots[s].as_ref().is_some_and(|a| !a.decoding)).collect();
         prefilling.sort_by_key(|&s| self.slots[s].as_ref().map_or(u64::MAX, |a| a.order));
-        let mut budget = if dec.is_empty() { usize::MAX } else { self.chunk };
+        let waiting: Vec<(usize, usize, usize)> = prefilling
+            .iter()
+            .map(|&s| {
+                let a = self.slots[s].as_ref().expect("prefilling");
+                (s, a.fed, a.job.prompt.len())
+            })
+            .collect();
         // (slot, its prompt piece, whether the piece ends the prompt, where it ends)
-        let mut pieces: Vec<(usize, Vec<Token>, bool, usize)> = Vec::new();
-        for &s in prefilling.iter().take(MAX_PREFILL_SLOTS) {
-            let a = self.slots[s].as_ref().expect("prefilling");
-            let end = (a.fed + self.chunk.min(budget)).min(a.job.prompt.len());
-            if end == a.fed {
-                break;
-            }
-            budget -= end - a.fed;
-            pieces.push((s, a.job.prompt[a.fed..end].to_vec(), end == a.job.prompt.len(), end));
-        }
+        let pieces: Vec<(usize, Vec<Token>, bool, usize)> = chunks(&waiting, self.chunk, self.batch)
+            .into_iter()
+            .map(|(s, from, end)| {
+                let a = self.slots[s].as_ref().expect("prefilling");
+                (s, a.job.prompt[from..end].to_vec(), end == a.job.prompt.len(), end)
+            })
+            .collect();
         let taking = dec.iter().copied().chain(pieces.iter().map(|p| p.0));
         let (Some(lo), Some(hi)) = (taking.clone().min(), taking.max()) else { return };
         let lasts: Vec<[Token; 1]> =
@@ -806,5 +841,26 @@ fn logprob_entry(tok: &Tokenizer, t: Token, logprob: f32, top: &[(Token, f32)], 
                 (s, b, lp)
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_takes_chunks_in_admission_order_within_the_batch() {
+        // Slots 5, 2, 7 waiting (admitted in that order): prompts of 40, 10 and 100 tokens.
+        let waiting = [(5, 0, 40), (2, 0, 10), (7, 30, 100)];
+        // Chunks of 16, 64 in all: 16 + 10 + 16.
+        assert_eq!(chunks(&waiting, 16, 64), [(5, 0, 16), (2, 0, 10), (7, 30, 46)]);
+        // 20 in all: the first chunk whole, the second cut to what is left.
+        assert_eq!(chunks(&waiting, 16, 20), [(5, 0, 16), (2, 0, 4)]);
+        // A burst of 20 short prompts: 16 slots at most, whatever the batch.
+        let burst: Vec<(usize, usize, usize)> = (0..20).map(|s| (s, 0, 3)).collect();
+        let got = chunks(&burst, 64, 1000);
+        assert_eq!(got.len(), MAX_PREFILL_SLOTS);
+        assert!(got.iter().all(|&(_, from, to)| (from, to) == (0, 3)));
+        assert!(chunks(&[], 16, 64).is_empty());
     }
 }
