@@ -1,7 +1,8 @@
 //! The forward pass as a static graph: a decoder built only from `graph` ops, its blocks as its
 //! [`crate::arch::Arch`] describes them.
 //!
-//! Per step the graph takes `t` tokens for each of the cache's `n_seq` slots (see [`crate::kv`]):
+//! Per step the graph takes `t` tokens for each of the cache's `n_seq` slots (see [`crate::kv`];
+//! or, [`build_ragged`], each slot its own count, attention per run of equal counts):
 //! embedding (`get_rows`, scaled by `sqrt(n_embd)` where the architecture says), per block RMSNorm,
 //! Q/K/V projections, each head's Q and K RMS-normed where the architecture has QK norms, RoPE
 //! (the architecture's mode; ggml mode 0 for LLaMA, whose GGUF converter permutes Q and K rows so

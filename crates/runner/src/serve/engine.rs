@@ -10,13 +10,13 @@
 //! admitted, at most `batch` prompt tokens in all (llama.cpp's `n_batch`: the bound on how long
 //! the others' next token waits) over at most [`MAX_PREFILL_SLOTS`] slots, so that a burst of
 //! requests is prefilled together and its sequences then decode in the same steps. A slot's first
-//! token is sampled in the step of its last chunk. The
-//! step runs over the range of slots from the lowest to the highest taking part (slots in between
-//! that are free or wait for their chunk take no part: no token, no output). A sequence leaves when it ends (an
-//! end-of-generation token, a stop string, its grammar complete, `max_tokens`, the context full),
-//! when its client goes away (its event channel closed: the slot is freed before the next step),
-//! or on an error of its own row, and its slot is reused. (`--prefill-apart` evaluates the
-//! chunks in steps of their own, between decode steps, as before ragged steps: for comparison.)
+//! token is sampled in the step of its last chunk. The step runs over the range of slots from the
+//! lowest to the highest taking part (slots in between that are free or wait for their chunk take
+//! no part: no token, no output). A sequence leaves when it ends (an end-of-generation token, a
+//! stop string, its grammar complete, `max_tokens`, the context full), when its client goes away
+//! (its event channel closed: the slot is freed before the next step), or on an error of its own
+//! row, and its slot is reused. (`--prefill-apart` evaluates the chunks in steps of their own,
+//! between decode steps, as before ragged steps: for comparison.)
 //!
 //! With n-gram speculation (`--spec ngram`), each decode step drafts for every decoding sequence
 //! from its own context (prompt and output) as deep as its [`DraftDepth`] allows and the
