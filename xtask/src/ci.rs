@@ -55,6 +55,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if !args.no_install {
         install_packages()?;
         python_client()?;
+        llama_grammars()?;
     }
     // The runner's SmolLM2 and Gemma 3 tests need the model files: fetch them now (network), not
     // inside a test.
@@ -70,6 +71,11 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
     // The server's `openai` client test finds its interpreter here (see `python_client`).
     cmd.env("RUNNER_TEST_PYTHON", target.join("pyenv/bin/python"));
+    // llama.cpp's grammars (see `llama_grammars`), where fetched.
+    let grammars = target.join(LLAMA_GRAMMARS);
+    if grammars.join("json.gbnf").exists() {
+        cmd.env("LLAMA_GRAMMARS_DIR", &grammars);
+    }
     cmd.args(&args.cargo_args);
     // The passing tests' own output too, so that their `SKIPPED <test>: <reason>` lines
     // (`sched::testing::skip`) can be counted.
@@ -294,6 +300,72 @@ fn python_client() -> Result<()> {
     if !has(&py) {
         bail!("{} cannot import openai after installing it", py.display());
     }
+    Ok(())
+}
+
+/// `cargo xtask fetch-grammars`: llama.cpp's grammars into `target/llama-grammars` (the
+/// virtual environment first, for its pip), and how to run their test.
+pub fn fetch_grammars() -> Result<()> {
+    python_client()?;
+    llama_grammars()?;
+    let dir = target_dir().join(LLAMA_GRAMMARS);
+    eprintln!("LLAMA_GRAMMARS_DIR={} cargo test -p grammar --test llama_grammars", dir.display());
+    Ok(())
+}
+
+/// Where llama.cpp's `grammars/*.gbnf` are put, under the target directory.
+const LLAMA_GRAMMARS: &str = "llama-grammars";
+
+/// The source archive that vendors llama.cpp, its grammars included: llama-cpp-python's, from
+/// PyPI (the package index is what a fresh machine reaches), with its SHA-256.
+const LLAMA_SDIST: (&str, &str, &str) = (
+    "llama-cpp-python==0.3.36",
+    "llama_cpp_python-0.3.36.tar.gz",
+    "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+);
+
+/// Puts llama.cpp's `grammars/*.gbnf` in `target/llama-grammars` unless they are there: the
+/// source archive downloaded with the virtual environment's pip ([`python_client`] made it),
+/// checked against its SHA-256, and only the grammars extracted; the archive is then removed.
+/// The grammar crate's `llama_grammars` test reads them (`LLAMA_GRAMMARS_DIR`).
+fn llama_grammars() -> Result<()> {
+    let target = target_dir();
+    let dir = target.join(LLAMA_GRAMMARS);
+    if dir.join("json.gbnf").exists() {
+        return Ok(());
+    }
+    let (package, file, sha) = LLAMA_SDIST;
+    eprintln!("xtask ci: fetching llama.cpp's grammars ({package}'s source archive) into {}", dir.display());
+    let work = target.join("llama-sdist");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let run = |cmd: &mut Command| -> Result<()> {
+        let st = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+        if !st.success() {
+            bail!("{cmd:?} failed: {st}");
+        }
+        Ok(())
+    };
+    let pip = target.join("pyenv/bin/pip");
+    run(Command::new(&pip)
+        .args(["download", "--quiet", "--disable-pip-version-check", "--no-deps", "--no-binary", ":all:", package])
+        .arg("-d")
+        .arg(&work))?;
+    let archive = work.join(file);
+    let got = runner::fetch::sha256(&archive).with_context(|| format!("reading {}", archive.display()))?;
+    if got != sha {
+        bail!("{} has SHA-256 {got}, expected {sha}", archive.display());
+    }
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&work)
+        .args(["--wildcards", "*/vendor/llama.cpp/grammars/*.gbnf"]))?;
+    let from = work.join(file.trim_end_matches(".tar.gz")).join("vendor/llama.cpp/grammars");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&from, &dir).with_context(|| format!("moving {} to {}", from.display(), dir.display()))?;
+    std::fs::remove_dir_all(&work)?;
     Ok(())
 }
 

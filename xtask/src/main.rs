@@ -6,12 +6,13 @@ use anyhow::{Result, bail};
 use std::process::ExitCode;
 use xtask::{bench, ci, dump, fetch_model, fused, fuzz, sample, sanitize, shaders};
 
-const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-model|ci|sanitize|fuzz> [args...]
+const USAGE: &str = "usage: cargo xtask <dump|sample|fused|bench|shaders|fetch-model|fetch-grammars|ci|sanitize|fuzz> [args...]
   dump FIXTURE [--format text|dot]     print a graph fixture
   sample --logits F.npy --chain SPEC  run a sampler chain on logits (see docs/SAMPLING.md)
   fused top-k-top-p|random-sample ... the fused sampling ops on .npy files (see docs/FUSED.md)
   bench <suite>                        benchmarks (release build)
   fetch-model [smollm2|gemma3]         download a model into target/models (default: the SmolLM2 test model)
+  fetch-grammars                       llama.cpp's grammars/*.gbnf into target/llama-grammars (for a test)
   ci                                   install what the tests need, then run the whole suite
   sanitize [--address] [--thread]      kernels, cpu and sched tests under ASan / TSan (pinned nightly; --quick: CI's subset)
   fuzz [--seconds N] [--target T]      the libFuzzer targets of fuzz/ (nightly, cargo-fuzz)";
@@ -52,6 +53,7 @@ fn run() -> Result<()> {
         "bench" => bench::run(sub_args),
         "shaders" => shaders::run(sub_args),
         "fetch-model" => fetch_model::run(sub_args),
+        "fetch-grammars" => ci::fetch_grammars(),
         "sanitize" => sanitize::run(sub_args),
         "fuzz" => fuzz::run(sub_args),
         "-h" | "--help" | "help" => {

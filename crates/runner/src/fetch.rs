@@ -158,7 +158,7 @@ fn python(f: &Fetch) -> Result<&'static str> {
 }
 
 /// The SHA-256 of the file at `path`, in lowercase hex.
-fn sha256(path: &Path) -> std::io::Result<String> {
+pub fn sha256(path: &Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
