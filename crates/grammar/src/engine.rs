@@ -52,6 +52,8 @@ struct State {
     wide: Option<WideClasses>,
     /// [`Engine::chain`] of the state; computed on first use.
     chain: Option<Arc<[[u64; 2]]>>,
+    /// [`Engine::lead_ok`] of each lead byte 0xC0..=0xFF (bit `b - 0xC0`); computed on first use.
+    leads: Option<u64>,
 }
 
 /// How deep [`Engine::chain`] follows a state's majority successors.
@@ -151,6 +153,7 @@ impl Engine {
             loops: None,
             wide: None,
             chain: None,
+            leads: None,
         });
         Ok(id)
     }
@@ -328,6 +331,41 @@ impl Engine {
         Ok(chain)
     }
 
+    /// Whether some stack of `s` may take a character that begins with the lead byte `lead`
+    /// (0xC0 and up), whatever its continuation bytes: a class on top of a stack meets the
+    /// code points such a character can decode to (inside a token the decoder takes any
+    /// continuation byte, so they are every value with the lead's bits on top). A negated class
+    /// counts as meeting them (a sound answer: only a `false` lets the walk skip tokens).
+    fn lead_ok(&mut self, s: StateId, lead: u8) -> bool {
+        let leads = match self.states[s as usize].leads {
+            Some(l) => l,
+            None => {
+                let mut l = 0u64;
+                for b in 0xC0..=0xFFu8 {
+                    // The lead's bits and byte count, as the decoder reads them.
+                    let mut d = Decoder::CLEAR;
+                    d.push(b);
+                    let p = d.partial();
+                    let n = p.n_remain as u32;
+                    let low = p.value << (6 * n);
+                    let high = low | ((1 << (6 * n)) - 1);
+                    let rules = &self.rules;
+                    let ok = self.states[s as usize]
+                        .stacks
+                        .iter()
+                        .filter_map(|st| st.last().copied())
+                        .any(|top| !rules.at(top).is_token() && stacks::may_match_range(rules, top, low, high));
+                    if ok {
+                        l |= 1 << (b - 0xC0);
+                    }
+                }
+                self.states[s as usize].leads = Some(l);
+                l
+            }
+        };
+        leads >> (lead - 0xC0) & 1 == 1
+    }
+
     /// Whether some stack of `s` can take a character that completes `p` (`p.n_remain != 0`).
     fn partial_ok(&mut self, s: StateId, p: Partial) -> bool {
         if let Some(&ok) = self.partial_ok.get(&(s, p)) {
@@ -459,6 +497,9 @@ impl Engine {
                         let mut dc = dec[d];
                         let next = match dc.push(b) {
                             Step::Char(c) => self.next(st[d], c)?,
+                            // The lead byte of a character no stack can take, whatever follows:
+                            // every token from here on is rejected.
+                            Step::Pending if dec[d].is_clear() && !self.lead_ok(st[d], b) => DEAD,
                             Step::Pending => st[d],
                             Step::Invalid => DEAD,
                         };
@@ -473,17 +514,9 @@ impl Engine {
                     d += 1;
                 }
                 if let Some(d) = dead {
-                    // Every token sharing the first d + 1 bytes is rejected (those sharing the
-                    // first byte, the common case, in one jump).
+                    // Every token sharing the first d + 1 bytes is rejected: jumped over.
                     valid = d;
-                    if d == 0 {
-                        i = vocab.first_byte_end[i] as usize;
-                        continue;
-                    }
-                    i += 1;
-                    while i < order.len() && lcp[i] as usize > d {
-                        i += 1;
-                    }
+                    i = vocab.skip(i, d);
                     continue;
                 }
                 valid = piece.len();

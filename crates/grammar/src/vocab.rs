@@ -25,9 +25,12 @@ pub struct Vocab {
     /// The bytes of `order[i]`'s text as a 128-bit set, where all are ASCII; with bit 0 set (a
     /// byte no text holds: texts end at NUL) where one is not.
     pub(crate) byte_sets: Vec<[u64; 2]>,
-    /// The end (exclusive) of the run of `order` whose texts start with `order[i]`'s first byte:
-    /// where a state refuses that byte, the walk jumps over the whole run at once.
-    pub(crate) first_byte_end: Vec<u32>,
+    /// `lower[i]`: the first index after `i` whose common prefix with its predecessor is shorter
+    /// than `order[i]`'s (`lcp[lower[i]] < lcp[i]`), or `order.len()`. Every token in between
+    /// shares at least `lcp[i]` bytes with `order[i - 1]`: where a state refuses a prefix of `d + 1`
+    /// bytes, the walk jumps over the tokens sharing it from one such index to the next
+    /// ([`Vocab::skip`]), a jump per distinct prefix length rather than a step per token.
+    lower: Vec<u32>,
     /// Whether `order[i]`'s non-ASCII bytes, decoded from a character boundary as the mask walk
     /// decodes them, are whole characters all at or above U+0080 (no invalid sequence, no partial
     /// character at the end); false for an ASCII-only text. A state that is itself again after
@@ -75,9 +78,17 @@ impl Vocab {
             lcp[i] = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count() as u32;
         }
         let wide_clean = order.iter().map(|&t| wide_clean(&pieces[t as usize])).collect();
-        let mut first_byte_end = vec![order.len() as u32; order.len()];
-        for i in (0..order.len().saturating_sub(1)).rev() {
-            first_byte_end[i] = if lcp[i + 1] > 0 { first_byte_end[i + 1] } else { i as u32 + 1 };
+        // The next smaller value of each `lcp`, from the right with a stack of candidates.
+        let mut lower = vec![order.len() as u32; order.len()];
+        let mut stack: Vec<usize> = Vec::new();
+        for i in (0..order.len()).rev() {
+            while stack.last().is_some_and(|&k| lcp[k] >= lcp[i]) {
+                stack.pop();
+            }
+            if let Some(&k) = stack.last() {
+                lower[i] = k as u32;
+            }
+            stack.push(i);
         }
         let max_len = pieces.iter().map(Vec::len).max().unwrap_or(0);
         let mut texts = Vec::with_capacity(order.iter().map(|&t| pieces[t as usize].len()).sum());
@@ -91,7 +102,18 @@ impl Vocab {
         for (i, p) in pieces.iter().enumerate() {
             by_text.entry(p.clone()).or_insert(i as u32);
         }
-        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, first_byte_end, wide_clean, max_len, by_text }
+        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, lower, wide_clean, max_len, by_text }
+    }
+
+    /// The first index after `i` whose text does not share the first `d + 1` bytes of
+    /// `order[i]`'s (`d` below its length).
+    #[inline]
+    pub(crate) fn skip(&self, i: usize, d: usize) -> usize {
+        let mut j = i + 1;
+        while j < self.order.len() && self.lcp[j] as usize > d {
+            j = self.lower[j] as usize;
+        }
+        j
     }
 
     /// The length of `order[i]`'s text.

@@ -654,3 +654,20 @@ fn partial_characters() {
         }
     }
 }
+
+// Classes whose characters and range bounds sit on the edges of the blocks of code points that
+// one UTF-8 lead byte starts (0xC2: U+0080-U+00BF, 0xC3: U+00C0-U+00FF, 0xDF: up to U+07FF,
+// 0xE0: U+0800 up, 0xF0: U+10000 up), where the walk skips every token whose next character
+// begins with a lead byte no class can take.
+const LEAD_EDGES: &str = r#"
+root ::= ( [¿-À] | "߿" | [ࠀ-ࠁ] | [𐀀] | "a" [^é] | [¡] [Ā] ) root?
+"#;
+
+#[test]
+fn lead_byte_edge_masks() {
+    let extra = ["¿", "À", "¿À", "߿", "ࠀ", "ࠁ߿", "𐀀", "a¿", "aé", "aè", "¡Ā", "¡", "Ā", "¿a", "߿ࠀ𐀀"];
+    let (pieces, eog) = test_pieces(&extra);
+    let g = Grammar::new(LEAD_EDGES).unwrap();
+    let seen = walk("lead edges", &g, &pieces, &eog, 300, 0x0123_4567_89ab_cdef);
+    assert!(seen.states >= 300 && seen.masks >= 5, "{seen:?}");
+}
