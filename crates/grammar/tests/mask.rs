@@ -671,3 +671,18 @@ fn lead_byte_edge_masks() {
     let seen = walk("lead edges", &g, &pieces, &eog, 300, 0x0123_4567_89ab_cdef);
     assert!(seen.states >= 300 && seen.masks >= 5, "{seen:?}");
 }
+
+// Length-bounded strings whose classes take some characters from U+0080 up and not others
+// (several intervals above ASCII): the chain shortcut takes a token of whole wide characters
+// only where every one of them leads on at each step.
+const BOUNDED_WIDE: &str = r#"
+root ::= ( "\"" [^"α-ω]{0,6} "\"" | "<" [à-ÿa-z]{1,5} ">" | "(" [^)]{2,3} ")" ) ( "," root )?
+"#;
+
+#[test]
+fn bounded_wide_string_masks() {
+    let extra = ["αβ", "aé", "éé", "ééé", "àb", "ab", "abc", "abcd", "ω", "é)", "aéb", "éàé", "ü", "中中", "\"é", "<é"];
+    let (pieces, eog) = test_pieces(&extra);
+    let g = Grammar::new(BOUNDED_WIDE).unwrap();
+    assert_coverage(&walk("bounded wide", &g, &pieces, &eog, 400, 0x0b0b_1e55_5eed_0002), 200);
+}
