@@ -178,35 +178,53 @@ impl Engine {
         self.states[s as usize].complete
     }
 
+    /// The code points where membership in a class on top of a stack of `s` may change (each
+    /// character or range of a class bounds an interval), unsorted: two code points with no
+    /// bound between them (`a < b` and no bound in `a + 1..=b`) move the state alike.
+    fn class_bounds(&self, s: StateId) -> Vec<u32> {
+        let mut bounds = Vec::new();
+        for top in self.states[s as usize].stacks.iter().filter_map(|st| st.last().copied()) {
+            if self.rules.at(top).is_token() {
+                continue;
+            }
+            // The class at `top`, as `stacks::match_char` reads it.
+            let mut pos = top;
+            loop {
+                let (e, next) = (self.rules.at(pos), self.rules.at(pos + 1));
+                if next.kind == Kind::CharRngUpper {
+                    bounds.extend([e.value, next.value.saturating_add(1)]);
+                    pos += 2;
+                } else {
+                    if e.kind != Kind::CharAny {
+                        bounds.extend([e.value, e.value.saturating_add(1)]);
+                    }
+                    pos += 1;
+                }
+                if self.rules.at(pos).kind != Kind::CharAlt {
+                    break;
+                }
+            }
+        }
+        bounds
+    }
+
+    /// Computes state `s`'s transition on the ASCII character `c`, and sets it for the other
+    /// characters of `c`'s interval among the class bounds (one computation per interval, not
+    /// per character, for the loops and chains that try every ASCII character).
+    fn fill_ascii(&mut self, s: StateId, c: u32) -> Result<StateId> {
+        let bounds = self.class_bounds(s);
+        let a = bounds.iter().copied().filter(|&b| b <= c).max().unwrap_or(0);
+        let b = bounds.iter().copied().filter(|&b| b > c).min().unwrap_or(128).min(128);
+        let t = self.step(s, c)?;
+        self.states[s as usize].ascii[a as usize..b as usize].fill(t);
+        Ok(t)
+    }
+
     /// The interval of code point `c` (at least U+0080) among state `s`'s [`WideClasses`],
     /// computed on first use.
     fn wide_class(&mut self, s: StateId, c: u32) -> usize {
-        let state = &self.states[s as usize];
-        if state.wide.is_none() {
-            let mut bounds = Vec::new();
-            for top in state.stacks.iter().filter_map(|st| st.last().copied()) {
-                if self.rules.at(top).is_token() {
-                    continue;
-                }
-                // The class at `top`, as `stacks::match_char` reads it: each character or range
-                // bounds an interval where membership may change.
-                let mut pos = top;
-                loop {
-                    let (e, next) = (self.rules.at(pos), self.rules.at(pos + 1));
-                    if next.kind == Kind::CharRngUpper {
-                        bounds.extend([e.value, next.value.saturating_add(1)]);
-                        pos += 2;
-                    } else {
-                        if e.kind != Kind::CharAny {
-                            bounds.extend([e.value, e.value.saturating_add(1)]);
-                        }
-                        pos += 1;
-                    }
-                    if self.rules.at(pos).kind != Kind::CharAlt {
-                        break;
-                    }
-                }
-            }
+        if self.states[s as usize].wide.is_none() {
+            let mut bounds = self.class_bounds(s);
             bounds.retain(|&b| b > 0x80);
             bounds.sort_unstable();
             bounds.dedup();
@@ -240,20 +258,24 @@ impl Engine {
     /// The state after code point `c` ([`DEAD`] when no stack takes it).
     #[inline]
     pub(crate) fn next(&mut self, s: StateId, c: u32) -> Result<StateId> {
-        let class = if c < 128 {
-            let t = self.states[s as usize].ascii[c as usize];
-            if t != UNKNOWN {
-                return Ok(t);
-            }
-            0
-        } else {
-            let class = self.wide_class(s, c);
-            let t = self.states[s as usize].wide.as_ref().expect("computed").next[class];
-            if t != UNKNOWN {
-                return Ok(t);
-            }
-            class
-        };
+        if c < 128 {
+            return match self.states[s as usize].ascii[c as usize] {
+                UNKNOWN => self.fill_ascii(s, c),
+                t => Ok(t),
+            };
+        }
+        let class = self.wide_class(s, c);
+        let t = self.states[s as usize].wide.as_ref().expect("computed").next[class];
+        if t != UNKNOWN {
+            return Ok(t);
+        }
+        let t = self.step(s, c)?;
+        self.states[s as usize].wide.as_mut().expect("computed").next[class] = t;
+        Ok(t)
+    }
+
+    /// The state after code point `c`, computed from the stacks.
+    fn step(&mut self, s: StateId, c: u32) -> Result<StateId> {
         let mut out = Vec::new();
         // `out` gathers duplicates (see `stacks::advance`): removed whenever it has grown by
         // another MAX_STACKS, so that only distinct stacks count against the limit.
@@ -269,13 +291,7 @@ impl Engine {
                 dedup_at = out.len() + MAX_STACKS;
             }
         }
-        let t = self.intern(out)?;
-        if c < 128 {
-            self.states[s as usize].ascii[c as usize] = t;
-        } else {
-            self.states[s as usize].wide.as_mut().expect("computed").next[class] = t;
-        }
-        Ok(t)
+        self.intern(out)
     }
 
     /// [`State::loops`] of `s`.
