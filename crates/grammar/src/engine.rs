@@ -65,7 +65,7 @@ struct State {
 /// How deep [`Engine::chain`] follows a state's majority successors (as far as the token sets
 /// group tokens by length).
 const CHAIN_DEPTH: usize = crate::sets::MAX_CHARS;
-/// The fewest ASCII characters a shortcut must cover to be worth a test per token.
+/// The fewest ASCII characters a shortcut must cover to be worth its pass over the token sets.
 const SHORTCUT_MIN: u32 = 48;
 
 /// The code points from U+0080 up cut into intervals at the bounds of the character classes on
@@ -516,8 +516,8 @@ impl Engine {
             // Where the start state is itself again after most ASCII characters (inside a
             // string), a token made only of those is allowed without a walk: it never leaves the
             // state and ends between characters. A text with characters from U+0080 up needs
-            // them to lead back to the state too, and to be whole characters
-            // (wide-clean, see `vocab::wide_clean`). Where it is not, but most ASCII characters lead on to one
+            // them to lead back to the state too, and to be whole characters (wide-clean, see
+            // `vocab::wide_clean`). Where it is not, but most ASCII characters lead on to one
             // next state, and from there on again (a string with a length bound), the chain of
             // those states gives the same shortcut for tokens up to its length (`Engine::chain`).
             // The shortcut takes its tokens a word of the mask at a time (`TokenSets`); the walk
