@@ -7,7 +7,10 @@
 //! objects, arrays and enums, `grammars/person.schema.json`, converted to GBNF):
 //! - **mask**: the allowed-token mask at every position of the stream, cold (a fresh matcher: every
 //!   grammar state met for the first time) and warm (the same stream again: states and masks
-//!   cached), p50 and p99;
+//!   cached), p50 and p99, and the cold masks' total over the stream (what a first request pays);
+//! - **compile**: parsing the grammar and starting a matcher (the engine precomputes nothing
+//!   per grammar; what it precomputes per model, the vocabulary's index and token sets, is
+//!   timed once and its memory printed);
 //! - **advance**: accepting each token, p50 and p99;
 //! - **step**: one backend sampling step on the CPU backend at batch 1 (`grammar;top_k(40);
 //!   temp(t=0.8);dist` vs the same chain without the grammar, measured in the same run: the mask,
@@ -216,12 +219,35 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "greedy",
         "ratio"
     );
+    // What the vocabulary precomputes once per model for the masks (sorted texts, prefix jumps,
+    // token sets): its build time, rebuilt here from the same texts, and the token sets' memory.
+    let pieces: Vec<Vec<u8>> = (0..v as u32).map(|t| vocab.piece(t).to_vec()).collect();
+    let t0 = Instant::now();
+    let rebuilt = Vocab::new(pieces, vocab.eog());
+    let vocab_ms = t0.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "vocabulary index built in {vocab_ms:.0} ms; its token sets for the mask shortcuts: {} KiB",
+        rebuilt.shortcut_bytes() / 1024
+    );
+    drop(rebuilt);
     let grammars = [("json", JSON_GRAMMAR.to_string()), ("schema", schema_grammar)];
     let peer = llama_cpp(&args, &path, &stream, &grammars);
     let mut results = Vec::new();
     for (name, text) in grammars {
+        // The median of 5 compiles (the first one in a process also pays the allocator's first
+        // touches).
+        let mut compiles = Vec::new();
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let gr =
+                Grammar::with_vocab(&text, "root", vocab.as_ref()).with_context(|| format!("the {name} grammar"))?;
+            drop(Matcher::new(&gr, Arc::clone(&vocab)));
+            compiles.push(us(t0));
+        }
+        let compile_us = crate::bench::median(compiles);
         let gr = Grammar::with_vocab(&text, "root", vocab.as_ref()).with_context(|| format!("the {name} grammar"))?;
         let (cold, warm, adv) = mask_times(&gr, &vocab, &stream)?;
+        let cold_total: f64 = cold.iter().sum();
         let stage = |mode| GrammarStage::new("grammar", Matcher::new(&gr, Arc::clone(&vocab)), mode);
         let rest = Chain::parse("top_k(k=40);temp(t=0.8);dist(seed=1)")?;
         let mut with = Chain::new().with(stage(GrammarMode::First));
@@ -239,6 +265,8 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             "step_with_grammar_us": t_with, "step_without_us": t_without, "step_ratio": t_with / t_without,
             "bytes_written_with": bytes_with, "bytes_written_without": bytes_without,
             "optimistic_us": t_opt, "greedy_us": t_greedy, "optimistic_ratio": t_opt / t_greedy,
+            "compile_us": compile_us, "mask_cold_total_us": cold_total,
+            "vocab_build_ms": vocab_ms, "vocab_token_sets_bytes": vocab.shortcut_bytes(),
         });
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
@@ -256,6 +284,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             t_opt,
             t_greedy,
             t_opt / t_greedy
+        );
+        println!(
+            "{:<8} compile (parse and matcher, median of 5) {compile_us:.0} us; cold masks over the stream, in all: {cold_total:.0} us",
+            ""
         );
         if let Ok(p) = &peer {
             let g = &p["grammars"][name];

@@ -10,14 +10,20 @@
 //! The mask over the vocabulary walks the tokens in text order ([`Vocab`] keeps them sorted with
 //! their common-prefix lengths): a token starts from the state its predecessor reached at the end
 //! of their common prefix, and a prefix no stack can take rejects every token that shares it
-//! without looking at them. Grammars with token elements (`<[id]>`, `!<[id]>`) check each token
-//! on its own instead, since a token element accepts by id, mid-token too, as in llama.cpp.
+//! without looking at them (a jump over them, `Vocab::skip`), a character begun whose possible
+//! code points no class on top of a stack meets included. Inside a string (a state that is
+//! itself again after most characters, or one that counts what is left of a bounded one), the
+//! tokens made of those characters are taken a mask word at a time from the vocabulary's
+//! [`TokenSets`](crate::sets::TokenSets), and the walk visits only the others. Grammars with
+//! token elements (`<[id]>`, `!<[id]>`) check each token on its own instead, since a token
+//! element accepts by id, mid-token too, as in llama.cpp.
 //!
 //! The cache only grows while a mask or an accept runs; past its limits it is emptied between
 //! calls (matchers hold their stacks, not state ids, across calls).
 
 use crate::error::{GrammarError, Result};
 use crate::rules::{Kind, Pos, Rules};
+use crate::sets::{ChainStep, Taken};
 use crate::stacks::{self, Stack};
 use crate::utf8::{self, Decoder, Partial, Step};
 use crate::vocab::Vocab;
@@ -51,12 +57,15 @@ struct State {
     /// Transitions on code points from U+0080 up, by class; computed on first use.
     wide: Option<WideClasses>,
     /// [`Engine::chain`] of the state; computed on first use.
-    chain: Option<Arc<[[u64; 2]]>>,
+    chain: Option<Arc<[ChainStep]>>,
+    /// [`Engine::lead_ok`] of each lead byte 0xC0..=0xFF (bit `b - 0xC0`); computed on first use.
+    leads: Option<u64>,
 }
 
-/// How deep [`Engine::chain`] follows a state's majority successors.
-const CHAIN_DEPTH: usize = 16;
-/// The fewest ASCII characters a shortcut must cover to be worth a test per token.
+/// How deep [`Engine::chain`] follows a state's majority successors (as far as the token sets
+/// group tokens by length).
+const CHAIN_DEPTH: usize = crate::sets::MAX_CHARS;
+/// The fewest ASCII characters a shortcut must cover to be worth its pass over the token sets.
 const SHORTCUT_MIN: u32 = 48;
 
 /// The code points from U+0080 up cut into intervals at the bounds of the character classes on
@@ -89,6 +98,8 @@ pub(crate) struct Engine {
     /// Walk scratch: the state and decoder at each depth.
     walk_states: Vec<StateId>,
     walk_decoders: Vec<Decoder>,
+    /// Walk scratch: what a shortcut took.
+    walk_taken: Taken,
 }
 
 impl Engine {
@@ -104,6 +115,7 @@ impl Engine {
             budget: stacks::MAX_EXPANSION,
             walk_states: Vec::new(),
             walk_decoders: Vec::new(),
+            walk_taken: Taken::default(),
         }
     }
 
@@ -151,6 +163,7 @@ impl Engine {
             loops: None,
             wide: None,
             chain: None,
+            leads: None,
         });
         Ok(id)
     }
@@ -165,35 +178,53 @@ impl Engine {
         self.states[s as usize].complete
     }
 
+    /// The code points where membership in a class on top of a stack of `s` may change (each
+    /// character or range of a class bounds an interval), unsorted: two code points with no
+    /// bound between them (`a < b` and no bound in `a + 1..=b`) move the state alike.
+    fn class_bounds(&self, s: StateId) -> Vec<u32> {
+        let mut bounds = Vec::new();
+        for top in self.states[s as usize].stacks.iter().filter_map(|st| st.last().copied()) {
+            if self.rules.at(top).is_token() {
+                continue;
+            }
+            // The class at `top`, as `stacks::match_char` reads it.
+            let mut pos = top;
+            loop {
+                let (e, next) = (self.rules.at(pos), self.rules.at(pos + 1));
+                if next.kind == Kind::CharRngUpper {
+                    bounds.extend([e.value, next.value.saturating_add(1)]);
+                    pos += 2;
+                } else {
+                    if e.kind != Kind::CharAny {
+                        bounds.extend([e.value, e.value.saturating_add(1)]);
+                    }
+                    pos += 1;
+                }
+                if self.rules.at(pos).kind != Kind::CharAlt {
+                    break;
+                }
+            }
+        }
+        bounds
+    }
+
+    /// Computes state `s`'s transition on the ASCII character `c`, and sets it for the other
+    /// characters of `c`'s interval among the class bounds (one computation per interval, not
+    /// per character, for the loops and chains that try every ASCII character).
+    fn fill_ascii(&mut self, s: StateId, c: u32) -> Result<StateId> {
+        let bounds = self.class_bounds(s);
+        let a = bounds.iter().copied().filter(|&b| b <= c).max().unwrap_or(0);
+        let b = bounds.iter().copied().filter(|&b| b > c).min().unwrap_or(128).min(128);
+        let t = self.step(s, c)?;
+        self.states[s as usize].ascii[a as usize..b as usize].fill(t);
+        Ok(t)
+    }
+
     /// The interval of code point `c` (at least U+0080) among state `s`'s [`WideClasses`],
     /// computed on first use.
     fn wide_class(&mut self, s: StateId, c: u32) -> usize {
-        let state = &self.states[s as usize];
-        if state.wide.is_none() {
-            let mut bounds = Vec::new();
-            for top in state.stacks.iter().filter_map(|st| st.last().copied()) {
-                if self.rules.at(top).is_token() {
-                    continue;
-                }
-                // The class at `top`, as `stacks::match_char` reads it: each character or range
-                // bounds an interval where membership may change.
-                let mut pos = top;
-                loop {
-                    let (e, next) = (self.rules.at(pos), self.rules.at(pos + 1));
-                    if next.kind == Kind::CharRngUpper {
-                        bounds.extend([e.value, next.value.saturating_add(1)]);
-                        pos += 2;
-                    } else {
-                        if e.kind != Kind::CharAny {
-                            bounds.extend([e.value, e.value.saturating_add(1)]);
-                        }
-                        pos += 1;
-                    }
-                    if self.rules.at(pos).kind != Kind::CharAlt {
-                        break;
-                    }
-                }
-            }
+        if self.states[s as usize].wide.is_none() {
+            let mut bounds = self.class_bounds(s);
             bounds.retain(|&b| b > 0x80);
             bounds.sort_unstable();
             bounds.dedup();
@@ -227,20 +258,24 @@ impl Engine {
     /// The state after code point `c` ([`DEAD`] when no stack takes it).
     #[inline]
     pub(crate) fn next(&mut self, s: StateId, c: u32) -> Result<StateId> {
-        let class = if c < 128 {
-            let t = self.states[s as usize].ascii[c as usize];
-            if t != UNKNOWN {
-                return Ok(t);
-            }
-            0
-        } else {
-            let class = self.wide_class(s, c);
-            let t = self.states[s as usize].wide.as_ref().expect("computed").next[class];
-            if t != UNKNOWN {
-                return Ok(t);
-            }
-            class
-        };
+        if c < 128 {
+            return match self.states[s as usize].ascii[c as usize] {
+                UNKNOWN => self.fill_ascii(s, c),
+                t => Ok(t),
+            };
+        }
+        let class = self.wide_class(s, c);
+        let t = self.states[s as usize].wide.as_ref().expect("computed").next[class];
+        if t != UNKNOWN {
+            return Ok(t);
+        }
+        let t = self.step(s, c)?;
+        self.states[s as usize].wide.as_mut().expect("computed").next[class] = t;
+        Ok(t)
+    }
+
+    /// The state after code point `c`, computed from the stacks.
+    fn step(&mut self, s: StateId, c: u32) -> Result<StateId> {
         let mut out = Vec::new();
         // `out` gathers duplicates (see `stacks::advance`): removed whenever it has grown by
         // another MAX_STACKS, so that only distinct stacks count against the limit.
@@ -256,13 +291,7 @@ impl Engine {
                 dedup_at = out.len() + MAX_STACKS;
             }
         }
-        let t = self.intern(out)?;
-        if c < 128 {
-            self.states[s as usize].ascii[c as usize] = t;
-        } else {
-            self.states[s as usize].wide.as_mut().expect("computed").next[class] = t;
-        }
-        Ok(t)
+        self.intern(out)
     }
 
     /// [`State::loops`] of `s`.
@@ -284,15 +313,19 @@ impl Engine {
     /// character leads to a new state that counts what is left): entry `k - 1` is the set of
     /// ASCII characters (a 128-bit set without NUL) that lead from state `c_d` to state `c_{d+1}`
     /// for every `d < k`, where `c_0 = s` and `c_{d+1}` is the state most ASCII characters lead
-    /// `c_d` to (not [`DEAD`]). A token of `k` ASCII characters all in entry `k - 1` walks that
-    /// chain and ends between characters: it is allowed unwalked. The chain ends where the set
-    /// falls below [`SHORTCUT_MIN`] characters, or at [`CHAIN_DEPTH`].
-    fn chain(&mut self, s: StateId) -> Result<Arc<[[u64; 2]]>> {
+    /// `c_d` to (not [`DEAD`]), and whether every code point from U+0080 up leads `c_d` to
+    /// `c_{d+1}` too for every `d < k`. A token of `k` ASCII characters all in entry `k - 1`
+    /// walks that chain and ends between characters: it is allowed unwalked; so is a
+    /// wide-clean token of `k` characters whose ASCII ones are in it, where the entry says so.
+    /// The chain ends where the set falls below [`SHORTCUT_MIN`] characters, or at
+    /// [`CHAIN_DEPTH`].
+    fn chain(&mut self, s: StateId) -> Result<Arc<[ChainStep]>> {
         if let Some(c) = &self.states[s as usize].chain {
             return Ok(Arc::clone(c));
         }
         let mut out = Vec::new();
         let mut inter = [!1u64, !0u64];
+        let mut wide = true;
         let mut cur = s;
         for _ in 0..CHAIN_DEPTH {
             // The successor most ASCII characters lead to, and those characters.
@@ -320,12 +353,79 @@ impl Engine {
             if inter[0].count_ones() + inter[1].count_ones() < SHORTCUT_MIN {
                 break;
             }
-            out.push(inter);
+            if wide {
+                // Every interval of the classes above ASCII (one code point of each) to `t`.
+                self.wide_class(cur, 0x80);
+                let w = self.states[cur as usize].wide.as_ref().expect("computed");
+                let starts: Vec<u32> = std::iter::once(0x80).chain(w.bounds.iter().copied()).collect();
+                for c in starts {
+                    if self.next(cur, c)? != t {
+                        wide = false;
+                        break;
+                    }
+                }
+            }
+            out.push((inter, wide));
             cur = t;
         }
-        let chain: Arc<[[u64; 2]]> = out.into();
+        let chain: Arc<[ChainStep]> = out.into();
         self.states[s as usize].chain = Some(Arc::clone(&chain));
         Ok(chain)
+    }
+
+    /// Whether some stack of `s` may take the character the decoder `dc` has begun (pending),
+    /// whatever bytes complete it: a class on top of a stack meets the code points it can
+    /// decode to, every value with the bits so far on top (inside a token the decoder takes any
+    /// continuation byte, and one resumed from the previous token checks only their top bits).
+    /// `lead`: the byte just taken when it was the character's first (the answer is cached per
+    /// state for those). A negated class counts as meeting them (a sound answer: only a `false`
+    /// lets the walk skip tokens, and a token ending inside such a character would be refused
+    /// too, `stacks::match_partial` meeting a narrower range).
+    fn may_complete(&mut self, s: StateId, lead: Option<u8>, dc: Decoder) -> bool {
+        if let Some(b) = lead {
+            return self.lead_ok(s, b);
+        }
+        let p = dc.partial();
+        let n = p.n_remain as u32;
+        let low = p.value << (6 * n);
+        self.tops_meet(s, low, low | ((1 << (6 * n)) - 1))
+    }
+
+    /// Whether a class on top of a stack of `s` may match a code point in `low..=high`
+    /// (`stacks::may_match_range`).
+    fn tops_meet(&self, s: StateId, low: u32, high: u32) -> bool {
+        let rules = &self.rules;
+        self.states[s as usize]
+            .stacks
+            .iter()
+            .filter_map(|st| st.last().copied())
+            .any(|top| !rules.at(top).is_token() && stacks::may_match_range(rules, top, low, high))
+    }
+
+    /// [`Engine::may_complete`] of a character whose lead byte `lead` (0xC0 and up) was just
+    /// taken.
+    fn lead_ok(&mut self, s: StateId, lead: u8) -> bool {
+        let leads = match self.states[s as usize].leads {
+            Some(l) => l,
+            None => {
+                let mut l = 0u64;
+                for b in 0xC0..=0xFFu8 {
+                    // The lead's bits and byte count, as the decoder reads them.
+                    let mut d = Decoder::CLEAR;
+                    d.push(b);
+                    let p = d.partial();
+                    let n = p.n_remain as u32;
+                    let low = p.value << (6 * n);
+                    let high = low | ((1 << (6 * n)) - 1);
+                    if self.tops_meet(s, low, high) {
+                        l |= 1 << (b - 0xC0);
+                    }
+                }
+                self.states[s as usize].leads = Some(l);
+                l
+            }
+        };
+        leads >> (lead - 0xC0) & 1 == 1
     }
 
     /// Whether some stack of `s` can take a character that completes `p` (`p.n_remain != 0`).
@@ -403,6 +503,7 @@ impl Engine {
     fn walk(&mut self, vocab: &Vocab, s: StateId, partial: Partial, out: &mut [u32]) -> Result<()> {
         let mut st = std::mem::take(&mut self.walk_states);
         let mut dec = std::mem::take(&mut self.walk_decoders);
+        let mut taken = std::mem::take(&mut self.walk_taken);
         st.clear();
         dec.clear();
         st.resize(vocab.max_len + 1, DEAD);
@@ -414,38 +515,40 @@ impl Engine {
         let result = (|| {
             // Where the start state is itself again after most ASCII characters (inside a
             // string), a token made only of those is allowed without a walk: it never leaves the
-            // state and ends between characters. Worth a test per token only then.
-            // A text with characters from U+0080 up (bit 0 of its byte set) needs them to lead
-            // back to the state too, and to be whole characters (`Vocab::wide_clean`).
-            // Where it is not, but most ASCII characters lead on to one next state, and from
-            // there on again (a string with a length bound), the chain of those states gives the
-            // same shortcut for ASCII tokens up to its length (`Engine::chain`).
+            // state and ends between characters. A text with characters from U+0080 up needs
+            // them to lead back to the state too, and to be whole characters (wide-clean, see
+            // `vocab::wide_clean`). Where it is not, but most ASCII characters lead on to one
+            // next state, and from there on again (a string with a length bound), the chain of
+            // those states gives the same shortcut for tokens up to its length (`Engine::chain`).
+            // The shortcut takes its tokens a word of the mask at a time (`TokenSets`); the walk
+            // visits the others only.
             let clear = Decoder::new(partial).is_clear();
             let loops = if clear { self.loops(s)? } else { [0; 2] };
             let shortcut = loops[0].count_ones() + loops[1].count_ones() >= SHORTCUT_MIN;
-            let wide_loops = shortcut && self.wide_loops(s)?;
-            let chain = if clear && !shortcut { self.chain(s)? } else { Arc::from([]) };
+            let took = if shortcut {
+                let wide = self.wide_loops(s)?;
+                vocab.sets.take_loops(loops, wide, &mut taken);
+                true
+            } else if clear {
+                let chain = self.chain(s)?;
+                if !chain.is_empty() {
+                    vocab.sets.take_chain(&chain, &mut taken);
+                }
+                !chain.is_empty()
+            } else {
+                false
+            };
+            if took {
+                out.iter_mut().zip(&taken.id).for_each(|(o, t)| *o |= t);
+            }
             while i < order.len() {
-                let t = order[i];
-                let set = vocab.byte_sets[i];
-                let take = if shortcut {
-                    let wide_ok = set[0] & 1 == 0 || (wide_loops && vocab.wide_clean[i]);
-                    wide_ok && set[0] & !(loops[0] | 1) == 0 && set[1] & !loops[1] == 0
-                } else {
-                    // An ASCII token (bit 0 clear) of a length the chain covers.
-                    let len = vocab.ordered_len(i);
-                    len <= chain.len() && {
-                        let c = chain[len - 1];
-                        set[0] & !c[0] == 0 && set[1] & !c[1] == 0
-                    }
-                };
-                if take {
-                    out[(t / 32) as usize] |= 1 << (t % 32);
-                    // The next token starts from the root: nothing of this one was walked.
+                if took && taken.has(i) {
+                    i = taken.next_free(i, order.len());
+                    // The next token starts from the root: nothing of those was walked.
                     valid = 0;
-                    i += 1;
                     continue;
                 }
+                let t = order[i];
                 let piece = vocab.ordered_piece(i);
                 let mut d = (lcp[i] as usize).min(valid);
                 let mut dead = None;
@@ -459,6 +562,9 @@ impl Engine {
                         let mut dc = dec[d];
                         let next = match dc.push(b) {
                             Step::Char(c) => self.next(st[d], c)?,
+                            // A character begun that no stack can take, whatever follows: every
+                            // token from here on is rejected.
+                            Step::Pending if !self.may_complete(st[d], dec[d].is_clear().then_some(b), dc) => DEAD,
                             Step::Pending => st[d],
                             Step::Invalid => DEAD,
                         };
@@ -473,17 +579,9 @@ impl Engine {
                     d += 1;
                 }
                 if let Some(d) = dead {
-                    // Every token sharing the first d + 1 bytes is rejected (those sharing the
-                    // first byte, the common case, in one jump).
+                    // Every token sharing the first d + 1 bytes is rejected: jumped over.
                     valid = d;
-                    if d == 0 {
-                        i = vocab.first_byte_end[i] as usize;
-                        continue;
-                    }
-                    i += 1;
-                    while i < order.len() && lcp[i] as usize > d {
-                        i += 1;
-                    }
+                    i = vocab.skip(i, d);
                     continue;
                 }
                 valid = piece.len();
@@ -497,6 +595,7 @@ impl Engine {
         })();
         self.walk_states = st;
         self.walk_decoders = dec;
+        self.walk_taken = taken;
         result
     }
 

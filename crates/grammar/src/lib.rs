@@ -21,6 +21,7 @@ mod grammar;
 mod matcher;
 mod parse;
 mod rules;
+mod sets;
 mod stacks;
 mod utf8;
 mod vocab;

@@ -153,6 +153,35 @@ pub(crate) fn match_partial(rules: &Rules, mut pos: Pos, partial: Partial) -> bo
     !positive
 }
 
+/// Whether the class at `pos` may match some code point in `low..=high`: exactly for a
+/// positive class (an element or range meets the interval, or it is `.`); always for a negated
+/// one (a sound over-approximation for pruning).
+pub(crate) fn may_match_range(rules: &Rules, mut pos: Pos, low: u32, high: u32) -> bool {
+    if rules.at(pos).kind == Kind::CharNot {
+        return true;
+    }
+    loop {
+        let e = rules.at(pos);
+        let next = rules.at(pos + 1);
+        if next.kind == Kind::CharRngUpper {
+            if e.value <= high && low <= next.value {
+                return true;
+            }
+            pos += 2;
+        } else if e.kind == Kind::CharAny {
+            return true;
+        } else {
+            if low <= e.value && e.value <= high {
+                return true;
+            }
+            pos += 1;
+        }
+        if rules.at(pos).kind != Kind::CharAlt {
+            return false;
+        }
+    }
+}
+
 /// The stacks `stack` becomes after the code point `chr` (none where it cannot take it; a stack
 /// whose top is a token never takes a character), appended to `out` (llama.cpp's
 /// `llama_grammar_accept_chr`); `budget` as for [`advance`].

@@ -4,6 +4,7 @@
 //! by text, so that the mask walk shares the work of common prefixes.
 
 use crate::parse::TokenLookup;
+use crate::sets::TokenSets;
 use crate::utf8::{Decoder, Step};
 use std::collections::HashMap;
 
@@ -22,19 +23,16 @@ pub struct Vocab {
     /// in memory in it too); `order[i]`'s is `texts[offsets[i]..offsets[i + 1]]`.
     texts: Vec<u8>,
     offsets: Vec<u32>,
-    /// The bytes of `order[i]`'s text as a 128-bit set, where all are ASCII; with bit 0 set (a
-    /// byte no text holds: texts end at NUL) where one is not.
-    pub(crate) byte_sets: Vec<[u64; 2]>,
-    /// The end (exclusive) of the run of `order` whose texts start with `order[i]`'s first byte:
-    /// where a state refuses that byte, the walk jumps over the whole run at once.
-    pub(crate) first_byte_end: Vec<u32>,
-    /// Whether `order[i]`'s non-ASCII bytes, decoded from a character boundary as the mask walk
-    /// decodes them, are whole characters all at or above U+0080 (no invalid sequence, no partial
-    /// character at the end); false for an ASCII-only text. A state that is itself again after
-    /// every such character and after each of the text's ASCII bytes takes the token unwalked.
-    pub(crate) wide_clean: Vec<bool>,
+    /// `lower[i]`: the first index after `i` whose common prefix with its predecessor is shorter
+    /// than `order[i]`'s (`lcp[lower[i]] < lcp[i]`), or `order.len()`. Every token in between
+    /// shares at least `lcp[i]` bytes with `order[i - 1]`: where a state refuses a prefix of `d + 1`
+    /// bytes, the walk jumps over the tokens sharing it from one such index to the next
+    /// ([`Vocab::skip`]), a jump per distinct prefix length rather than a step per token.
+    lower: Vec<u32>,
     /// The longest text.
     pub(crate) max_len: usize,
+    /// The tokens grouped for the walk's word-parallel shortcuts.
+    pub(crate) sets: TokenSets,
     by_text: HashMap<Vec<u8>, u32>,
 }
 
@@ -58,26 +56,24 @@ impl Vocab {
         let mut order: Vec<u32> =
             (0..n as u32).filter(|&t| !pieces[t as usize].is_empty() && eog.binary_search(&t).is_err()).collect();
         order.sort_by(|&a, &b| pieces[a as usize].cmp(&pieces[b as usize]).then(a.cmp(&b)));
-        let byte_sets = order
-            .iter()
-            .map(|&t| {
-                let mut set = [0u64; 2];
-                for &b in &pieces[t as usize] {
-                    let b = if b < 0x80 { b } else { 0 };
-                    set[usize::from(b / 64)] |= 1 << (b % 64);
-                }
-                set
-            })
-            .collect();
         let mut lcp = vec![0u32; order.len()];
         for i in 1..order.len() {
             let (a, b) = (&pieces[order[i - 1] as usize], &pieces[order[i] as usize]);
             lcp[i] = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count() as u32;
         }
-        let wide_clean = order.iter().map(|&t| wide_clean(&pieces[t as usize])).collect();
-        let mut first_byte_end = vec![order.len() as u32; order.len()];
-        for i in (0..order.len().saturating_sub(1)).rev() {
-            first_byte_end[i] = if lcp[i + 1] > 0 { first_byte_end[i + 1] } else { i as u32 + 1 };
+        let wide_clean: Vec<bool> = order.iter().map(|&t| wide_clean(&pieces[t as usize])).collect();
+        let sets = TokenSets::new(&order, &pieces, n, &wide_clean);
+        // The next smaller value of each `lcp`, from the right with a stack of candidates.
+        let mut lower = vec![order.len() as u32; order.len()];
+        let mut stack: Vec<usize> = Vec::new();
+        for i in (0..order.len()).rev() {
+            while stack.last().is_some_and(|&k| lcp[k] >= lcp[i]) {
+                stack.pop();
+            }
+            if let Some(&k) = stack.last() {
+                lower[i] = k as u32;
+            }
+            stack.push(i);
         }
         let max_len = pieces.iter().map(Vec::len).max().unwrap_or(0);
         let mut texts = Vec::with_capacity(order.iter().map(|&t| pieces[t as usize].len()).sum());
@@ -91,13 +87,18 @@ impl Vocab {
         for (i, p) in pieces.iter().enumerate() {
             by_text.entry(p.clone()).or_insert(i as u32);
         }
-        Self { pieces, eog, order, lcp, texts, offsets, byte_sets, first_byte_end, wide_clean, max_len, by_text }
+        Self { pieces, eog, order, lcp, texts, offsets, lower, max_len, sets, by_text }
     }
 
-    /// The length of `order[i]`'s text.
+    /// The first index after `i` whose text does not share the first `d + 1` bytes of
+    /// `order[i]`'s (`d` below its length).
     #[inline]
-    pub(crate) fn ordered_len(&self, i: usize) -> usize {
-        (self.offsets[i + 1] - self.offsets[i]) as usize
+    pub(crate) fn skip(&self, i: usize, d: usize) -> usize {
+        let mut j = i + 1;
+        while j < self.order.len() && self.lcp[j] as usize > d {
+            j = self.lower[j] as usize;
+        }
+        j
     }
 
     /// The text of `order[i]`.
@@ -131,14 +132,25 @@ impl Vocab {
         &self.eog
     }
 
+    /// The bytes the vocabulary keeps for the mask walk's word-parallel shortcuts (the tokens
+    /// grouped by the ASCII bytes they hold and by their length in characters, as bitsets in
+    /// text and in id order).
+    pub fn shortcut_bytes(&self) -> usize {
+        self.sets.bytes()
+    }
+
     /// The words of a mask over this vocabulary (`ceil(len / 32)`).
     pub fn mask_words(&self) -> usize {
         self.len().div_ceil(32)
     }
 }
 
-/// [`Vocab::wide_clean`] of one text: the walk's decoding (an ASCII byte between characters is
-/// its own character; every other byte goes through the decoder).
+/// Whether a text is wide-clean: its non-ASCII bytes, decoded from a character boundary as the
+/// mask walk decodes them (an ASCII byte between characters is its own character; every other
+/// byte goes through the decoder), are whole characters all at or above U+0080 (no invalid
+/// sequence, no partial character at the end); false for an ASCII-only text. A state that is
+/// itself again after every such character and after each of the text's ASCII bytes takes the
+/// token unwalked ([`TokenSets`]).
 fn wide_clean(piece: &[u8]) -> bool {
     let mut d = Decoder::CLEAR;
     let mut wide = false;

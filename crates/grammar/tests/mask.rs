@@ -654,3 +654,35 @@ fn partial_characters() {
         }
     }
 }
+
+// Classes whose characters and range bounds sit on the edges of the blocks of code points that
+// one UTF-8 lead byte starts (0xC2: U+0080-U+00BF, 0xC3: U+00C0-U+00FF, 0xDF: up to U+07FF,
+// 0xE0: U+0800 up, 0xF0: U+10000 up), where the walk skips every token whose next character
+// begins with a lead byte no class can take.
+const LEAD_EDGES: &str = r#"
+root ::= ( [¿-À] | "߿" | [ࠀ-ࠁ] | [𐀀] | "a" [^é] | [¡] [Ā] ) root?
+"#;
+
+#[test]
+fn lead_byte_edge_masks() {
+    let extra = ["¿", "À", "¿À", "߿", "ࠀ", "ࠁ߿", "𐀀", "a¿", "aé", "aè", "¡Ā", "¡", "Ā", "¿a", "߿ࠀ𐀀"];
+    let (pieces, eog) = test_pieces(&extra);
+    let g = Grammar::new(LEAD_EDGES).unwrap();
+    let seen = walk("lead edges", &g, &pieces, &eog, 300, 0x0123_4567_89ab_cdef);
+    assert!(seen.states >= 300 && seen.masks >= 5, "{seen:?}");
+}
+
+// Length-bounded strings whose classes take some characters from U+0080 up and not others
+// (several intervals above ASCII): the chain shortcut takes a token of whole wide characters
+// only where every one of them leads on at each step.
+const BOUNDED_WIDE: &str = r#"
+root ::= ( "\"" [^"α-ω]{0,6} "\"" | "<" [à-ÿa-z]{1,5} ">" | "(" [^)]{2,3} ")" ) ( "," root )?
+"#;
+
+#[test]
+fn bounded_wide_string_masks() {
+    let extra = ["αβ", "aé", "éé", "ééé", "àb", "ab", "abc", "abcd", "ω", "é)", "aéb", "éàé", "ü", "中中", "\"é", "<é"];
+    let (pieces, eog) = test_pieces(&extra);
+    let g = Grammar::new(BOUNDED_WIDE).unwrap();
+    assert_coverage(&walk("bounded wide", &g, &pieces, &eog, 400, 0x0b0b_1e55_5eed_0002), 200);
+}
