@@ -66,6 +66,9 @@ pub(crate) struct Outputs {
     /// `f32 [1, n]`: the log-probability (of the raw logits) of the token the prefix selected,
     /// where it selects one and log-probabilities were asked for.
     pub token_logprob: Option<NodeId>,
+    /// f32 `[1, n]`: how many raw logits are strictly greater than the selected token's (its
+    /// rank minus 1), where `token_logprob` is.
+    pub token_rank: Option<NodeId>,
     /// `f32 [1, n_vocab n]`: the raw logits' log-softmax, one entry a row (read one entry for a
     /// token chosen on the host), where log-probabilities were asked for.
     pub log_softmax: Option<NodeId>,
@@ -243,6 +246,11 @@ pub(crate) fn build(
             let t = c.g.cast(f, DType::I32)?;
             let at = c.gather(lsm, t, n_vocab, 1)?;
             out.token_logprob = Some(name(c.g, at, "token_logprob"));
+            // Its rank: the raw logits strictly above its own, counted (exact in f32 below 2^24).
+            let own = c.gather(x, t, n_vocab, 1)?;
+            let above = c.g.gt(x, own)?;
+            let count = c.row_sum(above)?;
+            out.token_rank = Some(name(c.g, count, "token_rank"));
         }
         let flat = c.flat(lsm, n_vocab)?;
         out.log_softmax = Some(name(c.g, flat, "log_softmax"));

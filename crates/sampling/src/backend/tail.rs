@@ -79,8 +79,9 @@ struct GroupRead<'a> {
     list: Option<(Vec<i32>, Vec<f32>)>,
     raw: Option<&'a [f32]>,
     lps: Option<(Vec<i32>, Vec<f32>)>,
-    /// The selected tokens and their gathered log-probabilities.
-    token_lp: Option<(Vec<i32>, Vec<f32>)>,
+    /// The selected tokens, their gathered log-probabilities and the counts of raw logits above
+    /// theirs.
+    token_lp: Option<(Vec<i32>, Vec<f32>, Vec<f32>)>,
     sel_p: Option<Vec<f32>>,
 }
 
@@ -393,6 +394,7 @@ impl Tail {
             total += if o.raw.is_some() || o.raw_logits { 4 * self.n_vocab * n } else { 0 };
             total += o.logprobs.map_or(0, |_| 8 * gr.extras.logprobs.min(self.n_vocab) * n);
             total += o.token_logprob.map_or(0, |_| 4 * n);
+            total += o.token_rank.map_or(0, |_| 4 * n);
             total += o.selected_p.map_or(0, |_| 4 * n);
         }
         total
@@ -536,8 +538,10 @@ impl Tail {
                 Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
                 None => None,
             };
-            let token_lp = match (o.token_logprob, &tokens) {
-                (Some(lp), Some(t)) => Some((t.clone(), sched.read_f32(lp).map_err(rd)?)),
+            let token_lp = match (o.token_logprob, o.token_rank, &tokens) {
+                (Some(lp), Some(rank), Some(t)) => {
+                    Some((t.clone(), sched.read_f32(lp).map_err(rd)?, sched.read_f32(rank).map_err(rd)?))
+                }
                 _ => None,
             };
             let sel_p = o.selected_p.map(|(p, _)| sched.read_f32(p)).transpose().map_err(rd)?;
@@ -589,7 +593,8 @@ impl Tail {
     /// Gives every row that reserved log-probabilities and has a token without its gathered
     /// log-probability (chosen on the host: a CPU suffix, an optimistic grammar's second run, or
     /// a prefix that does not select) that token's entry of the backend's log-softmax, read back
-    /// alone (4 bytes).
+    /// alone (4 bytes), and its rank, counted on the row's raw logits (read back for it: the
+    /// backend counted for the token it selected, not this one).
     fn token_logprobs(&self, sched: &mut Scheduler, results: &mut [Option<RowResult>]) -> Result<()> {
         for (si, sl) in self.slots.iter().enumerate() {
             let gr = &self.groups[sl.group];
@@ -599,6 +604,10 @@ impl Tail {
             let at = sl.col * self.n_vocab + t as usize;
             let v = sched.read_rows_f32(lsm, &[at]).map_err(|e| engine("reading a token's log-probability")(&e))?;
             out.token_logprob = v.first().copied();
+            let row = sched
+                .read_rows_f32(self.logits, &[gr.rows[sl.col]])
+                .map_err(|e| engine("reading a row's logits for its token's rank")(&e))?;
+            out.token_rank = Some(crate::candidates::rank(&row, t));
         }
         Ok(())
     }
@@ -658,6 +667,7 @@ impl Tail {
             candidates: None,
             logprobs: None,
             token_logprob: None,
+            token_rank: None,
             logits: None,
         };
         Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
@@ -723,10 +733,11 @@ impl Tail {
                 }
                 // The gathered value stands for the backend's token (a row resampled on the host
                 // chooses again: `token_logprobs`).
-                if let Some((t, lp)) = &read.token_lp
+                if let Some((t, lp, above)) = &read.token_lp
                     && out.token.is_some_and(|x| i64::from(x) == i64::from(t[c]))
                 {
                     out.token_logprob = Some(lp[c]);
+                    out.token_rank = Some(above[c] as u32 + 1);
                 }
                 if gr.extras.logits {
                     let src = read.raw.or(vocab).expect("raw logits are read when asked for");
@@ -791,7 +802,14 @@ impl Tail {
             (None, Some(row)) => Some(Candidates::from_row(row)?),
             (None, None) => None,
         };
-        let mut out = RowOutput { token: None, candidates: None, logprobs: None, token_logprob: None, logits: None };
+        let mut out = RowOutput {
+            token: None,
+            candidates: None,
+            logprobs: None,
+            token_logprob: None,
+            token_rank: None,
+            logits: None,
+        };
         if let Some(t) = token {
             if t < 0 {
                 return Err(bad());
