@@ -945,8 +945,6 @@ impl Session {
     }
 }
 
-/// `ln sum exp(row)`, as the backend's log-softmax takes it (`max + ln sum exp(x - max)`; the sum
-/// in f64).
 /// [`Chain::sample`] that also returns the chain's surviving candidates (its output list).
 fn sample_with_candidates(
     chain: &mut Chain,
@@ -959,6 +957,8 @@ fn sample_with_candidates(
     Ok((token, Some(cur.output()?.candidates)))
 }
 
+/// `ln sum exp(row)`, as the backend's log-probabilities take it (`max + ln sum exp(x - max)`;
+/// the sum in f64).
 fn log_sum_exp(row: &[f32]) -> f32 {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = row.iter().map(|&l| f64::from((l - max).exp())).sum();

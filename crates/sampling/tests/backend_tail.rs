@@ -265,9 +265,9 @@ fn the_chosen_tokens_logprob_is_exact_wherever_it_ranks() {
     }
     assert!(outside >= 3, "the forced tokens and the hot draw rank below the top 20");
     assert_eq!(out.token_rank(0).unwrap() as usize, V, "the forced token is the least likely");
-    // The host-chosen rows read 4 bytes each after the reservation, and their logits row for the
-    // rank.
-    assert_eq!(out.bytes_read, s.tail.reserved_bytes() + 2 * (4 + 4 * V));
+    // The host-chosen rows read their logits row after the reservation, and the row's max and
+    // ln-sum.
+    assert_eq!(out.bytes_read, s.tail.reserved_bytes() + 2 * (4 * V + 8));
 }
 
 /// The chosen token's rank counts the raw logits strictly above it: tied tokens share a rank

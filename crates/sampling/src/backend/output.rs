@@ -18,8 +18,9 @@ pub struct RowOutput {
     /// `(token, log p)` of the most likely tokens of the raw logits (if reserved).
     pub logprobs: Option<Vec<(Token, f32)>>,
     /// The selected token's own log-probability under the raw logits, exact wherever it ranks
-    /// (with `logprobs`: gathered on the backend where the prefix selected it, else one entry of
-    /// the backend's log-softmax read back once the host chose it).
+    /// (with `logprobs`: gathered on the backend where the prefix selected it, else from its
+    /// logits row and the row's max and ln-sum read back once the host chose it, in the same f32
+    /// arithmetic).
     pub token_logprob: Option<f32>,
     /// The selected token's rank among the raw logits, with `token_logprob`: 1 + how many
     /// logits are strictly greater than its own (tied tokens share a rank; see
