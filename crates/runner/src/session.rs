@@ -173,6 +173,13 @@ pub struct SlotSample {
     /// `logprobs`; on the backend path gathered by the sampling tail, on the CPU path from the
     /// row: the same value to a few 1e-7).
     pub token_logprob: Option<f32>,
+    /// The token's rank among the raw logits, with `token_logprob`: 1 + how many are strictly
+    /// greater than its own (tied tokens share a rank: [`sampling::candidates::rank`]); counted
+    /// on the backend path by the sampling tail, on the CPU path on the row.
+    pub token_rank: Option<u32>,
+    /// The chain's surviving candidates (`p` normalised over them, by `p` descending), where the
+    /// slot's chain was set to read them ([`Session::set_chain_reading`]).
+    pub candidates: Option<Vec<sampling::TokenData>>,
 }
 
 /// What one slot does in a [`Session::step_slots_spec`] step.
@@ -243,6 +250,8 @@ pub struct Session {
     logits_buf: Vec<f32>,
     /// Per sequence, the log-probabilities it reads back with each token (0: none).
     logprobs: Vec<usize>,
+    /// Per sequence: read back the chain's surviving candidates ([`Session::set_chain_reading`]).
+    candidates: Vec<bool>,
 }
 
 impl Session {
@@ -294,6 +303,7 @@ impl Session {
             current: None,
             logits_buf: Vec::new(),
             logprobs: vec![0; opts.n_seq],
+            candidates: vec![false; opts.n_seq],
         })
     }
 
@@ -378,6 +388,15 @@ impl Session {
     /// A chain of another structure than the slot's last one rebuilds the sampled step graphs
     /// that include the slot (at their next use).
     pub fn set_chain(&mut self, seq: usize, chain: Chain, logprobs: usize) -> Result<()> {
+        self.set_chain_reading(seq, chain, logprobs, false)
+    }
+
+    /// [`Session::set_chain`], and with `candidates` each sampled token comes with the chain's
+    /// surviving candidates as its selecting stage saw them, `p` normalised over them, sorted by
+    /// `p` descending ([`SlotSample::candidates`]: llama-server's `post_sampling_probs`). On the
+    /// backend path the tail reads them back for this sequence only (a fixed-size list after a
+    /// top-k, else the vocabulary row); on the CPU path they are the chain's output list.
+    pub fn set_chain_reading(&mut self, seq: usize, chain: Chain, logprobs: usize, candidates: bool) -> Result<()> {
         if seq >= self.opts.n_seq {
             return Err(RunnerError::Session {
                 what: format!("sequence {seq}"),
@@ -390,9 +409,13 @@ impl Session {
         if logprobs > 0 {
             cfg = cfg.with_logprobs(logprobs);
         }
+        if candidates {
+            cfg = cfg.with_candidates();
+        }
         self.seqs.set(id, cfg);
         self.chains[seq] = chain;
         self.logprobs[seq] = logprobs;
+        self.candidates[seq] = candidates;
         Ok(())
     }
 
@@ -498,7 +521,13 @@ impl Session {
                                 reason: "its chain selects no token (end it with greedy, dist or mirostat)".into(),
                             })?;
                             tail.accept(&mut self.seqs, r.seq, &[token]).map_err(RunnerError::sampling(what()))?;
-                            Ok(SlotSample { token, logprobs: row.logprobs, token_logprob: row.token_logprob })
+                            Ok(SlotSample {
+                                token,
+                                logprobs: row.logprobs,
+                                token_logprob: row.token_logprob,
+                                token_rank: row.token_rank,
+                                candidates: row.candidates,
+                            })
                         });
                         results[s] = Some(res);
                     }
@@ -516,17 +545,23 @@ impl Session {
                         let row = &self.logits_buf[k * v..(k + 1) * v];
                         let slot = lo + s;
                         let n_lp = self.logprobs[slot];
-                        let res = self.chains[slot]
-                            .sample(row)
-                            .map_err(RunnerError::sampling(format!("sequence {slot}")))
-                            .map(|token| {
-                                let lse = (n_lp > 0).then(|| log_sum_exp(row));
-                                SlotSample {
-                                    token,
-                                    logprobs: lse.map(|lse| top_logprobs(row, n_lp, lse)),
-                                    token_logprob: lse.map(|lse| row[token as usize] - lse),
-                                }
-                            });
+                        let chain = &mut self.chains[slot];
+                        let res = if self.candidates[slot] {
+                            sample_with_candidates(chain, row)
+                        } else {
+                            chain.sample(row).map(|t| (t, None))
+                        }
+                        .map_err(RunnerError::sampling(format!("sequence {slot}")))
+                        .map(|(token, candidates)| {
+                            let lse = (n_lp > 0).then(|| log_sum_exp(row));
+                            SlotSample {
+                                token,
+                                logprobs: lse.map(|lse| top_logprobs(row, n_lp, lse)),
+                                token_logprob: lse.map(|lse| row[token as usize] - lse),
+                                token_rank: lse.map(|_| sampling::candidates::rank(row, token)),
+                                candidates,
+                            }
+                        });
                         results[s] = Some(res);
                     }
                 }
@@ -966,8 +1001,20 @@ impl Session {
     }
 }
 
-/// `ln sum exp(row)`, as the backend's log-softmax takes it (`max + ln sum exp(x - max)`; the sum
-/// in f64).
+/// [`Chain::sample`] that also returns the chain's surviving candidates (its output list).
+fn sample_with_candidates(
+    chain: &mut Chain,
+    row: &[f32],
+) -> sampling::Result<(Token, Option<Vec<sampling::TokenData>>)> {
+    let mut cur = sampling::Candidates::from_row(row)?;
+    sampling::Sampler::apply(chain, &mut cur)?;
+    let token = cur.selected_token().ok_or(sampling::SamplingError::NothingSelected)?;
+    chain.try_accept(token)?;
+    Ok((token, Some(cur.output()?.candidates)))
+}
+
+/// `ln sum exp(row)`, as the backend's log-probabilities take it (`max + ln sum exp(x - max)`;
+/// the sum in f64).
 fn log_sum_exp(row: &[f32]) -> f32 {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = row.iter().map(|&l| f64::from((l - max).exp())).sum();

@@ -325,6 +325,37 @@ impl Tokenizer {
         self.add_bos && self.bos.is_some()
     }
 
+    /// Token ids of `text` as llama.cpp's `tokenize(text, add_special, parse_special)`: the
+    /// BOS token first where `add_special` and the model adds one; without `parse_special`,
+    /// control tokens' texts are tokenized as text ([`Tokenizer::encode`] is both true).
+    pub fn encode_with(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        if parse_special {
+            let mut ids = self.encode(text)?;
+            if self.adds_bos() && !add_special && !ids.is_empty() {
+                ids.remove(0);
+            }
+            return Ok(ids);
+        }
+        let mut ids = Vec::new();
+        if add_special
+            && self.add_bos
+            && let Some(b) = self.bos
+        {
+            ids.push(b);
+        }
+        match &self.inner {
+            Inner::Bpe(t) => {
+                // A copy that reads control tokens' texts as text (made per call: rare).
+                let mut plain = t.clone();
+                plain.set_encode_special_tokens(true);
+                let enc = plain.encode(text, false).map_err(|e| tok_err(format!("encoding {text:?}"), e))?;
+                ids.extend_from_slice(enc.get_ids());
+            }
+            Inner::Spm(s) => s.encode_with(text, false, &mut ids)?,
+        }
+        Ok(ids)
+    }
+
     /// Token ids of `text`, with the BOS token first when the model asks for it.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let mut ids = Vec::new();

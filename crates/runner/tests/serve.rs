@@ -108,8 +108,8 @@ fn completions_chat_models_health_and_metrics() {
     assert!(metric(&s, "tokens_generated_total") >= 6.0 + 3.0);
     assert_eq!(
         metric(&s, "bytes_read_back_last_step"),
-        4.0 + 8.0 * 20.0 + 4.0,
-        "token, the 20 logprobs and the token's own read back"
+        4.0 + 8.0 * 20.0 + 4.0 + 4.0,
+        "token, the 20 logprobs, the token's own and its rank read back"
     );
     s.stop().unwrap();
 }
@@ -785,11 +785,21 @@ fn native_tokenize_detokenize_and_props() {
     assert!(pieces.iter().any(|p| p["piece"].is_array()), "the crab is split into byte tokens: {r}");
     let (st, r) = post(&s, "/detokenize", &json!({"tokens": want}).to_string());
     assert_eq!((st, r["content"].as_str()), (200, Some(text)));
+    // `parse_special` (default true): a special token's text is the token, or, false, text
+    // (llama-server b6xxx on this GGUF answers these two lists).
+    let special = "<|im_start|>hi";
+    let (_, r) = post(&s, "/tokenize", &json!({"content": special}).to_string());
+    assert_eq!(r["tokens"], json!([1, 6004]));
+    let (_, r) = post(&s, "/tokenize", &json!({"content": special, "parse_special": false}).to_string());
+    assert_eq!(r["tokens"], json!([44, 108, 306, 79, 3738, 108, 46, 6004]));
+    let (_, r) = post(&s, "/tokenize", &json!({"content": special, "parse_special": true}).to_string());
+    assert_eq!(r["tokens"], json!([1, 6004]));
     for (path, body, field) in [
         ("/tokenize", json!({}), "content"),
         ("/tokenize", json!({"content": 5}), "content"),
         ("/tokenize", json!({"content": "a", "with_pieces": "yes"}), "with_pieces"),
         ("/tokenize", json!({"content": "a", "add_special": 1}), "add_special"),
+        ("/tokenize", json!({"content": "a", "parse_special": "no"}), "parse_special"),
         ("/detokenize", json!({"tokens": [1, 99_999_999]}), "tokens"),
         ("/detokenize", json!({"tokens": "1 2"}), "tokens"),
         ("/detokenize", json!({}), "tokens"),
@@ -889,6 +899,196 @@ fn native_completion() {
     ] {
         let (st, r) = post(&s, "/completion", &body.to_string());
         assert_eq!((st, r["error"]["param"].as_str()), (400, Some(field)), "{body}: {r}");
+    }
+    s.stop().unwrap();
+}
+
+/// The number `key` of `v`.
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("no number `{key}` in {v}"))
+}
+
+/// `/completion`'s `n_probs`: `completion_probabilities` in llama-server's shape, each token's
+/// log-probability of the raw logits and its rank (1 + the logits strictly above its own,
+/// counted on this process's own forward pass) for the least likely token forced by a bias and
+/// a hot draw, on both sampling paths; `post_sampling_probs`: the chain's survivors'
+/// probabilities (a softmax at the temperature over the top 5) and 1 for a greedy token; entries
+/// of a stop word's token left out; streaming chunks carry theirs.
+#[test]
+fn native_completion_probabilities() {
+    let prompt: Vec<u32> = vec![504, 3575, 282, 4649, 314];
+    let row = logits_after(&prompt);
+    let rank = |t: usize| 1 + row.iter().filter(|&&x| x > row[t]).count() as u64;
+    let low = (0..row.len()).min_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+    let mut order: Vec<usize> = (0..row.len()).collect();
+    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    for sampling in [Sampling::Backend, Sampling::Cpu] {
+        let s = server(2, 8, sampling);
+        // The forced least likely token, and a hot draw.
+        for (body, forced) in [
+            (
+                json!({"prompt": prompt, "n_predict": 1, "temperature": 0, "logit_bias": {low.to_string(): 100}, "n_probs": 3}),
+                true,
+            ),
+            (
+                json!({"prompt": prompt, "n_predict": 1, "temperature": 4.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0,
+                    "seed": 9, "n_probs": 3}),
+                false,
+            ),
+        ] {
+            let (st, r) = post(&s, "/completion", &body.to_string());
+            assert_eq!(st, 200, "{r}");
+            let probs = r["completion_probabilities"].as_array().unwrap_or_else(|| panic!("{r}"));
+            assert_eq!(probs.len(), 1, "{r}");
+            let e = &probs[0];
+            let t = e["id"].as_u64().unwrap() as usize;
+            if forced {
+                assert_eq!(t, low);
+            }
+            assert_eq!(e["rank"].as_u64(), Some(rank(t)), "{sampling:?}: {e}");
+            assert!(rank(t) > 20, "{sampling:?}: the token ranks below the top: {e}");
+            assert!((num(e, "logprob") - log_softmax(&row, t)).abs() < 1e-3, "{sampling:?}: {e}");
+            let piece = common::smollm2().tokenizer.clone().unwrap().grammar_vocab().piece(t as u32).to_vec();
+            assert_eq!(e["bytes"], json!(piece));
+            let top = e["top_logprobs"].as_array().unwrap();
+            assert_eq!(top.len(), 3);
+            for (j, a) in top.iter().enumerate() {
+                assert_eq!(a["id"].as_u64(), Some(order[j] as u64), "{a}");
+                assert!((num(a, "logprob") - log_softmax(&row, order[j])).abs() < 1e-3, "{a}");
+                assert!(a["token"].is_string() && a["bytes"].is_array(), "{a}");
+            }
+            assert_eq!(r["generation_settings"]["n_probs"], 3);
+        }
+        // After the chain: top_k 5 at temperature 0.8 keeps the 5 most likely, with the softmax
+        // of their logits / 0.8; more asked for than survive gives the survivors.
+        let body = json!({"prompt": prompt, "n_predict": 1, "temperature": 0.8, "top_k": 5, "top_p": 1.0,
+                          "min_p": 0.0, "seed": 3, "n_probs": 10, "post_sampling_probs": true});
+        let (_, r) = post(&s, "/completion", &body.to_string());
+        let e = &r["completion_probabilities"][0];
+        assert!(e.get("logprob").is_none() && e.get("rank").is_none(), "{e}");
+        let top = e["top_probs"].as_array().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(top.len(), 5, "{e}");
+        let z: f64 = order[..5].iter().map(|&i| (f64::from(row[i] - row[order[0]]) / 0.8).exp()).sum();
+        for (j, a) in top.iter().enumerate() {
+            let want = (f64::from(row[order[j]] - row[order[0]]) / 0.8).exp() / z;
+            assert_eq!(a["id"].as_u64(), Some(order[j] as u64), "{sampling:?}: {e}");
+            assert!((num(a, "prob") - want).abs() < 1e-4, "{sampling:?}: {a} vs {want}");
+        }
+        let own = top.iter().find(|a| a["id"] == e["id"]).unwrap();
+        assert_eq!(e["prob"], own["prob"]);
+        assert_eq!(r["generation_settings"]["post_sampling_probs"], true);
+        // Greedy: the chosen token alone, probability 1 (llama.cpp's temperature 0 keeps it only).
+        let body =
+            json!({"prompt": prompt, "n_predict": 2, "temperature": 0, "n_probs": 4, "post_sampling_probs": true});
+        let (_, r) = post(&s, "/completion", &body.to_string());
+        for e in r["completion_probabilities"].as_array().unwrap() {
+            assert_eq!((num(e, "prob"), e["top_probs"].as_array().unwrap().len()), (1.0, 1), "{e}");
+            assert_eq!(e["top_probs"][0]["id"], e["id"]);
+        }
+        assert_eq!(r["completion_probabilities"][0]["id"].as_u64(), Some(order[0] as u64));
+        // A stop word's token has no entry (as llama-server); the others do.
+        let body = json!({"prompt": "1, 2, 3, 4,", "n_predict": 16, "temperature": 0, "stop": [" 7"], "n_probs": 1});
+        let (_, r) = post(&s, "/completion", &body.to_string());
+        assert_eq!(r["stop_type"], "word", "{r}");
+        let (_, t) = post(&s, "/tokenize", &json!({"content": " 7"}).to_string());
+        let n_stop = t["tokens"].as_array().unwrap().len();
+        let n = r["completion_probabilities"].as_array().unwrap().len();
+        assert_eq!(n as u64 + n_stop as u64, r["tokens_predicted"].as_u64().unwrap(), "{r}");
+        // Streaming: every chunk with a token has its entry.
+        let sb = json!({"prompt": prompt, "n_predict": 3, "temperature": 0, "stream": true, "n_probs": 2});
+        let text = ureq::post(&url(&s, "/completion")).send_string(&sb.to_string()).unwrap().into_string().unwrap();
+        let chunks: Vec<Value> =
+            text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+        let ids: Vec<Value> = chunks
+            .iter()
+            .filter_map(|c| c["completion_probabilities"].as_array())
+            .flat_map(|p| p.iter().map(|e| e["id"].clone()))
+            .collect();
+        let tokens: Vec<Value> = chunks.iter().flat_map(|c| c["tokens"].as_array().unwrap().clone()).collect();
+        assert_eq!((ids.len(), &ids), (3, &tokens), "{text}");
+        assert!(chunks.last().unwrap().get("completion_probabilities").is_none());
+        for (body, field) in [
+            (json!({"prompt": "a", "n_probs": 21}), "n_probs"),
+            (json!({"prompt": "a", "n_probs": "x"}), "n_probs"),
+            (json!({"prompt": "a", "post_sampling_probs": "yes"}), "post_sampling_probs"),
+        ] {
+            let (st, r) = post(&s, "/completion", &body.to_string());
+            assert_eq!((st, r["error"]["param"].as_str()), (400, Some(field)), "{body}: {r}");
+        }
+        s.stop().unwrap();
+    }
+}
+
+/// `/completion`'s `timings` (llama-server's fields, consistent with each other and with the
+/// counts; a repeated prompt's cells reused: `cache_n`), `tokens_cached`, and `id_slot`: the
+/// slot asked for (wrapping around the slots), waited for while busy while a request without
+/// one runs in the other slot meanwhile; chunks of a stream say their slot.
+#[test]
+fn native_completion_timings_and_slots() {
+    let s = server(2, 8, Sampling::Backend);
+    let prompt: Vec<u32> = vec![504, 3575, 282, 4649, 314];
+    let body = json!({"prompt": prompt, "n_predict": 4, "temperature": 0});
+    let (_, r) = post(&s, "/completion", &body.to_string());
+    let t = &r["timings"];
+    assert_eq!((num(t, "cache_n"), num(t, "prompt_n"), num(t, "predicted_n")), (0.0, 5.0, 4.0), "{t}");
+    assert!(num(t, "prompt_ms") > 0.0 && num(t, "predicted_ms") > 0.0, "{t}");
+    assert!((num(t, "prompt_per_token_ms") - num(t, "prompt_ms") / 5.0).abs() < 1e-9, "{t}");
+    assert!((num(t, "prompt_per_second") - 5e3 / num(t, "prompt_ms")).abs() < 1e-6, "{t}");
+    // The first token comes with the prompt: 3 decode steps.
+    assert!((num(t, "predicted_per_token_ms") - num(t, "predicted_ms") / 3.0).abs() < 1e-9, "{t}");
+    assert!((num(t, "predicted_per_second") - 3e3 / num(t, "predicted_ms")).abs() < 1e-6, "{t}");
+    assert!(t.get("draft_n").is_none());
+    // 5 prompt tokens and 4 generated, the last not fed back: 8 cells.
+    assert_eq!(r["tokens_cached"], 8);
+    let slot = r["id_slot"].as_u64().unwrap();
+    let (_, r) = post(
+        &s,
+        "/completion",
+        &json!({"prompt": prompt, "n_predict": 2, "temperature": 0, "id_slot": slot}).to_string(),
+    );
+    let t = &r["timings"];
+    assert_eq!((num(t, "cache_n"), num(t, "prompt_n")), (4.0, 1.0), "the prompt's cells are reused: {t}");
+    // id_slot: the slot asked for; 3 of 2 slots wraps to 1.
+    for (asked, got) in [(0, 0), (1, 1), (3, 1), (-1, 0)] {
+        let (st, r) = post(&s, "/completion", &json!({"prompt": "Hi", "n_predict": 1, "id_slot": asked}).to_string());
+        assert_eq!((st, r["id_slot"].as_i64()), (200, Some(got)), "id_slot {asked}: {r}");
+    }
+    // A long request in slot 1; one that asks for slot 1 waits for it, one that does not runs
+    // in slot 0 meanwhile.
+    let addr = url(&s, "/completion");
+    let go = |body: Value| {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let r: Value = ureq::post(&addr).send_string(&body.to_string()).unwrap().into_json().unwrap();
+            (r, Instant::now())
+        })
+    };
+    let long = go(json!({"prompt": "Count:", "n_predict": 48, "temperature": 0, "ignore_eos": true, "id_slot": 1}));
+    let t0 = Instant::now();
+    while metric(&s, "slots_active") < 1.0 {
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let waits = go(json!({"prompt": "Hi", "n_predict": 1, "id_slot": 1}));
+    std::thread::sleep(Duration::from_millis(50));
+    let other = go(json!({"prompt": "Hi", "n_predict": 1}));
+    let (lr, lt) = long.join().unwrap();
+    let (wr, wt) = waits.join().unwrap();
+    let (or, ot) = other.join().unwrap();
+    assert_eq!((lr["id_slot"].as_u64(), wr["id_slot"].as_u64(), or["id_slot"].as_u64()), (Some(1), Some(1), Some(0)));
+    assert_eq!(lr["tokens_predicted"], 48);
+    assert!(wt > lt, "the request for slot 1 ended after the one in it");
+    assert!(ot < lt, "the request for any slot did not wait");
+    // Streaming chunks say their slot.
+    let sb = json!({"prompt": "Hi", "n_predict": 3, "stream": true, "id_slot": 1});
+    let text = ureq::post(&addr).send_string(&sb.to_string()).unwrap().into_string().unwrap();
+    let chunks: Vec<Value> =
+        text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(chunks.len() >= 2 && chunks.iter().all(|c| c["id_slot"] == 1), "{text}");
+    assert!(chunks.last().unwrap()["timings"]["predicted_n"] == 3, "{text}");
+    for body in [json!({"prompt": "a", "id_slot": -2}), json!({"prompt": "a", "id_slot": "a"})] {
+        let (st, r) = post(&s, "/completion", &body.to_string());
+        assert_eq!((st, r["error"]["param"].as_str()), (400, Some("id_slot")), "{body}: {r}");
     }
     s.stop().unwrap();
 }

@@ -126,7 +126,7 @@ fn logprobs_come_back_on_both_paths_alike() {
 
 /// The chosen token's own log-probability is exact wherever it ranks, and the same on both paths:
 /// a hot draw (far outside the top 3 read back) and a token forced by a bias, against an f64
-/// log-softmax of the logits the same step computes.
+/// log-softmax of the logits the same step computes; and so is its rank, against a count.
 #[test]
 fn the_chosen_tokens_logprob_is_exact_on_both_paths() {
     let m = model();
@@ -156,6 +156,15 @@ fn the_chosen_tokens_logprob_is_exact_on_both_paths() {
             assert!(!top.iter().any(|e| e.0 == r.token), "{sampling:?}: slot {i}'s token {} is in its top 3", r.token);
             let want = log_softmax(&rows[i], r.token);
             assert!((f64::from(lp) - want).abs() < 1e-4, "{sampling:?}: slot {i}: {lp} vs {want}");
+            // Its rank: 1 + the logits strictly above its own, counted here one by one.
+            let own = rows[i][r.token as usize];
+            let mut above = 0;
+            for &x in &rows[i] {
+                if x > own {
+                    above += 1;
+                }
+            }
+            assert_eq!(r.token_rank, Some(above + 1), "{sampling:?}: slot {i}'s rank");
             got.push((r.token, lp));
         }
         assert_eq!(got[1].0, low);

@@ -420,3 +420,12 @@ impl<'a> Candidates<'a> {
         Ok(out)
     }
 }
+
+/// `token`'s rank in a raw logits `row`: 1 + how many logits are strictly greater than its own,
+/// so tied tokens share a rank and the most likely token is 1 (a token outside the row, or
+/// with a NaN logit, which no chain selects, is 1: nothing compares greater). The backend's
+/// log-probability reservation counts the same on the device (`token_rank`).
+pub fn rank(row: &[f32], token: crate::sampler::Token) -> u32 {
+    let own = row.get(token as usize).copied().unwrap_or(f32::NAN);
+    1 + row.iter().filter(|&&x| x > own).count() as u32
+}

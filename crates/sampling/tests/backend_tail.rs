@@ -176,8 +176,8 @@ fn reservation_reads_only_what_each_row_needs() {
     let rows = [(SeqId(0), 0), (SeqId(1), 1), (SeqId(2), 2), (SeqId(3), 3)];
     let mut s = attach(&seqs, &rows, 4);
     // greedy: 4 and its raw logits 4 * V; top_k(8) list: 8 * 8; CPU row: 4 * V; dist: 4, logprobs
-    // 5 * 8 and the drawn token's own 4.
-    assert_eq!(s.tail.reserved_bytes(), 4 + 4 * V + 64 + 4 * V + 4 + 40 + 4);
+    // 5 * 8 and the drawn token's own 4 and its rank's count 4.
+    assert_eq!(s.tail.reserved_bytes(), 4 + 4 * V + 64 + 4 * V + 4 + 40 + 4 + 4);
     let mut sched = cpu_sched();
     sched.plan(&s.g).unwrap();
     let all: Vec<f32> = (0..4).flat_map(|r| logits_for(1, r)).collect();
@@ -204,7 +204,20 @@ fn reservation_reads_only_what_each_row_needs() {
     let t = out.token(3).unwrap() as usize;
     let want = vocab_cases::reference_logprobs(&logits_for(1, 3), V).into_iter().find(|e| e.0 == t).unwrap().1;
     assert!((f64::from(out.token_logprob(3).unwrap()) - want).abs() < 1e-4);
+    assert_eq!(out.token_rank(3).unwrap(), brute_rank(&logits_for(1, 3), t));
     assert!(matches!(out.token_logprob(0), Err(SamplingError::NotReserved { what: "logprobs", .. })));
+    assert!(matches!(out.token_rank(0), Err(SamplingError::NotReserved { what: "logprobs", .. })));
+}
+
+/// 1 + how many entries of `row` are strictly greater than token `t`'s, counted one by one.
+fn brute_rank(row: &[f32], t: usize) -> u32 {
+    let mut above = 0;
+    for &x in row {
+        if x > row[t] {
+            above += 1;
+        }
+    }
+    above + 1
 }
 
 /// The chosen token's log-probability (of the raw logits) is exact wherever the token ranks:
@@ -245,13 +258,67 @@ fn the_chosen_tokens_logprob_is_exact_wherever_it_ranks() {
         let want = all.iter().find(|e| e.0 == t).unwrap().1;
         let got = out.token_logprob(row).unwrap();
         assert!((f64::from(got) - want).abs() < 1e-4, "row {row}: token {t}: {got} vs {want}");
+        assert_eq!(out.token_rank(row).unwrap(), brute_rank(logits, t), "row {row}: token {t}");
         if !out.logprobs(row).unwrap().iter().any(|e| e.0 as usize == t) {
             outside += 1;
         }
     }
     assert!(outside >= 3, "the forced tokens and the hot draw rank below the top 20");
-    // The host-chosen rows read 4 bytes each after the reservation.
-    assert_eq!(out.bytes_read, s.tail.reserved_bytes() + 8);
+    assert_eq!(out.token_rank(0).unwrap() as usize, V, "the forced token is the least likely");
+    // The host-chosen rows read their logits row after the reservation, and the row's max and
+    // ln-sum.
+    assert_eq!(out.bytes_read, s.tail.reserved_bytes() + 2 * (4 * V + 8));
+}
+
+/// The chosen token's rank counts the raw logits strictly above it: tied tokens share a rank
+/// (a row of few distinct values, the token tied with others at the top, in the middle and at
+/// the bottom), on the backend where the prefix selects and on the host where the CPU chooses.
+#[test]
+fn the_chosen_tokens_rank_counts_only_greater_logits() {
+    // Logits on a grid of 0.5: every value is shared by many tokens.
+    let rows: Vec<Vec<f32>> =
+        (0..6).map(|r| logits_for(4, r % 3).iter().map(|x| (x * 2.0).round() / 2.0).collect()).collect();
+    let by_value = |r: &[f32]| {
+        let mut ids: Vec<usize> = (0..V).collect();
+        ids.sort_by(|&a, &b| r[b].total_cmp(&r[a]).then(a.cmp(&b)));
+        ids
+    };
+    let (o1, o4) = (by_value(&rows[1]), by_value(&rows[4]));
+    // A token tied in the middle of the row, and the last of the bottom value's ties.
+    let (mid, bottom) = (o1[V / 2], *o4.last().unwrap());
+    let ties = |r: &[f32], t: usize| r.iter().filter(|&&x| x == r[t]).count();
+    assert!(ties(&rows[1], mid) > 1 && ties(&rows[4], bottom) > 1, "the chosen tokens are tied");
+    let top = |r: &[f32]| r.iter().filter(|&&x| x == r[by_value(r)[0]]).count();
+    assert!(top(&rows[0]) > 1, "row 0's maximum is tied");
+    let chains = [
+        "greedy".to_string(),
+        format!("logit_bias({mid}=100);greedy"),
+        "temp(t=30);dist(seed=5)".to_string(),
+        "temp(t=0);dist".to_string(),
+        format!("logit_bias({bottom}=100);temp(t=0);dist"),
+        "temp(t=30);top_k(k=500);dist(seed=6)".to_string(),
+    ];
+    let mut seqs = Sequences::new(1).unwrap();
+    for (i, c) in chains.iter().enumerate() {
+        seqs.set(SeqId(i as u32), SeqConfig::new(Chain::parse(c).unwrap()).with_logprobs(3));
+    }
+    let r: Vec<(SeqId, usize)> = (0..6).map(|i| (SeqId(i as u32), i)).collect();
+    let mut s = attach(&seqs, &r, 6);
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    sched.set_input_f32(s.logits, &rows.concat()).unwrap();
+    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
+    sched.compute().unwrap();
+    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    assert_eq!(out.token(1).unwrap() as usize, mid);
+    assert_eq!(out.token(4).unwrap() as usize, bottom);
+    for (row, logits) in rows.iter().enumerate() {
+        let t = out.token(row).unwrap() as usize;
+        assert_eq!(out.token_rank(row).unwrap(), brute_rank(logits, t), "row {row} (`{}`): token {t}", chains[row]);
+    }
+    assert_eq!(out.token_rank(0).unwrap(), 1, "a tied maximum is rank 1");
+    assert_eq!(out.token_rank(3).unwrap(), 1);
+    assert_eq!(out.token_rank(4).unwrap() as usize, V + 1 - ties(&rows[4], bottom));
 }
 
 #[test]

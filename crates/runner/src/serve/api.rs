@@ -153,6 +153,11 @@ pub struct Request {
     /// A reasoning budget (llama-server's `reasoning_budget_tokens` and its tags), where the
     /// budget is not -1.
     pub reasoning: Option<Reasoning>,
+    /// With `logprobs`: the probabilities after the sampler chain instead of the raw logits'
+    /// log-probabilities (llama-server's `post_sampling_probs`; `/completion` only).
+    pub post_sampling: bool,
+    /// The slot to run in (llama-server's `id_slot`; `/completion` only): it waits for that slot.
+    pub id_slot: Option<usize>,
 }
 
 /// A request's reasoning budget: `budget` tokens (0: the block ends as soon as it opens), its tags
@@ -228,6 +233,8 @@ fn common(f: &Fields<'_>, prompt: Prompt, n_vocab: usize, base: &SamplingParams)
         ignore_eos: f.bool("ignore_eos", false)?,
         cache_prompt: f.bool("cache_prompt", true)?,
         reasoning: reasoning(f)?,
+        post_sampling: false,
+        id_slot: None,
     })
 }
 

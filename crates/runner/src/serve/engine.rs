@@ -1,5 +1,6 @@
 //! The batching loop: one thread owns the [`Session`] (`--parallel` slots over one KV cache) and
 //! runs continuous batching. A sequence ([`Job`]) joins at the next step in a free slot (the one
+//! it asks for, `id_slot`, waiting while that one is busy; else the one
 //! whose cells still hold the longest prefix of its prompt from its last sequence, which it
 //! does not evaluate again, else the lowest; its chain set in the session's `Sequences` then: a
 //! fresh sampler state, fed every prompt token as llama-server's `init_sampler` does, so that
@@ -16,7 +17,8 @@
 //! stop string, its grammar complete, `max_tokens`, the context full), when its client goes away
 //! (its event channel closed: the slot is freed before the next step), or on an error of its own
 //! row, and its slot is reused. (`--prefill-apart` evaluates the chunks in steps of their own,
-//! between decode steps, as before ragged steps: for comparison.)
+//! between decode steps, as before ragged steps: for comparison.) Its end reports its slot and
+//! [`Timings`] (llama-server's `timings`).
 //!
 //! With n-gram speculation (`--spec ngram`), each decode step drafts for every decoding sequence
 //! from its own context (prompt and output) as deep as its [`DraftDepth`] allows and the
@@ -74,6 +76,12 @@ pub struct Job {
     /// Reuse the cells of a free slot whose last sequence shares a prefix with the prompt
     /// (llama-server's `cache_prompt`).
     pub cache_prompt: bool,
+    /// With `logprobs`: report the probabilities after the sampler chain (llama-server's
+    /// `post_sampling_probs`) rather than the raw logits' log-probabilities.
+    pub post_sampling: bool,
+    /// Run in this slot (below the number of slots; llama-server's `id_slot`), waiting while it
+    /// is busy.
+    pub id_slot: Option<usize>,
     /// Where the job's events go; closed when the client went away.
     pub events: UnboundedSender<Event>,
 }
@@ -100,15 +108,56 @@ impl Finish {
 /// A token's log-probability entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenLogprob {
+    /// The token.
+    pub id: Token,
     /// The token's text (lossy where it splits a character).
     pub token: String,
     /// The token's bytes.
     pub bytes: Vec<u8>,
     /// Its log-probability under the raw logits (before any sampler, as llama-server reports
-    /// `logprob` without `post_sampling_probs`), exact wherever it ranks.
-    pub logprob: f32,
-    /// The most likely tokens: text, bytes, log-probability.
-    pub top: Vec<(String, Vec<u8>, f32)>,
+    /// `logprob` without `post_sampling_probs`), exact wherever it ranks; with the job's
+    /// `post_sampling`, its probability among the chain's survivors (1 where it is not one of
+    /// them, as llama-server).
+    pub value: f32,
+    /// Its rank among the raw logits (1 + how many are strictly greater; not with
+    /// `post_sampling`).
+    pub rank: Option<u32>,
+    /// The most likely tokens, by `value` descending (with `post_sampling`: the chain's
+    /// survivors of nonzero probability).
+    pub top: Vec<TopEntry>,
+}
+
+/// One of the most likely tokens in a [`TokenLogprob`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopEntry {
+    /// The token.
+    pub id: Token,
+    /// Its text (lossy where it splits a character).
+    pub token: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its log-probability (with `post_sampling`: its probability).
+    pub value: f32,
+}
+
+/// A sequence's counts and times, as llama-server's `timings` reports them: its prompt from
+/// joining the batch to its first token, its generation from the first token to the last.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Timings {
+    /// Prompt tokens whose cells were reused (not evaluated).
+    pub cached: usize,
+    /// Prompt tokens evaluated.
+    pub prompt_n: usize,
+    /// From joining a slot to the first token.
+    pub prompt: Duration,
+    /// Tokens generated.
+    pub predicted_n: usize,
+    /// From the first token to the last (at least 1 µs once a token is out).
+    pub predicted: Duration,
+    /// Draft tokens proposed (`--spec ngram`).
+    pub drafted: usize,
+    /// Draft tokens accepted.
+    pub accepted: usize,
 }
 
 /// What a job reports.
@@ -119,6 +168,8 @@ pub enum Event {
     Delta {
         /// The choice.
         index: usize,
+        /// The slot it runs in.
+        slot: usize,
         /// Text.
         text: String,
         /// Log-probability entries.
@@ -131,6 +182,12 @@ pub enum Event {
     Done {
         /// The choice.
         index: usize,
+        /// The slot it ran in.
+        slot: usize,
+        /// Its counts and times.
+        timings: Timings,
+        /// The tokens the slot's cells hold at the end (prompt and generated ones).
+        tokens_cached: usize,
         /// Why.
         finish: Finish,
         /// Prompt tokens.
@@ -241,6 +298,8 @@ pub fn start(model: Arc<Model>, opts: EngineOptions, metrics: Arc<Metrics>, rese
                 prefill_apart: opts.prefill_apart,
                 drafter,
                 cached: vec![Vec::new(); n],
+                waiting: std::collections::VecDeque::new(),
+                queue: opts.queue.max(1),
             }
             .run(&rx, &stop);
         })
@@ -322,6 +381,15 @@ struct Active {
     drafts: bool,
     /// Tokens generated since its last event.
     unsent: Vec<Token>,
+    /// When it joined; its first token; its last token.
+    started: Instant,
+    first: Option<Instant>,
+    last_at: Option<Instant>,
+    /// Prompt tokens reused from the slot's cells.
+    reused: usize,
+    /// Draft tokens proposed and accepted.
+    drafted: usize,
+    accepted: usize,
 }
 
 struct Loop {
@@ -336,6 +404,10 @@ struct Loop {
     drafter: Option<NgramDrafter>,
     /// Per free slot, the tokens whose keys and values its cells still hold (positions `0..`).
     cached: Vec<Vec<Token>>,
+    /// Jobs that asked for a slot that was busy, in arrival order.
+    waiting: std::collections::VecDeque<Job>,
+    /// The queue's capacity.
+    queue: usize,
 }
 
 impl Loop {
@@ -346,6 +418,7 @@ impl Loop {
                 self.cancel_all(rx, "the server is shutting down");
                 return;
             }
+            self.admit_waiting();
             if open && self.slots.iter().all(Option::is_none) {
                 match rx.recv_timeout(Duration::from_millis(50)) {
                     Ok(job) => self.admit(job),
@@ -353,14 +426,16 @@ impl Loop {
                     Err(RecvTimeoutError::Disconnected) => open = false,
                 }
             }
-            while open && self.slots.iter().any(Option::is_none) {
+            // (Jobs waiting for a busy slot count against the queue: no more are taken in while
+            // as many wait as the queue holds.)
+            while open && self.slots.iter().any(Option::is_none) && self.waiting.len() < self.queue {
                 match rx.try_recv() {
                     Ok(job) => self.admit(job),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
-            if !open && self.slots.iter().all(Option::is_none) {
+            if !open && self.slots.iter().all(Option::is_none) && self.waiting.is_empty() {
                 return;
             }
             self.drop_cancelled();
@@ -373,17 +448,54 @@ impl Loop {
         }
     }
 
-    /// Puts `job` in a free slot: the one whose cells hold the longest prefix of its prompt
-    /// (with `cache_prompt`; at least one prompt token is evaluated again, for the logits), else
-    /// the lowest.
+    /// Places the jobs waiting for their slot whose slot is free (in arrival order); drops
+    /// those whose client went away.
+    fn admit_waiting(&mut self) {
+        let mut keep = std::collections::VecDeque::new();
+        while let Some(job) = self.waiting.pop_front() {
+            if job.events.is_closed() {
+                self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                Metrics::add(&self.metrics.cancelled, 1);
+            } else if job.id_slot.is_some_and(|s| self.slots[s].is_none()) {
+                self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                self.place(job);
+            } else {
+                keep.push_back(job);
+            }
+        }
+        self.waiting = keep;
+    }
+
+    /// A job from the queue: placed, or set waiting (still counted in the queue's depth) where
+    /// its slot is busy or another job waits for it before this one.
     fn admit(&mut self, job: Job) {
+        if let Some(s) = job.id_slot
+            && s < self.slots.len()
+            && !job.events.is_closed()
+            && (self.slots[s].is_some() || self.waiting.iter().any(|w| w.id_slot == Some(s)))
+        {
+            self.waiting.push_back(job);
+            return;
+        }
         self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
         if job.events.is_closed() {
             Metrics::add(&self.metrics.cancelled, 1);
             return;
         }
+        if let Some(s) = job.id_slot.filter(|&s| s >= self.slots.len()) {
+            let message = format!("slot {s} does not exist (the server has {})", self.slots.len());
+            let _ = job.events.send(Event::Failed { index: job.index, message });
+            return;
+        }
+        self.place(job);
+    }
+
+    /// Puts `job` in a free slot: its `id_slot`, else the one whose cells hold the longest
+    /// prefix of its prompt (with `cache_prompt`; at least one prompt token is evaluated again,
+    /// for the logits), else the lowest.
+    fn place(&mut self, job: Job) {
         let shared = |c: &[Token]| c.iter().zip(&job.prompt).take_while(|(a, b)| a == b).count();
-        let free = (0..self.slots.len()).filter(|&s| self.slots[s].is_none());
+        let free = (0..self.slots.len()).filter(|&s| self.slots[s].is_none() && job.id_slot.is_none_or(|i| i == s));
         let (slot, reuse) = free
             .map(|s| (s, if job.cache_prompt { shared(&self.cached[s]) } else { 0 }))
             .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))
@@ -393,7 +505,16 @@ impl Loop {
         let set = self
             .session
             .truncate(slot, reuse)
-            .and_then(|()| self.session.set_chain(slot, job.chain.clone(), job.logprobs.map_or(0, |_| LOGPROBS_READ)))
+            .and_then(|()| {
+                // Post-sampling probabilities are the chain's survivors (none to read after a
+                // greedy selection: the chosen token, probability 1), not the raw logits'.
+                let (lp, cands) = match job.logprobs {
+                    Some(_) if job.post_sampling => (0, !ends_greedy(&job.chain)),
+                    Some(_) => (LOGPROBS_READ, false),
+                    None => (0, false),
+                };
+                self.session.set_chain_reading(slot, job.chain.clone(), lp, cands)
+            })
             // Every prompt token, reused cells' included, as llama-server's `init_sampler`.
             .and_then(|()| self.session.accept_prompt(slot, &job.prompt));
         if let Err(e) = set {
@@ -421,6 +542,12 @@ impl Loop {
             depth: DraftDepth::new(max_draft),
             drafts,
             unsent: Vec::new(),
+            started: Instant::now(),
+            first: None,
+            last_at: None,
+            reused: reuse,
+            drafted: 0,
+            accepted: 0,
         });
         Metrics::add(&self.metrics.active_slots, 1);
     }
@@ -455,6 +582,10 @@ impl Loop {
             self.fail(s, why.to_string());
         }
         while let Ok(job) = rx.try_recv() {
+            self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            let _ = job.events.send(Event::Failed { index: job.index, message: why.to_string() });
+        }
+        for job in std::mem::take(&mut self.waiting) {
             self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
             let _ = job.events.send(Event::Failed { index: job.index, message: why.to_string() });
         }
@@ -731,12 +862,23 @@ impl Loop {
                     Metrics::add(&m.accepted_tokens, v.accepted as u64);
                     if let Some(a) = self.slots[s].as_mut() {
                         a.depth.update(drafted, v.accepted);
+                        a.drafted += drafted;
+                        a.accepted += v.accepted;
                     }
                     for t in v.tokens {
                         if self.slots[s].is_none() {
                             break;
                         }
-                        self.took(s, Ok(SlotSample { token: t, logprobs: None, token_logprob: None }));
+                        self.took(
+                            s,
+                            Ok(SlotSample {
+                                token: t,
+                                logprobs: None,
+                                token_logprob: None,
+                                token_rank: None,
+                                candidates: None,
+                            }),
+                        );
                     }
                 }
             }
@@ -762,6 +904,9 @@ impl Loop {
         let must_end = self.session.chain(slot).must_end();
         let tok = &self.tok;
         let Some(a) = self.slots[slot].as_mut() else { return };
+        let now = Instant::now();
+        a.first.get_or_insert(now);
+        a.last_at = Some(now);
         a.generated += 1;
         a.last = t;
         a.decoding = true;
@@ -775,7 +920,14 @@ impl Loop {
             Err(e) => return self.fail(slot, e.to_string()),
         };
         let lps = match (a.job.logprobs, &sample.logprobs, sample.token_logprob) {
-            (Some(n), Some(top), Some(lp)) => vec![logprob_entry(tok, t, lp, top, n)],
+            (Some(n), _, _) if a.job.post_sampling => match &sample.candidates {
+                Some(c) => vec![post_sampling_entry(tok, t, c, n)],
+                None if ends_greedy(&a.job.chain) => {
+                    vec![post_sampling_entry(tok, t, &[sampling::TokenData { id: t, logit: 0.0, p: 1.0 }], n)]
+                }
+                None => return self.fail(slot, "the step read back no candidates for the token".into()),
+            },
+            (Some(n), Some(top), Some(lp)) => vec![logprob_entry(tok, t, lp, sample.token_rank, top, n)],
             (Some(_), _, _) => {
                 return self.fail(slot, "the step read back no log-probabilities for the token".into());
             }
@@ -786,7 +938,7 @@ impl Loop {
             Pushed::Text(text) => {
                 if !text.is_empty() || !lps.is_empty() {
                     let tokens = std::mem::take(&mut a.unsent);
-                    let _ = a.job.events.send(Event::Delta { index: a.job.index, text, logprobs: lps, tokens });
+                    let _ = a.job.events.send(Event::Delta { index: a.job.index, slot, text, logprobs: lps, tokens });
                 }
             }
         }
@@ -806,10 +958,23 @@ impl Loop {
             let index = a.job.index;
             let tokens = std::mem::take(&mut a.unsent);
             if !text.is_empty() || !logprobs.is_empty() || !tokens.is_empty() {
-                let _ = a.job.events.send(Event::Delta { index, text, logprobs, tokens });
+                let _ = a.job.events.send(Event::Delta { index, slot, text, logprobs, tokens });
             }
+            let first = a.first.unwrap_or_else(Instant::now);
+            let timings = Timings {
+                cached: a.reused,
+                prompt_n: a.job.prompt.len() - a.reused,
+                prompt: first - a.started,
+                predicted_n: a.generated,
+                predicted: a.last_at.map_or(Duration::ZERO, |l| (l - first).max(Duration::from_micros(1))),
+                drafted: a.drafted,
+                accepted: a.accepted,
+            };
             let _ = a.job.events.send(Event::Done {
                 index,
+                slot,
+                timings,
+                tokens_cached: self.session.positions()[slot],
                 finish,
                 prompt_tokens: a.job.prompt.len(),
                 completion_tokens: a.generated,
@@ -827,21 +992,38 @@ fn piece(tok: &Tokenizer, t: Token) -> (String, Vec<u8>) {
     (String::from_utf8_lossy(&bytes).into_owned(), bytes)
 }
 
-fn logprob_entry(tok: &Tokenizer, t: Token, logprob: f32, top: &[(Token, f32)], n: usize) -> TokenLogprob {
+fn top_entry(tok: &Tokenizer, id: Token, value: f32) -> TopEntry {
+    let (token, bytes) = piece(tok, id);
+    TopEntry { id, token, bytes, value }
+}
+
+fn logprob_entry(
+    tok: &Tokenizer,
+    t: Token,
+    logprob: f32,
+    rank: Option<u32>,
+    top: &[(Token, f32)],
+    n: usize,
+) -> TokenLogprob {
     let (token, bytes) = piece(tok, t);
-    TokenLogprob {
-        token,
-        bytes,
-        logprob,
-        top: top
-            .iter()
-            .take(n)
-            .map(|&(id, lp)| {
-                let (s, b) = piece(tok, id);
-                (s, b, lp)
-            })
-            .collect(),
-    }
+    let top = top.iter().take(n).map(|&(id, lp)| top_entry(tok, id, lp)).collect();
+    TokenLogprob { id: t, token, bytes, value: logprob, rank, top }
+}
+
+/// A token's entry of probabilities after the chain, as llama-server's `post_sampling_probs`:
+/// its own among the survivors `cands` (by `p` descending; 1 where it is not among them), and
+/// the first `n` survivors up to the first of probability 0.
+fn post_sampling_entry(tok: &Tokenizer, t: Token, cands: &[sampling::TokenData], n: usize) -> TokenLogprob {
+    let (token, bytes) = piece(tok, t);
+    let value = cands.iter().find(|c| c.id == t).map_or(1.0, |c| c.p);
+    let top = cands.iter().take(n).take_while(|c| c.p != 0.0).map(|c| top_entry(tok, c.id, c.p)).collect();
+    TokenLogprob { id: t, token, bytes, value, rank: None, top }
+}
+
+/// Whether `chain` ends in greedy (its token's post-sampling probability is 1, its only
+/// survivor's: llama.cpp keeps only the most likely token at temperature 0).
+fn ends_greedy(chain: &Chain) -> bool {
+    chain.stages().last().is_some_and(|s| s.name() == "greedy")
 }
 
 #[cfg(test)]

@@ -315,6 +315,8 @@ fn enqueue(
             stop: req.stop.clone(),
             ignore_eos: req.ignore_eos,
             cache_prompt: req.cache_prompt,
+            post_sampling: req.post_sampling,
+            id_slot: req.id_slot,
             events: tx.clone(),
         };
         st.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
@@ -417,19 +419,19 @@ fn logprobs_json(chat: bool, lps: &[TokenLogprob]) -> Value {
             .iter()
             .map(|l| {
                 let top: Vec<Value> =
-                    l.top.iter().map(|(t, b, lp)| json!({"token": t, "logprob": lp, "bytes": b})).collect();
-                json!({"token": l.token, "logprob": l.logprob, "bytes": l.bytes, "top_logprobs": top})
+                    l.top.iter().map(|a| json!({"token": a.token, "logprob": a.value, "bytes": a.bytes})).collect();
+                json!({"token": l.token, "logprob": l.value, "bytes": l.bytes, "top_logprobs": top})
             })
             .collect();
         json!({"content": content})
     } else {
         let top: Vec<Value> = lps
             .iter()
-            .map(|l| Value::Object(l.top.iter().map(|(t, _, lp)| (t.clone(), json!(lp))).collect()))
+            .map(|l| Value::Object(l.top.iter().map(|a| (a.token.clone(), json!(a.value))).collect()))
             .collect();
         json!({
             "tokens": lps.iter().map(|l| l.token.clone()).collect::<Vec<_>>(),
-            "token_logprobs": lps.iter().map(|l| l.logprob).collect::<Vec<_>>(),
+            "token_logprobs": lps.iter().map(|l| l.value).collect::<Vec<_>>(),
             "top_logprobs": top,
         })
     }

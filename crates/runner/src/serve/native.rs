@@ -3,13 +3,14 @@
 //! `add_special`, `with_pieces`), `POST /detokenize` (`tokens`), `GET /props` (the default
 //! generation settings, `total_slots`, `model_path`, `chat_template`, `bos_token`, `eos_token`)
 //! and `POST /completion` (`prompt` as text or token ids, `n_predict`, `stream`,
-//! `return_tokens` and the sampling fields of the OpenAI endpoints; the answer's `content`,
-//! `tokens`, `stop`, `stop_type`, `stopping_word`, `tokens_predicted`, `tokens_evaluated`,
-//! `generation_settings`). Bad input is an OpenAI-style 400 naming the field, as on the OpenAI
-//! endpoints.
+//! `return_tokens`, `n_probs`, `post_sampling_probs`, `id_slot` and the sampling fields of the
+//! OpenAI endpoints; the answer's `content`, `tokens`, `id_slot`, `stop`, `stop_type`,
+//! `stopping_word`, `tokens_predicted`, `tokens_evaluated`, `tokens_cached`,
+//! `generation_settings`, `timings` and `completion_probabilities`). Bad input is an
+//! OpenAI-style 400 naming the field, as on the OpenAI endpoints.
 
 use super::api::{self, ApiError, Fields, Prompt};
-use super::engine::{Event, Finish};
+use super::engine::{Event, Finish, Timings, TokenLogprob};
 use super::http::{AppState, LOST, Started, error, start};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -34,7 +35,8 @@ fn piece_bytes(st: &AppState, t: u32) -> &[u8] {
 
 /// `POST /tokenize`: `{"tokens": [ids]}`, or with `with_pieces` `[{"id", "piece"}]` where a
 /// piece is its text, or its bytes where they are not UTF-8. `add_special` (default false) puts
-/// the BOS token first where the model's tokenizer adds one.
+/// the BOS token first where the model's tokenizer adds one; `parse_special` (default true)
+/// false tokenizes special tokens' texts as text.
 pub async fn tokenize(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let s = Arc::clone(&st);
     let r = blocking(move || {
@@ -43,12 +45,11 @@ pub async fn tokenize(State(st): State<Arc<AppState>>, body: Bytes) -> Response 
         let content = f.str("content")?.ok_or_else(|| ApiError::invalid("content", "`content` is required"))?;
         let add_special = f.bool("add_special", false)?;
         let with_pieces = f.bool("with_pieces", false)?;
-        let tok = s.tokenizer();
-        let mut ids = tok.encode(content).map_err(|e| ApiError::invalid("content", e.to_string()))?;
-        // `encode` puts the BOS first where the model asks for it (`adds_bos`).
-        if tok.adds_bos() && !add_special && !ids.is_empty() {
-            ids.remove(0);
-        }
+        let parse_special = f.bool("parse_special", true)?;
+        let ids = s
+            .tokenizer()
+            .encode_with(content, add_special, parse_special)
+            .map_err(|e| ApiError::invalid("content", e.to_string()))?;
         let tokens: Vec<Value> = if with_pieces {
             ids.iter()
                 .map(|&id| {
@@ -127,31 +128,113 @@ struct Native {
     prompt_tokens: usize,
     settings: Value,
     return_tokens: bool,
+    /// `post_sampling_probs`: entries of probabilities after the chain.
+    post_sampling: bool,
+}
+
+/// How the final answer ended, and the sequence's counts.
+struct End<'a> {
+    finish: Finish,
+    word: Option<&'a str>,
+    predicted: usize,
+    slot: usize,
+    timings: Timings,
+    tokens_cached: usize,
+}
+
+/// llama-server's `timings` object (`server_slot_stats::to_json`): the prompt's and the
+/// generation's counts and milliseconds, per token and per second over the decode steps (the
+/// first token comes with the prompt: `predicted_n - 1` steps), 0 where a divisor is 0; the
+/// draft counts where there were drafts.
+fn timings_json(t: &Timings) -> Value {
+    // Whole microseconds, as llama-server's clock.
+    let ms = |d: std::time::Duration| d.as_micros() as f64 / 1e3;
+    let (prompt_ms, predicted_ms) = (ms(t.prompt), ms(t.predicted));
+    let per = |ms: f64, n: usize| if n > 0 { ms / n as f64 } else { 0.0 };
+    let rate = |ms: f64, n: usize| if ms > 0.0 { 1e3 / ms * n as f64 } else { 0.0 };
+    let steps = t.predicted_n.saturating_sub(1);
+    let mut v = json!({
+        "cache_n": t.cached,
+        "prompt_n": t.prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": per(prompt_ms, t.prompt_n),
+        "prompt_per_second": rate(prompt_ms, t.prompt_n),
+        "predicted_n": t.predicted_n,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": per(predicted_ms, steps),
+        "predicted_per_second": rate(predicted_ms, steps),
+    });
+    if t.drafted > 0 {
+        v["draft_n"] = json!(t.drafted);
+        v["draft_n_accepted"] = json!(t.accepted);
+    }
+    v
 }
 
 impl Native {
-    /// The final answer (llama-server's `to_json_non_oaicompat`).
-    fn last(&self, content: &str, tokens: &[u32], finish: Finish, word: Option<&str>, predicted: usize) -> Value {
-        let stop_type = match (finish, word) {
+    /// `completion_probabilities` (llama-server's `probs_vector_to_json`): per token its `id`,
+    /// `token`, `bytes` and `logprob` with `top_logprobs` (each `id`, `token`, `bytes`,
+    /// `logprob`), and its `rank` among the raw logits (an addition: llama-server has none); with
+    /// `post_sampling_probs`, `prob` and `top_probs` instead, and no rank.
+    fn probs(&self, lps: &[TokenLogprob]) -> Value {
+        let (value, top_key) = if self.post_sampling { ("prob", "top_probs") } else { ("logprob", "top_logprobs") };
+        let text = |bytes: &[u8]| String::from_utf8_lossy(valid_prefix(bytes)).into_owned();
+        lps.iter()
+            .map(|l| {
+                let top: Vec<Value> = l
+                    .top
+                    .iter()
+                    .map(|a| json!({"id": a.id, "token": text(&a.bytes), "bytes": a.bytes, value: a.value}))
+                    .collect();
+                let mut e =
+                    json!({"id": l.id, "token": text(&l.bytes), "bytes": l.bytes, value: l.value, top_key: top});
+                if let Some(r) = l.rank {
+                    e["rank"] = json!(r);
+                }
+                e
+            })
+            .collect()
+    }
+
+    /// The final answer (llama-server's `to_json_non_oaicompat`); `probs` where asked for and
+    /// not streaming.
+    fn last(&self, content: &str, tokens: &[u32], end: &End<'_>, probs: Option<&[TokenLogprob]>) -> Value {
+        let stop_type = match (end.finish, end.word) {
             (Finish::Length, _) => "limit",
             (Finish::Stop, Some(_)) => "word",
             (Finish::Stop, None) => "eos",
         };
-        json!({
+        let mut v = json!({
             "index": 0,
             "content": content,
             "tokens": if self.return_tokens { tokens.to_vec() } else { Vec::new() },
+            "id_slot": end.slot,
             "stop": true,
             "model": self.model,
-            "tokens_predicted": predicted,
+            "tokens_predicted": end.predicted,
             "tokens_evaluated": self.prompt_tokens,
             "generation_settings": self.settings,
             "prompt": self.prompt,
             "has_new_line": content.contains('\n'),
             "truncated": false,
             "stop_type": stop_type,
-            "stopping_word": word.unwrap_or_default(),
-        })
+            "stopping_word": end.word.unwrap_or_default(),
+            "tokens_cached": end.tokens_cached,
+            "timings": timings_json(&end.timings),
+        });
+        if let Some(p) = probs.filter(|p| !p.is_empty()) {
+            v["completion_probabilities"] = self.probs(p);
+        }
+        v
+    }
+}
+
+/// The longest prefix of `b` that is valid UTF-8 (llama-server's `validate_utf8` cut: a token
+/// that ends inside a character shows the characters before it).
+fn valid_prefix(b: &[u8]) -> &[u8] {
+    match std::str::from_utf8(b) {
+        Ok(_) => b,
+        Err(e) => &b[..e.valid_up_to()],
     }
 }
 
@@ -161,9 +244,16 @@ pub async fn completion(State(st): State<Arc<AppState>>, body: Bytes) -> Respons
         let mut r = api::completion(&b, st.model.config.n_vocab, &st.sampling)?;
         let f = Fields(&b);
         let return_tokens = f.bool("return_tokens", false)?;
-        // One sequence; log-probabilities (`n_probs`) are not answered here.
         r.n = 1;
-        r.logprobs = None;
+        // `n_probs` (llama-server reads `logprobs` where it is absent, as `api::completion` did).
+        if f.get("n_probs").is_some() {
+            r.logprobs = Some(f.int("n_probs", 0, 0, api::MAX_LOGPROBS)? as usize);
+        }
+        r.logprobs = r.logprobs.filter(|&n| n > 0);
+        r.post_sampling = f.bool("post_sampling_probs", false)?;
+        // -1 (the default): any slot; a larger number wraps around the slots, as llama-server's.
+        let id_slot = f.int("id_slot", -1, -1, i64::from(i32::MAX))?;
+        r.id_slot = (id_slot >= 0).then(|| id_slot as usize % st.n_slots);
         let n_predict = r.max_tokens.map_or(-1, |m| m as i64);
         Ok((r, return_tokens, n_predict))
     });
@@ -182,27 +272,39 @@ pub async fn completion(State(st): State<Arc<AppState>>, body: Bytes) -> Respons
     };
     let mut sampling = req.sampling.clone();
     sampling.seed = Some(seed);
+    let mut settings = sampling.to_json(n_predict);
+    settings["n_probs"] = json!(req.logprobs.unwrap_or(0));
+    settings["post_sampling_probs"] = json!(req.post_sampling);
     let native = Native {
         model: st.name.clone(),
         prompt: prompt_text,
         prompt_tokens: prompt.len(),
-        settings: sampling.to_json(n_predict),
+        settings,
         return_tokens,
+        post_sampling: req.post_sampling,
     };
     if req.stream { stream(native, rx) } else { collect(st, native, rx).await }
 }
 
 async fn collect(st: Arc<AppState>, n: Native, mut rx: UnboundedReceiver<Event>) -> Response {
-    let (mut content, mut tokens) = (String::new(), Vec::new());
+    let (mut content, mut tokens, mut probs) = (String::new(), Vec::new(), Vec::new());
     while let Some(ev) = rx.recv().await {
         match ev {
-            Event::Delta { text, tokens: t, .. } => {
+            Event::Delta { text, tokens: t, logprobs, .. } => {
                 content += &text;
                 tokens.extend(t);
+                probs.extend(logprobs);
             }
-            Event::Done { finish, completion_tokens, stopping_word, .. } => {
-                return axum::Json(n.last(&content, &tokens, finish, stopping_word.as_deref(), completion_tokens))
-                    .into_response();
+            Event::Done { finish, completion_tokens, stopping_word, slot, timings, tokens_cached, .. } => {
+                // As llama-server, the entries of the stop word's tokens (as many as it has
+                // tokenized alone) are left out.
+                if let Some(w) = &stopping_word {
+                    let k = st.tokenizer().encode_with(w, false, true).map_or(0, |t| t.len());
+                    probs.truncate(probs.len() - k.min(probs.len()));
+                }
+                let word = stopping_word.as_deref();
+                let end = End { finish, word, predicted: completion_tokens, slot, timings, tokens_cached };
+                return axum::Json(n.last(&content, &tokens, &end, Some(&probs))).into_response();
             }
             Event::Failed { message, .. } => {
                 let status = if message.contains("shutting down") { 503 } else { 500 };
@@ -229,14 +331,20 @@ fn stream(n: Native, rx: UnboundedReceiver<Event>) -> Response {
             return None;
         }
         let data = match s.rx.recv().await {
-            Some(Event::Delta { text, tokens, .. }) => {
+            Some(Event::Delta { text, tokens, slot, logprobs, .. }) => {
                 s.predicted += tokens.len();
-                json!({"index": 0, "content": text, "tokens": tokens, "stop": false,
-                       "tokens_predicted": s.predicted, "tokens_evaluated": s.n.prompt_tokens})
+                let mut v = json!({"index": 0, "content": text, "tokens": tokens, "stop": false, "id_slot": slot,
+                       "tokens_predicted": s.predicted, "tokens_evaluated": s.n.prompt_tokens});
+                if !logprobs.is_empty() {
+                    v["completion_probabilities"] = s.n.probs(&logprobs);
+                }
+                v
             }
-            Some(Event::Done { finish, completion_tokens, stopping_word, .. }) => {
+            Some(Event::Done { finish, completion_tokens, stopping_word, slot, timings, tokens_cached, .. }) => {
                 s.done = true;
-                s.n.last("", &[], finish, stopping_word.as_deref(), completion_tokens)
+                let word = stopping_word.as_deref();
+                let end = End { finish, word, predicted: completion_tokens, slot, timings, tokens_cached };
+                s.n.last("", &[], &end, None)
             }
             Some(Event::Failed { message, .. }) => {
                 s.done = true;

@@ -66,9 +66,13 @@ pub(crate) struct Outputs {
     /// `f32 [1, n]`: the log-probability (of the raw logits) of the token the prefix selected,
     /// where it selects one and log-probabilities were asked for.
     pub token_logprob: Option<NodeId>,
-    /// `f32 [1, n_vocab n]`: the raw logits' log-softmax, one entry a row (read one entry for a
-    /// token chosen on the host), where log-probabilities were asked for.
-    pub log_softmax: Option<NodeId>,
+    /// f32 `[1, n]`: how many raw logits are strictly greater than the selected token's (its
+    /// rank minus 1), where `token_logprob` is.
+    pub token_rank: Option<NodeId>,
+    /// `f32 [1, n]` each: the raw logits' row maxima and `ln sum exp(x - max)`, where
+    /// log-probabilities were asked for (read for a token chosen on the host, whose
+    /// log-probability is `(x - max) - ln_sum` of its logit, as the graph computes the others').
+    pub log_norm: Option<(NodeId, NodeId)>,
     /// `f32 [1, n]`: the probability the selecting stage drew its token with, and that stage's
     /// index (fed back to its sampler).
     pub selected_p: Option<(NodeId, usize)>,
@@ -222,8 +226,9 @@ pub(crate) fn build(
         }
     }
     if extras.logprobs > 0 {
-        // The raw logits' log-softmax, `x - max - ln sum exp(x - max)` (finite for every finite
-        // logit, where `ln softmax` underflows to -inf past about -87).
+        // The raw logits' log-softmax, `(x - max) - ln sum exp(x - max)` (finite for every finite
+        // logit, where `ln softmax` underflows to -inf past about -87), of the entries read back
+        // only: the vocabulary's log-softmax itself is never materialised.
         let nl = extras.logprobs.min(n_vocab);
         let ids = c.g.top_k(x, nl)?;
         let max = c.g.max_rows(x)?;
@@ -231,21 +236,29 @@ pub(crate) fn build(
         let e = c.g.exp(shifted)?;
         let sum = c.row_sum(e)?;
         let ln_sum = c.g.log(sum)?;
-        let lsm = c.g.sub(shifted, ln_sum)?;
-        let lp = c.gather(lsm, ids, n_vocab, nl)?;
+        let log_p = |c: &mut Lowering<'_>, logit: NodeId| -> R<NodeId> {
+            let shifted = c.g.sub(logit, max)?;
+            c.g.sub(shifted, ln_sum)
+        };
+        let top = c.gather(x, ids, n_vocab, nl)?;
+        let lp = log_p(&mut c, top)?;
         out.logprobs = Some((name(c.g, ids, "logprob_ids"), name(c.g, lp, "logprobs")));
         // The selected token's own: gathered here where the prefix selects it (a -1 of a bad row
-        // reads entry 0, unused); every entry kept readable one by one for a token chosen on
-        // the host (a CPU suffix, an optimistic grammar's second run).
+        // reads entry 0, unused); for a token chosen on the host (a CPU suffix, an optimistic
+        // grammar's second run) the row's max and ln-sum stay readable.
         if let Record::Token(t) = rec {
             let f = c.g.cast(t, DType::F32)?;
             let f = c.g.clamp(f, 0.0, (n_vocab - 1) as f32)?;
             let t = c.g.cast(f, DType::I32)?;
-            let at = c.gather(lsm, t, n_vocab, 1)?;
+            let own = c.gather(x, t, n_vocab, 1)?;
+            let at = log_p(&mut c, own)?;
             out.token_logprob = Some(name(c.g, at, "token_logprob"));
+            // Its rank: the raw logits strictly above its own, counted (exact in f32 below 2^24).
+            let above = c.g.gt(x, own)?;
+            let count = c.row_sum(above)?;
+            out.token_rank = Some(name(c.g, count, "token_rank"));
         }
-        let flat = c.flat(lsm, n_vocab)?;
-        out.log_softmax = Some(name(c.g, flat, "log_softmax"));
+        out.log_norm = Some((name(c.g, max, "logit_max"), name(c.g, ln_sum, "ln_sum")));
     }
     if let Some((p, i)) = c.selected_p {
         out.selected_p = Some((name(c.g, p, "selected_p"), i));

@@ -18,9 +18,15 @@ pub struct RowOutput {
     /// `(token, log p)` of the most likely tokens of the raw logits (if reserved).
     pub logprobs: Option<Vec<(Token, f32)>>,
     /// The selected token's own log-probability under the raw logits, exact wherever it ranks
-    /// (with `logprobs`: gathered on the backend where the prefix selected it, else one entry of
-    /// the backend's log-softmax read back once the host chose it).
+    /// (with `logprobs`: gathered on the backend where the prefix selected it, else from its
+    /// logits row and the row's max and ln-sum read back once the host chose it, in the same f32
+    /// arithmetic).
     pub token_logprob: Option<f32>,
+    /// The selected token's rank among the raw logits, with `token_logprob`: 1 + how many
+    /// logits are strictly greater than its own (tied tokens share a rank; see
+    /// [`crate::candidates::rank`]). Counted on the backend where the prefix selected the token,
+    /// else on its raw logits row read back.
+    pub token_rank: Option<u32>,
     /// The logits row after the backend prefix (only for rows finished on the CPU from it).
     pub logits: Option<Vec<f32>>,
 }
@@ -80,6 +86,12 @@ impl StepOutput {
     /// top log-probabilities).
     pub fn token_logprob(&self, row: usize) -> Result<f32> {
         self.row(row)?.token_logprob.ok_or_else(|| self.not_reserved("logprobs", row))
+    }
+
+    /// The selected token's rank among the raw logits of `row` (1 + how many are strictly
+    /// greater; reserved with the top log-probabilities).
+    pub fn token_rank(&self, row: usize) -> Result<u32> {
+        self.row(row)?.token_rank.ok_or_else(|| self.not_reserved("logprobs", row))
     }
 
     /// The logits row of `row` (read back only where the row finished on the CPU from it).

@@ -17,12 +17,14 @@
 //! Per row, only what its configuration needs is read back: 4 bytes of token for a prefix that
 //! selects; `8k` bytes of candidates for a prefix ending in a `k`-list (or asked for); the logits
 //! row (`4 n_vocab` bytes) only for a row whose prefix keeps the vocabulary; `8n` bytes for `n`
-//! log-probabilities and 4 for the selected token's own (exact wherever the token ranks); the raw
+//! log-probabilities, 4 for the selected token's own (exact wherever the token ranks) and 4 for
+//! its rank; the raw
 //! row where asked for; 4 bytes of the drawn token's probability for a stateful selecting stage
 //! (mirostat_v2). [`Tail::reserved_bytes`] is that total, and a step's
 //! [`StepOutput::bytes_read`] (the scheduler's own count) equals it, but for a row with
 //! log-probabilities whose token the host chose (a CPU suffix, an optimistic grammar's second
-//! run): it reads its token's entry of the backend's log-softmax after, 4 bytes more.
+//! run): it reads the row's logits after (`4 n_vocab` bytes) and its max and ln-sum (8), for the
+//! token's rank and log-probability.
 
 use super::group::{self, Built, Columns, Extras, Stage, Verify};
 use super::lower::{row_ids_field, token_values};
@@ -79,8 +81,9 @@ struct GroupRead<'a> {
     list: Option<(Vec<i32>, Vec<f32>)>,
     raw: Option<&'a [f32]>,
     lps: Option<(Vec<i32>, Vec<f32>)>,
-    /// The selected tokens and their gathered log-probabilities.
-    token_lp: Option<(Vec<i32>, Vec<f32>)>,
+    /// The selected tokens, their gathered log-probabilities and the counts of raw logits above
+    /// theirs.
+    token_lp: Option<(Vec<i32>, Vec<f32>, Vec<f32>)>,
     sel_p: Option<Vec<f32>>,
 }
 
@@ -393,6 +396,7 @@ impl Tail {
             total += if o.raw.is_some() || o.raw_logits { 4 * self.n_vocab * n } else { 0 };
             total += o.logprobs.map_or(0, |_| 8 * gr.extras.logprobs.min(self.n_vocab) * n);
             total += o.token_logprob.map_or(0, |_| 4 * n);
+            total += o.token_rank.map_or(0, |_| 4 * n);
             total += o.selected_p.map_or(0, |_| 4 * n);
         }
         total
@@ -536,8 +540,10 @@ impl Tail {
                 Some((ids, lp)) => Some((sched.read_i32(ids).map_err(rd)?, sched.read_f32(lp).map_err(rd)?)),
                 None => None,
             };
-            let token_lp = match (o.token_logprob, &tokens) {
-                (Some(lp), Some(t)) => Some((t.clone(), sched.read_f32(lp).map_err(rd)?)),
+            let token_lp = match (o.token_logprob, o.token_rank, &tokens) {
+                (Some(lp), Some(rank), Some(t)) => {
+                    Some((t.clone(), sched.read_f32(lp).map_err(rd)?, sched.read_f32(rank).map_err(rd)?))
+                }
                 _ => None,
             };
             let sel_p = o.selected_p.map(|(p, _)| sched.read_f32(p)).transpose().map_err(rd)?;
@@ -588,17 +594,23 @@ impl Tail {
 
     /// Gives every row that reserved log-probabilities and has a token without its gathered
     /// log-probability (chosen on the host: a CPU suffix, an optimistic grammar's second run, or
-    /// a prefix that does not select) that token's entry of the backend's log-softmax, read back
-    /// alone (4 bytes).
+    /// a prefix that does not select) that token's log-probability and rank, from its raw logits
+    /// row read back (`4 n_vocab` bytes: the backend counted for the token it selected, not this
+    /// one) and the row's max and ln-sum (8 bytes): `(x - max) - ln_sum` in f32, the graph's
+    /// arithmetic for the others.
     fn token_logprobs(&self, sched: &mut Scheduler, results: &mut [Option<RowResult>]) -> Result<()> {
         for (si, sl) in self.slots.iter().enumerate() {
             let gr = &self.groups[sl.group];
-            let Some(lsm) = gr.built.outputs.log_softmax else { continue };
+            let Some((max, ln_sum)) = gr.built.outputs.log_norm else { continue };
             let Some(RowResult { result: Ok(out), .. }) = results[si].as_mut() else { continue };
             let Some(t) = out.token.filter(|_| out.token_logprob.is_none()) else { continue };
-            let at = sl.col * self.n_vocab + t as usize;
-            let v = sched.read_rows_f32(lsm, &[at]).map_err(|e| engine("reading a token's log-probability")(&e))?;
-            out.token_logprob = v.first().copied();
+            let rd = |e: sched::SchedError| engine("reading a host-chosen token's logits row")(&e);
+            let row = sched.read_rows_f32(self.logits, &[gr.rows[sl.col]]).map_err(rd)?;
+            let m = sched.read_rows_f32(max, &[sl.col]).map_err(rd)?;
+            let l = sched.read_rows_f32(ln_sum, &[sl.col]).map_err(rd)?;
+            let x = row.get(t as usize).copied().unwrap_or(f32::NAN);
+            out.token_logprob = m.first().zip(l.first()).map(|(m, l)| (x - m) - l);
+            out.token_rank = Some(crate::candidates::rank(&row, t));
         }
         Ok(())
     }
@@ -658,6 +670,7 @@ impl Tail {
             candidates: None,
             logprobs: None,
             token_logprob: None,
+            token_rank: None,
             logits: None,
         };
         Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
@@ -723,10 +736,11 @@ impl Tail {
                 }
                 // The gathered value stands for the backend's token (a row resampled on the host
                 // chooses again: `token_logprobs`).
-                if let Some((t, lp)) = &read.token_lp
+                if let Some((t, lp, above)) = &read.token_lp
                     && out.token.is_some_and(|x| i64::from(x) == i64::from(t[c]))
                 {
                     out.token_logprob = Some(lp[c]);
+                    out.token_rank = Some(above[c] as u32 + 1);
                 }
                 if gr.extras.logits {
                     let src = read.raw.or(vocab).expect("raw logits are read when asked for");
@@ -791,7 +805,14 @@ impl Tail {
             (None, Some(row)) => Some(Candidates::from_row(row)?),
             (None, None) => None,
         };
-        let mut out = RowOutput { token: None, candidates: None, logprobs: None, token_logprob: None, logits: None };
+        let mut out = RowOutput {
+            token: None,
+            candidates: None,
+            logprobs: None,
+            token_logprob: None,
+            token_rank: None,
+            logits: None,
+        };
         if let Some(t) = token {
             if t < 0 {
                 return Err(bad());

@@ -421,6 +421,9 @@ pub fn logprobs_of(
             let own = reference_logprobs(&row, v).into_iter().find(|e| e.0 == tok as usize).unwrap().1;
             let got = out.token_logprob(r).unwrap();
             assert!((f64::from(got) - own).abs() < 1e-4, "step {step} `{spec}`: token {tok}: {got} vs {own}");
+            // Its rank: 1 + the raw logits strictly above its own.
+            let above = row.iter().filter(|&&x| x > row[tok as usize]).count() as u32;
+            assert_eq!(out.token_rank(r).unwrap(), above + 1, "step {step} `{spec}`: token {tok}'s rank");
             b.refs[r].accept(tok);
             b.accept(r, tok);
         }
