@@ -240,6 +240,9 @@ pub struct Session {
     logits_buf: Vec<f32>,
     /// Per sequence, the log-probabilities it reads back with each token (0: none).
     logprobs: Vec<usize>,
+    /// Rows an optimistic grammar checked on the host, and rejected (run again in a second
+    /// backend step), since the session began.
+    optimistic: (usize, usize),
 }
 
 impl Session {
@@ -291,6 +294,7 @@ impl Session {
             current: None,
             logits_buf: Vec::new(),
             logprobs: vec![0; opts.n_seq],
+            optimistic: (0, 0),
         })
     }
 
@@ -312,6 +316,14 @@ impl Session {
     /// The scheduler's counters (plans made, cache hits, bytes moved).
     pub fn stats(&self) -> Stats {
         self.sched.stats()
+    }
+
+    /// With backend sampling: the rows whose token an optimistic grammar checked on the host
+    /// since the session began, and how many of them it rejected (each run again, masked, in a
+    /// second backend step): their ratio is the rejection rate. (On the CPU path the chain does
+    /// the check itself, uncounted.)
+    pub fn optimistic_checks(&self) -> (usize, usize) {
+        self.optimistic
     }
 
     /// The scheduler (for plan dumps).
@@ -459,6 +471,8 @@ impl Session {
                     let step = tail
                         .sample(&mut self.sched, &mut self.seqs)
                         .map_err(RunnerError::sampling("sampling".into()))?;
+                    self.optimistic.0 += step.checked;
+                    self.optimistic.1 += step.resampled;
                     for r in step.rows {
                         let s = r.seq.0 as usize - lo;
                         if !matches!(work[s], SlotWork::Sample(_)) {
@@ -816,6 +830,8 @@ impl Session {
             Some(tail) => {
                 let step =
                     tail.sample(&mut self.sched, &mut self.seqs).map_err(RunnerError::sampling("sampling".into()))?;
+                self.optimistic.0 += step.checked;
+                self.optimistic.1 += step.resampled;
                 for (s, draft) in drafts.iter().enumerate() {
                     if idle(s) {
                         continue;

@@ -415,6 +415,9 @@ impl Loop {
         }
         m.batch_size.store(sampled as u64, Ordering::Relaxed);
         m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+        let (checked, rejected) = self.session.optimistic_checks();
+        m.grammar_checked.store(checked as u64, Ordering::Relaxed);
+        m.grammar_rejected.store(rejected as u64, Ordering::Relaxed);
     }
 
     /// One chunk of the prompt of the earliest admitted slot that is still prefilling, in one step
