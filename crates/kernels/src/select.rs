@@ -349,12 +349,34 @@ fn masked_block_max_body<const FAST: bool>(x: &[f32], bits: &[u32], block: usize
         let mut chunks = xs.chunks_exact(32);
         for (j, c) in (&mut chunks).enumerate() {
             let word = bits.get(w0 + j).copied().unwrap_or(0);
-            for q in 0..4 {
-                for l in 0..8 {
-                    let v = c[8 * q + l];
-                    let mv = if word & LANE[8 * q + l] != 0 { v } else { f32::NEG_INFINITY };
-                    acc[l] = if mv > acc[l] { mv } else { acc[l] };
-                    fin[l] &= u32::from(v < f32::INFINITY);
+            // A word that bans all its entries adds nothing to the maximum, one that allows all
+            // adds them as they are: only the flags are taken; else a select per entry.
+            match word {
+                0 => {
+                    for q in 0..4 {
+                        for l in 0..8 {
+                            fin[l] &= u32::from(c[8 * q + l] < f32::INFINITY);
+                        }
+                    }
+                }
+                u32::MAX => {
+                    for q in 0..4 {
+                        for l in 0..8 {
+                            let v = c[8 * q + l];
+                            acc[l] = if v > acc[l] { v } else { acc[l] };
+                            fin[l] &= u32::from(v < f32::INFINITY);
+                        }
+                    }
+                }
+                _ => {
+                    for q in 0..4 {
+                        for l in 0..8 {
+                            let v = c[8 * q + l];
+                            let mv = if word & LANE[8 * q + l] != 0 { v } else { f32::NEG_INFINITY };
+                            acc[l] = if mv > acc[l] { mv } else { acc[l] };
+                            fin[l] &= u32::from(v < f32::INFINITY);
+                        }
+                    }
                 }
             }
         }
