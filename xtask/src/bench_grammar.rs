@@ -18,7 +18,12 @@
 //!   written per step;
 //! - **optimistic**: the CPU chain `grammar(mode=optimistic);greedy` applied to a row whose
 //!   maximum is the stream's token (the model's output already fits: one check, no second run)
-//!   vs `greedy` alone.
+//!   vs `greedy` alone;
+//! - **optimistic on the backend**: the step's chain with the grammar in optimistic mode, on the
+//!   CPU backend, on rows whose maximum is the stream's token (fits: no token rejected) and on the
+//!   random rows of **step** (nearly every token rejected: each such step runs the second, masked
+//!   backend step over the row), vs the chain without the grammar on the same rows, with the
+//!   share of tokens the grammar rejected.
 //!
 //! With `--llama-python PYTHON` (or `$LLAMA_CPP_PYTHON`: an interpreter with llama-cpp-python),
 //! llama.cpp's grammar sampler runs in the same bench run on the same vocabulary, GBNF text and
@@ -63,6 +68,10 @@ struct Args {
     /// Output JSON file (default: target/bench/grammar.json in the workspace).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only the step with the JSON grammar (grammar-first) and without it, `--reps` replays,
+    /// nothing written: for a profiler (`perf record -e cpu-clock ... --only-step`).
+    #[arg(long)]
+    only_step: bool,
 }
 
 fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
@@ -101,9 +110,21 @@ fn mask_times(g: &Grammar, vocab: &Arc<Vocab>, stream: &[u32]) -> Result<(Vec<f6
     Ok((cold, warm, adv))
 }
 
-/// The median time of a backend sampling step (inputs, compute, read-back) over `stream` on the
-/// CPU backend for `chain`, and the bytes written to the backend per step.
-fn step_time(chain: &Chain, v: usize, stream: &[u32], reps: usize) -> Result<(f64, u64)> {
+/// A backend sampling step's timings over a stream.
+struct Step {
+    /// The median time (inputs, compute, read-back), in microseconds.
+    us: f64,
+    /// Bytes written to the backend per step (the last step's).
+    written: u64,
+    /// Rows an optimistic grammar checked, and rejected (run again in a second backend step).
+    checked: usize,
+    resampled: usize,
+}
+
+/// A backend sampling step (inputs, compute, read-back) over `stream` on the CPU backend for
+/// `chain`, at batch 1: on the same random row every step, or with `fits` on a row whose
+/// maximum is the stream's token (raised far above the rest: the model's output already fits).
+fn step_time(chain: &Chain, v: usize, stream: &[u32], reps: usize, fits: bool) -> Result<Step> {
     let mut seqs = Sequences::new(1)?;
     seqs.set(SeqId(0), SeqConfig::new(chain.clone()));
     let mut g = graph::Graph::new();
@@ -112,25 +133,34 @@ fn step_time(chain: &Chain, v: usize, stream: &[u32], reps: usize) -> Result<(f6
     let mut tail = Tail::attach(&mut g, x, &[(SeqId(0), 0)], &seqs, &cpu)?;
     let mut sched = sched::Scheduler::new(vec![Box::new(cpu)])?;
     sched.plan(&g)?;
-    let logits: Vec<f32> = (0..v).map(|i| graph::philox::uniform(3, 0, i as u64) * 8.0).collect();
+    let mut logits: Vec<f32> = (0..v).map(|i| graph::philox::uniform(3, 0, i as u64) * 8.0).collect();
     sched.set_input_f32(x, &logits)?;
     let mut times = Vec::new();
-    let mut written = 0;
+    let mut step = Step { us: 0.0, written: 0, checked: 0, resampled: 0 };
     for _ in 0..reps.max(1) {
         seqs.set(SeqId(0), SeqConfig::new(chain.clone()));
         for &t in stream {
+            if fits {
+                let keep = logits[t as usize];
+                logits[t as usize] = 20.0;
+                sched.set_input_f32(x, &logits)?;
+                logits[t as usize] = keep;
+            }
             let t0 = Instant::now();
             let w0 = sched.stats().bytes_from_host;
             tail.set_inputs(&mut sched, &mut seqs)?;
-            written = sched.stats().bytes_from_host - w0;
+            step.written = sched.stats().bytes_from_host - w0;
             sched.compute()?;
             let out = tail.sample(&mut sched, &mut seqs)?;
             std::hint::black_box(out.token(0)?);
             times.push(us(t0));
+            step.checked += out.checked;
+            step.resampled += out.resampled;
             tail.accept(&mut seqs, SeqId(0), &[t])?;
         }
     }
-    Ok((crate::bench::median(times), written))
+    step.us = crate::bench::median(times);
+    Ok(step)
 }
 
 /// The median time of a CPU chain run on rows whose maximum is the stream's token.
@@ -197,6 +227,23 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     if tok.adds_bos() {
         stream.remove(0);
     }
+    if args.only_step {
+        let gr = Grammar::with_vocab(JSON_GRAMMAR, "root", vocab.as_ref())?;
+        let stage = GrammarStage::new("grammar", Matcher::new(&gr, Arc::clone(&vocab)), GrammarMode::First);
+        let rest = Chain::parse("top_k(k=40);temp(t=0.8);dist(seed=1)")?;
+        let mut with = Chain::new().with(stage);
+        rest.stages().iter().for_each(|s| with.push(s.clone()));
+        let t = step_time(&with, v, &stream, args.reps, false)?;
+        let t0 = step_time(&rest, v, &stream, args.reps, false)?;
+        println!(
+            "step with the json grammar: {:.1} us, without: {:.1} us, ratio {:.2} (medians of {} steps)",
+            t.us,
+            t0.us,
+            t.us / t0.us,
+            args.reps * stream.len()
+        );
+        return Ok(());
+    }
     let schema_grammar = schema::to_grammar_str(PERSON_SCHEMA).context("converting grammars/person.schema.json")?;
     println!(
         "grammar stage on {} ({v} tokens), a {}-token JSON document replayed; CPU backend, batch 1",
@@ -233,6 +280,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     let grammars = [("json", JSON_GRAMMAR.to_string()), ("schema", schema_grammar)];
     let peer = llama_cpp(&args, &path, &stream, &grammars);
     let mut results = Vec::new();
+    let mut backend_rows = Vec::new();
     for (name, text) in grammars {
         // The median of 5 compiles (the first one in a process also pays the allocator's first
         // touches).
@@ -252,11 +300,20 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         let rest = Chain::parse("top_k(k=40);temp(t=0.8);dist(seed=1)")?;
         let mut with = Chain::new().with(stage(GrammarMode::First));
         rest.stages().iter().for_each(|s| with.push(s.clone()));
-        let (t_with, bytes_with) = step_time(&with, v, &stream, args.reps)?;
-        let (t_without, bytes_without) = step_time(&rest, v, &stream, args.reps)?;
+        let Step { us: t_with, written: bytes_with, .. } = step_time(&with, v, &stream, args.reps, false)?;
+        let Step { us: t_without, written: bytes_without, .. } = step_time(&rest, v, &stream, args.reps, false)?;
         let opt = Chain::new().with(stage(GrammarMode::Optimistic)).with(Greedy::new());
         let t_opt = optimistic_time(&opt, v, &stream, args.reps)?;
         let t_greedy = optimistic_time(&Chain::new().with(Greedy::new()), v, &stream, args.reps)?;
+        // The same chain with an optimistic grammar on the backend: on rows that fit (one check)
+        // and on random rows (nearly every token rejected: the second, masked step's cost).
+        let mut opt_backend = Chain::new().with(stage(GrammarMode::Optimistic));
+        rest.stages().iter().for_each(|s| opt_backend.push(s.clone()));
+        let fit = step_time(&opt_backend, v, &stream, args.reps, true)?;
+        let fit_without = step_time(&rest, v, &stream, args.reps, true)?;
+        let random = step_time(&opt_backend, v, &stream, args.reps, false)?;
+        let rate = |s: &Step| s.resampled as f64 / s.checked.max(1) as f64;
+        backend_rows.push((name, fit.us, fit_without.us, rate(&fit), random.us, t_without, rate(&random)));
         let mut row = serde_json::json!({
             "grammar": name, "vocab": v, "tokens": stream.len(),
             "mask_cold_p50_us": percentile(cold.clone(), 0.5), "mask_cold_p99_us": percentile(cold, 0.99),
@@ -267,6 +324,10 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             "optimistic_us": t_opt, "greedy_us": t_greedy, "optimistic_ratio": t_opt / t_greedy,
             "compile_us": compile_us, "mask_cold_total_us": cold_total,
             "vocab_build_ms": vocab_ms, "vocab_token_sets_bytes": vocab.shortcut_bytes(),
+            "backend_optimistic_fits_us": fit.us, "backend_optimistic_fits_without_us": fit_without.us,
+            "backend_optimistic_fits_ratio": fit.us / fit_without.us, "backend_optimistic_fits_rejected": rate(&fit),
+            "backend_optimistic_random_us": random.us, "backend_optimistic_random_ratio": random.us / t_without,
+            "backend_optimistic_random_rejected": rate(&random),
         });
         let f = |k: &str| row[k].as_f64().unwrap_or(f64::NAN);
         println!(
@@ -310,6 +371,23 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
     }
     if let Err(e) = &peer {
         println!("llama.cpp beside ours: not measured ({e})");
+    }
+    println!(
+        "optimistic on the backend (grammar(mode=optimistic);top_k(40);temp(t=0.8);dist; a rejected row runs a second, masked step):"
+    );
+    println!(
+        "{:<8} {:>10} {:>10} {:>7} {:>9} {:>10} {:>10} {:>7} {:>9}",
+        "grammar", "fits", "no gram.", "ratio", "rejected", "random", "no gram.", "ratio", "rejected"
+    );
+    for (name, fit, fit_without, fit_rate, random, without, random_rate) in backend_rows {
+        println!(
+            "{:<8} {fit:>10.1} {fit_without:>10.1} {:>7.2} {:>8.1}% {random:>10.1} {without:>10.1} {:>7.2} {:>8.1}%",
+            name,
+            fit / fit_without,
+            100.0 * fit_rate,
+            random / without,
+            100.0 * random_rate
+        );
     }
     println!(
         "(times in us; bytes written per step with the grammar: the mask's {} words and the draws' inputs)",

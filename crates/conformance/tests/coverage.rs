@@ -136,9 +136,14 @@ fn try_build(op: &Op, d: &[DType]) -> Result<Sig, GraphError> {
             let a = x(&mut g, 0, &[4, 2])?;
             g.argsort(a, order)?
         }
-        Op::TopK { k } => {
+        Op::TopK { k, .. } => {
             let a = x(&mut g, 0, &[4, 2])?;
-            g.top_k(a, k as usize)?
+            if d.len() > 1 {
+                let b = x(&mut g, 1, &[1, 2])?;
+                g.top_k_masked(a, b, k as usize)?
+            } else {
+                g.top_k(a, k as usize)?
+            }
         }
         Op::Cumsum => {
             let a = x(&mut g, 0, &[4, 2])?;

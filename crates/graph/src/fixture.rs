@@ -453,9 +453,19 @@ impl Parser {
                 g.argsort(s[0], order)
             }
             "top_k" => {
-                a.nsrc(1..=1)?;
+                a.nsrc(1..=2)?;
                 let k = a.usize_req("k")?;
-                g.top_k(s[0], k)
+                let masked = match a.take("masked").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(v) => return Err(bad(format!("top_k: masked `{v}` is not a bool"))),
+                };
+                match (s.get(1).copied(), masked) {
+                    (None, false) => g.top_k(s[0], k),
+                    (Some(b), true) => g.top_k_masked(s[0], b, k),
+                    (None, true) => Err(bad("top_k: masked = true needs a second source (the mask)")),
+                    (Some(_), false) => Err(bad("top_k: a second source (the mask) needs masked = true")),
+                }
             }
             "top_p_mask" => {
                 a.nsrc(2..=2)?;

@@ -341,9 +341,16 @@ pub enum Op {
     /// Indices of the `k` largest entries of each row, ordered by value descending (ties: lower index
     /// first; every NaN ranks above `+inf`, so a row holding a NaN lists it first): i32
     /// `[k, ne1, ne2, ne3]`.
+    ///
+    /// `masked` (sources `x f32, bits i32 [w, rows..]`): of each row of `x` as `TokenMask` bans it
+    /// (entry `t` kept where bit `t % 32` of word `t / 32` is set, else `x + -inf`), exactly
+    /// `top_k(token_mask(x, bits))`, without the masked row having to exist (a grammar's mask
+    /// before a top-k, fused).
     TopK {
         /// How many; `1 <= k <= ne[0]`.
         k: u32,
+        /// The second source is a packed allowed-token mask the row is seen through.
+        masked: bool,
     },
     /// Inclusive prefix sum of each row, f32.
     Cumsum,
@@ -651,7 +658,8 @@ impl Op {
             }
             Op::SoftMax { scale } => vec![("scale", f(scale))],
             Op::Argsort { order } => vec![("order", order.name().to_string())],
-            Op::TopK { k } => vec![("k", k.to_string())],
+            Op::TopK { k, masked: false } => vec![("k", k.to_string())],
+            Op::TopK { k, masked: true } => vec![("k", k.to_string()), ("masked", "true".to_string())],
             Op::RandomUniform { stream } => vec![("stream", stream.to_string())],
             // `ids` only when set, so that dumps of plain draws read as before the mode existed.
             Op::Categorical { stream, ids: false } => vec![("stream", stream.to_string())],
@@ -745,7 +753,8 @@ mod tests {
 
     #[test]
     fn display_includes_params() {
-        assert_eq!(Op::TopK { k: 40 }.to_string(), "top_k{k=40}");
+        assert_eq!(Op::TopK { k: 40, masked: false }.to_string(), "top_k{k=40}");
+        assert_eq!(Op::TopK { k: 40, masked: true }.to_string(), "top_k{k=40,masked=true}");
         assert_eq!(Op::Binary(BinaryOp::Add).to_string(), "add");
         assert_eq!(Op::Scale { scale: 0.5, bias: f32::NEG_INFINITY }.to_string(), "scale{scale=0.5, bias=-inf}");
         assert_eq!(format_f32(1e-6), "0.000001");

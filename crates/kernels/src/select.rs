@@ -323,6 +323,160 @@ pub fn top_k_indices(x: &[f32], k: usize, buf: &mut Vec<u64>, out: &mut [i32]) {
     }
 }
 
+/// Each entry's bit in its mask word.
+const LANE: [u32; 32] = {
+    let mut l = [0u32; 32];
+    let mut b = 0;
+    while b < 32 {
+        l[b] = 1 << b;
+        b += 1;
+    }
+    l
+};
+
+/// The maximum of each `block`-long block (a multiple of 32) of `x` seen through the mask `bits`
+/// (banned entries `-inf`; words past `bits` ban), and whether any entry of `x`, banned or not, is
+/// NaN or `+inf` (where the masked row is not `x` or `-inf` and the float maxima do not order it).
+#[inline(always)]
+fn masked_block_max_body<const FAST: bool>(x: &[f32], bits: &[u32], block: usize, maxima: &mut [f32]) -> bool {
+    debug_assert!(block.is_multiple_of(32));
+    // Eight lanes (one AVX2 register) of maxima and of "finite or -inf so far" flags.
+    let mut fin = [1u32; 8];
+    for (b, m) in maxima.iter_mut().enumerate() {
+        let xs = &x[b * block..((b + 1) * block).min(x.len())];
+        let w0 = b * block / 32;
+        let mut acc = [f32::NEG_INFINITY; 8];
+        let mut chunks = xs.chunks_exact(32);
+        for (j, c) in (&mut chunks).enumerate() {
+            let word = bits.get(w0 + j).copied().unwrap_or(0);
+            // A word that bans all its entries adds nothing to the maximum, one that allows all
+            // adds them as they are: only the flags are taken; else a select per entry.
+            match word {
+                0 => {
+                    for q in 0..4 {
+                        for l in 0..8 {
+                            fin[l] &= u32::from(c[8 * q + l] < f32::INFINITY);
+                        }
+                    }
+                }
+                u32::MAX => {
+                    for q in 0..4 {
+                        for l in 0..8 {
+                            let v = c[8 * q + l];
+                            acc[l] = if v > acc[l] { v } else { acc[l] };
+                            fin[l] &= u32::from(v < f32::INFINITY);
+                        }
+                    }
+                }
+                _ => {
+                    for q in 0..4 {
+                        for l in 0..8 {
+                            let v = c[8 * q + l];
+                            let mv = if word & LANE[8 * q + l] != 0 { v } else { f32::NEG_INFINITY };
+                            acc[l] = if mv > acc[l] { mv } else { acc[l] };
+                            fin[l] &= u32::from(v < f32::INFINITY);
+                        }
+                    }
+                }
+            }
+        }
+        let word = bits.get(w0 + xs.len() / 32).copied().unwrap_or(0);
+        for (l, &v) in chunks.remainder().iter().enumerate() {
+            let mv = if word & LANE[l] != 0 { v } else { f32::NEG_INFINITY };
+            acc[l % 8] = if mv > acc[l % 8] { mv } else { acc[l % 8] };
+            fin[l % 8] &= u32::from(v < f32::INFINITY);
+        }
+        *m = acc.iter().fold(f32::NEG_INFINITY, |a, &v| if v > a { v } else { a });
+    }
+    fin.contains(&0)
+}
+
+crate::dispatch!(
+    /// See [`masked_block_max_body`].
+    fn masked_block_max(x: &[f32], bits: &[u32], block: usize, maxima: &mut [f32]) -> bool => masked_block_max_body
+);
+
+/// Pushes the [`index_key`] of every allowed entry `x[j] >= thr` (a float comparison; `x` holds
+/// no NaN) of `x`, the entries `base..` of a row whose mask is `bits` (`base` a multiple of 32).
+fn collect_ge_masked(x: &[f32], bits: &[u32], base: usize, thr: f32, buf: &mut Vec<u64>) {
+    for (j, c) in x.chunks(32).enumerate() {
+        let word = bits.get(base / 32 + j).copied().unwrap_or(0);
+        if word == 0 {
+            continue;
+        }
+        for (l, &v) in c.iter().enumerate() {
+            if word & LANE[l] != 0 && v >= thr {
+                buf.push(index_key(order_key(v), base + 32 * j + l));
+            }
+        }
+    }
+}
+
+/// The `top_k` op's indices of `x` seen through the packed allowed-token mask `bits` (the masked
+/// `top_k`: exactly [`top_k_indices`] of [`crate::token_mask::mask_vocab`]`(x, bits)`), into `out`
+/// (`1 <= k <= x.len()`). A long row without NaN or `+inf` is selected without the masked row ever
+/// being written: block maxima through the mask, then a rescan of the blocks that reach their
+/// threshold, as [`top_k_blocks`] does on the masked row (the same candidates, so the same `k`);
+/// any other row is masked into `scratch` and goes through [`top_k_indices`]. `buf` is scratch.
+pub fn top_k_masked_indices(
+    x: &[f32],
+    bits: &[u32],
+    k: usize,
+    buf: &mut Vec<u64>,
+    scratch: &mut Vec<f32>,
+    out: &mut [i32],
+) {
+    let masked_row = |scratch: &mut Vec<f32>, buf: &mut Vec<u64>, out: &mut [i32]| {
+        scratch.resize(x.len(), 0.0);
+        crate::token_mask::mask_vocab(x, bits, scratch);
+        top_k_indices(scratch, k, buf, out);
+    };
+    if !(x.len() >= 8192 && x.len() >= 64 * k) {
+        return masked_row(scratch, buf, out);
+    }
+    let block = x.len().div_ceil(16 * k).next_multiple_of(32).max(64);
+    let mut maxima = vec![0.0f32; x.len().div_ceil(block)];
+    if masked_block_max(x, bits, block, &mut maxima) || maxima.len() <= k {
+        return masked_row(scratch, buf, out);
+    }
+    // Every masked entry is now an entry of `x` (allowed) or -inf: the float maxima order them.
+    let mut keys: Vec<u32> = maxima.iter().map(|&m| order_key(m)).collect();
+    let t0 = *keys.select_nth_unstable_by(k - 1, |a, b| b.cmp(a)).1;
+    let thr = from_order_key(t0);
+    buf.clear();
+    let blk = |b: usize| b * block..((b + 1) * block).min(x.len());
+    if thr == f32::NEG_INFINITY {
+        // Fewer than `k` blocks hold a finite allowed entry: those entries, then the first -inf
+        // entries of the masked row by index (the order's ties) to make `k`, as `top_k_blocks`.
+        for (b, &m) in maxima.iter().enumerate() {
+            if m > f32::NEG_INFINITY {
+                collect_ge_masked(&x[blk(b)], bits, b * block, f32::MIN, buf);
+            }
+        }
+        let mut need = k.saturating_sub(buf.len());
+        for (i, &v) in x.iter().enumerate() {
+            if need == 0 {
+                break;
+            }
+            if v == f32::NEG_INFINITY || !crate::token_mask::allowed(bits, i as i64) {
+                buf.push(index_key(t0, i));
+                need -= 1;
+            }
+        }
+    } else {
+        for (b, &m) in maxima.iter().enumerate() {
+            if m >= thr {
+                collect_ge_masked(&x[blk(b)], bits, b * block, thr, buf);
+            }
+        }
+    }
+    flush(buf, k);
+    buf.sort_unstable_by(|a, b| b.cmp(a));
+    for (o, &c) in out.iter_mut().zip(buf.iter()) {
+        *o = key_index(c) as i32;
+    }
+}
+
 /// The index of the first entry of `x` with the largest [`order_key`] (the `argmax` op: every NaN
 /// ranks highest, -0.0 ties +0.0, ties lower index first; 0 for an empty row): [`argmax`], and for a
 /// row it flags, the first NaN if there is one (a flagged row without NaN holds +inf, which

@@ -302,6 +302,53 @@ fn top_k_matches_full_sort_including_ties_and_adversarial_orders() {
     }
 }
 
+/// The masked top-k (a grammar's mask fused into the top-k) is the top-k of the masked row, on
+/// the same rows under masks that allow everything, nothing, a few tokens, whole and mixed words,
+/// and too few words; with NaN and +inf on allowed and banned tokens (the masked row's NaN).
+#[test]
+fn masked_top_k_is_the_top_k_of_the_masked_row() {
+    let mut seed = 777u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for &n in &[1usize, 33, 1000, 8192, 70_000, 262_144] {
+        let w = n.div_ceil(32);
+        let masks: Vec<Vec<u32>> = vec![
+            vec![u32::MAX; w],
+            vec![0; w],
+            (0..w).map(|_| rnd() as u32).collect(),
+            (0..w).map(|i| if i % 97 == 5 { rnd() as u32 } else { 0 }).collect(),
+            (0..w).map(|i| if i % 3 == 0 { u32::MAX } else { 0 }).collect(),
+            (0..w / 2).map(|_| rnd() as u32).collect(),
+        ];
+        let rows: Vec<Vec<f32>> = vec![
+            (0..n).map(|_| (rnd() % 1000) as f32 / 7.0 - 50.0).collect(),
+            (0..n).map(|_| (rnd() % 5) as f32).collect(),
+            (0..n).map(|i| if i % 4099 == 7 { (i % 13) as f32 } else { f32::NEG_INFINITY }).collect(),
+            (0..n).map(|i| if i % 1001 == 9 { f32::NAN } else { (rnd() % 100) as f32 }).collect(),
+            (0..n).map(|i| if i % 777 == 1 { f32::INFINITY } else { (rnd() % 100) as f32 }).collect(),
+        ];
+        for x in &rows {
+            for bits in &masks {
+                let mut m = vec![0.0; n];
+                crate::token_mask::mask_vocab(x, bits, &mut m);
+                for k in [1, 40, n.min(100), n] {
+                    if k > n || (k == n && n > 10_000) {
+                        continue;
+                    }
+                    let (mut got, mut want) = (vec![0; k], vec![0; k]);
+                    top_k_indices(&m, k, &mut Vec::new(), &mut want);
+                    crate::select::top_k_masked_indices(x, bits, k, &mut Vec::new(), &mut Vec::new(), &mut got);
+                    assert_eq!(got, want, "n = {n}, k = {k}");
+                }
+            }
+        }
+    }
+}
+
 /// The `argmax` op's rule on special values: the first NaN (either sign) wins, then the first +inf;
 /// -0.0 ties +0.0 (lower index first); an all `-inf` or empty row gives 0.
 #[test]

@@ -22,17 +22,59 @@ pub fn masked(x: f32, allowed: bool) -> f32 {
     if allowed { x } else { x + f32::NEG_INFINITY }
 }
 
-/// A row in vocabulary order (entry `i` is token `i`) through the mask into `out` (the length of
-/// `x`): each word is read once, for its 32 entries; entries past the last word are banned.
-pub fn mask_vocab(x: &[f32], bits: &[u32], out: &mut [f32]) {
-    debug_assert_eq!(x.len(), out.len());
-    for (j, (xs, os)) in x.chunks(32).zip(out.chunks_mut(32)).enumerate() {
-        let word = bits.get(j).copied().unwrap_or(0);
-        for (b, (o, &v)) in os.iter_mut().zip(xs).enumerate() {
-            *o = masked(v, word >> b & 1 != 0);
+/// Each entry's bit in its word.
+const LANE: [u32; 32] = {
+    let mut l = [0u32; 32];
+    let mut b = 0;
+    while b < 32 {
+        l[b] = 1 << b;
+        b += 1;
+    }
+    l
+};
+
+/// 32 entries through one word: copied where the word allows all of them, `x + -inf` where it
+/// allows none, else a select per entry on its bit (branch-free, so it vectorises).
+#[inline(always)]
+fn mask_word(xs: &[f32; 32], word: u32, os: &mut [f32; 32]) {
+    match word {
+        u32::MAX => *os = *xs,
+        0 => {
+            for (o, &v) in os.iter_mut().zip(xs) {
+                *o = v + f32::NEG_INFINITY;
+            }
+        }
+        _ => {
+            for ((o, &v), &lane) in os.iter_mut().zip(xs).zip(&LANE) {
+                *o = if word & lane != 0 { v } else { v + f32::NEG_INFINITY };
+            }
         }
     }
 }
+
+#[inline(always)]
+fn mask_vocab_body<const FAST: bool>(x: &[f32], bits: &[u32], out: &mut [f32]) {
+    debug_assert_eq!(x.len(), out.len());
+    let mut xc = x.chunks_exact(32);
+    let mut oc = out.chunks_exact_mut(32);
+    let mut j = 0;
+    for (xs, os) in (&mut xc).zip(&mut oc) {
+        let word = bits.get(j).copied().unwrap_or(0);
+        mask_word(xs.try_into().expect("32 entries"), word, os.try_into().expect("32 entries"));
+        j += 1;
+    }
+    let word = bits.get(j).copied().unwrap_or(0);
+    for (b, (o, &v)) in oc.into_remainder().iter_mut().zip(xc.remainder()).enumerate() {
+        *o = masked(v, word >> b & 1 != 0);
+    }
+}
+
+crate::dispatch!(
+    /// A row in vocabulary order (entry `i` is token `i`) through the mask into `out` (the length
+    /// of `x`): each word is read once, for its 32 entries (copied where it allows them all, banned
+    /// at once where it allows none); entries past the last word are banned.
+    pub fn mask_vocab(x: &[f32], bits: &[u32], out: &mut [f32]) -> () => mask_vocab_body
+);
 
 /// A candidate list (`x` with the token id of each entry in `ids`) through the mask into `out`.
 pub fn mask_ids(x: &[f32], ids: &[i32], bits: &[u32], out: &mut [f32]) {
@@ -65,6 +107,33 @@ mod tests {
         assert_eq!(masked(-0.0, true).to_bits(), (-0.0f32).to_bits());
         assert!(masked(f32::NAN, true).is_nan());
         assert_eq!(masked(f32::INFINITY, true), f32::INFINITY);
+    }
+
+    #[test]
+    fn whole_words_and_mixed_words_mask_alike() {
+        // Words allowing all, none and some of their entries, a row not a multiple of 32 long,
+        // and the special values (a ban of NaN or +inf is NaN).
+        let x: Vec<f32> = (0..200)
+            .map(|i| match i % 37 {
+                5 => f32::NAN,
+                6 => f32::INFINITY,
+                7 => f32::NEG_INFINITY,
+                _ => i as f32 * 0.5 - 30.0,
+            })
+            .collect();
+        let bits = [u32::MAX, 0, 0x1234_5678, u32::MAX, 0, 0xffff_0000, 0b1011];
+        let mut got = vec![0.0; 200];
+        mask_vocab(&x, &bits, &mut got);
+        let mut want = vec![0.0; 200];
+        mask_vocab_body::<false>(&x, &bits, &mut want);
+        for (t, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let r = masked(x[t], allowed(&bits, t as i64));
+            assert_eq!(g.to_bits(), r.to_bits(), "entry {t}");
+            assert_eq!(w.to_bits(), r.to_bits(), "entry {t}");
+        }
+        // Fewer words than the row needs: the rest is banned.
+        mask_vocab(&x, &bits[..2], &mut got);
+        assert!(got[64..].iter().zip(&x[64..]).all(|(&g, &v)| g.to_bits() == (v + f32::NEG_INFINITY).to_bits()));
     }
 
     #[test]

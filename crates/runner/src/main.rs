@@ -625,6 +625,14 @@ fn run(args: Args) -> Result<()> {
         );
     }
     let st = session.stats();
+    let (checked, rejected) = session.optimistic_checks();
+    if checked > 0 {
+        println!(
+            "optimistic grammars: {rejected} of {checked} tokens rejected ({:.1}%), run again, masked, in {} second backend steps",
+            100.0 * rejected as f64 / checked as f64,
+            st.side_steps
+        );
+    }
     println!(
         "plans: {} made ({} after the prefill), {} cache hits, {} steps computed",
         st.plans - stats0.plans,

@@ -252,6 +252,9 @@ pub struct Session {
     logprobs: Vec<usize>,
     /// Per sequence: read back the chain's surviving candidates ([`Session::set_chain_reading`]).
     candidates: Vec<bool>,
+    /// Rows an optimistic grammar checked on the host, and rejected (run again in a second
+    /// backend step), since the session began.
+    optimistic: (usize, usize),
 }
 
 impl Session {
@@ -304,6 +307,7 @@ impl Session {
             logits_buf: Vec::new(),
             logprobs: vec![0; opts.n_seq],
             candidates: vec![false; opts.n_seq],
+            optimistic: (0, 0),
         })
     }
 
@@ -325,6 +329,14 @@ impl Session {
     /// The scheduler's counters (plans made, cache hits, bytes moved).
     pub fn stats(&self) -> Stats {
         self.sched.stats()
+    }
+
+    /// With backend sampling: the rows whose token an optimistic grammar checked on the host
+    /// since the session began, and how many of them it rejected (each run again, masked, in a
+    /// second backend step): their ratio is the rejection rate. (On the CPU path the chain does
+    /// the check itself, uncounted.)
+    pub fn optimistic_checks(&self) -> (usize, usize) {
+        self.optimistic
     }
 
     /// The scheduler (for plan dumps).
@@ -509,6 +521,8 @@ impl Session {
                     let step = tail
                         .sample(&mut self.sched, &mut self.seqs)
                         .map_err(RunnerError::sampling("sampling".into()))?;
+                    self.optimistic.0 += step.checked;
+                    self.optimistic.1 += step.resampled;
                     for r in step.rows {
                         let s = r.seq.0 as usize - lo;
                         if !matches!(work[s], SlotWork::Sample(_)) {
@@ -907,6 +921,8 @@ impl Session {
             Some(tail) => {
                 let step =
                     tail.sample(&mut self.sched, &mut self.seqs).map_err(RunnerError::sampling("sampling".into()))?;
+                self.optimistic.0 += step.checked;
+                self.optimistic.1 += step.resampled;
                 for (s, draft) in drafts.iter().enumerate() {
                     if idle(s) {
                         continue;

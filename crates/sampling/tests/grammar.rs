@@ -127,14 +127,10 @@ fn optimistic_mode_gives_the_grammar_first_tokens_on_deterministic_chains() {
 
 #[test]
 fn backend_tokens_equal_the_cpu_chain_in_a_mixed_batch() {
-    let (placements, written, resampled) = grammar_cases::mixed_batch(Box::new(cpu::CpuBackend::new()), None, 50);
-    assert_eq!(placements[0], "+grammar +top_k +temp +dist");
-    assert_eq!(placements[1], "+top_k +grammar +dist");
-    assert_eq!(placements[3], "+grammar +greedy");
-    assert_eq!(placements[4], "+grammar +greedy", "an optimistic grammar appends nothing: the host checks");
-    assert!(resampled > 5, "the rows must make the optimistic check fail often ({resampled})");
-    // Three rows upload a 32-word mask each (1000 tokens), besides the random draws' counters.
-    assert!(written >= 3 * 32 * 4, "{written}");
+    let m = grammar_cases::mixed_batch(Box::new(cpu::CpuBackend::new()), None, 50);
+    grammar_cases::check_mixed(&m);
+    // Row 0's mask is read through by its top-k (the masked row never written).
+    assert_eq!(m.masked_top_k, 1, "{m:?}");
 }
 
 #[test]

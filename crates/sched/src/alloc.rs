@@ -32,6 +32,21 @@ use crate::split::RawSplit;
 use graph::{Graph, NodeId};
 use std::collections::{BTreeMap, HashMap};
 
+/// A leaf of a side plan that reads a base plan's storage in place: where that storage lives.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Linked {
+    /// The leaf (in the side plan's graph).
+    pub leaf: NodeId,
+    /// The backend holding the storage.
+    pub backend: usize,
+    /// The size of the base plan's buffer holding it.
+    pub buffer_size: usize,
+    /// The memory kind of that buffer.
+    pub kind: crate::MemoryKind,
+    /// The storage's offset in that buffer.
+    pub offset: usize,
+}
+
 /// The pass's result.
 #[derive(Debug, Clone)]
 pub(crate) struct Allocation {
@@ -108,6 +123,7 @@ pub(crate) fn allocate(
     backends: &[Box<dyn Backend>],
     a: &Assignment,
     splits: &[RawSplit],
+    linked: &[Linked],
 ) -> Result<Allocation, SchedError> {
     let _span = tracing::debug_span!("alloc").entered();
     let lim = Limits {
@@ -116,13 +132,16 @@ pub(crate) fn allocate(
         names: backends.iter().map(|b| b.name().to_string()).collect(),
         host_device: backends.iter().map(|b| b.device_memory_is_host()).collect(),
     };
-    let roles = roles(g);
+    let mut roles = roles(g);
+    for l in linked {
+        roles[l.leaf.index()] = None;
+    }
     let mut bump = Bump::default();
     let placed = place_dedicated(g, a, &lim, &roles, &mut bump)?;
     let readback = place_readback(g, a, &lim, &roles, &mut bump)?;
     let (defs, frees, end) = liveness(g, a, splits, &roles);
     let (arenas, slot_of, no_reuse_bytes) = place_arena(g, &lim, &defs, &frees, end)?;
-    let (buffers, index, arena_bytes) = buffers(g, &lim, &bump, &arenas);
+    let (mut buffers, index, arena_bytes) = buffers(g, &lim, &bump, &arenas);
     let region = |b: usize, role: BufferRole, s: Slot| Region {
         buffer: index[&(b, role, s.chunk)],
         offset: s.offset,
@@ -133,6 +152,20 @@ pub(crate) fn allocate(
         if let Some((b, role, s)) = *p {
             regions[i] = Some(region(b, role, s));
         }
+    }
+    for (chunk, l) in linked.iter().enumerate() {
+        let label = g.node(l.leaf).name.clone().unwrap_or_else(|| l.leaf.to_string());
+        let size = g.node(l.leaf).nbytes();
+        regions[l.leaf.index()] = Some(Region { buffer: buffers.len(), offset: l.offset, size });
+        buffers.push(PlanBuffer {
+            backend: l.backend,
+            role: BufferRole::Linked,
+            chunk,
+            size: l.buffer_size,
+            kind: l.kind,
+            name: format!("{}.linked.{label}", lim.names[l.backend]),
+            leaf: None,
+        });
     }
     let readback = readback.iter().map(|p| p.map(|(b, role, s)| region(b, role, s))).collect();
     let mut slots = HashMap::new();
@@ -219,7 +252,8 @@ fn place_readback(
     outputs.dedup();
     for st in outputs {
         let b = a.backend[st.index()];
-        let role = roles[st.index()].expect("output storages are dedicated");
+        // (A linked leaf has no role: it is read where the base plan keeps it.)
+        let Some(role) = roles[st.index()] else { continue };
         if role.kind() == crate::MemoryKind::Host || lim.host_device[b] {
             continue;
         }

@@ -172,6 +172,26 @@ pub enum SchedError {
         /// Rows the tensor has (`ne[1] * ne[2] * ne[3]`).
         rows: usize,
     },
+    /// A side plan's link that cannot be made (`Scheduler::plan_side`).
+    #[error("plan_side: linked leaf {leaf} cannot stand for the base plan's {node}: {reason}")]
+    BadLink {
+        /// The side plan's leaf.
+        leaf: String,
+        /// The base plan's tensor.
+        node: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A write to a side plan's linked leaf (it is the base plan's tensor, read in place).
+    #[error(
+        "{what}: node {node} is a side plan's linked leaf (the base plan's tensor, read in place); it is never written"
+    )]
+    LinkedLeaf {
+        /// The call.
+        what: &'static str,
+        /// The leaf.
+        node: String,
+    },
     /// A state tensor pinned to a backend other than the one its contents live on.
     #[error(
         "node {node} is state that lives on {lives}; it cannot be pinned to {pinned} (state stays where it was \

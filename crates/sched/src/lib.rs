@@ -48,5 +48,5 @@ pub use backend::{
 pub use error::SchedError;
 pub use plan::{BufferRole, Cause, NodePlan, Plan, PlanBuffer, Region, Split, TensorCopy};
 pub use planner::plan_graph;
-pub use scheduler::{PLAN_CACHE, Scheduler, Stats};
+pub use scheduler::{PLAN_CACHE, SIDE_CACHE, Scheduler, Stats};
 pub use shared::{SharedBytes, SharedOwner};

@@ -75,11 +75,14 @@ pub enum BufferRole {
     ReadBack,
     /// Intermediates and copies, shared by liveness.
     Arena,
+    /// A tensor of another plan that a side plan reads in place (`Scheduler::plan_side`): no
+    /// buffer of its own, the region is the base plan's.
+    Linked,
 }
 
 impl BufferRole {
     /// Every role, in the order a backend's buffers are listed.
-    pub const ALL: [BufferRole; 7] = [
+    pub const ALL: [BufferRole; 8] = [
         BufferRole::Params,
         BufferRole::State,
         BufferRole::Inputs,
@@ -87,6 +90,7 @@ impl BufferRole {
         BufferRole::HostOutputs,
         BufferRole::ReadBack,
         BufferRole::Arena,
+        BufferRole::Linked,
     ];
 
     /// Name used in plan text.
@@ -99,6 +103,7 @@ impl BufferRole {
             BufferRole::HostOutputs => "host_outputs",
             BufferRole::ReadBack => "readback",
             BufferRole::Arena => "arena",
+            BufferRole::Linked => "linked",
         }
     }
 
@@ -118,7 +123,9 @@ impl BufferRole {
     /// The memory kind buffers of this role are allocated in.
     pub const fn kind(self) -> MemoryKind {
         match self {
-            BufferRole::Params | BufferRole::State | BufferRole::Outputs | BufferRole::Arena => MemoryKind::Device,
+            BufferRole::Params | BufferRole::State | BufferRole::Outputs | BufferRole::Arena | BufferRole::Linked => {
+                MemoryKind::Device
+            }
             BufferRole::Inputs | BufferRole::HostOutputs | BufferRole::ReadBack => MemoryKind::Host,
         }
     }

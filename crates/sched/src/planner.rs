@@ -1,6 +1,6 @@
 //! The planning driver: runs the named passes (assign, split, alloc) and assembles the [`Plan`].
 
-use crate::alloc::allocate;
+use crate::alloc::{Linked, allocate};
 use crate::assign::assign;
 use crate::backend::Backend;
 use crate::error::SchedError;
@@ -15,13 +15,24 @@ pub fn plan_graph(
     backends: &[Box<dyn Backend>],
     pins: &BTreeMap<NodeId, usize>,
 ) -> Result<Plan, SchedError> {
+    plan_linked(g, backends, pins, &[])
+}
+
+/// [`plan_graph`] with `linked` leaves, which read another plan's storage in place (a side plan,
+/// `Scheduler::plan_side`): each must be pinned to the backend holding that storage.
+pub(crate) fn plan_linked(
+    g: &Graph,
+    backends: &[Box<dyn Backend>],
+    pins: &BTreeMap<NodeId, usize>,
+    linked: &[Linked],
+) -> Result<Plan, SchedError> {
     let _span = tracing::info_span!("plan", nodes = g.len(), backends = backends.len()).entered();
     if backends.is_empty() {
         return Err(SchedError::NoBackends);
     }
     let a = assign(g, backends, pins)?;
     let raw = split(g, &a);
-    let mem = allocate(g, backends, &a, &raw)?;
+    let mem = allocate(g, backends, &a, &raw, linked)?;
     let name = |b: usize| backends[b].name().to_string();
     let splits = raw
         .iter()

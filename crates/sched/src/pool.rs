@@ -4,7 +4,9 @@
 //! - a **shared** buffer per `(backend, role, chunk)` for the roles whose contents live at most
 //!   one step (inputs, outputs, read-back regions, arenas): every cached plan uses the same ones,
 //!   grown (freed and allocated again, larger) only when a plan needs more than they hold, so
-//!   after `Scheduler::reserve` of the worst case, smaller plans allocate nothing;
+//!   after `Scheduler::reserve` of the worst case, smaller plans allocate nothing. Side plans
+//!   (`Scheduler::plan_side`, run after a base plan and reading its tensors in place) share a
+//!   second set of their own, so that nothing they write touches what the base plan left;
 //! - a **leaf** buffer per param or state tensor, identified by backend, role, name, dtype and
 //!   shape: every plan that has the same weight or state shares it and its data, so a re-plan
 //!   neither re-uploads weights nor loses a KV cache. A leaf buffer is freed when no cached plan
@@ -26,7 +28,7 @@
 
 use crate::backend::{Backend, BufferId};
 use crate::error::SchedError;
-use crate::plan::{BufferRole, Plan};
+use crate::plan::{BufferRole, PlanBuffer};
 use crate::shared::SharedBytes;
 use graph::{DType, Graph, Shape};
 use std::collections::{BTreeSet, HashMap};
@@ -54,7 +56,7 @@ struct Leaf {
 /// Buffers shared by the cached plans (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
-    shared: HashMap<(usize, BufferRole, usize), (BufferId, usize)>,
+    shared: HashMap<SharedKey, (BufferId, usize)>,
     leaves: Vec<Option<Leaf>>,
     /// Bumped whenever a shared buffer is replaced.
     pub generation: u64,
@@ -72,29 +74,33 @@ pub(crate) enum Bound {
     Copied { fresh: bool },
 }
 
+/// A shared buffer: backend, role, chunk, and whether side plans use it (else main plans).
+type SharedKey = (usize, BufferRole, usize, bool);
+
 /// What a plan buffer resolved to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Slot {
-    Shared(usize, BufferRole, usize),
+    Shared(usize, BufferRole, usize, bool),
     Leaf(usize),
 }
 
 impl Pool {
-    /// Makes sure every buffer of `plan` (cache key `key`) exists at its size, allocating or
-    /// growing what is missing; returns each plan buffer's slot and how many buffers were
-    /// allocated. On an allocation failure, what this call allocated for leaves is given back
-    /// (grown shared buffers stay, larger) and the error is returned.
+    /// Makes sure every buffer of `buffers` (a plan's, cache key `key`; of a side plan: `side`)
+    /// exists at its size, allocating or growing what is missing; returns each plan buffer's slot
+    /// and how many buffers were allocated. On an allocation failure, what this call allocated for
+    /// leaves is given back (grown shared buffers stay, larger) and the error is returned.
     pub fn ensure(
         &mut self,
         backends: &mut [Box<dyn Backend>],
         g: &Graph,
-        plan: &Plan,
+        buffers: &[PlanBuffer],
         key: u64,
+        side: bool,
     ) -> Result<(Vec<Slot>, u64), SchedError> {
-        let mut slots = Vec::with_capacity(plan.buffers.len());
+        let mut slots = Vec::with_capacity(buffers.len());
         let mut fresh = 0u64;
         let mut new_leaves = Vec::new();
-        for pb in &plan.buffers {
+        for pb in buffers {
             let r = match pb.leaf {
                 Some(leaf) => {
                     let n = g.node(leaf);
@@ -150,9 +156,9 @@ impl Pool {
                     }
                 }
                 None => {
-                    let k = (pb.backend, pb.role, pb.chunk);
+                    let k = (pb.backend, pb.role, pb.chunk, side);
                     match self.shared.get(&k) {
-                        Some(&(_, size)) if size >= pb.size => Ok(Slot::Shared(k.0, k.1, k.2)),
+                        Some(&(_, size)) if size >= pb.size => Ok(Slot::Shared(k.0, k.1, k.2, k.3)),
                         old => {
                             // The larger buffer first: if it cannot be had, the old one (and every
                             // cached plan using it) stays as it was.
@@ -164,9 +170,9 @@ impl Pool {
                                     match old {
                                         Some(old) => {
                                             self.generation += 1;
-                                            backends[pb.backend].free(old).map(|()| Slot::Shared(k.0, k.1, k.2))
+                                            backends[pb.backend].free(old).map(|()| Slot::Shared(k.0, k.1, k.2, k.3))
                                         }
-                                        None => Ok(Slot::Shared(k.0, k.1, k.2)),
+                                        None => Ok(Slot::Shared(k.0, k.1, k.2, k.3)),
                                     }
                                 }
                                 Err(e) => Err(e),
@@ -204,7 +210,7 @@ impl Pool {
     /// The backend buffer of a slot.
     pub fn buffer(&self, slot: Slot) -> BufferId {
         match slot {
-            Slot::Shared(b, role, chunk) => self.shared[&(b, role, chunk)].0,
+            Slot::Shared(b, role, chunk, side) => self.shared[&(b, role, chunk, side)].0,
             Slot::Leaf(i) => self.leaves[i].as_ref().expect("live leaf").id.unwrap_or(UNBOUND),
         }
     }
@@ -310,7 +316,7 @@ impl Pool {
     /// Frees every buffer.
     pub fn clear(&mut self, backends: &mut [Box<dyn Backend>]) -> Result<(), SchedError> {
         let mut r = Ok(());
-        for ((b, _, _), (id, _)) in self.shared.drain() {
+        for ((b, ..), (id, _)) in self.shared.drain() {
             r = r.and(backends[b].free(id));
         }
         for l in self.leaves.drain(..).flatten() {

@@ -7,6 +7,17 @@
 //! when a shared buffer grew. [`Scheduler::reserve`] plans the worst case first, so that later,
 //! smaller plans fit the pool and allocate nothing. Reading and writing tensors lives in
 //! `transfer.rs`.
+//!
+//! # Side plans
+//!
+//! A *side plan* ([`Scheduler::plan_side`]) is a small graph run after the current plan's step
+//! that reads some of that plan's tensors (its *base*'s outputs or inputs) in place, without a
+//! copy through the host: say, a second sampling step over a few rows of the logits the step just
+//! computed. Its linked leaves are bound to the base's storage; everything else it holds lives in
+//! shared buffers of its own (never the base's), so the base's inputs and outputs stay as they
+//! were, and [`Scheduler::end_side`] makes the base current again without writing anything anew.
+//! Side plans are cached apart from the main plans ([`SIDE_CACHE`] of them, keyed by topology,
+//! links and base), and leave the cache with their base.
 
 use crate::backend::{Backend, Bindings, BufferId};
 use crate::bind::bindings;
@@ -20,6 +31,10 @@ use std::collections::BTreeMap;
 /// Plans kept in the cache; the least recently used one leaves first.
 pub const PLAN_CACHE: usize = 8;
 
+/// Side plans kept in the cache (besides [`PLAN_CACHE`] main plans); the least recently used one
+/// leaves first.
+pub const SIDE_CACHE: usize = 8;
+
 /// Counters, cumulative since the scheduler was created (the `step_*` ones since the last compute).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -32,8 +47,10 @@ pub struct Stats {
     /// Buffers allocated in total (shared buffers that fit and leaves carried over are not; a
     /// param's buffer counts when it is first written, an imported param's never).
     pub buffers: u64,
-    /// Completed `compute` calls.
+    /// Completed `compute` calls of main plans.
     pub steps: u64,
+    /// Completed `compute` calls of side plans ([`Scheduler::plan_side`]).
+    pub side_steps: u64,
     /// Copies performed between backends.
     pub copies: u64,
     /// Bytes copied between backends.
@@ -47,9 +64,10 @@ pub struct Stats {
     pub imported: u64,
     /// Bytes of those params.
     pub bytes_imported: u64,
-    /// Bytes copied between backends during the last step.
+    /// Bytes copied between backends during the last step (side steps count with their base's).
     pub step_bytes_between_backends: u64,
-    /// Bytes read back to the host since the last step started.
+    /// Bytes read back to the host since the last step started (side steps count with their
+    /// base's).
     pub step_bytes_to_host: u64,
 }
 
@@ -72,6 +90,10 @@ pub(crate) struct Planned {
     pub computed: bool,
     /// Last use (a counter), for eviction.
     pub used: u64,
+    /// For a side plan: its base plan's cache key.
+    pub base: Option<u64>,
+    /// For a side plan: its linked leaves (bound to the base's storage, never written).
+    pub links: Vec<NodeId>,
 }
 
 impl Planned {
@@ -185,10 +207,10 @@ impl Scheduler {
             return Ok(&self.cache[i].plan);
         }
         self.current = None;
-        let pins = self.pins_with_state(g)?;
+        let pins = self.pins_with_state(g, self.pins.clone())?;
         let plan = plan_graph(g, &self.backends, &pins)?;
         self.stats.plans += 1;
-        let (slots, fresh) = self.pool.ensure(&mut self.backends, g, &plan, key)?;
+        let (slots, fresh) = self.pool.ensure(&mut self.backends, g, &plan.buffers, key, false)?;
         if fresh > 0 {
             self.stats.allocations += 1;
             self.stats.buffers += fresh;
@@ -205,28 +227,182 @@ impl Scheduler {
             set,
             computed: false,
             used: self.clock,
+            base: None,
+            links: Vec::new(),
         };
         self.cache.push(planned);
-        // The new plan is the most recently used: the least recently used one leaves, and frees
-        // the leaves (params, state) no remaining plan shares. The new plan registered as a user of
-        // its leaves first, so a weight or state it shares with the leaving plan stays.
-        let mut released = Ok(());
-        if self.cache.len() > PLAN_CACHE {
-            let lru = (0..self.cache.len()).min_by_key(|&i| self.cache[i].used).expect("non-empty");
-            let old = self.cache.swap_remove(lru);
-            released = self.pool.release(&mut self.backends, old.key);
-        }
+        // The new plan is the most recently used: the least recently used one leaves (with its
+        // side plans), and frees the leaves (params, state) no remaining plan shares. The new plan
+        // registered as a user of its leaves first, so a weight or state it shares with the
+        // leaving plan stays.
+        let released = self.evict_beyond(PLAN_CACHE, false);
         let i = self.cache.iter().position(|p| p.key == key).expect("just cached");
         self.switch_to(i);
         released?;
         Ok(&self.cache[i].plan)
     }
 
-    /// The user's pins plus one for every state tensor of `g` whose contents the pool already
+    /// While more than `max` main plans (or side plans, with `side`) are cached, the least
+    /// recently used of them leaves, a main plan with its side plans.
+    fn evict_beyond(&mut self, max: usize, side: bool) -> Result<(), SchedError> {
+        let mut released = Ok(());
+        loop {
+            let of_kind = |p: &Planned| p.base.is_some() == side;
+            if self.cache.iter().filter(|p| of_kind(p)).count() <= max {
+                return released;
+            }
+            let lru = (0..self.cache.len())
+                .filter(|&i| of_kind(&self.cache[i]))
+                .min_by_key(|&i| self.cache[i].used)
+                .expect("more than max of them");
+            let key = self.cache[lru].key;
+            let current = self.current.map(|i| self.cache[i].key);
+            let mut gone = vec![key];
+            gone.extend(self.cache.iter().filter(|p| p.base == Some(key)).map(|p| p.key));
+            self.cache.retain(|p| !gone.contains(&p.key));
+            for k in gone {
+                released = released.and(self.pool.release(&mut self.backends, k));
+            }
+            self.current = current.and_then(|k| self.cache.iter().position(|p| p.key == k));
+        }
+    }
+
+    /// Makes `g` the current plan as a *side plan* of the current plan (its *base*; where a side
+    /// plan is current, that one's base): a graph to run after the base's step that reads some of
+    /// the base's tensors in place (see the module docs). `links` pairs each *linked leaf* of `g`
+    /// (an input leaf) with the base's tensor it stands for: of the same dtype and shape,
+    /// contiguous, an input or output of the base (whose storage no other node reuses within a
+    /// step). A linked leaf lives where the base keeps the tensor (its consumers may run
+    /// elsewhere: the tensor is then copied); it is never written (`set_input` on it is an
+    /// error) and needs no setting before `compute`, which it reads as the base's last
+    /// `compute` left it (the base must have computed since it became current).
+    ///
+    /// Cached like main plans (apart from them: [`SIDE_CACHE`]); every other input of `g` must be
+    /// set before each `compute`. State tensors are shared with the base by name, as between
+    /// main plans. Call [`Scheduler::end_side`] to make the base current again: its inputs and
+    /// outputs are as the side plan found them.
+    pub fn plan_side(&mut self, g: &Graph, links: &[(NodeId, NodeId)]) -> Result<&Plan, SchedError> {
+        let cur = self.current.ok_or(SchedError::NotPlanned { what: "plan_side" })?;
+        let base_i = match self.cache[cur].base {
+            Some(k) => self.cache.iter().position(|p| p.key == k).expect("a side plan's base stays cached"),
+            None => cur,
+        };
+        let base_key = self.cache[base_i].key;
+        let mut h = graph::Fnv64::default();
+        h.write_u64(g.topology_hash());
+        h.write_u64(base_key);
+        for (leaf, node) in links {
+            h.write_u64(u64::from(leaf.0));
+            h.write_u64(u64::from(node.0));
+        }
+        let key = h.finish();
+        self.clock += 1;
+        if let Some(i) = self.cache.iter().position(|p| p.key == key) {
+            self.stats.cache_hits += 1;
+            self.switch_to(i);
+            return Ok(&self.cache[i].plan);
+        }
+        let base = &self.cache[base_i];
+        let mut linked = Vec::with_capacity(links.len());
+        let mut pins = BTreeMap::new();
+        let mut base_slots = Vec::with_capacity(links.len());
+        for &(leaf, node) in links {
+            let bad = |reason: &'static str| SchedError::BadLink {
+                leaf: if leaf.index() < g.len() { g.describe(leaf) } else { leaf.to_string() },
+                node: if node.index() < base.graph.len() { base.graph.describe(node) } else { node.to_string() },
+                reason,
+            };
+            let (Some(l), Some(n)) = (g.get(leaf), base.graph.get(node)) else {
+                return Err(bad("is not a node of its graph"));
+            };
+            if l.op != Op::Input || l.flags.param || l.flags.state {
+                return Err(bad("the linked node must be an input leaf (neither a param nor state)"));
+            }
+            if links.iter().filter(|x| x.0 == leaf).count() > 1 {
+                return Err(bad("is linked twice"));
+            }
+            if l.dtype != n.dtype || l.layout.ne != n.layout.ne {
+                return Err(bad("dtype and shape must be the base tensor's"));
+            }
+            if !n.layout.is_contiguous(n.dtype) || n.layout.offset != 0 {
+                return Err(bad("the base tensor must be contiguous and start its storage"));
+            }
+            let st = base.graph.storage_of(node);
+            let np = &base.plan.nodes[st.index()];
+            let region = np.region.expect("storages own a region");
+            let pb = &base.plan.buffers[region.buffer];
+            if matches!(pb.role, BufferRole::Arena | BufferRole::ReadBack | BufferRole::Linked) {
+                return Err(bad("the base tensor must be an input or output of the base (an intermediate is reused)"));
+            }
+            linked.push(crate::alloc::Linked {
+                leaf,
+                backend: np.backend,
+                buffer_size: pb.size,
+                kind: pb.kind,
+                offset: region.offset,
+            });
+            pins.insert(leaf, np.backend);
+            base_slots.push(base.slots[region.buffer]);
+        }
+        let pins = self.pins_with_state(g, pins)?;
+        let plan = crate::planner::plan_linked(g, &self.backends, &pins, &linked)?;
+        self.stats.plans += 1;
+        let own = plan.buffers.len() - linked.len();
+        let (mut slots, fresh) = self.pool.ensure(&mut self.backends, g, &plan.buffers[..own], key, true)?;
+        slots.extend(base_slots);
+        if fresh > 0 {
+            self.stats.allocations += 1;
+            self.stats.buffers += fresh;
+        }
+        self.cache.push(Planned {
+            key,
+            graph: g.clone(),
+            plan,
+            slots,
+            buffers: Vec::new(),
+            bindings: Vec::new(),
+            generation: u64::MAX,
+            set: vec![false; g.len()],
+            computed: false,
+            used: self.clock,
+            base: Some(base_key),
+            links: links.iter().map(|l| l.0).collect(),
+        });
+        let released = self.evict_beyond(SIDE_CACHE, true);
+        let i = self.cache.iter().position(|p| p.key == key).expect("just cached");
+        self.switch_to(i);
+        released?;
+        Ok(&self.cache[i].plan)
+    }
+
+    /// Makes the current side plan's base current again, as the side plan found it (its inputs
+    /// set, its outputs readable where it had computed). Nothing happens where no side plan is
+    /// current.
+    pub fn end_side(&mut self) -> Result<(), SchedError> {
+        let cur = self.current.ok_or(SchedError::NotPlanned { what: "end_side" })?;
+        let Some(base) = self.cache[cur].base else { return Ok(()) };
+        let b = self.cache.iter().position(|p| p.key == base).expect("a side plan's base stays cached");
+        self.clock += 1;
+        let p = &mut self.cache[b];
+        p.used = self.clock;
+        p.refresh(&self.pool);
+        self.current = Some(b);
+        Ok(())
+    }
+
+    /// Whether the current plan is a side plan ([`Scheduler::plan_side`]).
+    pub fn in_side(&self) -> bool {
+        self.planned().is_some_and(|p| p.base.is_some())
+    }
+
+    /// `pins` (the user's) plus one for every state tensor of `g` whose contents the pool already
     /// holds: state stays on the backend where it was first placed (a re-plan that moved it would
     /// start it from zero).
-    fn pins_with_state(&self, g: &Graph) -> Result<BTreeMap<NodeId, usize>, SchedError> {
-        let mut pins = self.pins.clone();
+    fn pins_with_state(
+        &self,
+        g: &Graph,
+        mut pins: BTreeMap<NodeId, usize>,
+    ) -> Result<BTreeMap<NodeId, usize>, SchedError> {
         for (id, n) in g.nodes() {
             let Some(name) = n.name.as_deref().filter(|_| n.flags.state) else { continue };
             let Some(b) = self.pool.state_backend(name, n.dtype, n.layout.ne) else { continue };
@@ -313,12 +489,21 @@ impl Scheduler {
     }
 
     /// Runs one step of the current plan: per split, its copies, then its nodes; then waits for
-    /// every backend.
+    /// every backend. A side plan's step needs its base to have computed (its linked leaves read
+    /// what that step left).
     pub fn compute(&mut self) -> Result<(), SchedError> {
         let Scheduler { backends, cache, current, pool, stats, staging, .. } = self;
-        let p = current.map(|i| &mut cache[i]).ok_or(SchedError::NotPlanned { what: "compute" })?;
+        let i = current.ok_or(SchedError::NotPlanned { what: "compute" })?;
+        if let Some(base) = cache[i].base
+            && !cache.iter().any(|p| p.key == base && p.computed)
+        {
+            let node = cache[i].links.first().map(|&l| cache[i].graph.describe(l)).unwrap_or_default();
+            return Err(SchedError::NotComputed { node: format!("{node} (linked: its base plan)") });
+        }
+        let p = &mut cache[i];
+        let side = p.base.is_some();
         for (id, n) in p.graph.nodes() {
-            if n.op != Op::Input || n.flags.state {
+            if n.op != Op::Input || n.flags.state || p.links.contains(&id) {
                 continue;
             }
             let set = if n.flags.param { p.slot_of(id).is_some_and(|s| pool.leaf_set(s)) } else { p.set[id.index()] };
@@ -329,9 +514,11 @@ impl Scheduler {
         }
         // Params given storage since the plan was resolved (every one has some now).
         p.refresh(pool);
-        let _span = tracing::info_span!("compute", step = stats.steps, splits = p.plan.splits.len()).entered();
-        stats.step_bytes_between_backends = 0;
-        stats.step_bytes_to_host = 0;
+        let _span = tracing::info_span!("compute", step = stats.steps, side, splits = p.plan.splits.len()).entered();
+        if !side {
+            stats.step_bytes_between_backends = 0;
+            stats.step_bytes_to_host = 0;
+        }
         let mut used = vec![false; backends.len()];
         for (i, split) in p.plan.splits.iter().enumerate() {
             let _split =
@@ -367,7 +554,11 @@ impl Scheduler {
             }
         }
         p.computed = true;
-        stats.steps += 1;
+        if side {
+            stats.side_steps += 1;
+        } else {
+            stats.steps += 1;
+        }
         Ok(())
     }
 

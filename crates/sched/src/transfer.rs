@@ -161,6 +161,9 @@ impl Scheduler {
         if n.op != Op::Input {
             return Err(SchedError::NotAnInput { node: p.graph.describe(node), op: n.op.to_string() });
         }
+        if p.links.contains(&node) {
+            return Err(SchedError::LinkedLeaf { what, node: p.graph.describe(node) });
+        }
         Ok(n.nbytes())
     }
 

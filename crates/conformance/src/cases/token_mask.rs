@@ -6,6 +6,11 @@
 //! ids hold -1 padding, other negative ids and ids past the mask; values with NaN, `+inf`, `-inf`,
 //! `-0.0` and a subnormal among them, falling on allowed and banned tokens alike. Checked exactly
 //! against the reference (a ban adds `-inf`: a NaN or `+inf` becomes NaN).
+//!
+//! And the masked `top_k` (the mask fused into the top-k, `top_k(token_mask(x, bits))`): rows of
+//! 33 to 262144 entries under masks allowing nothing, everything, random words, a few sparse
+//! words and too few words, on plain values, on heavy ties, and with the special values above
+//! (the masked row's NaN ranks first), `k` from 1 to more than the allowed tokens; exact.
 
 use super::Case;
 use crate::compare::Cmp;
@@ -102,9 +107,52 @@ fn case(list: bool, m: usize, rows: usize, words: (&'static str, usize), bits: B
     })
 }
 
+/// A masked top-k's row mask: `Bits`, or a few random words among zeros (about one in 60).
+fn sparse_word(r: &mut Rng, i: [usize; 4]) -> f64 {
+    if (i[0] * 31 + i[1] * 7) % 61 == 5 { f64::from(r.next_u32() as i32) } else { 0.0 }
+}
+
+fn masked_top_k_case(m: usize, k: usize, mask: &'static str, vals: &'static str) -> Case {
+    let name = format!("sort/top_k_masked/{m}x3/k{k}/{mask}/{vals}");
+    Case::new(name, move |b| {
+        let values_of = match vals {
+            "special" => values(2),
+            "ties" => Gen::Levels(6, -3.0, 3.0),
+            _ => Gen::Uniform(-10.0, 10.0),
+        };
+        let x = b.input("x", DType::F32, &[m, 3], values_of)?;
+        let w = if mask == "short" { m.div_ceil(32) / 2 + 1 } else { m.div_ceil(32) };
+        let words = move |r: &mut Rng, i: [usize; 4]| match mask {
+            "sparse" => sparse_word(r, i),
+            "zero" => Bits::Zero.word(r, i),
+            "ones" => Bits::Ones.word(r, i),
+            _ => Bits::Mixed.word(r, i),
+        };
+        let bits = b.input("bits", DType::I32, &[w, 3], Gen::func(words))?;
+        let y = b.g.top_k_masked(x, bits, k)?;
+        b.check(y, Cmp::Exact);
+        Ok(())
+    })
+}
+
 /// The cases.
 pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
+    for m in [33, 1000, 8192, 151_936, 262_144] {
+        for k in [1, 40, 512] {
+            if k > m || (k == 512 && m < 8192) {
+                continue;
+            }
+            for mask in ["mixed", "sparse", "short"] {
+                v.push(masked_top_k_case(m, k, mask, "uniform"));
+            }
+        }
+        for (mask, vals) in
+            [("sparse", "ties"), ("mixed", "ties"), ("sparse", "special"), ("zero", "uniform"), ("ones", "uniform")]
+        {
+            v.push(masked_top_k_case(m, 40.min(m), mask, vals));
+        }
+    }
     for list in [false, true] {
         for m in SIZES {
             for words in word_counts(m) {

@@ -321,9 +321,31 @@ impl<'g> Reference<'g> {
             Op::Argsort { order } => {
                 self.rows(id, n, s(0), |x| kernels::argsort_row(x, order).into_iter().map(|i| i as f64).collect());
             }
-            Op::TopK { k } => {
+            Op::TopK { k, masked: false } => {
                 let k = k as usize;
                 self.rows(id, n, s(0), |x| kernels::top_k_row(x, k).into_iter().map(|i| i as f64).collect());
+            }
+            Op::TopK { k, masked: true } => {
+                // The row as `token_mask` bans it, then the same top-k.
+                let (k, ne) = (k as usize, n.ne());
+                let mut out = Vec::with_capacity(n.layout.ne.numel());
+                for i3 in 0..ne[3] {
+                    for i2 in 0..ne[2] {
+                        for i1 in 0..ne[1] {
+                            let x = self.row(s(0), i1, i2, i3);
+                            let words: Vec<u32> = self.row(s(1), i1, i2, i3).iter().map(|&w| w as i32 as u32).collect();
+                            // Allowed iff t < 32 w and bit t % 32 of word t / 32 (as `TokenMask`).
+                            let allowed = |t: usize| words.get(t / 32).is_some_and(|w| (w >> (t % 32)) & 1 == 1);
+                            let m: Vec<f64> = x
+                                .iter()
+                                .enumerate()
+                                .map(|(t, &v)| if allowed(t) { v } else { v + f64::NEG_INFINITY })
+                                .collect();
+                            out.extend(kernels::top_k_row(&m, k).into_iter().map(|i| i as f64));
+                        }
+                    }
+                }
+                self.put(id, n, out);
             }
             Op::Cumsum => self.rows(id, n, s(0), kernels::cumsum_row),
             Op::TopPMask => {

@@ -65,7 +65,7 @@ pub(crate) fn dispatch(k: &K<'_>) -> Result<(), CpuError> {
         Op::MaxRows => reduce::max_rows(k),
         Op::Argmax => reduce::argmax(k),
         Op::Argsort { order } => sort::argsort(k, order),
-        Op::TopK { k: n } => sort::top_k(k, n as usize),
+        Op::TopK { k: n, masked } => sort::top_k(k, n as usize, masked),
         Op::TopPMask => sort::top_p_mask(k),
         Op::SpecVerify { stream, ids } => random::spec_verify(k, stream, ids),
         Op::Cumsum => cumsum::cumsum(k),

@@ -1,5 +1,7 @@
 //! Orderings along `ne[0]`: `argsort` (stable, ascending or descending) and `top_k` (the `k` largest,
-//! by value descending, ties lower index first). Values compare through `kernels::key::order_key`
+//! by value descending, ties lower index first; masked: of the row as `token_mask` bans it,
+//! selected through the mask without writing the masked row,
+//! `kernels::select::top_k_masked_indices`). Values compare through `kernels::key::order_key`
 //! (-0.0 ties +0.0, every NaN above +inf). `argsort` sorts one `u64` per entry, `key << 32 | index`,
 //! which makes every entry distinct and encodes the tie rule, so an unstable sort is exact; `top_k`
 //! never sorts the row: its row kernel is `kernels::select::top_k_indices` (a chunked scan for short
@@ -13,7 +15,7 @@ use crate::tensor::row_f32;
 use graph::{DType, SortOrder};
 use kernels::key::order_key;
 use kernels::nucleus;
-use kernels::select::top_k_indices;
+use kernels::select::{top_k_indices, top_k_masked_indices};
 
 pub(crate) fn argsort(k: &K<'_>, order: SortOrder) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
@@ -40,9 +42,29 @@ pub(crate) fn argsort(k: &K<'_>, order: SortOrder) -> Result<(), CpuError> {
     Ok(())
 }
 
-pub(crate) fn top_k(k: &K<'_>, n_top: usize) -> Result<(), CpuError> {
+pub(crate) fn top_k(k: &K<'_>, n_top: usize, masked: bool) -> Result<(), CpuError> {
     let (s, d) = (k.srcs[0], k.dst);
     let n = s.ne[0];
+    if masked {
+        let bits = k.srcs[1];
+        for_rows(&d, n, 0, |r, _| {
+            let mut buf = TOP_K_BUF.take();
+            buf.reserve((2 * n_top).max(n_top + 1024));
+            let mut scratch = MASKED_ROW.take();
+            // SAFETY: the builder checked that `x` is f32 and `bits` i32 with `x`'s rows, both with
+            // contiguous rows (an i32 word is read as the u32 of its bits); row `r` of `d` is
+            // written only here.
+            unsafe {
+                let (x, w) = (s.row::<f32>(r), bits.row::<u32>(r));
+                top_k_masked_indices(x, w, n_top, &mut buf, &mut scratch, d.row_mut::<i32>(r));
+            }
+            if buf.capacity() <= 1 << 16 {
+                TOP_K_BUF.set(buf);
+            }
+            MASKED_ROW.set(scratch);
+        });
+        return Ok(());
+    }
     for_rows(&d, n, if s.dtype == DType::F32 { 0 } else { n }, |r, scratch| {
         // The thread's kept candidate buffer (the kernel clears it): no allocation per row.
         let mut buf = TOP_K_BUF.take();
@@ -62,6 +84,9 @@ pub(crate) fn top_k(k: &K<'_>, n_top: usize) -> Result<(), CpuError> {
 thread_local! {
     /// Each thread's `top_k` candidate buffer, kept from row to row and call to call (up to 512 KiB).
     static TOP_K_BUF: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Each thread's masked row for the masked `top_k` on rows it does not select from in place
+    /// (short ones, and those holding NaN or +inf), kept from call to call.
+    static MASKED_ROW: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 pub(crate) fn top_p_mask(k: &K<'_>) -> Result<(), CpuError> {

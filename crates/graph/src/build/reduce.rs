@@ -45,7 +45,27 @@ impl Graph {
         if k == 0 || k > ne0 {
             return Err(self.err("top_k", format!("k = {k} must be in 1..={ne0} for {}", self.describe(src))));
         }
-        self.row_op(Op::TopK { k: k as u32 }, src, DType::I32, k)
+        self.row_op(Op::TopK { k: k as u32, masked: false }, src, DType::I32, k)
+    }
+
+    /// Indices of the `k` largest of each row of `x` (f32) seen through the packed allowed-token
+    /// mask `bits i32 [w, rows..]` (as [`Graph::token_mask`] bans: exactly
+    /// `top_k(token_mask(x, bits), k)`), i32 `[k, ...]`: see [`Op::TopK`].
+    pub fn top_k_masked(&mut self, x: NodeId, bits: NodeId, k: usize) -> R {
+        const OP: &str = "top_k";
+        let nx = self.rows_src(OP, "x", x)?;
+        if nx.dtype != DType::F32 {
+            return Err(self.err(OP, format!("x {} must be f32 (masked)", self.describe(x))));
+        }
+        let mut ne = nx.layout.ne;
+        let ne0 = ne.0[0];
+        if k == 0 || k > ne0 {
+            return Err(self.err(OP, format!("k = {k} must be in 1..={ne0} for {}", self.describe(x))));
+        }
+        let w = self.rows_src(OP, "bits", bits)?.layout.ne[0];
+        self.per_row_src(OP, "bits (32 tokens a word)", bits, DType::I32, w, x)?;
+        ne.0[0] = k;
+        self.new_node(Op::TopK { k: k as u32, masked: true }, &[x, bits], DType::I32, ne)
     }
 
     /// The nucleus of each row of `x` (f32) as a mask, with `params f32 [3, rows..]` holding per

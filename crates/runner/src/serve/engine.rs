@@ -626,6 +626,9 @@ impl Loop {
         }
         m.batch_size.store(sampled as u64, Ordering::Relaxed);
         m.bytes_read_last_step.store(out.bytes_read as u64, Ordering::Relaxed);
+        let (checked, rejected) = self.session.optimistic_checks();
+        m.grammar_checked.store(checked as u64, Ordering::Relaxed);
+        m.grammar_rejected.store(rejected as u64, Ordering::Relaxed);
     }
 
     /// One ragged step (without speculation): every decoding slot's next token, and beside them

@@ -51,6 +51,10 @@ pub struct Metrics {
     /// Plans that allocated or grew buffers since the session began, the reserve at start
     /// included (the scheduler's `Stats::allocations`; gauge).
     pub allocations: AtomicU64,
+    /// Tokens an optimistic grammar (a request's `response_format` or `grammar`) checked.
+    pub grammar_checked: AtomicU64,
+    /// Of those, the tokens it rejected (each row run again, masked, in a second backend step).
+    pub grammar_rejected: AtomicU64,
 }
 
 impl Metrics {
@@ -61,7 +65,7 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let rows: [(&str, &str, &str, &AtomicU64); 22] = [
+        let rows: [(&str, &str, &str, &AtomicU64); 24] = [
             ("requests_total", "counter", "Requests accepted.", &self.requests),
             ("requests_rejected_total", "counter", "Requests refused with 503 (queue full).", &self.rejected),
             ("requests_invalid_total", "counter", "Requests answered with a 4xx.", &self.bad_requests),
@@ -113,6 +117,18 @@ impl Metrics {
                 "gauge",
                 "Plans that allocated or grew buffers (the reserve at start included).",
                 &self.allocations,
+            ),
+            (
+                "grammar_tokens_checked_total",
+                "counter",
+                "Tokens an optimistic grammar checked on the host.",
+                &self.grammar_checked,
+            ),
+            (
+                "grammar_tokens_rejected_total",
+                "counter",
+                "Tokens an optimistic grammar rejected (run again, masked, in a second backend step).",
+                &self.grammar_rejected,
             ),
         ];
         let mut s = String::new();

@@ -28,6 +28,8 @@ pub(crate) struct Columns<'a> {
     /// The most outputs a sequence has per step (a drafted output's device-state values are
     /// corrected by `lower::draft_corrections_len` entries).
     pub max_outputs: usize,
+    /// Whether a mask stage fuses into the next stage (`BackendStage::vocab_mask`).
+    pub fuse: bool,
 }
 
 /// What a group asks to read besides its prefix's result.
@@ -179,7 +181,7 @@ pub(crate) fn build(
     let first = g.len();
     let [n_vocab, n, ..] = g.node(x).ne();
     assert_eq!(cols.seqs.len(), n, "one sequence per column");
-    let mut c = Lowering::new(g, n_vocab, n, prefix, cols.verify, cols.seqs, cols.max_outputs);
+    let mut c = Lowering::new(g, n_vocab, n, prefix, cols);
     let start = Record::Vocab { x, touched: false, pending: Default::default(), unmasked: None };
     let (rec, before_select) = lower_stages(&mut c, stages, start)?;
     let mut out = Outputs::default();
@@ -269,6 +271,25 @@ pub(crate) fn build(
     Ok(Built { inputs, states, outputs: out, nodes })
 }
 
+/// Where the group fuses, `stages[0]` is a mask on the vocabulary ([`BackendStage::vocab_mask`])
+/// and `stages[1]` reads the row through it ([`BackendStage::takes_mask`]), on a row with no pending
+/// transform and no cut before: both lowered as one (the masked row never written), the record
+/// they leave. (`None`: nothing appended.)
+fn masked_pair(c: &mut Lowering<'_>, stages: &[Stage<'_>], first: usize, rec: Record) -> Option<R<Record>> {
+    let [(s0, k0), (s1, k1), ..] = stages else { return None };
+    let plain = matches!(rec, Record::Vocab { pending, unmasked: None, .. } if pending.is_empty());
+    if !c.fuse || !plain || k0.is_nothing() || k1.is_nothing() || !s1.takes_mask(*k1) {
+        return None;
+    }
+    c.stage = first;
+    let bits = match s0.vocab_mask(c, *k0)? {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
+    c.stage = first + 1;
+    Some(s1.lower_masked(c, *k1, rec, bits))
+}
+
 /// Lowers `stages` in order on `rec`: the record they leave, and the record the selecting stage
 /// chose from (its own survivors, mirostat's truncation; or the record it received), or the
 /// final record where none selects.
@@ -279,15 +300,22 @@ fn lower_stages(c: &mut Lowering<'_>, stages: &[Stage<'_>], mut rec: Record) -> 
     while i < stages.len() {
         let incoming = rec;
         c.stage = i;
-        // A run of top-p, min-p and temp stages on a list is one `list_filter` node.
-        let (len, name) = match list_run(&stages[i..], i, &rec) {
-            Some(run) => {
+        // A run of top-p, min-p and temp stages on a list is one `list_filter` node; a mask stage
+        // and a next stage that reads the row through the mask, one masked node.
+        let run = list_run(&stages[i..], i, &rec);
+        let pair = if run.is_none() { masked_pair(c, &stages[i..], i, rec) } else { None };
+        let (len, name) = match (run, pair) {
+            (Some(run), _) => {
                 let len = run.stages.len();
                 let (r, fused) = list_stages(c, i, run)?;
                 rec = r;
                 (len, fused.to_string())
             }
-            None => {
+            (None, Some(r)) => {
+                rec = r?;
+                (2, stages[i + 1].1.name().to_string())
+            }
+            (None, None) => {
                 let (stage, key) = stages[i];
                 if !key.is_nothing() {
                     rec = stage.lower(c, key, rec)?;

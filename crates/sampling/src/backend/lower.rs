@@ -111,6 +111,9 @@ pub struct Lowering<'g> {
     max_outputs: usize,
     /// The state tensors read so far.
     pub(crate) states: Vec<StateTensor>,
+    /// Whether a mask stage and the next stage that reads the row through it lower as one
+    /// (`BackendStage::vocab_mask`, `lower_masked`): where the backend runs the fused form.
+    pub(crate) fuse: bool,
 }
 
 impl std::fmt::Debug for Lowering<'_> {
@@ -227,9 +230,7 @@ impl<'g> Lowering<'g> {
         n_vocab: usize,
         n: usize,
         prefix: &str,
-        verify: Verify,
-        col_seqs: &[u32],
-        max_outputs: usize,
+        cols: &super::group::Columns<'_>,
     ) -> Self {
         Self {
             g,
@@ -240,11 +241,12 @@ impl<'g> Lowering<'g> {
             inputs: Vec::new(),
             selected_p: None,
             pre_select: None,
-            verify,
+            verify: cols.verify,
             fills: Vec::new(),
-            col_seqs: col_seqs.to_vec(),
-            max_outputs,
+            col_seqs: cols.seqs.to_vec(),
+            max_outputs: cols.max_outputs,
             states: Vec::new(),
+            fuse: cols.fuse,
         }
     }
 }

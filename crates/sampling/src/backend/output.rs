@@ -49,8 +49,13 @@ pub struct StepOutput {
     pub rows: Vec<RowResult>,
     /// Bytes copied to the host for this step (the scheduler's count).
     pub bytes_read: usize,
-    /// Rows whose optimistic grammar rejected the token the backend chose: their logits row was
-    /// read back and their chain run again on the CPU with the grammar masking.
+    /// Rows whose token an optimistic grammar checked on the host (a deferred stage in the
+    /// backend prefix).
+    pub checked: usize,
+    /// Of those, the rows whose optimistic grammar rejected the token the backend chose: their
+    /// chain ran again, the grammar masking, in a second backend step over their logits where the
+    /// first step left them (4 bytes more read back per row, never the logits row). `resampled /
+    /// checked` is the rejection rate.
     pub resampled: usize,
 }
 

@@ -50,8 +50,16 @@ impl SeqConfig {
         self
     }
 
-    /// The extras this configuration reserves.
-    pub(crate) fn extras(&self) -> super::group::Extras {
+    /// The extras this configuration reserves; in a second run where the deferred stages mask
+    /// (`masking`), only the candidates (the first run read the log-probabilities and logits of
+    /// the same row).
+    pub(crate) fn extras(&self, masking: bool) -> super::group::Extras {
+        if masking {
+            // A second run's row with log-probabilities gets its new token's own (and rank) on
+            // the backend: the top one is the least list that carries them (the first run's top
+            // `n` stay the row's, the logits being the same).
+            return super::group::Extras { candidates: self.candidates, logprobs: self.logprobs.min(1), logits: false };
+        }
         super::group::Extras { candidates: self.candidates, logprobs: self.logprobs, logits: self.logits }
     }
 
@@ -62,10 +70,12 @@ impl SeqConfig {
     }
 
     /// The structure of the chain's longest prefix with a backend form (before the capability check
-    /// on a real backend): one key per stage, with the form it leaves.
-    pub(crate) fn wanted_prefix(&self, n_vocab: usize) -> Vec<(StageKey, Form)> {
+    /// on a real backend): one key per stage, with the form it leaves. With `masking`, of the
+    /// chain's second run, where its deferred stages (optimistic grammars) mask
+    /// ([`super::BackendStage::masking_key`]).
+    pub(crate) fn wanted_prefix(&self, n_vocab: usize, masking: bool) -> Vec<(StageKey, Form)> {
         let mut keys = Vec::new();
-        self.each_wanted(n_vocab, |k| {
+        self.each_wanted(n_vocab, masking, |k| {
             keys.push(k);
             true
         });
@@ -73,9 +83,9 @@ impl SeqConfig {
     }
 
     /// Whether [`SeqConfig::wanted_prefix`] is `keys` (without building it: checked every step).
-    pub(crate) fn wants_prefix(&self, n_vocab: usize, keys: &[(StageKey, Form)]) -> bool {
+    pub(crate) fn wants_prefix(&self, n_vocab: usize, masking: bool, keys: &[(StageKey, Form)]) -> bool {
         let mut n = 0;
-        let same = self.each_wanted(n_vocab, |k| {
+        let same = self.each_wanted(n_vocab, masking, |k| {
             let eq = keys.get(n) == Some(&k);
             n += 1;
             eq
@@ -86,13 +96,15 @@ impl SeqConfig {
     /// Calls `f` with each key of the wanted prefix in order while it returns true; false if it
     /// returned false. The prefix ends at the first stage without a backend form for the record
     /// it gets, and after a selecting stage (nothing follows a token).
-    fn each_wanted(&self, n_vocab: usize, mut f: impl FnMut((StageKey, Form)) -> bool) -> bool {
+    fn each_wanted(&self, n_vocab: usize, masking: bool, mut f: impl FnMut((StageKey, Form)) -> bool) -> bool {
         let mut form = Form::Vocab;
         for s in self.chain.stages() {
             if form == Form::Token {
                 break;
             }
-            match s.backend().and_then(|b| b.key(form, n_vocab)) {
+            let key =
+                s.backend().and_then(|b| if masking { b.masking_key(form, n_vocab) } else { b.key(form, n_vocab) });
+            match key {
                 Some((k, next)) => {
                     if !f((k, next)) {
                         return false;

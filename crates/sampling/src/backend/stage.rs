@@ -142,10 +142,54 @@ pub trait BackendStage {
     /// never reaches a stage.
     fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)>;
 
-    /// Appends the ops of `key` (one this stage's [`BackendStage::key`] gave) to the record
+    /// The structure this stage appends in a chain's second run, where a deferred stage (an
+    /// optimistic grammar, [`crate::Sampler::deferred`]) masks as it would at its place in a
+    /// chain without deferral: the row whose first run chose a token the stage rejects runs the
+    /// chain again on the backend (`Tail::sample`). Default: [`BackendStage::key`].
+    fn masking_key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        self.key(form, n_vocab)
+    }
+
+    /// Appends the ops of `key` (one this stage's [`BackendStage::key`] or
+    /// [`BackendStage::masking_key`] gave) to the record
     /// `rec`, and returns the record it leaves. It depends on `key` only: the values come from
     /// inputs ([`Lowering::param`], [`Lowering::input`]) that each row's sampler writes.
     fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> std::result::Result<Record, GraphError>;
+
+    /// Where this stage's form for `key` on the vocabulary row is exactly one `token_mask` by a
+    /// per-row mask input (a grammar's): registers that input (as [`BackendStage::lower`] would)
+    /// and returns it, appending nothing else, so that the next stage may read the row through the
+    /// mask without the masked row being written ([`BackendStage::lower_masked`]). The group
+    /// driver asks only where the next stage [`BackendStage::takes_mask`], the row has no pending
+    /// transform and no cut came before, and the backend runs the fused form (else the two stages
+    /// lower apart). Default: `None` (the stage is no such mask).
+    fn vocab_mask(
+        &self,
+        _cx: &mut Lowering<'_>,
+        _key: StageKey,
+    ) -> Option<std::result::Result<graph::NodeId, GraphError>> {
+        None
+    }
+
+    /// Whether this stage, for `key` on the vocabulary row, can read the row through a packed
+    /// mask without the masked row being written ([`BackendStage::lower_masked`]).
+    fn takes_mask(&self, _key: StageKey) -> bool {
+        false
+    }
+
+    /// Appends the ops of `key` on the vocabulary row `rec` seen through the packed mask `bits`
+    /// (`token_mask(x, bits)`, which it need not write): the record it leaves, the same as
+    /// [`BackendStage::lower`] on the masked row. Default: the masked row, then `lower`.
+    fn lower_masked(
+        &self,
+        cx: &mut Lowering<'_>,
+        key: StageKey,
+        rec: Record,
+        bits: graph::NodeId,
+    ) -> std::result::Result<Record, GraphError> {
+        let rec = cx.mask_tokens(rec, bits)?;
+        self.lower(cx, key, rec)
+    }
 
     /// Where this stage is one of the fused list stages (top-p, min-p, temp on a short list,
     /// [`graph::ListStages`]): its kind and its two parameter values per row. A run of such
@@ -223,6 +267,16 @@ impl Out<'_> {
     /// Appends an i32.
     pub fn i32(&mut self, v: i32) {
         self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends `u32` values (each as the `i32` of its bits, as [`Out::i32`] would one by one, in
+    /// one copy: a packed mask of thousands of words a step).
+    pub fn u32s(&mut self, v: &[u32]) {
+        let start = self.0.len();
+        self.0.resize(start + 4 * v.len(), 0);
+        for (c, w) in self.0[start..].chunks_exact_mut(4).zip(v) {
+            c.copy_from_slice(&w.to_le_bytes());
+        }
     }
 
     /// Appends a token id (-1 where it does not fit an i32: it never matches).

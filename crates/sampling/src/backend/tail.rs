@@ -24,7 +24,21 @@
 //! [`StepOutput::bytes_read`] (the scheduler's own count) equals it, but for a row with
 //! log-probabilities whose token the host chose (a CPU suffix, an optimistic grammar's second
 //! run): it reads the row's logits after (`4 n_vocab` bytes) and its max and ln-sum (8), for the
-//! token's rank and log-probability.
+//! token's rank and log-probability; and for a row an optimistic grammar sent to a second run
+//! (below): what that run reserves, 4 bytes of token (16 more with log-probabilities, the
+//! candidates where asked for).
+//!
+//! # Optimistic grammars: the second step
+//!
+//! A deferred stage (an optimistic grammar) appends nothing: the host checks the token the step
+//! chose. The rows whose token it rejects run their chain again, every deferred stage masking as
+//! in grammar-first mode, in a second, smaller step on the same backend: a side tail (a `Tail` in
+//! *masking* mode over only those rows, [`crate::backend::BackendStage::masking_key`]) on a graph
+//! of its own whose logits leaf is linked to the step's logits (`sched::Scheduler::plan_side`:
+//! read where the step left them, never copied through the host). Its mask is uploaded packed
+//! and it reads back 4 bytes of token per row (a row with log-probabilities 16 more: its new
+//! token's own log-probability and rank, and the top one's). Side tails are cached per set of
+//! rejected rows ([`SIDES`]), their plans in the scheduler by topology.
 
 use super::group::{self, Built, Columns, Extras, Stage, Verify};
 use super::lower::{row_ids_field, token_values};
@@ -41,6 +55,10 @@ use std::collections::{BTreeMap, HashMap};
 /// Largest `n_vocab * n` of one group: flat indices into a group are carried through f32.
 const MAX_FLAT: usize = 1 << 24;
 
+/// Side tails (second steps of optimistic grammars) kept per tail, one per set of rejected rows;
+/// the least recently used one leaves first.
+pub const SIDES: usize = 8;
+
 /// Rows per group of a prefix with a vocabulary-sized intermediate (a top-p mask): eight 152k rows
 /// and their masks (about 10 MB) stay in a CPU's last-level cache between the mask and the draw.
 const MASK_BLOCK: usize = 8;
@@ -56,6 +74,8 @@ struct Group {
     form: Form,
     rows: Vec<usize>,
     built: Built,
+    /// Whether its mask stages fuse into the next stage (the backend runs the fused form).
+    fuse: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -87,11 +107,32 @@ struct GroupRead<'a> {
     sel_p: Option<Vec<f32>>,
 }
 
+/// The second step of the rows (slots) an optimistic grammar rejected: a graph of its own whose
+/// `link` leaf stands for the logits, and the tail in masking mode over those rows.
+#[derive(Debug, Clone)]
+struct Side {
+    slots: Vec<usize>,
+    graph: Graph,
+    link: NodeId,
+    tail: Box<Tail>,
+    used: u64,
+}
+
 /// The appended sampling subgraphs of one graph and how to use them each step.
 #[derive(Debug, Clone)]
 pub struct Tail {
     n_vocab: usize,
     logits: NodeId,
+    /// The logits' dtype and row count (a side tail's linked leaf has them).
+    logits_dtype: DType,
+    n_rows: usize,
+    /// The backend the logits live on, by name (a side tail is checked on it).
+    backend: String,
+    /// A side tail: every deferred stage masks, and the CPU suffix runs every stage.
+    masking: bool,
+    /// The side tails built so far, and a use counter for their eviction.
+    sides: Vec<Side>,
+    clock: u64,
     slots: Vec<Slot>,
     groups: Vec<Group>,
     seqs: BTreeMap<SeqId, SeqPlan>,
@@ -137,6 +178,7 @@ struct Attach<'a> {
     seqs: &'a Sequences,
     backend: &'a dyn Backend,
     verify: Verify,
+    masking: bool,
 }
 
 impl Attach<'_> {
@@ -157,12 +199,13 @@ impl Attach<'_> {
     }
 
     /// One slot per output row (rows inside the logits and listed once, sequences known, at most
-    /// `max_outputs` a sequence), and each sequence's rows in order.
-    fn slots(&self, rows: &[(SeqId, usize)], n_rows: usize) -> Result<(Vec<Slot>, RowsOf)> {
+    /// `max_outputs` a sequence), and each sequence's rows in order. A row's output index is its
+    /// place among its sequence's rows, or `outputs[i]` where given (a side tail's rows).
+    fn slots(&self, rows: &[(SeqId, usize)], outputs: Option<&[usize]>, n_rows: usize) -> Result<(Vec<Slot>, RowsOf)> {
         let mut slots = Vec::with_capacity(rows.len());
         let mut per_seq: BTreeMap<SeqId, Vec<usize>> = BTreeMap::new();
         let mut used = vec![false; n_rows];
-        for &(seq, row) in rows {
+        for (i, &(seq, row)) in rows.iter().enumerate() {
             if row >= n_rows || std::mem::replace(&mut used[row], true) {
                 return Err(SamplingError::InvalidConfig {
                     what: format!("output row {row} of {seq}"),
@@ -176,7 +219,8 @@ impl Attach<'_> {
             if outs.len() > max {
                 return Err(SamplingError::TooManyOutputs { seq: seq.0, n: outs.len(), max });
             }
-            slots.push(Slot { seq, output: outs.len() - 1, group: 0, col: 0 });
+            let output = outputs.map_or(outs.len() - 1, |o| o[i]);
+            slots.push(Slot { seq, output, group: 0, col: 0 });
         }
         Ok((slots, per_seq))
     }
@@ -186,9 +230,9 @@ impl Attach<'_> {
         let mut plans = BTreeMap::new();
         for (&seq, rs) in per_seq {
             let cfg = &self.seqs.state(seq)?.cfg;
-            let keys = cfg.wanted_prefix(self.n_vocab);
-            let plan =
-                SeqPlan { prefix: keys.len(), keys, extras: cfg.extras(), rows: rs.clone(), placement: String::new() };
+            let keys = cfg.wanted_prefix(self.n_vocab, self.masking);
+            let extras = cfg.extras(self.masking);
+            let plan = SeqPlan { prefix: keys.len(), keys, extras, rows: rs.clone(), placement: String::new() };
             plans.insert(seq, plan);
         }
         Ok(plans)
@@ -212,6 +256,7 @@ impl Attach<'_> {
                     form: Form::Vocab,
                     rows: Vec::new(),
                     built: Built::default(),
+                    fuse: false,
                 });
                 groups.len() - 1
             });
@@ -236,20 +281,25 @@ impl Attach<'_> {
 
     /// The capability check: shortens group `gi`'s prefix to the longest the backend runs at its
     /// width, built on a scratch graph and checked node by node with the backend's own
-    /// `supports` (never a silent fallback: the placement says where each stage ran).
+    /// `supports` (never a silent fallback: the placement says where each stage ran). At each
+    /// length the fused forms (a grammar's mask read through by the next stage) are tried first,
+    /// then the stages apart.
     fn probe(&self, slots: &[Slot], gi: usize, gr: &mut Group) -> Result<()> {
         let n = gr.rows.len();
         let (seqs_of, stages) = self.columns(slots, gi, gr)?;
-        let cols = Columns { seqs: &seqs_of, verify: self.verify, max_outputs: self.seqs.max_outputs() };
         let mut len = gr.keys.len();
-        loop {
-            let mut scratch = Graph::new();
-            let x = scratch.input("x", DType::F32, &[self.n_vocab, n]).map_err(|e| engine("attach")(&e))?;
-            // A build error is a bug here, not a capability: it is reported, never a fallback.
-            let built = group::build(&mut scratch, x, false, &stages[..len], gr.extras, "check", &cols)
-                .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
-            if built.nodes.iter().all(|&id| self.backend.supports(&scratch, id)) {
-                break;
+        'shorten: loop {
+            for fuse in [true, false] {
+                let cols = Columns { seqs: &seqs_of, verify: self.verify, max_outputs: self.seqs.max_outputs(), fuse };
+                let mut scratch = Graph::new();
+                let x = scratch.input("x", DType::F32, &[self.n_vocab, n]).map_err(|e| engine("attach")(&e))?;
+                // A build error is a bug here, not a capability: it is reported, never a fallback.
+                let built = group::build(&mut scratch, x, false, &stages[..len], gr.extras, "check", &cols)
+                    .map_err(|e| engine("attach (building the sampling ops)")(&e))?;
+                if built.nodes.iter().all(|&id| self.backend.supports(&scratch, id)) {
+                    gr.fuse = fuse;
+                    break 'shorten;
+                }
             }
             if len == 0 {
                 return Err(SamplingError::InvalidConfig {
@@ -286,19 +336,20 @@ impl Attach<'_> {
         }
         .map_err(|e| engine("attach")(&e))?;
         let (seqs_of, stages) = self.columns(slots, gi, gr)?;
-        let cols = Columns { seqs: &seqs_of, verify: self.verify, max_outputs: self.seqs.max_outputs() };
+        let cols = Columns { seqs: &seqs_of, verify: self.verify, max_outputs: self.seqs.max_outputs(), fuse: gr.fuse };
         let mut built = group::build(g, x, row_ids.is_none(), &stages, gr.extras, &prefix, &cols)
             .map_err(|e| engine("attach")(&e))?;
         if let Some(ids) = row_ids {
             built.inputs.push((ids, vec![row_ids_field()]));
         }
         // A row with an optimistic grammar in its prefix may need its logits row again (the
-        // grammar rejecting the backend's token): they stay readable.
-        let deferred = slots.iter().filter(|s| s.group == gi).any(|s| {
-            self.seqs
-                .state(s.seq)
-                .is_ok_and(|st| st.cfg.chain.stages().iter().take(gr.keys.len()).any(|x| x.deferred()))
-        });
+        // grammar rejecting the backend's token: its second step reads them where they lie).
+        let deferred = !self.masking
+            && slots.iter().filter(|s| s.group == gi).any(|s| {
+                self.seqs
+                    .state(s.seq)
+                    .is_ok_and(|st| st.cfg.chain.stages().iter().take(gr.keys.len()).any(|x| x.deferred()))
+            });
         if built.outputs.vocab_is_logits || deferred {
             g.set_output(logits);
         }
@@ -332,6 +383,20 @@ impl Tail {
         seqs: &Sequences,
         backend: &dyn Backend,
     ) -> Result<Tail> {
+        Self::attach_with(g, logits, rows, None, seqs, backend, false)
+    }
+
+    /// [`Tail::attach`], with the rows' output indices where given, in masking mode (a side tail)
+    /// where asked.
+    fn attach_with(
+        g: &mut Graph,
+        logits: NodeId,
+        rows: &[(SeqId, usize)],
+        outputs: Option<&[usize]>,
+        seqs: &Sequences,
+        backend: &dyn Backend,
+        masking: bool,
+    ) -> Result<Tail> {
         let (n_vocab, n_rows) = Attach::logits_shape(g, logits)?;
         // With several outputs per sequence, `dist` verifies each output's draft token (without a
         // draft it is the same draw as `categorical`'s).
@@ -341,8 +406,8 @@ impl Tail {
             (true, 0) => Verify::OneHot,
             (true, m) => Verify::Sampled(m),
         };
-        let a = Attach { logits, n_vocab, seqs, backend, verify };
-        let (mut slots, per_seq) = a.slots(rows, n_rows)?;
+        let a = Attach { logits, n_vocab, seqs, backend, verify, masking };
+        let (mut slots, per_seq) = a.slots(rows, outputs, n_rows)?;
         let mut plans = a.plans(&per_seq)?;
         let mut groups = a.groups(rows, &plans, &mut slots);
         for (gi, gr) in groups.iter_mut().enumerate() {
@@ -352,7 +417,22 @@ impl Tail {
             a.build(g, &slots, gi, gr)?;
         }
         a.place(&mut plans, &slots, &groups)?;
-        Ok(Tail { n_vocab, logits, slots, groups, seqs: plans, vocab_buf: Vec::new(), raw_buf: Vec::new(), q_len })
+        Ok(Tail {
+            n_vocab,
+            logits,
+            logits_dtype: g.node(logits).dtype,
+            n_rows,
+            backend: backend.name().to_string(),
+            masking,
+            sides: Vec::new(),
+            clock: 0,
+            slots,
+            groups,
+            seqs: plans,
+            vocab_buf: Vec::new(),
+            raw_buf: Vec::new(),
+            q_len,
+        })
     }
 
     /// Per sequence, where each stage of its chain runs: `+name` on the backend, `-name` on the
@@ -413,7 +493,7 @@ impl Tail {
         for (seq, p) in &self.seqs {
             let cfg =
                 &seqs.state(*seq).map_err(|_| SamplingError::StaleTail { what: format!("{seq} was removed") })?.cfg;
-            if cfg.extras() != p.extras || !cfg.wants_prefix(self.n_vocab, &p.keys) {
+            if cfg.extras(self.masking) != p.extras || !cfg.wants_prefix(self.n_vocab, self.masking, &p.keys) {
                 return Err(SamplingError::StaleTail {
                     what: format!("{seq}'s chain or reservation changed structure"),
                 });
@@ -579,7 +659,7 @@ impl Tail {
             }
         }
         self.raw_buf = raw;
-        let resampled = self.resample_rejected(sched, seqs, &mut results)?;
+        let (checked, resampled) = if self.masking { (0, 0) } else { self.second_step(sched, seqs, &mut results)? };
         self.token_logprobs(sched, &mut results)?;
         let bytes_read = (sched.stats().bytes_to_host - before) as usize;
         let mut rows: Vec<(usize, RowResult)> = self
@@ -589,7 +669,7 @@ impl Tail {
             .map(|(sl, r)| (self.groups[sl.group].rows[sl.col], r.expect("every slot is in a group")))
             .collect();
         rows.sort_by_key(|(r, _)| *r);
-        Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read, resampled })
+        Ok(StepOutput { rows: rows.into_iter().map(|(_, r)| r).collect(), bytes_read, checked, resampled })
     }
 
     /// Gives every row that reserved log-probabilities and has a token without its gathered
@@ -615,69 +695,122 @@ impl Tail {
         Ok(())
     }
 
-    /// The optimistic grammars' check (`samplers/grammar.rs`): every row whose backend prefix holds
-    /// a deferred stage that rejects the row's token is run again on the CPU from its logits row
-    /// (read back now), with every stage of its chain masking. Returns how many were.
-    fn resample_rejected(
-        &self,
-        sched: &mut Scheduler,
-        seqs: &mut Sequences,
-        results: &mut [Option<RowResult>],
-    ) -> Result<usize> {
-        let mut resampled = 0;
+    /// The optimistic grammars' check (`samplers/grammar.rs`): how many rows were checked, and
+    /// the slots whose backend prefix holds a deferred stage that rejects the row's token (a
+    /// failing check is that row's error).
+    fn rejected(&self, seqs: &Sequences, results: &mut [Option<RowResult>]) -> Result<(usize, Vec<usize>)> {
+        let mut out = Vec::new();
+        let mut checked = 0;
         for (si, sl) in self.slots.iter().enumerate() {
             let prefix = self.seqs[&sl.seq].prefix;
             let Some(RowResult { result: Ok(RowOutput { token: Some(t), .. }), .. }) = &results[si] else { continue };
-            let t = *t;
             let st = seqs.state(sl.seq)?;
             // (The structure is the sequence's own; only a row that has such a stage pays for the
             // chain as its output sees it.)
             if !st.cfg.chain.stages().iter().take(prefix).any(|s| s.deferred()) {
                 continue;
             }
-            let redo = match st.chain_for(sl.output).deferred_allow(0..prefix, t) {
-                Ok(true) => continue,
-                Ok(false) => {
-                    resampled += 1;
-                    let row = self.groups[sl.group].rows[sl.col];
-                    let logits = sched
-                        .read_rows_f32(self.logits, &[row])
-                        .map_err(|e| engine("reading a rejected row's logits")(&e))?;
-                    self.resample_row(seqs, sl, &logits)
+            checked += 1;
+            match st.chain_for(sl.output).deferred_allow(0..prefix, *t) {
+                Ok(true) => {}
+                Ok(false) => out.push(si),
+                Err(e) => {
+                    if let Some(r) = results[si].as_mut() {
+                        r.result = Err(e);
+                    }
                 }
-                Err(e) => Err(e),
-            };
-            if let Some(r) = results[si].as_mut() {
-                r.result = redo;
             }
         }
-        Ok(resampled)
+        Ok((checked, out))
     }
 
-    /// Runs `sl`'s whole chain on the CPU on its logits `row`, every stage masking (an optimistic
-    /// grammar's second run).
-    fn resample_row(&self, seqs: &mut Sequences, sl: &Slot, row: &[f32]) -> Result<RowOutput> {
-        let plan = &self.seqs[&sl.seq];
-        let st = seqs.state_mut(sl.seq)?;
-        let step = st.step + sl.output as u64;
-        let mut cur = Candidates::from_row(row)?;
-        st.with_chain_for(sl.output, |chain| {
-            chain.set_step_from(0, step);
-            chain.apply_all_from(0, &mut cur)
-        })?;
-        let mut out = RowOutput {
-            token: cur.selected_token(),
-            candidates: None,
-            logprobs: None,
-            token_logprob: None,
-            token_rank: None,
-            logits: None,
-        };
-        Self::decide_draft(st, sl, &mut out, &mut cur, step)?;
-        if plan.extras.candidates {
-            out.candidates = Some(cur.output()?.candidates);
+    /// The rows an optimistic grammar rejected run their chain again, every deferred stage
+    /// masking, as a second step on the backend over those rows' logits where the first step
+    /// left them (see the module docs); their token (and candidates, and the new token's own
+    /// log-probability and rank, gathered and counted there) replace the first step's, their
+    /// top log-probabilities and logits stay (the same row's). Returns how many rows were
+    /// checked, and how many of them ran again.
+    fn second_step(
+        &mut self,
+        sched: &mut Scheduler,
+        seqs: &mut Sequences,
+        results: &mut [Option<RowResult>],
+    ) -> Result<(usize, usize)> {
+        let (checked, rejected) = self.rejected(seqs, results)?;
+        if rejected.is_empty() {
+            return Ok((checked, 0));
         }
-        Ok(out)
+        let logits = self.logits;
+        let side = self.side(sched, seqs, &rejected)?;
+        let e = |e: sched::SchedError| engine("the optimistic grammars' second step")(&e);
+        sched.plan_side(&side.graph, &[(side.link, logits)]).map_err(e)?;
+        let out = side.tail.set_inputs(sched, seqs).and_then(|()| {
+            sched.compute().map_err(e)?;
+            side.tail.sample(sched, seqs)
+        });
+        // The step's plan is current again whatever happened (its outputs stay readable).
+        let ended = sched.end_side().map_err(e);
+        let out = out?;
+        ended?;
+        for row in out.rows {
+            let si = rejected
+                .iter()
+                .copied()
+                .find(|&si| self.slots[si].seq == row.seq && self.slots[si].output == row.output)
+                .expect("a side tail's rows are the rejected ones");
+            let Some(r) = results[si].as_mut() else { continue };
+            r.result = match (row.result, &r.result) {
+                (Ok(again), Ok(first)) => Ok(RowOutput {
+                    token: again.token,
+                    candidates: again.candidates,
+                    logprobs: first.logprobs.clone(),
+                    token_logprob: again.token_logprob,
+                    token_rank: again.token_rank,
+                    logits: first.logits.clone(),
+                }),
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(e.clone()),
+            };
+        }
+        Ok((checked, rejected.len()))
+    }
+
+    /// The side tail of the rejected slots `rejected` (built, or rebuilt where its structure no
+    /// longer fits the sequences; at most [`SIDES`] kept).
+    fn side(&mut self, sched: &Scheduler, seqs: &Sequences, rejected: &[usize]) -> Result<&mut Side> {
+        self.clock += 1;
+        let found = self.sides.iter().position(|s| s.slots == rejected);
+        let found = found.filter(|&i| self.sides[i].tail.check_current(seqs).is_ok());
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let backend = sched.backends().iter().find(|b| b.name() == self.backend).ok_or_else(|| {
+                    SamplingError::StaleTail {
+                        what: format!("the scheduler has no backend {} (the logits' at attach)", self.backend),
+                    }
+                })?;
+                let rows: Vec<(SeqId, usize)> = rejected
+                    .iter()
+                    .map(|&si| (self.slots[si].seq, self.groups[self.slots[si].group].rows[self.slots[si].col]))
+                    .collect();
+                let outputs: Vec<usize> = rejected.iter().map(|&si| self.slots[si].output).collect();
+                let mut graph = Graph::new();
+                let link = graph
+                    .input("tail.logits", self.logits_dtype, &[self.n_vocab, self.n_rows])
+                    .map_err(|e| engine("attach (the second step)")(&e))?;
+                let tail = Tail::attach_with(&mut graph, link, &rows, Some(&outputs), seqs, backend.as_ref(), true)?;
+                let side = Side { slots: rejected.to_vec(), graph, link, tail: Box::new(tail), used: 0 };
+                self.sides.retain(|s| s.slots != rejected);
+                if self.sides.len() >= SIDES {
+                    let lru = (0..self.sides.len()).min_by_key(|&i| self.sides[i].used).expect("full");
+                    self.sides.swap_remove(lru);
+                }
+                self.sides.push(side);
+                self.sides.len() - 1
+            }
+        };
+        self.sides[i].used = self.clock;
+        Ok(&mut self.sides[i])
     }
 
     /// A drafted position of a sampling chain emits the verifier's decision: the draft token if
@@ -825,9 +958,15 @@ impl Tail {
                 out.candidates = Some(o.candidates);
             }
         } else if let Some(mut cur) = cur {
+            let masking = self.masking;
             st.with_chain_for(sl.output, |chain| {
                 chain.set_step_from(plan.prefix, step);
-                chain.apply_from(plan.prefix, &mut cur)
+                // A second run masks with every stage (an optimistic grammar's place included).
+                if masking {
+                    chain.apply_all_from(plan.prefix, &mut cur)
+                } else {
+                    chain.apply_from(plan.prefix, &mut cur)
+                }
             })?;
             out.token = cur.selected_token();
             Self::decide_draft(st, sl, &mut out, &mut cur, step)?;

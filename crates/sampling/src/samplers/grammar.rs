@@ -12,8 +12,10 @@
 //!   token it chose does the chain run again with the stage masking. The chain's random stages
 //!   draw the same number in both runs (a step's numbers move only on accept), where llama.cpp's
 //!   resample draws a fresh one: docs/SAMPLING.md lists this. On the backend the stage appends
-//!   nothing; the host checks the 4-byte token, and a rejected row's logits are read back and its
-//!   chain run again on the CPU, masked.
+//!   nothing to the step; the host checks the 4-byte token, and only the rows it rejects run
+//!   their chain again in a second, smaller backend step, masked (the mask uploaded as in
+//!   grammar-first mode, the logits read where the first step left them): 4 bytes more read back
+//!   per rejected row.
 //!
 //! End-of-generation tokens are allowed exactly where the grammar may end. A step at which the
 //! grammar allows no token, or no candidate that the chain left, is an error for that sequence.
@@ -27,6 +29,12 @@ use crate::candidates::Candidates;
 use crate::error::{Result, SamplingError};
 use crate::sampler::{Sampler, Token};
 use ::grammar::{GrammarError, Matcher};
+
+thread_local! {
+    /// The mask a row's input is written from, kept from step to step (8192 words at 262144
+    /// tokens: no allocation per row and step).
+    static MASK: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// When the grammar masks (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,13 +107,19 @@ impl GrammarStage {
     /// the grammar rejects: verification never reaches it); no token where the grammar fails (too
     /// ambiguous), so that only this row fails (a bad row), not the step of the whole batch.
     fn row_mask(&self, out: &mut crate::backend::Out<'_>) -> Result<()> {
-        let words = match &self.poisoned {
-            None => self.matcher.mask().unwrap_or_else(|_| vec![0; self.matcher.vocab().mask_words()]),
-            Some(_) => vec![u32::MAX; self.matcher.vocab().mask_words()],
-        };
-        for w in words {
-            out.i32(w as i32);
-        }
+        MASK.with_borrow_mut(|words| {
+            words.clear();
+            words.resize(self.matcher.vocab().mask_words(), 0);
+            match &self.poisoned {
+                None => {
+                    if self.matcher.fill_mask(words).is_err() {
+                        words.fill(0);
+                    }
+                }
+                Some(_) => words.fill(u32::MAX),
+            }
+            out.u32s(words);
+        });
         Ok(())
     }
 }
@@ -192,6 +206,16 @@ impl Sampler for GrammarStage {
 const ON_VOCAB: u32 = 0;
 const ON_LIST: u32 = 1;
 
+impl GrammarStage {
+    /// The packed mask input (`i32 [ceil(n_vocab / 32), n]`), each row's written from its own
+    /// grammar every step.
+    fn bits_input(cx: &mut Lowering<'_>, key: StageKey) -> R<NodeId> {
+        let (w, n, stage) = (key.size(), cx.n(), cx.stage());
+        let bits = Field::new(move |row, out| row.stage::<Self>(stage)?.row_mask(out));
+        cx.input(&format!("s{stage}.grammar_bits"), DType::I32, &[w, n], vec![bits])
+    }
+}
+
 impl BackendStage for GrammarStage {
     fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         // A vocabulary of another size is the CPU form's clear error.
@@ -199,9 +223,19 @@ impl BackendStage for GrammarStage {
             return None;
         }
         // An optimistic grammar appends nothing: the host checks the token the backend chose, and
-        // only a row whose token it rejects is run again, masked, on the CPU (`Tail::sample`).
+        // only a row whose token it rejects is run again, masked, in a second backend step
+        // (`masking_key`, `Tail::sample`).
         if self.mode == GrammarMode::Optimistic {
             return (form != Form::Token).then_some((StageKey::nothing(), form));
+        }
+        self.masking_key(form, n_vocab)
+    }
+
+    /// The mask at the stage's place, in either mode (grammar-first's every step, an optimistic
+    /// grammar's in the second run of a row whose token it rejected).
+    fn masking_key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
+        if self.matcher.vocab().len() != n_vocab {
+            return None;
         }
         let w = n_vocab.div_ceil(32);
         Some(match form {
@@ -213,9 +247,13 @@ impl BackendStage for GrammarStage {
     }
 
     fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
-        let (w, n, stage) = (key.size(), cx.n(), cx.stage());
-        let bits = Field::new(move |row, out| row.stage::<Self>(stage)?.row_mask(out));
-        let bits = cx.input(&format!("s{stage}.grammar_bits"), DType::I32, &[w, n], vec![bits])?;
+        let bits = Self::bits_input(cx, key)?;
         cx.mask_tokens(rec, bits)
+    }
+
+    /// On the vocabulary the stage is one `token_mask`: a next stage that reads the row through
+    /// the mask (a `top_k`) takes the mask instead, and the masked row is never written.
+    fn vocab_mask(&self, cx: &mut Lowering<'_>, key: StageKey) -> Option<R<NodeId>> {
+        (key.variant() == ON_VOCAB && !key.keeps_inf()).then(|| Self::bits_input(cx, key))
     }
 }

@@ -86,10 +86,38 @@ impl Sampler for TopK {
     }
 }
 
+/// The list of the top-k `ids` of a vocabulary row and their `vals` (`init`: their values at the
+/// list's making), the pending transforms applied to the `k` values; the first value is the row's
+/// maximum, and a NaN or `+inf` anywhere in the row ranks first (`graph::Op::TopK`), so it alone
+/// tells whether the row is usable (a bad row's values become NaN).
+fn list_of(
+    cx: &mut Lowering<'_>,
+    ids: NodeId,
+    mut vals: NodeId,
+    init: NodeId,
+    pending: Pending,
+    kk: usize,
+) -> R<Record> {
+    let m = cx.first_row(vals)?;
+    let ok = cx.finite(m)?;
+    let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
+    if let Some((lnp, _)) = pending.min_p {
+        let thr = cx.g.add(m, lnp)?;
+        let keep = cx.g.ge(vals, thr)?;
+        vals = cx.g.where_(keep, vals, ninf)?;
+    }
+    if let Some((t, _)) = pending.temp {
+        vals = cx.g.div(vals, t)?;
+    }
+    let nan = cx.fill(&[1, 1], f32::NAN)?;
+    let vals = cx.g.where_(ok, vals, nan)?;
+    Ok(Record::List { ids, vals, k: kk, init, sorted: true })
+}
+
 /// On the vocabulary: `top_k` of the raw row (as the CPU chain's), the pending transforms then
-/// applied to the `k` values; the first value is the row's maximum, and a NaN or `+inf` anywhere
-/// in the row ranks first (`graph::Op::TopK`), so it alone tells whether the row is usable (a bad
-/// row's values become NaN). On a list: its first `k` (sorted first).
+/// applied to the `k` values (see `list_of`); after a grammar's mask, the masked `top_k` reads the
+/// row through the mask (the masked row is never written) and the `k` values are the masked ones
+/// (`token_mask` on the list). On a list: its first `k` (sorted first).
 impl BackendStage for TopK {
     fn key(&self, form: Form, n_vocab: usize) -> Option<(StageKey, Form)> {
         if self.k <= 0 {
@@ -102,25 +130,29 @@ impl BackendStage for TopK {
         Some((StageKey::new::<Self>(NAME, 0, k).clearing_inf(), Form::List(k)))
     }
 
+    fn takes_mask(&self, key: StageKey) -> bool {
+        !key.is_nothing()
+    }
+
+    fn lower_masked(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record, bits: NodeId) -> R<Record> {
+        let Record::Vocab { x, pending, unmasked: None, .. } = rec else {
+            let rec = cx.mask_tokens(rec, bits)?;
+            return self.lower(cx, key, rec);
+        };
+        let kk = key.size();
+        let ids = cx.g.top_k_masked(x, bits, kk)?;
+        let raw = cx.gather(x, ids, cx.n_vocab(), kk)?;
+        let raw = cx.contiguous(raw)?;
+        let vals = cx.g.token_mask(raw, bits, Some(ids))?;
+        list_of(cx, ids, vals, vals, pending, kk)
+    }
+
     fn lower(&self, cx: &mut Lowering<'_>, key: StageKey, rec: Record) -> R<Record> {
         let kk = key.size();
         Ok(match rec {
             Record::Vocab { x, pending, unmasked, .. } => {
-                let (ids, mut vals, init) = cx.top_k_of_row(x, unmasked, kk)?;
-                let m = cx.first_row(vals)?;
-                let ok = cx.finite(m)?;
-                let ninf = cx.fill(&[1, 1], f32::NEG_INFINITY)?;
-                if let Some((lnp, _)) = pending.min_p {
-                    let thr = cx.g.add(m, lnp)?;
-                    let keep = cx.g.ge(vals, thr)?;
-                    vals = cx.g.where_(keep, vals, ninf)?;
-                }
-                if let Some((t, _)) = pending.temp {
-                    vals = cx.g.div(vals, t)?;
-                }
-                let nan = cx.fill(&[1, 1], f32::NAN)?;
-                let vals = cx.g.where_(ok, vals, nan)?;
-                Record::List { ids, vals, k: kk, init, sorted: true }
+                let (ids, vals, init) = cx.top_k_of_row(x, unmasked, kk)?;
+                list_of(cx, ids, vals, init, pending, kk)?
             }
             rec @ Record::List { .. } => match cx.sorted(rec)? {
                 Record::List { ids, vals, k, init, .. } if kk < k => cx.list_prefix(ids, vals, init, kk)?,

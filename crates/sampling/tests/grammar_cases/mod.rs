@@ -71,8 +71,10 @@ pub fn logits(v: usize, step: usize, row: usize) -> Vec<f32> {
 }
 
 /// The chains of the mixed batch: grammar first then a random draw; a top-k with the grammar on
-/// its list; a plain chain with no grammar; greedy under the grammar; and the same greedy chain
-/// in optimistic mode (checked on the host, a rejected row run again on the CPU).
+/// its list; a plain chain with no grammar; greedy under the grammar; then the optimistic rows
+/// (checked on the host, a rejected row run again, masked, in a second backend step): greedy,
+/// a top-k and temperature draw, a top-k with the grammar on its list, and greedy again (another
+/// row, so that the rejected rows make varying sets).
 pub fn chains(vocab: &Arc<Vocab>) -> Vec<Chain> {
     let g = |mode| stage(JSON, vocab, mode);
     vec![
@@ -81,38 +83,84 @@ pub fn chains(vocab: &Arc<Vocab>) -> Vec<Chain> {
         Chain::new().with(TopK::new(10)).with(Dist::new(7)),
         Chain::new().with(g(GrammarMode::First)).with(Greedy::new()),
         Chain::new().with(g(GrammarMode::Optimistic)).with(Greedy::new()),
+        Chain::new()
+            .with(g(GrammarMode::Optimistic))
+            .with(TopK::new(20))
+            .with(Temp::new(0.9).unwrap())
+            .with(Dist::new(8)),
+        Chain::new().with(TopK::new(200)).with(g(GrammarMode::Optimistic)).with(Dist::new(9)),
+        Chain::new().with(g(GrammarMode::Optimistic)).with(Greedy::new()),
     ]
+}
+
+/// The first optimistic row of [`chains`]; every row from it on is optimistic, and reserves
+/// [`LOGPROBS`] log-probabilities.
+pub const FIRST_OPTIMISTIC: usize = 4;
+
+/// The log-probabilities the optimistic rows reserve.
+pub const LOGPROBS: usize = 2;
+
+/// What [`mixed_batch`] saw.
+#[derive(Debug)]
+pub struct Mixed {
+    /// Each row's placement.
+    pub placements: Vec<String>,
+    /// Bytes written to the backend in the last step.
+    pub written: u64,
+    /// Rows the optimistic grammars sent to a second step, over all steps.
+    pub resampled: usize,
+    /// Steps whose rows the optimistic grammars all accepted.
+    pub no_second_step: usize,
+    /// Distinct sets of rejected rows (side tails).
+    pub rejected_sets: usize,
+    /// The scheduler's side steps and plans made.
+    pub side_steps: u64,
+    pub plans: u64,
+    /// Steps, and rows sampled in all.
+    pub steps: usize,
+    pub rows: usize,
+    /// Masked `top_k` nodes in the step's graph (a grammar's mask read through by the top-k
+    /// after it, where the backend runs that form).
+    pub masked_top_k: usize,
+}
+
+/// The log-softmax of `row` at `t`.
+pub fn log_softmax(row: &[f32], t: Token) -> f32 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = row.iter().map(|&x| f64::from(x - max).exp()).sum();
+    row[t as usize] - max - sum.ln() as f32
 }
 
 /// Runs [`chains`] as one batch for `steps` steps on `backend` (with `fallback` for CPU suffixes):
 /// every row's token equals its chain's on the CPU, the grammar rows' text stays a prefix the
 /// grammar accepts, a grammar row that completes ends with the EOS token, and each row reads back
-/// only its token but a resampled row its logits row too. Returns the placements, the bytes
-/// written to the backend per step and the rows the optimistic grammar sent back to the CPU.
-pub fn mixed_batch(
-    backend: Box<dyn Backend>,
-    fallback: Option<Box<dyn Backend>>,
-    steps: usize,
-) -> (Vec<String>, u64, usize) {
+/// only its token (and an optimistic row its log-probabilities), a row the optimistic grammar
+/// rejected 4 bytes more of token from its second step and 16 of its new token's
+/// log-probability and rank and the top one's, never its logits row.
+pub fn mixed_batch(backend: Box<dyn Backend>, fallback: Option<Box<dyn Backend>>, steps: usize) -> Mixed {
     let v = 1000;
     let voc = vocab(v);
     let mut refs = chains(&voc);
     let n = refs.len();
     let mut seqs = Sequences::new(1).unwrap();
     for (i, c) in refs.iter().enumerate() {
-        seqs.set(SeqId(i as u32), SeqConfig::new(c.clone()));
+        let cfg = SeqConfig::new(c.clone());
+        let cfg = if i >= FIRST_OPTIMISTIC { cfg.with_logprobs(LOGPROBS) } else { cfg };
+        seqs.set(SeqId(i as u32), cfg);
     }
     let rows: Vec<(SeqId, usize)> = (0..n).map(|i| (SeqId(i as u32), i)).collect();
     let mut g = graph::Graph::new();
     let x = g.input("logits", graph::DType::F32, &[v, n]).unwrap();
     let mut tail = Tail::attach(&mut g, x, &rows, &seqs, &*backend).unwrap();
+    let masked_top_k = g.nodes().filter(|(_, n)| matches!(n.op, graph::Op::TopK { masked: true, .. })).count();
     let mut sched = Scheduler::new([backend].into_iter().chain(fallback).collect()).unwrap();
     sched.plan(&g).unwrap();
     let placements: Vec<String> = tail.placement().into_iter().map(|(_, p)| p).collect();
     let mut texts = vec![Vec::<u8>::new(); n];
     let mut done = vec![false; n];
-    let mut written = 0;
-    let mut resampled = 0;
+    let (mut written, mut resampled, mut no_second_step) = (0, 0, 0);
+    let mut sets = std::collections::BTreeSet::new();
+    let plans0 = sched.stats().plans;
     for step in 0..steps {
         let all: Vec<f32> = (0..n).flat_map(|r| logits(v, step, r)).collect();
         sched.set_input_f32(x, &all).unwrap();
@@ -121,29 +169,100 @@ pub fn mixed_batch(
         written = sched.stats().bytes_from_host - w0;
         sched.compute().unwrap();
         let out = tail.sample(&mut sched, &mut seqs).unwrap();
+        assert!(!sched.in_side(), "the step's plan is current again");
         resampled += out.resampled;
-        assert_eq!(out.bytes_read, 4 * n + out.resampled * 4 * v, "step {step}");
+        no_second_step += usize::from(out.resampled == 0);
+        // A rejected row (every optimistic row has log-probabilities) reads from its second step
+        // 4 bytes of token, 4 of its new token's log-probability, 4 of its rank and 8 of the top
+        // one (a row that fails there, a finished one, reads none).
+        let (base, per) = (tail.reserved_bytes(), 4 + 4 + 4 + 8);
+        if done.iter().all(|d| !d) {
+            assert_eq!(out.bytes_read, base + per * out.resampled, "step {step}");
+        } else {
+            assert!((base..=base + per * out.resampled).contains(&out.bytes_read), "step {step}");
+        }
+        let mut rejected = Vec::new();
         for r in 0..n {
             if done[r] {
                 continue;
             }
+            let row = logits(v, step, r);
+            // The chain's choice without its deferred stages (what the first step chose).
+            let mut unconstrained = Chain::new();
+            for s in refs[r].stages().iter().filter(|s| !s.deferred()) {
+                unconstrained.push(s.clone());
+            }
+            unconstrained.set_step(step as u64);
+            let unconstrained = unconstrained.run(&row).unwrap().selected;
             refs[r].set_step(step as u64);
-            let want = refs[r].sample(&logits(v, step, r)).unwrap();
-            let got = out.rows[r].result.as_ref().unwrap().token.unwrap();
-            assert_eq!(got, want, "step {step}, row {r} ({})", placements[r]);
-            tail.accept(&mut seqs, SeqId(r as u32), &[got]).unwrap();
+            let want = refs[r].sample(&row).unwrap();
+            let got = out.rows[r].result.as_ref().unwrap();
+            let t = got.token.unwrap();
+            assert_eq!(t, want, "step {step}, row {r} ({})", placements[r]);
+            if r >= FIRST_OPTIMISTIC {
+                // The token's own log-probability, of the token finally chosen.
+                let lp = got.token_logprob.unwrap();
+                assert!((lp - log_softmax(&row, t)).abs() < 1e-4, "step {step}, row {r}: {lp}");
+                let above = row.iter().filter(|&&x| x > row[t as usize]).count();
+                assert_eq!(got.token_rank, Some(above as u32 + 1), "step {step}, row {r}: the token's rank");
+                assert_eq!(got.logprobs.as_ref().unwrap().len(), LOGPROBS);
+                if unconstrained != Some(t) {
+                    rejected.push(r);
+                }
+            }
+            tail.accept(&mut seqs, SeqId(r as u32), &[t]).unwrap();
             if r == 2 {
                 continue;
             }
-            if got == EOS {
+            if t == EOS {
                 assert!(Grammar::new(JSON).unwrap().matches(&String::from_utf8_lossy(&texts[r])), "row {r}");
                 done[r] = true;
             } else {
-                texts[r].extend_from_slice(voc.piece(got));
+                texts[r].extend_from_slice(voc.piece(t));
             }
         }
+        if done.iter().all(|d| !d) {
+            assert_eq!(rejected.len(), out.resampled, "step {step}: rejected rows {rejected:?}");
+        }
+        if !rejected.is_empty() {
+            sets.insert(rejected);
+        }
     }
-    (placements, written, resampled)
+    let st = sched.stats();
+    Mixed {
+        placements,
+        written,
+        resampled,
+        no_second_step,
+        rejected_sets: sets.len(),
+        side_steps: st.side_steps,
+        plans: st.plans - plans0,
+        steps,
+        rows: n,
+        masked_top_k,
+    }
+}
+
+/// What every backend's [`mixed_batch`] must show: the placements (an optimistic grammar appends
+/// nothing to the step: the host checks), optimistic checks that fail often and in varying sets
+/// of rows, each failing step one side step whose plans are cached, and the masks uploaded.
+pub fn check_mixed(m: &Mixed) {
+    let p = &m.placements;
+    assert_eq!(p[0], "+grammar +top_k +temp +dist");
+    assert_eq!(p[1], "+top_k +grammar +dist");
+    assert_eq!(p[3], "+grammar +greedy");
+    assert_eq!(p[4], "+grammar +greedy", "an optimistic grammar appends nothing: the host checks");
+    assert_eq!(p[5], "+grammar +top_k +temp +dist");
+    assert_eq!(p[6], "+top_k +grammar +dist");
+    assert!(m.resampled > 10, "the rows must make the optimistic check fail often ({m:?})");
+    assert!(m.rejected_sets >= 3, "the rejected rows must vary ({m:?})");
+    assert_eq!(m.side_steps as usize, m.steps - m.no_second_step, "one side step per step with a rejection");
+    // One plan for the step and one per shape of second step (at most one per set of rows: the
+    // later steps with the same set plan nothing).
+    assert!(m.plans as usize <= 1 + m.rejected_sets, "{m:?}");
+    assert!(m.plans < m.side_steps, "{m:?}");
+    // Three rows upload a 32-word mask each (1000 tokens), besides the random draws' counters.
+    assert!(m.written >= 3 * 32 * 4, "{}", m.written);
 }
 
 /// Accepts `tokens` on a fresh matcher of `text` over `vocab`.

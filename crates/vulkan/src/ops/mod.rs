@@ -91,6 +91,9 @@ pub(crate) fn supports(g: &Graph, id: NodeId) -> bool {
         Op::Rope(_) => rope::supports(g, n),
         Op::SoftMax { .. } => softmax::supports(g, n),
         Op::SumRows | Op::MaxRows | Op::Argmax => reduce::supports(g, n),
+        // (The masked form, a grammar's mask fused into the top-k, runs on the CPU only: a
+        // sampling tail lowers the mask and the top-k apart where it is refused.)
+        Op::TopK { masked: true, .. } => false,
         Op::Argsort { .. } | Op::TopK { .. } => sort::supports(g, n),
         Op::Cumsum => cumsum::supports(g, n),
         Op::RandomUniform { .. } => random::supports(g, n),
@@ -148,7 +151,7 @@ pub(crate) fn encode(enc: &mut Encoder<'_>, g: &Graph, id: NodeId) -> Result<()>
         Op::MaxRows => reduce::max_rows(enc, g, id),
         Op::Argmax => reduce::argmax(enc, g, id),
         Op::Argsort { order } => sort::argsort(enc, g, id, order),
-        Op::TopK { k } => sort::top_k(enc, g, id, k as usize),
+        Op::TopK { k, .. } => sort::top_k(enc, g, id, k as usize),
         Op::Cumsum => cumsum::cumsum(enc, g, id),
         Op::RandomUniform { stream } => random::random_uniform(enc, g, id, stream),
         Op::Categorical { stream, ids } => random::draw(enc, g, id, stream, false, ids),
