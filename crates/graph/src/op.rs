@@ -754,7 +754,7 @@ mod tests {
     #[test]
     fn display_includes_params() {
         assert_eq!(Op::TopK { k: 40, masked: false }.to_string(), "top_k{k=40}");
-        assert_eq!(Op::TopK { k: 40, masked: true }.to_string(), "top_k{k=40,masked=true}");
+        assert_eq!(Op::TopK { k: 40, masked: true }.to_string(), "top_k{k=40, masked=true}");
         assert_eq!(Op::Binary(BinaryOp::Add).to_string(), "add");
         assert_eq!(Op::Scale { scale: 0.5, bias: f32::NEG_INFINITY }.to_string(), "scale{scale=0.5, bias=-inf}");
         assert_eq!(format_f32(1e-6), "0.000001");

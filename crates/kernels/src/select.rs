@@ -15,6 +15,7 @@
 use crate::key::{block_max_key, from_order_key, index_key, key_index, order_key, rank_key_value};
 use crate::stats::sub_maxima;
 use crate::stats::{BLOCK, SUB};
+use crate::token_mask::LANE;
 
 // ---------------------------------------------------------------- argmax and gathers
 
@@ -322,17 +323,6 @@ pub fn top_k_indices(x: &[f32], k: usize, buf: &mut Vec<u64>, out: &mut [i32]) {
         *o = key_index(c) as i32;
     }
 }
-
-/// Each entry's bit in its mask word.
-const LANE: [u32; 32] = {
-    let mut l = [0u32; 32];
-    let mut b = 0;
-    while b < 32 {
-        l[b] = 1 << b;
-        b += 1;
-    }
-    l
-};
 
 /// The maximum of each `block`-long block (a multiple of 32) of `x` seen through the mask `bits`
 /// (banned entries `-inf`; words past `bits` ban), and whether any entry of `x`, banned or not, is

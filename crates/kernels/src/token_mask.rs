@@ -22,8 +22,8 @@ pub fn masked(x: f32, allowed: bool) -> f32 {
     if allowed { x } else { x + f32::NEG_INFINITY }
 }
 
-/// Each entry's bit in its word.
-const LANE: [u32; 32] = {
+/// Each entry's bit in its word (also `select`'s masked maxima).
+pub(crate) const LANE: [u32; 32] = {
     let mut l = [0u32; 32];
     let mut b = 0;
     while b < 32 {

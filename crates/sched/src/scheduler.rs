@@ -97,6 +97,33 @@ pub(crate) struct Planned {
 }
 
 impl Planned {
+    /// A plan just made, its buffers unresolved until it first becomes current; a side plan gives
+    /// its base's key and its linked leaves.
+    fn new(
+        key: u64,
+        g: &Graph,
+        plan: Plan,
+        slots: Vec<Slot>,
+        used: u64,
+        base: Option<u64>,
+        links: Vec<NodeId>,
+    ) -> Self {
+        Planned {
+            key,
+            graph: g.clone(),
+            plan,
+            slots,
+            buffers: Vec::new(),
+            bindings: Vec::new(),
+            generation: u64::MAX,
+            set: vec![false; g.len()],
+            computed: false,
+            used,
+            base,
+            links,
+        }
+    }
+
     /// Re-resolves the plan's buffers and bindings if the pool changed since they were resolved.
     pub fn refresh(&mut self, pool: &Pool) {
         if self.generation != pool.generation {
@@ -215,22 +242,7 @@ impl Scheduler {
             self.stats.allocations += 1;
             self.stats.buffers += fresh;
         }
-        let set = vec![false; g.len()];
-        let planned = Planned {
-            key,
-            graph: g.clone(),
-            plan,
-            slots,
-            buffers: Vec::new(),
-            bindings: Vec::new(),
-            generation: u64::MAX,
-            set,
-            computed: false,
-            used: self.clock,
-            base: None,
-            links: Vec::new(),
-        };
-        self.cache.push(planned);
+        self.cache.push(Planned::new(key, g, plan, slots, self.clock, None, Vec::new()));
         // The new plan is the most recently used: the least recently used one leaves (with its
         // side plans), and frees the leaves (params, state) no remaining plan shares. The new plan
         // registered as a user of its leaves first, so a weight or state it shares with the
@@ -354,20 +366,8 @@ impl Scheduler {
             self.stats.allocations += 1;
             self.stats.buffers += fresh;
         }
-        self.cache.push(Planned {
-            key,
-            graph: g.clone(),
-            plan,
-            slots,
-            buffers: Vec::new(),
-            bindings: Vec::new(),
-            generation: u64::MAX,
-            set: vec![false; g.len()],
-            computed: false,
-            used: self.clock,
-            base: Some(base_key),
-            links: links.iter().map(|l| l.0).collect(),
-        });
+        let links = links.iter().map(|l| l.0).collect();
+        self.cache.push(Planned::new(key, g, plan, slots, self.clock, Some(base_key), links));
         let released = self.evict_beyond(SIDE_CACHE, true);
         let i = self.cache.iter().position(|p| p.key == key).expect("just cached");
         self.switch_to(i);
