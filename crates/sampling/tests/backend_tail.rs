@@ -39,6 +39,16 @@ fn attach(seqs: &Sequences, rows: &[(SeqId, usize)], n_rows: usize) -> Setup {
     Setup { g, logits, tail }
 }
 
+/// Plans `s` on a fresh CPU scheduler and runs one step over the logits `rows`.
+fn one_step(s: &mut Setup, seqs: &mut Sequences, rows: &[Vec<f32>]) -> sampling::backend::StepOutput {
+    let mut sched = cpu_sched();
+    sched.plan(&s.g).unwrap();
+    sched.set_input_f32(s.logits, &rows.concat()).unwrap();
+    s.tail.set_inputs(&mut sched, seqs).unwrap();
+    sched.compute().unwrap();
+    s.tail.sample(&mut sched, seqs).unwrap()
+}
+
 const CHAINS: [&str; 13] = [
     "greedy",
     "top_k(k=40);temp(t=0.8);dist(seed=3)",
@@ -243,12 +253,7 @@ fn the_chosen_tokens_logprob_is_exact_wherever_it_ranks() {
     let r: Vec<(SeqId, usize)> = (0..4).map(|i| (SeqId(i as u32), i)).collect();
     let mut s = attach(&seqs, &r, 4);
     assert_eq!(s.tail.backend_prefix(SeqId(2)), Some(0), "temp(t=0) runs on the CPU");
-    let mut sched = cpu_sched();
-    sched.plan(&s.g).unwrap();
-    sched.set_input_f32(s.logits, &rows.concat()).unwrap();
-    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
-    sched.compute().unwrap();
-    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    let out = one_step(&mut s, &mut seqs, &rows);
     assert_eq!(out.token(0).unwrap() as usize, low0);
     assert_eq!(out.token(3).unwrap() as usize, low3);
     let mut outside = 0;
@@ -304,12 +309,7 @@ fn the_chosen_tokens_rank_counts_only_greater_logits() {
     }
     let r: Vec<(SeqId, usize)> = (0..6).map(|i| (SeqId(i as u32), i)).collect();
     let mut s = attach(&seqs, &r, 6);
-    let mut sched = cpu_sched();
-    sched.plan(&s.g).unwrap();
-    sched.set_input_f32(s.logits, &rows.concat()).unwrap();
-    s.tail.set_inputs(&mut sched, &mut seqs).unwrap();
-    sched.compute().unwrap();
-    let out = s.tail.sample(&mut sched, &mut seqs).unwrap();
+    let out = one_step(&mut s, &mut seqs, &rows);
     assert_eq!(out.token(1).unwrap() as usize, mid);
     assert_eq!(out.token(4).unwrap() as usize, bottom);
     for (row, logits) in rows.iter().enumerate() {
