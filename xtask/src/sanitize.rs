@@ -8,7 +8,7 @@
 //!   and `sched`, and the op-conformance suite on the CPU backend (`conformance`'s `cpu` test).
 //!   Out-of-bounds reads and writes, use after free, leaks.
 //! - ThreadSanitizer (`-Zsanitizer=thread`): the tests of `cpu`, whose ops split rows and blocks over
-//!   the backend's rayon pool and write disjoint parts of one buffer from several threads, of
+//!   the backend's thread team and write disjoint parts of one buffer from several threads, of
 //!   `sched`, and the op-conformance suite on the CPU backend (every op on a pool of two threads or
 //!   more). No suppressions: with std instrumented, its channels, mutexes and `Arc` are modelled.
 //!   The runner is not run here: its server's test build takes about 5 minutes more, and tokio's

@@ -1,4 +1,4 @@
-//! `CpuBackend`: host buffers (64-byte aligned, both memory kinds), a rayon pool created once, and
+//! `CpuBackend`: host buffers (64-byte aligned, both memory kinds), a thread team created once, and
 //! `sched::Backend` on top of the dispatcher.
 //!
 //! Params given as `sched::SharedBytes` (a mapped model file's weights) are imported, not copied
@@ -18,8 +18,7 @@ const NAME: &str = "cpu";
 /// [`Backend::host_slice`] always succeeds.
 #[derive(Debug)]
 pub struct CpuBackend {
-    pool: rayon::ThreadPool,
-    threads: usize,
+    team: crate::team::Team,
     buffers: Vec<Option<Buffer>>,
 }
 
@@ -35,21 +34,16 @@ impl CpuBackend {
         CpuBackend::with_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
-    /// A backend with a pool of `threads` worker threads (at least 1), created now and reused by every
-    /// `compute`. Panics only if the operating system refuses to start the threads.
+    /// A backend computing on `threads` threads (at least 1): the thread calling `compute` and
+    /// `threads - 1` helpers started now and reused by every `compute` (`crate::team`). Panics
+    /// only if the operating system refuses to start the threads.
     pub fn with_threads(threads: usize) -> CpuBackend {
-        let threads = threads.max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("cpu-backend-{i}"))
-            .build()
-            .expect("starting the CPU backend's worker threads");
-        CpuBackend { pool, threads, buffers: Vec::new() }
+        CpuBackend { team: crate::team::Team::new(threads), buffers: Vec::new() }
     }
 
-    /// Number of worker threads.
+    /// Number of threads a `compute` runs on (the caller's included).
     pub fn threads(&self) -> usize {
-        self.threads
+        self.team.threads()
     }
 
     /// Stores a buffer in a free slot.
@@ -139,9 +133,9 @@ impl Backend for CpuBackend {
     }
 
     fn compute(&mut self, task: SplitTask<'_>) -> BackendResult<()> {
-        let _span = tracing::debug_span!("cpu_compute", nodes = task.nodes.len(), threads = self.threads).entered();
+        let _span = tracing::debug_span!("cpu_compute", nodes = task.nodes.len(), threads = self.threads()).entered();
         let buffers = &self.buffers;
-        crate::par::with_threads(&self.pool, self.threads, || {
+        crate::par::with_threads(&self.team, || {
             for &id in task.nodes {
                 dispatch::run(task.graph, id, task.bindings, buffers)?;
             }

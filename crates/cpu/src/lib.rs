@@ -1,5 +1,5 @@
 //! The CPU backend: every [`graph::Op`] for every dtype combination the builder accepts, multi-threaded
-//! over rows and blocks on one rayon pool created with the backend, with vectorisation-friendly inner
+//! over rows and blocks on one thread team created with the backend (`team`), with vectorisation-friendly inner
 //! loops (and AVX2/FMA versions of the hot kernels chosen at run time). It is the oracle every other
 //! backend is compared with.
 //!
@@ -17,6 +17,7 @@ mod error;
 pub mod math;
 mod ops;
 mod par;
+mod team;
 mod tensor;
 
 pub use crate::backend::CpuBackend;

@@ -1,32 +1,30 @@
-//! Work splitting on the backend's rayon pool: rows (or any index range) cut into contiguous blocks
-//! sized so each task has enough work to amortise scheduling, and enough tasks to feed every thread.
+//! Work splitting on the backend's thread team (`crate::team`): rows (or any index range) cut into
+//! contiguous blocks sized so each task has enough work to amortise scheduling, and enough tasks to
+//! feed every thread.
 
-use rayon::prelude::*;
+use crate::team::Team;
 use std::cell::Cell;
 use std::ops::Range;
 
 thread_local! {
-    /// Threads the kernels may use, set by the backend around each `compute` (1: run inline on the
-    /// calling thread, without entering the pool).
-    static THREADS: Cell<usize> = const { Cell::new(1) };
+    /// The team the kernels may use, set by the backend around each `compute` (null: run inline
+    /// on the calling thread). Unset while a team's task runs, so nested splits run inline.
+    static TEAM: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Runs `f` with the kernels limited to `threads` threads: inline on the calling thread for 1
-/// (entering a pool costs a cross-thread hand-off, tens of microseconds), else inside `pool`.
-pub(crate) fn with_threads<R: Send>(pool: &rayon::ThreadPool, threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    if threads <= 1 {
-        let prev = THREADS.with(|t| t.replace(1));
-        let r = f();
-        THREADS.with(|t| t.set(prev));
-        r
-    } else {
-        pool.install(|| {
-            let prev = THREADS.with(|t| t.replace(threads));
-            let r = f();
-            THREADS.with(|t| t.set(prev));
-            r
-        })
+/// Runs `f` on the calling thread with the kernels' splits going to `team` (a team of one thread:
+/// every split inline).
+pub(crate) fn with_threads<R>(team: &Team, f: impl FnOnce() -> R) -> R {
+    /// Puts back the previous team, also when `f` unwinds.
+    struct Restore(*const Team);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TEAM.with(|t| t.set(self.0));
+        }
     }
+    let prev = TEAM.with(|t| t.replace(if team.threads() > 1 { team } else { std::ptr::null() }));
+    let _restore = Restore(prev);
+    f()
 }
 
 /// Below this many element-operations a range runs on the calling thread.
@@ -38,17 +36,23 @@ pub(crate) fn for_blocks(n: usize, work_per_item: usize, f: impl Fn(Range<usize>
     if n == 0 {
         return;
     }
-    let threads = THREADS.with(Cell::get);
+    let team = TEAM.with(Cell::get);
     let total = n.saturating_mul(work_per_item.max(1));
-    if threads <= 1 || total <= MIN_WORK || n == 1 {
+    if team.is_null() || total <= MIN_WORK || n == 1 {
         f(0..n);
         return;
     }
+    // SAFETY: `TEAM` is set only by `with_threads`, around a call that borrows the team.
+    let team = unsafe { &*team };
     let min_items = MIN_WORK.div_ceil(work_per_item.max(1)).max(1);
-    let tasks = (threads * 4).min(n.div_ceil(min_items)).max(1);
+    let tasks = (team.threads() * 4).min(n.div_ceil(min_items)).max(1);
     let block = n.div_ceil(tasks);
-    (0..n.div_ceil(block)).into_par_iter().for_each(|t| {
+    let run = |t: usize| {
         let start = t * block;
+        // nested splits run inline (on a helper `TEAM` is never set)
+        let prev = TEAM.with(|c| c.replace(std::ptr::null()));
         f(start..(start + block).min(n));
-    });
+        TEAM.with(|c| c.set(prev));
+    };
+    team.run(n.div_ceil(block), &run);
 }
