@@ -1,6 +1,6 @@
 //! `cargo xtask bench serve [--model smollm2] [--clients 1,4,16] [--requests N] [--max-tokens N]
 //! [--parallel 16] [--threads 2] [--llama-server PATH] [--server-log FILE]
-//! [--runner-arg ARG]...`: a bounded load generator on loopback
+//! [--runner-arg ARG]... [--baseline-runner PATH]`: a bounded load generator on loopback
 //! against `runner serve` (the release binary, built first), and against `llama-server` on the
 //! same GGUF with the same `--parallel` and threads when one is given (`--llama-server`, or
 //! `LLAMA_SERVER`; build it from llama.cpp's source: `cmake -B build -DLLAMA_CURL=OFF && cmake
@@ -62,6 +62,21 @@ struct Args {
     /// slots, tokens and times); by default its output is discarded.
     #[arg(long)]
     server_log: Option<PathBuf>,
+    /// A second `runner` binary (another commit's build, say) measured in the same run after
+    /// ours, as `baseline` rows, with the same `--runner-arg`s; the ratios of ours to it are
+    /// printed. Build both in the same checkout path: two builds of one source at two paths can
+    /// differ in speed by their code generation alone (`docs/BENCHMARKS.md`).
+    #[arg(long)]
+    baseline_runner: Option<PathBuf>,
+}
+
+/// Prints our tokens/s over `name`'s, per client count (`ours` starts with our rows, in the order
+/// `theirs` has them).
+fn print_ratios(name: &str, ours: &[serde_json::Value], theirs: &[serde_json::Value]) {
+    for (o, t) in ours.iter().zip(theirs) {
+        let r = o["tokens_per_s"].as_f64().unwrap_or(f64::NAN) / t["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+        println!("clients {}: runner / {name} tokens/s = {r:.2}", o["clients"]);
+    }
 }
 
 /// One client's view of one streamed request.
@@ -282,26 +297,39 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
         "{:<13} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
         "server", "clients", "req/s", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99", "peak MiB"
     );
+    let serve = |bin: &Path, port: u16| {
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--model"]).arg(&model).args([
+            "--port",
+            &port.to_string(),
+            "--parallel",
+            &args.parallel.to_string(),
+            "--threads",
+            &args.threads.to_string(),
+            "--ctx",
+            &args.ctx.to_string(),
+            "--queue",
+            "1024",
+        ]);
+        cmd.args(&args.runner_arg);
+        cmd
+    };
     let port = free_port()?;
-    let mut ours = Command::new(root.join("target/release/runner"));
-    ours.args(["serve", "--model"]).arg(&model).args([
-        "--port",
-        &port.to_string(),
-        "--parallel",
-        &args.parallel.to_string(),
-        "--threads",
-        &args.threads.to_string(),
-        "--ctx",
-        &args.ctx.to_string(),
-        "--queue",
-        "1024",
-    ]);
-    ours.args(&args.runner_arg);
+    let mut ours = serve(&root.join("target/release/runner"), port);
     if let Some(log) = &args.server_log {
         let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         ours.env("RUST_LOG", "runner=debug").stderr(file);
     }
     let mut rows = measure("runner", ours, port, &args)?;
+    if let Some(bin) = &args.baseline_runner {
+        if !bin.exists() {
+            bail!("the baseline runner {} does not exist", bin.display());
+        }
+        let port = free_port()?;
+        let theirs = measure("baseline", serve(bin, port), port, &args)?;
+        print_ratios("baseline", &rows, &theirs);
+        rows.extend(theirs);
+    }
     let llama = args.llama_server.clone().or_else(|| std::env::var_os("LLAMA_SERVER").map(PathBuf::from));
     match llama {
         Some(bin) if bin.exists() => {
@@ -326,11 +354,7 @@ pub fn run(args: impl Iterator<Item = String>) -> Result<()> {
             // not ours.
             match measure("llama-server", cmd, port, &args) {
                 Ok(theirs) => {
-                    for (o, t) in rows.clone().iter().zip(&theirs) {
-                        let r = o["tokens_per_s"].as_f64().unwrap_or(f64::NAN)
-                            / t["tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-                        println!("clients {}: runner / llama-server tokens/s = {r:.2}", o["clients"]);
-                    }
+                    print_ratios("llama-server", &rows, &theirs);
                     rows.extend(theirs);
                 }
                 Err(e) => println!("llama-server failed: {e:#}"),
