@@ -10,8 +10,8 @@
 //! helpers spin on the job counter for a while ([`SPIN`]) before they sleep, so the next op finds
 //! them awake; the caller never hands its work to another thread and never waits for a helper
 //! that has not started (a helper that comes late finds its share taken). Measured against rayon
-//! over the same kernels (`docs/BENCHMARKS.md`): a batch-4 SmolLM2 decode step 12-17% faster,
-//! batch 1 about 4%, batch 16 the same.
+//! over byte-identical kernels (`docs/BENCHMARKS.md`, medians of alternated series on a 2-core
+//! Zen 4): a batch-4 SmolLM2 decode step 6-10% faster, batch 1 4-10%, batch 16 0-11%.
 //!
 //! A task's panic is caught where it ran, the job is finished (no helper may still read the
 //! caller's borrowed function when the caller unwinds), and the panic is resumed on the caller.
@@ -251,10 +251,12 @@ mod tests {
     #[test]
     fn a_tasks_panic_reaches_the_caller_and_the_team_goes_on() {
         let team = Team::new(2);
-        // each task in turn panics: on the caller's share or the helper's
+        // each task in turn panics: on the caller's share (tasks 0-3) or the helper's (4-7); the
+        // tasks take a while, so that the helper, awake from the previous job, takes its share
         for bad in 0..8 {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 team.run(8, &|i| {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
                     if i == bad {
                         panic!("task {i}");
                     }
