@@ -293,6 +293,27 @@ crate::dispatch!(
 /// Most weight rows of a [`Tile`].
 pub const TILE: usize = 4;
 
+/// How far ahead of the block being read a [`Tile`] with [`Tile::prefetch`] hints each of its
+/// weight rows, in bytes. A tile reads its rows a block at a time side by side, so this runs into
+/// the rows of the next tile. In a batch-4 decode step of SmolLM2 (2 threads, AMD EPYC Zen 4, the
+/// same binary with the hints switched off and on, so the same kernel code) the step went from
+/// 17.2 to 14.3 ms (medians of 6 alternated rounds); 2, 4 and 8 KiB did not separate in the noise.
+/// A distance of 0 (hinting the block being read) is slower than no hint (19-21 ms).
+pub const TILE_PREFETCH: usize = 4096;
+
+/// Hints the cache lines of the `len`-byte weight block at `p` [`TILE_PREFETCH`] bytes ahead.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_block(p: *const u8, len: usize) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    let mut o = 0;
+    while o < len {
+        // SAFETY: a hint only: the address is never dereferenced, and may lie past the weights
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(TILE_PREFETCH + o).cast()) };
+        o += 64;
+    }
+}
+
 /// Most activation columns of a [`Tile`].
 pub const TILE_COLS: usize = 8;
 
@@ -340,6 +361,11 @@ pub struct Tile<'a> {
     /// AVX-512 tile then loads each block's scales of all columns at once instead of converting
     /// them per tile. `None`: every form converts them itself (the results are the same).
     pub scales: Option<TileScales<'a>>,
+    /// Prefetch the weights [`TILE_PREFETCH`] bytes ahead of each block read (a hint: the results
+    /// are the same). Worth it where the rows come from memory, as they do in the first tile of
+    /// a weight row; where the same rows are read again for further columns they are in cache, and
+    /// the hints would only pull in rows past them.
+    pub prefetch: bool,
 }
 
 /// Block scales of a tile's activation columns, block-major, as [`tile_scales`] lays them out:
@@ -696,6 +722,9 @@ mod x86 {
                 let mut aw = [_mm256_setzero_si256(); R];
                 for r in 0..R {
                     let wblk = wp.add(r * t.wstride + i * wb);
+                    if t.prefetch {
+                        super::prefetch_block(wblk, wb);
+                    }
                     (dw[r], mw[r]) = f16_pair(wblk, wblk.add(2));
                     qw[r] = quants(f, wblk);
                     aw[r] = _mm256_sign_epi8(qw[r], qw[r]);
@@ -870,6 +899,8 @@ mod tests {
                         cols,
                         nblocks: nb,
                         scales,
+                        // a hint only: the same bits either way
+                        prefetch: cols % 2 == 1,
                     };
                     // the dispatched tile, and each x86 form this CPU can run on its own
                     let mut forms = vec![("dispatched", vec![f32::NAN; rows * cols])];
@@ -916,7 +947,18 @@ mod tests {
         // two blocks of one column: the second block's load needs `stride + TILE_COLS` floats
         let (d, s) = (vec![0.0f32; TILE_COLS], vec![0.0f32; TILE_COLS]);
         let scales = Some(TileScales { d: &d, s: &s, stride: 1 });
-        let t = Tile { f: Format::Q4_0, w: &w, wstride: 36, rows: 1, a: &a, astride: 68, cols: 1, nblocks: 2, scales };
+        let t = Tile {
+            f: Format::Q4_0,
+            w: &w,
+            wstride: 36,
+            rows: 1,
+            a: &a,
+            astride: 68,
+            cols: 1,
+            nblocks: 2,
+            scales,
+            prefetch: false,
+        };
         dot_tile(&t, &mut [0.0; 1]);
     }
 
@@ -935,6 +977,7 @@ mod tests {
             cols: 1,
             nblocks: 1,
             scales: None,
+            prefetch: true,
         };
         dot_tile(&t, &mut [0.0; 3]);
     }

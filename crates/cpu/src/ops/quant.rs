@@ -14,12 +14,13 @@
 //! Tasks are blocks of [`ROWS`] rows of `a` times one batch; within a task the products run in
 //! register tiles (`kernels::quant::dot_tile` in `kernels::quant::tile_shape`'s shape: each weight
 //! block unpacked once per tile of up to eight columns, each activation block loaded once per tile
-//! of rows), and every column of `b`
-//! reuses the block's weight rows from cache. A mat-vec (one column) runs through
-//! `kernels::quant::dot_rows` instead: the column's block scales converted to f32 once, a task's rows
-//! per call in groups of one or two (`mv_rows`; with AVX-512, two rows per register), the weights
-//! prefetched a few KiB ahead. Each output is still
-//! ggml's `vec_dot` of its pair, bit for bit.
+//! of rows), and every column of `b` reuses the block's weight rows from cache. The first tile of
+//! each row group, which reads the rows from memory, hints them `kernels::quant::TILE_PREFETCH`
+//! bytes ahead (`Tile::prefetch`); the hardware prefetchers alone left a batch-4 decode step
+//! waiting on memory. A mat-vec (one column) runs through `kernels::quant::dot_rows` instead: the
+//! column's block scales converted to f32 once, a task's rows per call in groups of one or two
+//! (`mv_rows`; with AVX-512, two rows per register), the weights prefetched a few KiB ahead. Each
+//! output is still ggml's `vec_dot` of its pair, bit for bit.
 
 use super::K;
 use super::rows::check_ids;
@@ -130,6 +131,8 @@ pub(crate) fn mul_mat(k: &K<'_>) -> Result<(), CpuError> {
                             let (d, s) = &tsc[batch];
                             quant::TileScales { d: &d[j0..], s: &s[j0..], stride: n }
                         }),
+                        // the first columns read the rows from memory; the others find them cached
+                        prefetch: j0 == 0,
                     };
                     quant::dot_tile(&tile, &mut out);
                     for r in 0..nr {

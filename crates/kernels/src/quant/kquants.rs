@@ -242,7 +242,7 @@ pub(super) mod x86 {
     /// The dot product of `nblocks` blocks of `f` with `q8_K` activations.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(in crate::quant) fn dot(f: Format, w: &[u8], a: &[u8], nblocks: usize) -> f32 {
-        let t = Tile { f, w, wstride: 0, rows: 1, a, astride: 0, cols: 1, nblocks, scales: None };
+        let t = Tile { f, w, wstride: 0, rows: 1, a, astride: 0, cols: 1, nblocks, scales: None, prefetch: false };
         let mut o = [[0.0f32; 1]; 1];
         // SAFETY: the CPU has the features `tile` needs (this function's own); it reads through
         // bounds-checked slices.
@@ -343,6 +343,9 @@ pub(super) mod x86 {
         for i in 0..t.nblocks {
             let blocks: [Block; R] = std::array::from_fn(|r| {
                 let o = r * t.wstride + i * wb;
+                if t.prefetch {
+                    crate::quant::prefetch_block(t.w[o..].as_ptr(), wb);
+                }
                 // SAFETY: the slice is one whole block (a bounds-checked range of `t.w`).
                 unsafe { unpack(f, &t.w[o..o + wb]) }
             });

@@ -257,6 +257,9 @@ unsafe fn tile<const R: usize, const P: usize, const F: u8>(t: &Tile<'_>, out: &
             }
             for r in 0..R {
                 let wblk = wp.add(r * t.wstride + i * wb);
+                if t.prefetch {
+                    super::prefetch_block(wblk, wb);
+                }
                 let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(wblk.cast::<i32>().read_unaligned()));
                 let dw = _mm512_broadcastss_ps(dm);
                 if has_min(F) {
