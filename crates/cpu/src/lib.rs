@@ -1,7 +1,7 @@
 //! The CPU backend: every [`graph::Op`] for every dtype combination the builder accepts, multi-threaded
-//! over rows and blocks on one thread team created with the backend (`team`), with vectorisation-friendly inner
-//! loops (and AVX2/FMA versions of the hot kernels chosen at run time). It is the oracle every other
-//! backend is compared with.
+//! over rows and blocks on one thread team created with the backend (`team`), with
+//! vectorisation-friendly inner loops (and AVX2/FMA versions of the hot kernels chosen at run time).
+//! It is the oracle every other backend is compared with.
 //!
 //! ```
 //! use cpu::CpuBackend;

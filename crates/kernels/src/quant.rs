@@ -298,7 +298,7 @@ pub const TILE: usize = 4;
 /// the rows of the next tile. In a batch-4 decode step of SmolLM2 (2 threads, AMD EPYC Zen 4, the
 /// same binary with the hints switched off and on, so the same kernel code) the step went from
 /// 17.2 to 14.3 ms (medians of 6 alternated rounds); 2, 4 and 8 KiB did not separate in the noise.
-/// A distance of 0 (hinting the block being read) is slower than no hint (19-21 ms).
+/// A distance of 0 (hinting the block being read) was slower than all of them (19-21 ms).
 pub const TILE_PREFETCH: usize = 4096;
 
 /// Hints the cache lines of the `len`-byte weight block at `p` [`TILE_PREFETCH`] bytes ahead.

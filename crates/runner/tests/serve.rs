@@ -1069,7 +1069,10 @@ fn native_completion_timings_and_slots() {
         assert!(t0.elapsed() < Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(5));
     }
-    let waits = go(json!({"prompt": "Hi", "n_predict": 1, "id_slot": 1}));
+    // The waiting request runs long enough (24 steps) that its answer comes well after the long
+    // one's even when the client thread that reads the long one is descheduled for a while (with 1
+    // token, a CI run under load once saw the two arrive the other way round).
+    let waits = go(json!({"prompt": "Hi", "n_predict": 24, "temperature": 0, "ignore_eos": true, "id_slot": 1}));
     std::thread::sleep(Duration::from_millis(50));
     let other = go(json!({"prompt": "Hi", "n_predict": 1}));
     let (lr, lt) = long.join().unwrap();
@@ -1077,6 +1080,7 @@ fn native_completion_timings_and_slots() {
     let (or, ot) = other.join().unwrap();
     assert_eq!((lr["id_slot"].as_u64(), wr["id_slot"].as_u64(), or["id_slot"].as_u64()), (Some(1), Some(1), Some(0)));
     assert_eq!(lr["tokens_predicted"], 48);
+    assert_eq!(wr["tokens_predicted"], 24);
     assert!(wt > lt, "the request for slot 1 ended after the one in it");
     assert!(ot < lt, "the request for any slot did not wait");
     // Streaming chunks say their slot.
