@@ -343,11 +343,12 @@ pub(super) mod x86 {
         for i in 0..t.nblocks {
             let blocks: [Block; R] = std::array::from_fn(|r| {
                 let o = r * t.wstride + i * wb;
+                let block = &t.w[o..o + wb];
                 if t.prefetch {
-                    crate::quant::prefetch_block(t.w[o..].as_ptr(), wb);
+                    crate::quant::prefetch_block(block.as_ptr(), wb);
                 }
                 // SAFETY: the slice is one whole block (a bounds-checked range of `t.w`).
-                unsafe { unpack(f, &t.w[o..o + wb]) }
+                unsafe { unpack(f, block) }
             });
             for c in 0..C {
                 let o = c * t.astride + i * Q8K_BYTES;
